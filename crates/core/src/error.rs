@@ -1,0 +1,43 @@
+//! Errors the core reports. Invalid input is an error, never a silent adjustment.
+
+use crate::ids::QueueId;
+use crate::level::Level;
+use thiserror::Error;
+
+/// Everything that can go wrong in the core.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CoreError {
+    /// A launch configuration broke `threshold >= batch >= 1`.
+    #[error(
+        "invalid launch config: threshold {threshold} and batch {batch} must satisfy threshold >= batch >= 1"
+    )]
+    InvalidLaunchConfig {
+        /// The requested in-flight threshold.
+        threshold: u32,
+        /// The requested batch size.
+        batch: u32,
+    },
+    /// A level number outside 1..=3.
+    #[error("invalid preemption level {0}: levels are 1 (block), 2 (deactivate), 3 (interrupt)")]
+    InvalidLevel(u8),
+    /// A level the backend or device does not offer.
+    #[error("level {requested} is not supported: the device offers up to {max}")]
+    UnsupportedLevel {
+        /// What was asked for.
+        requested: Level,
+        /// The highest level available.
+        max: Level,
+    },
+    /// A queue the scheduler does not know.
+    #[error("unknown queue {0}")]
+    UnknownQueue(QueueId),
+    /// A queue registered twice.
+    #[error("queue {0} is already registered")]
+    DuplicateQueue(QueueId),
+    /// A policy name nobody registered.
+    #[error("unknown policy `{0}`; known: {known}", known = crate::policy::NAMES.join(", "))]
+    UnknownPolicy(String),
+    /// A hint whose value makes no sense (zero share, zero slice, ...).
+    #[error("invalid hint: {0}")]
+    InvalidHint(&'static str),
+}

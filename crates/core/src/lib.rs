@@ -1,0 +1,37 @@
+//! # xsched-core
+//!
+//! The sans-IO heart of xsched. Nothing here reads a clock, spawns a thread or touches a
+//! socket: callers pass `now` and events in and take operations out. The same code therefore
+//! runs under the discrete-event simulator (virtual time), the in-process runtime (threads and
+//! a monotonic clock) and the daemon (a socket loop), and a simulated result is evidence about
+//! the real scheduler.
+//!
+//! - [`xqueue::LaunchMachine`]: progressive launching and per-level suspend/resume of one XQueue.
+//! - [`scheduler::Scheduler`]: events in, suspend/resume operations out, timers on request.
+//! - [`policy`]: the policies, one file each, behind one registry.
+
+#![forbid(unsafe_code)]
+
+pub mod capability;
+pub mod command;
+pub mod config;
+pub mod error;
+pub mod hint;
+pub mod ids;
+pub mod level;
+pub mod policy;
+pub mod scheduler;
+pub mod time;
+pub mod xqueue;
+
+pub use capability::Capabilities;
+pub use command::CommandMeta;
+pub use config::LaunchConfig;
+pub use error::CoreError;
+pub use hint::{Hint, QueueHints};
+pub use ids::{CommandId, DeviceId, QueueId};
+pub use level::Level;
+pub use policy::Policy;
+pub use scheduler::{Event, Operation, QueueView, Scheduler};
+pub use time::Nanos;
+pub use xqueue::{Launch, LaunchMachine, ResumeAction, SuspendAction, Synced};

@@ -1,0 +1,104 @@
+//! Highest priority first: per device (XSched's fixed-priority policy), and across devices.
+//!
+//! The global variant suspends lower-priority queues on *every* device while a higher-priority
+//! queue has work anywhere. That is what a pipeline spanning devices needs: when its next stage
+//! reaches the second device, that device is already clear instead of first draining background
+//! work (the multi-device experiment of the XSched paper).
+
+use super::{Policy, Scope, serve_lowest_rank};
+use crate::ids::DeviceId;
+use crate::scheduler::QueueView;
+use crate::time::Nanos;
+use std::cmp::Reverse;
+
+/// Fixed priority, compared among queues of the same device.
+#[derive(Debug, Default)]
+pub struct Hpf {
+    scratch: Vec<(DeviceId, Reverse<i32>)>,
+}
+
+impl Policy for Hpf {
+    fn name(&self) -> &'static str {
+        "hpf"
+    }
+
+    fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {
+        serve_lowest_rank(queues, run, Scope::PerDevice, &mut self.scratch, |q| {
+            Reverse(q.hints.priority)
+        });
+    }
+}
+
+/// Fixed priority, compared across all devices.
+#[derive(Debug, Default)]
+pub struct HpfGlobal;
+
+impl Policy for HpfGlobal {
+    fn name(&self) -> &'static str {
+        "hpf-global"
+    }
+
+    fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {
+        let top = queues
+            .iter()
+            .filter(|q| q.ready)
+            .map(|q| q.hints.priority)
+            .max();
+        if let Some(top) = top {
+            for (q, run) in queues.iter().zip(run.iter_mut()) {
+                *run = q.hints.priority >= top;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{decide, view};
+    use super::*;
+
+    #[test]
+    fn per_device_only_competes_locally() {
+        let qs = [
+            view(0, 0, 10, true),
+            view(1, 0, 1, true),
+            view(2, 1, 1, true),
+            view(3, 0, 0, false),
+        ];
+        assert_eq!(
+            decide(&mut Hpf::default(), Nanos::ZERO, &qs),
+            vec![true, false, true, false]
+        );
+    }
+
+    #[test]
+    fn equal_priorities_share() {
+        let qs = [view(0, 0, 3, true), view(1, 0, 3, true)];
+        assert_eq!(
+            decide(&mut Hpf::default(), Nanos::ZERO, &qs),
+            vec![true, true]
+        );
+    }
+
+    #[test]
+    fn idle_high_priority_suspends_nobody() {
+        let qs = [view(0, 0, 10, false), view(1, 0, 1, true)];
+        assert_eq!(
+            decide(&mut Hpf::default(), Nanos::ZERO, &qs),
+            vec![true, true]
+        );
+    }
+
+    #[test]
+    fn global_suspends_across_devices() {
+        let qs = [
+            view(0, 0, 10, true),
+            view(1, 1, 1, true),
+            view(2, 1, 10, false),
+        ];
+        assert_eq!(
+            decide(&mut HpfGlobal, Nanos::ZERO, &qs),
+            vec![true, false, true]
+        );
+    }
+}

@@ -1,0 +1,451 @@
+//! The XQueue launch state machine: progressive launching and per-level suspend/resume.
+//!
+//! This is XSched's central mechanism with no I/O in it. Commands are submitted into a software
+//! queue and moved to the hardware queue a few at a time: at most `threshold` in flight, with a
+//! synchronization point every `batch` commands. A driver (launcher thread, simulator) asks
+//! [`LaunchMachine::poll_launch`] what to launch next, waits on [`LaunchMachine::wait_target`]
+//! when it may not launch, and reports observed completions with [`LaunchMachine::on_synced`].
+//!
+//! Invariants (property-tested): every command completes exactly once and in submission order;
+//! in-flight never exceeds the threshold; a suspended machine launches nothing; resume loses
+//! nothing; whenever launching is blocked while commands are in flight, a synchronization point
+//! is among them, so the driver always has something to wait on.
+
+use crate::command::CommandMeta;
+use crate::config::LaunchConfig;
+use crate::ids::CommandId;
+use crate::level::Level;
+use crate::time::Nanos;
+use std::collections::VecDeque;
+
+/// One command handed to the hardware.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Which command.
+    pub cmd: CommandId,
+    /// Its metadata.
+    pub meta: CommandMeta,
+    /// Record a synchronization point (an event) after it: the launcher will wait on it.
+    pub sync: bool,
+}
+
+/// What a suspend asks of the hardware, beyond no longer launching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuspendAction {
+    /// Nothing (already suspended, or Level 1: in-flight commands drain).
+    None,
+    /// Level 2: hold the queued hardware commands.
+    Deactivate,
+    /// Level 3: also stop the running command.
+    Interrupt,
+}
+
+/// What a resume asks of the hardware, beyond launching again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResumeAction {
+    /// Nothing (was not suspended, or Level 1).
+    None,
+    /// Level 2: let the hardware start held commands again.
+    Reactivate,
+    /// Level 3: restore the interrupted command (or restart it if idempotent) and reactivate.
+    Restore,
+}
+
+/// Commands newly known complete after a synchronization point was observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Synced {
+    /// First command completed by this observation.
+    pub first: CommandId,
+    /// Last command completed (inclusive); all in between completed too.
+    pub last: CommandId,
+    /// The queue now holds nothing: report it idle.
+    pub now_idle: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    cmd: CommandId,
+    estimate: Nanos,
+    launched_at: Nanos,
+    sync: bool,
+}
+
+/// Weight of a new sample in the measured per-command duration (exponential average).
+const EWMA_NEW_SAMPLE_PER_8: u64 = 2;
+
+/// The launch state machine of one XQueue.
+#[derive(Debug)]
+pub struct LaunchMachine {
+    config: LaunchConfig,
+    level: Level,
+    suspended: bool,
+    pending: VecDeque<(CommandId, CommandMeta)>,
+    in_flight: VecDeque<InFlight>,
+    next_id: u64,
+    since_sync: u32,
+    inflight_estimate: Nanos,
+    measured: Option<Nanos>,
+    last_observed: Nanos,
+}
+
+impl LaunchMachine {
+    /// A machine with the given (already validated) config and level.
+    pub fn new(config: LaunchConfig, level: Level) -> LaunchMachine {
+        LaunchMachine {
+            config,
+            level,
+            suspended: false,
+            pending: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            next_id: 0,
+            since_sync: 0,
+            inflight_estimate: Nanos::ZERO,
+            measured: None,
+            last_observed: Nanos::ZERO,
+        }
+    }
+
+    /// Enqueue a command. Returns its id and whether the queue was idle before (report Ready).
+    pub fn submit(&mut self, meta: CommandMeta) -> (CommandId, bool) {
+        let was_idle = self.is_idle();
+        let cmd = CommandId(self.next_id);
+        self.next_id += 1;
+        self.pending.push_back((cmd, meta));
+        (cmd, was_idle)
+    }
+
+    /// Whether [`poll_launch`](Self::poll_launch) would return a command now.
+    pub fn can_launch(&self) -> bool {
+        !self.suspended && self.room_to_launch()
+    }
+
+    /// The launch conditions other than suspension: work pending, below threshold and budget.
+    fn room_to_launch(&self) -> bool {
+        !self.pending.is_empty()
+            && (self.in_flight.len() as u64) < u64::from(self.config.threshold())
+            && self
+                .config
+                .inflight_budget()
+                .is_none_or(|budget| self.in_flight.is_empty() || self.inflight_estimate < budget)
+    }
+
+    /// The next command to hand to the hardware, if launching is allowed now.
+    pub fn poll_launch(&mut self, now: Nanos) -> Option<Launch> {
+        if !self.can_launch() {
+            return None;
+        }
+        let (cmd, meta) = self.pending.pop_front()?;
+        let estimate = self.estimate_of(&meta);
+        self.inflight_estimate += estimate;
+        self.since_sync += 1;
+        self.in_flight.push_back(InFlight {
+            cmd,
+            estimate,
+            launched_at: now,
+            sync: false,
+        });
+        // A sync point every `batch` commands, at the tail of a burst, and wherever launching
+        // will block next (suspension aside), so a blocked launcher always has a point to wait on.
+        let sync = self.since_sync >= self.config.batch() || !self.room_to_launch();
+        if sync {
+            self.since_sync = 0;
+            if let Some(last) = self.in_flight.back_mut() {
+                last.sync = true;
+            }
+        }
+        Some(Launch { cmd, meta, sync })
+    }
+
+    /// The synchronization point a blocked launcher should wait on: the oldest one in flight.
+    pub fn wait_target(&self) -> Option<CommandId> {
+        self.in_flight.iter().find(|f| f.sync).map(|f| f.cmd)
+    }
+
+    /// Whether `cmd` carries a synchronization point (the driver observes only those).
+    pub fn is_sync_point(&self, cmd: CommandId) -> bool {
+        self.in_flight.iter().any(|f| f.cmd == cmd && f.sync)
+    }
+
+    /// Make `cmd` (in flight) a synchronization point, e.g. when the application waits on it.
+    /// Returns false if it is not in flight.
+    pub fn mark_sync(&mut self, cmd: CommandId) -> bool {
+        match self.in_flight.iter_mut().find(|f| f.cmd == cmd) {
+            Some(f) => {
+                f.sync = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The synchronization point at `cmd` was observed complete at `now`: it and every command
+    /// before it are done. Returns `None` if nothing was in flight up to `cmd`.
+    pub fn on_synced(&mut self, cmd: CommandId, now: Nanos) -> Option<Synced> {
+        let first = self.in_flight.front()?.cmd;
+        if first > cmd {
+            return None;
+        }
+        let mut count = 0u64;
+        let mut started = Nanos::MAX;
+        let mut last = first;
+        while let Some(f) = self.in_flight.front().copied() {
+            if f.cmd > cmd {
+                break;
+            }
+            self.in_flight.pop_front();
+            self.inflight_estimate = self.inflight_estimate.saturating_sub(f.estimate);
+            started = started.min(f.launched_at);
+            last = f.cmd;
+            count += 1;
+        }
+        self.learn(now, started, count);
+        if self.in_flight.is_empty() {
+            // Estimates may have drifted (measured values changed); start clean.
+            self.inflight_estimate = Nanos::ZERO;
+        }
+        Some(Synced {
+            first,
+            last,
+            now_idle: self.is_idle(),
+        })
+    }
+
+    fn learn(&mut self, now: Nanos, started: Nanos, count: u64) {
+        let since = started.max(self.last_observed);
+        self.last_observed = now;
+        if count == 0 || now <= since {
+            return;
+        }
+        let sample = Nanos(now.saturating_sub(since).0 / count);
+        self.measured = Some(match self.measured {
+            None => sample,
+            Some(old) => {
+                Nanos((old.0 * (8 - EWMA_NEW_SAMPLE_PER_8) + sample.0 * EWMA_NEW_SAMPLE_PER_8) / 8)
+            }
+        });
+    }
+
+    fn estimate_of(&self, meta: &CommandMeta) -> Nanos {
+        if meta.estimate > Nanos::ZERO {
+            meta.estimate
+        } else {
+            self.measured.unwrap_or(Nanos::ZERO)
+        }
+    }
+
+    /// Stop launching. Returns what the hardware must additionally do at this queue's level.
+    pub fn suspend(&mut self) -> SuspendAction {
+        if self.suspended {
+            return SuspendAction::None;
+        }
+        self.suspended = true;
+        match self.level {
+            Level::Block => SuspendAction::None,
+            Level::Deactivate => SuspendAction::Deactivate,
+            Level::Interrupt => SuspendAction::Interrupt,
+        }
+    }
+
+    /// Launch again. Returns what the hardware must additionally do at this queue's level.
+    pub fn resume(&mut self) -> ResumeAction {
+        if !self.suspended {
+            return ResumeAction::None;
+        }
+        self.suspended = false;
+        match self.level {
+            Level::Block => ResumeAction::None,
+            Level::Deactivate => ResumeAction::Reactivate,
+            Level::Interrupt => ResumeAction::Restore,
+        }
+    }
+
+    /// Change the level. Only allowed while running (a suspended queue must resume first, so
+    /// the hardware is never left deactivated by a level it no longer uses); returns false then.
+    pub fn set_level(&mut self, level: Level) -> bool {
+        if self.suspended {
+            return false;
+        }
+        self.level = level;
+        true
+    }
+
+    /// Change the launch config; takes effect on the next launch.
+    pub fn set_config(&mut self, config: LaunchConfig) {
+        self.config = config;
+    }
+
+    /// Drop every command not yet launched; returns how many. In-flight ones still complete.
+    pub fn cancel_pending(&mut self) -> usize {
+        let n = self.pending.len();
+        self.pending.clear();
+        n
+    }
+
+    /// Nothing pending and nothing in flight.
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.in_flight.is_empty()
+    }
+
+    /// Whether the machine is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// The current level.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// The current launch config.
+    pub fn config(&self) -> LaunchConfig {
+        self.config
+    }
+
+    /// Commands in the hardware queue, not yet observed complete.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Commands not yet launched.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Estimated execution time in flight.
+    pub fn inflight_estimate(&self) -> Nanos {
+        self.inflight_estimate
+    }
+
+    /// The measured average command duration, once some completions were observed.
+    pub fn measured_duration(&self) -> Option<Nanos> {
+        self.measured
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(t: u32, b: u32) -> LaunchConfig {
+        LaunchConfig::new(t, b).expect("valid config")
+    }
+
+    fn cmd_of(est_us: u64) -> CommandMeta {
+        CommandMeta::with_estimate(Nanos::from_us(est_us))
+    }
+
+    #[test]
+    fn threshold_and_batch_shape_launches() {
+        let mut m = LaunchMachine::new(cfg(4, 2), Level::Block);
+        for _ in 0..10 {
+            m.submit(cmd_of(10));
+        }
+        let syncs: Vec<bool> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO))
+            .map(|l| l.sync)
+            .collect();
+        assert_eq!(syncs, vec![false, true, false, true]);
+        assert_eq!(m.wait_target(), Some(CommandId(1)));
+        let s = m
+            .on_synced(CommandId(1), Nanos::from_us(20))
+            .expect("synced");
+        assert_eq!(
+            (s.first, s.last, s.now_idle),
+            (CommandId(0), CommandId(1), false)
+        );
+        assert_eq!(m.in_flight(), 2);
+        assert!(m.can_launch());
+    }
+
+    #[test]
+    fn tail_of_a_burst_is_a_sync_point() {
+        let mut m = LaunchMachine::new(cfg(16, 8), Level::Block);
+        m.submit(cmd_of(10));
+        m.submit(cmd_of(10));
+        let a = m.poll_launch(Nanos::ZERO).expect("launch");
+        let b = m.poll_launch(Nanos::ZERO).expect("launch");
+        assert!(!a.sync && b.sync);
+        let s = m.on_synced(b.cmd, Nanos::from_us(20)).expect("synced");
+        assert!(s.now_idle);
+    }
+
+    #[test]
+    fn budget_limits_time_in_flight() {
+        let cfg = cfg(8, 4).with_inflight_budget(Some(Nanos::from_us(1000)));
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..8 {
+            m.submit(cmd_of(600));
+        }
+        let launched: Vec<Launch> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).collect();
+        assert_eq!(
+            launched.len(),
+            2,
+            "600 then 1200 us reaches the 1 ms budget"
+        );
+        assert!(
+            launched[1].sync,
+            "blocked by budget: must leave a sync point"
+        );
+        // A single command longer than the budget still launches alone.
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        m.submit(cmd_of(5000));
+        m.submit(cmd_of(5000));
+        assert!(m.poll_launch(Nanos::ZERO).is_some());
+        assert!(m.poll_launch(Nanos::ZERO).is_none());
+    }
+
+    #[test]
+    fn measured_duration_feeds_the_budget() {
+        let cfg = cfg(8, 1).with_inflight_budget(Some(Nanos::from_us(250)));
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..6 {
+            m.submit(CommandMeta::default());
+        }
+        let l = m.poll_launch(Nanos::ZERO).expect("launch");
+        m.on_synced(l.cmd, Nanos::from_us(100));
+        assert_eq!(m.measured_duration(), Some(Nanos::from_us(100)));
+        let n = std::iter::from_fn(|| m.poll_launch(Nanos::from_us(100))).count();
+        assert_eq!(n, 3, "100 us each: the third reaches 300 >= 250");
+    }
+
+    #[test]
+    fn suspend_actions_follow_level() {
+        for (level, s, r) in [
+            (Level::Block, SuspendAction::None, ResumeAction::None),
+            (
+                Level::Deactivate,
+                SuspendAction::Deactivate,
+                ResumeAction::Reactivate,
+            ),
+            (
+                Level::Interrupt,
+                SuspendAction::Interrupt,
+                ResumeAction::Restore,
+            ),
+        ] {
+            let mut m = LaunchMachine::new(cfg(4, 2), level);
+            m.submit(cmd_of(1));
+            assert_eq!(m.suspend(), s);
+            assert_eq!(m.suspend(), SuspendAction::None, "idempotent");
+            assert!(m.poll_launch(Nanos::ZERO).is_none());
+            assert!(
+                !m.set_level(Level::Block),
+                "no level change while suspended"
+            );
+            assert_eq!(m.resume(), r);
+            assert_eq!(m.resume(), ResumeAction::None);
+            assert!(m.poll_launch(Nanos::ZERO).is_some());
+        }
+    }
+
+    #[test]
+    fn cancel_drops_only_pending() {
+        let mut m = LaunchMachine::new(cfg(2, 1), Level::Block);
+        for _ in 0..5 {
+            m.submit(cmd_of(1));
+        }
+        m.poll_launch(Nanos::ZERO);
+        assert_eq!(m.cancel_pending(), 4);
+        assert_eq!(m.in_flight(), 1);
+        assert!(!m.is_idle());
+    }
+}
