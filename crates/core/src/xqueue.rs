@@ -70,6 +70,11 @@ struct InFlight {
     sync: bool,
 }
 
+/// Under a time budget, this many commands may always be in flight (threshold permitting):
+/// one running and one queued behind it, so the device never idles while the launcher waits
+/// for a synchronization point. Level-1 preemption latency is then about `max(budget, T) + T`.
+const MIN_IN_FLIGHT_UNDER_BUDGET: usize = 2;
+
 /// Weight of a new sample in the measured per-command duration (exponential average).
 const EWMA_NEW_SAMPLE_PER_8: u64 = 2;
 
@@ -123,10 +128,9 @@ impl LaunchMachine {
     fn room_to_launch(&self) -> bool {
         !self.pending.is_empty()
             && (self.in_flight.len() as u64) < u64::from(self.config.threshold())
-            && self
-                .config
-                .inflight_budget()
-                .is_none_or(|budget| self.in_flight.is_empty() || self.inflight_estimate < budget)
+            && self.config.inflight_budget().is_none_or(|budget| {
+                self.in_flight.len() < MIN_IN_FLIGHT_UNDER_BUDGET || self.inflight_estimate < budget
+            })
     }
 
     /// The next command to hand to the hardware, if launching is allowed now.

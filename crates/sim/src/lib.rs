@@ -1,1 +1,17 @@
-//! placeholder
+//! # xsched-sim
+//!
+//! A deterministic discrete-event simulator of accelerators shared under xsched. It drives the
+//! very `LaunchMachine` and `Scheduler` of `xsched-core` that the runtime uses, in virtual time,
+//! so what-if studies are exact and repeatable (same seed, same bytes of output) and the
+//! XSched results that need hardware we do not have can be reproduced from device profiles.
+
+pub mod device;
+pub mod engine;
+pub mod metrics;
+pub mod profile;
+pub mod rng;
+pub mod spec;
+
+pub use engine::{Sim, SimError, SimResult, simulate};
+pub mod scenario;
+pub use scenario::{Report, Scenario, ScenarioError};

@@ -1,0 +1,124 @@
+//! Tables, JSON and the progress bar.
+
+use anyhow::Result;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::time::{Duration, Instant};
+use xsched_sim::{Report, Scenario, profile};
+
+/// Run a scenario, showing a progress bar once it has taken more than a second.
+pub fn run_with_progress(scenario: &Scenario) -> Report {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs")
+    {
+        bar.set_style(style);
+    }
+    let start = Instant::now();
+    let tick = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        if bar.is_hidden() && start.elapsed() > Duration::from_secs(1) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    };
+    let report = scenario.run(&tick);
+    bar.finish_and_clear();
+    report
+}
+
+fn cell(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "-".into(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Print a report as a table (rows, then checks) or one JSON document.
+pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
+    if json {
+        let doc = serde_json::json!({
+            "scenario": title,
+            "experiment": report.experiment,
+            "rows": report.rows,
+            "checks": report.checks,
+            "events": report.events,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!("{title} ({})", report.experiment);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(&report.columns);
+    for r in &report.rows {
+        t.add_row(
+            report
+                .columns
+                .iter()
+                .map(|c| r.get(c).map_or("-".into(), cell)),
+        );
+    }
+    println!("{t}");
+    if !report.checks.is_empty() {
+        let mut c = Table::new();
+        c.load_preset(UTF8_FULL_CONDENSED);
+        c.set_header(["check", "target", "measured", "met"]);
+        for k in &report.checks {
+            c.add_row([
+                k.name.as_str(),
+                k.target.as_str(),
+                k.measured.as_str(),
+                if k.pass { "yes" } else { "NO" },
+            ]);
+        }
+        println!("{c}");
+        let met = report.checks.iter().filter(|k| k.pass).count();
+        println!("{met} of {} targets met", report.checks.len());
+    }
+    Ok(())
+}
+
+/// Print every simulated device's capability table.
+pub fn print_devices(json: bool) -> Result<()> {
+    let all = profile::all();
+    if json {
+        let doc: Vec<serde_json::Value> = all
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "backend": "sim",
+                    "key": p.key,
+                    "name": p.name,
+                    "capabilities": p.capabilities(),
+                    "profile": p,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "backend",
+        "device",
+        "name",
+        "max level",
+        "native arbitration",
+        "preemption unit",
+    ]);
+    for p in &all {
+        let c = p.capabilities();
+        t.add_row([
+            "sim".to_string(),
+            p.key.to_string(),
+            p.name.to_string(),
+            c.max_level.to_string(),
+            c.native_arbitration,
+            c.preemption_unit,
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}

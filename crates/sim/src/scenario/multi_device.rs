@@ -1,0 +1,196 @@
+//! Two devices together (XSched §7.3): a foreground pipeline whose requests run a stage on
+//! device A then a stage on device B, with a saturating background on each. Native, one
+//! fixed-priority scheduler per device, and one global policy across both.
+//!
+//! Per-device scheduling makes each stage wait for the background's in-flight work to drain
+//! on arrival; the global policy suspends the background on both devices from the moment a
+//! foreground request arrives, so the second device is already clear when the pipeline
+//! reaches it.
+
+use super::build::{self, r3, row};
+use super::{Check, Ctx, Report, ScenarioError};
+use crate::engine::simulate;
+use crate::profile::Profile;
+use crate::spec::{Arrival, DeviceSpec, QueueMode};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+use xsched_core::Nanos;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct File {
+    #[allow(dead_code)]
+    experiment: String,
+    #[serde(default = "build::default_seed")]
+    seed: u64,
+    pairs: Option<Vec<[Spanned<String>; 2]>>,
+    requests: Option<Spanned<u64>>,
+}
+
+/// A checked multi-device experiment.
+#[derive(Debug, Clone)]
+pub struct MultiDevice {
+    seed: u64,
+    pairs: Vec<[Profile; 2]>,
+    requests: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Standalone,
+    Native,
+    PerDevice,
+    Global,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Native => "native",
+            Mode::PerDevice => "per-device",
+            Mode::Global => "global",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Row {
+    devices: String,
+    mode: &'static str,
+    p50_us: f64,
+    p99_us: f64,
+    p99_ratio: f64,
+}
+
+impl MultiDevice {
+    pub(crate) fn check(f: File, ctx: &Ctx) -> Result<MultiDevice, ScenarioError> {
+        let pairs = match &f.pairs {
+            Some(pairs) => pairs
+                .iter()
+                .map(|[a, b]| {
+                    Ok([
+                        build::device_named(ctx, "pairs", a)?,
+                        build::device_named(ctx, "pairs", b)?,
+                    ])
+                })
+                .collect::<Result<Vec<_>, ScenarioError>>()?,
+            None => vec![[
+                build::device_named(ctx, "pairs", &Spanned::new(0..0, "npu3720".into()))?,
+                build::device_named(ctx, "pairs", &Spanned::new(0..0, "igpu".into()))?,
+            ]],
+        };
+        let requests = match &f.requests {
+            Some(r) => build::positive(ctx, "requests", r)?,
+            None => 400,
+        };
+        Ok(MultiDevice {
+            seed: f.seed,
+            pairs,
+            requests,
+        })
+    }
+
+    fn run_one(&self, pair: &[Profile; 2], mode: Mode) -> (f64, f64, u64) {
+        let standalone = build::fg_standalone(&pair[0]) + build::fg_standalone(&pair[1]);
+        let rate = 0.2 * 1e9 / standalone.0 as f64;
+        let warmup = Nanos::from_us_f64(20.0 * 1e6 / rate);
+        let duration = warmup + Nanos::from_us_f64(self.requests as f64 * 1e6 / rate);
+        let devices = pair.iter().map(DeviceSpec::from_profile).collect();
+        let mut s = build::spec(self.seed, devices, duration, warmup);
+        for (d, p) in pair.iter().enumerate() {
+            let qmode = match mode {
+                Mode::PerDevice | Mode::Global => build::xqueue(p, p.max_level.value),
+                _ => QueueMode::Native,
+            };
+            s.queues
+                .push(build::queue(&format!("fg-{}", p.key), d, qmode, 1));
+            if mode != Mode::Standalone {
+                s.queues
+                    .push(build::queue(&format!("bg-{}", p.key), d, qmode, 0));
+            }
+        }
+        let per_dev = if mode == Mode::Standalone { 1 } else { 2 };
+        let mut fg = build::workload(
+            "fg",
+            build::fg_stage(&pair[0], 0),
+            Arrival::Uniform { rate_per_s: rate },
+        );
+        fg.stages.push(build::fg_stage(&pair[1], per_dev));
+        s.workloads.push(fg);
+        if mode != Mode::Standalone {
+            for (d, p) in pair.iter().enumerate() {
+                s.workloads.push(build::workload(
+                    "bg",
+                    build::fg_stage(p, d * 2 + 1),
+                    build::SATURATING,
+                ));
+            }
+        }
+        s.policy = match mode {
+            Mode::PerDevice => Some("hpf".into()),
+            Mode::Global => Some("hpf-global".into()),
+            _ => None,
+        };
+        match simulate(s) {
+            Ok(r) => (
+                r.workloads[0].quantile_us(0.5),
+                r.workloads[0].quantile_us(0.99),
+                r.events,
+            ),
+            Err(_) => (f64::NAN, f64::NAN, 0),
+        }
+    }
+
+    pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
+        let modes = [
+            Mode::Standalone,
+            Mode::Native,
+            Mode::PerDevice,
+            Mode::Global,
+        ];
+        let jobs: Vec<(&[Profile; 2], Mode)> = self
+            .pairs
+            .iter()
+            .flat_map(|pair| modes.map(|m| (pair, m)))
+            .collect();
+        let results = build::par_map(&jobs, tick, |(pair, m)| self.run_one(pair, *m));
+        let mut rows = Vec::new();
+        let mut checks = Vec::new();
+        let mut events = 0;
+        let mut standalone = f64::NAN;
+        let mut per_device = f64::NAN;
+        for ((pair, mode), (p50, p99, ev)) in jobs.iter().zip(results) {
+            events += ev;
+            if *mode == Mode::Standalone {
+                standalone = p99;
+            }
+            let ratio = p99 / standalone;
+            let devices = format!("{}+{}", pair[0].key, pair[1].key);
+            match mode {
+                Mode::PerDevice => per_device = ratio,
+                Mode::Global => checks.push(Check {
+                    name: format!("{devices} global vs per-device P99 ratio"),
+                    target: "global < per-device (paper: 1.09 vs 1.55)".into(),
+                    measured: format!("{ratio:.2} vs {per_device:.2}"),
+                    pass: ratio < per_device,
+                }),
+                _ => {}
+            }
+            rows.push(row(Row {
+                devices,
+                mode: mode.label(),
+                p50_us: r3(p50),
+                p99_us: r3(p99),
+                p99_ratio: r3(ratio),
+            }));
+        }
+        Report {
+            experiment: "multi-device".into(),
+            columns: build::columns(&rows),
+            rows,
+            checks,
+            events,
+        }
+    }
+}
