@@ -389,10 +389,21 @@ mod tests {
             launched[1].sync,
             "blocked by budget: must leave a sync point"
         );
-        // A single command longer than the budget still launches alone.
         let mut m = LaunchMachine::new(cfg, Level::Block);
-        m.submit(cmd_of(5000));
-        m.submit(cmd_of(5000));
+        for _ in 0..8 {
+            m.submit(cmd_of(300));
+        }
+        let n = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).count();
+        assert_eq!(
+            n, 4,
+            "300, 600, 900 are under 1 ms; the fourth reaches 1200"
+        );
+        // Commands longer than the budget: two stay in flight so the device never idles.
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..3 {
+            m.submit(cmd_of(5000));
+        }
+        assert!(m.poll_launch(Nanos::ZERO).is_some());
         assert!(m.poll_launch(Nanos::ZERO).is_some());
         assert!(m.poll_launch(Nanos::ZERO).is_none());
     }

@@ -150,11 +150,10 @@ impl Device {
         let keeps_state = self.keeps_state;
         let q = &mut self.queues[hwq];
         q.interrupted = on;
-        if on && q.head_started && !keeps_state {
-            if let Some(head) = q.cmds.front_mut().filter(|h| h.idempotent) {
-                head.remaining = head.work.0 as f64;
-                q.head_started = false;
-            }
+        let restart = on && q.head_started && !keeps_state;
+        if let Some(head) = q.cmds.front_mut().filter(|h| restart && h.idempotent) {
+            head.remaining = head.work.0 as f64;
+            q.head_started = false;
         }
     }
 
@@ -252,25 +251,20 @@ impl Device {
         let n = self.queues.len();
         let others_waiting =
             |owner: usize, qs: &[HwQueue]| (0..n).any(|i| i != owner && qs[i].eligible());
-        if let Some(o) = self.owner {
-            if self.queues[o].eligible() {
-                let contended = others_waiting(o, &self.queues);
-                if now < self.slice_end || !contended {
-                    if now >= self.slice_end {
-                        self.slice_end = now + slice;
-                    }
-                    self.running.push(o);
-                    return contended.then_some(self.slice_end);
+        if let Some(o) = self.owner.filter(|&o| self.queues[o].eligible()) {
+            let contended = others_waiting(o, &self.queues);
+            if now < self.slice_end || !contended {
+                if now >= self.slice_end {
+                    self.slice_end = now + slice;
                 }
+                self.running.push(o);
+                return contended.then_some(self.slice_end);
             }
         }
         let start = self.owner.map_or(0, |o| o + 1);
-        let pick = (0..n)
+        let p = (0..n)
             .map(|k| (start + k) % n)
-            .find(|&i| self.queues[i].eligible());
-        let Some(p) = pick else {
-            return None;
-        };
+            .find(|&i| self.queues[i].eligible())?;
         if self.owner.is_some_and(|o| o != p) {
             self.owner = Some(p);
             self.switch_until = now + switch;

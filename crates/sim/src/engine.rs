@@ -72,7 +72,6 @@ struct XQ {
     declared: bool,
     launching: bool,
     durations: VecDeque<(Nanos, bool)>,
-    inflight_work: VecDeque<Nanos>,
     stage_ends: VecDeque<StageEnd>,
     work_done: Nanos,
 }
@@ -89,7 +88,7 @@ struct ProbeState {
 pub struct SimResult {
     /// Per workload, in spec order.
     pub workloads: Vec<WorkloadMetrics>,
-    /// Standalone work completed per queue inside the measurement window, in spec order.
+    /// Standalone work the device completed per queue inside the measurement window.
     pub queue_work: Vec<Nanos>,
     /// Device busy time over the whole run, in spec order.
     pub device_busy: Vec<Nanos>,
@@ -250,7 +249,6 @@ impl Sim {
             declared: q.declared_estimates,
             launching: false,
             durations: VecDeque::new(),
-            inflight_work: VecDeque::new(),
             stage_ends: VecDeque::new(),
             work_done: Nanos::ZERO,
         });
@@ -476,7 +474,6 @@ impl Sim {
             return;
         };
         let (work, idempotent) = xq.durations.pop_front().unwrap_or((Nanos::ZERO, false));
-        xq.inflight_work.push_back(work);
         let (d, hwq) = (xq.device, xq.hwq);
         self.devices[d].push(hwq, HwCmd::new(q as u32, l.cmd, work, l.sync, idempotent));
         self.touch_device(d);
@@ -487,7 +484,11 @@ impl Sim {
         let now = self.now;
         let mut done = std::mem::take(&mut self.done_buf);
         let next = self.devices[d].step(now, &mut done);
+        let in_window = now >= self.spec.warmup;
         for c in done.drain(..) {
+            if in_window {
+                self.xqs[c.xq as usize].work_done += c.work;
+            }
             if c.sync {
                 let at = now + self.xqs[c.xq as usize].sync_cost;
                 self.push(at, Ev::Observe(c.xq, c.cmd.0));
@@ -505,18 +506,11 @@ impl Sim {
 
     fn observe(&mut self, q: usize, cmd: CommandId) {
         let now = self.now;
-        let in_window = now >= self.spec.warmup;
         let xq = &mut self.xqs[q];
         let Some(synced) = xq.m.on_synced(cmd, now) else {
             return;
         };
         let count = synced.last.0 - synced.first.0 + 1;
-        for _ in 0..count {
-            let w = xq.inflight_work.pop_front().unwrap_or(Nanos::ZERO);
-            if in_window {
-                xq.work_done += w;
-            }
-        }
         let mut finished: [Option<StageEnd>; 4] = [None; 4];
         loop {
             let mut n = 0;

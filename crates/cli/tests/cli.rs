@@ -1,0 +1,58 @@
+//! The binary end to end: demo JSON rows, a scenario error's exit status and message.
+
+use std::process::Command;
+
+fn xsched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_xsched"))
+        .args(args)
+        .output()
+        .expect("xsched runs")
+}
+
+#[test]
+fn demo_json_has_the_three_modes() {
+    let out = xsched(&["demo", "--json", "--device", "npu3720"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = doc["rows"].as_array().expect("rows");
+    for mode in ["standalone", "native", "xsched"] {
+        assert!(rows.iter().any(|r| r["mode"] == mode), "no {mode} row");
+    }
+    for r in rows {
+        assert!(r["p99_us"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+    }
+}
+
+#[test]
+fn bad_scenario_fails_with_file_line_and_field() {
+    let dir = std::env::temp_dir().join(format!("xsched-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "experiment = \"overhead\"\nthresholds = [4]\nwarp = 9\n",
+    )
+    .expect("write");
+    let out = xsched(&["sim", file.to_str().expect("utf-8 path")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:3:") && err.contains("warp"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line cause chain: {err}");
+}
+
+#[test]
+fn devices_lists_ten_capability_tables() {
+    let out = xsched(&["devices", "--json"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let list = doc.as_array().expect("array");
+    assert_eq!(list.len(), 10);
+    assert!(
+        list.iter()
+            .all(|d| d["capabilities"]["max_level"].as_u64().is_some())
+    );
+}

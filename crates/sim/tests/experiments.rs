@@ -1,0 +1,121 @@
+//! The paper's experiments in virtual time: exact and deterministic, so assert freely.
+
+use xsched_sim::{Report, Scenario};
+
+fn run(src: &str) -> Report {
+    let s = Scenario::parse("test.toml", src).unwrap_or_else(|e| panic!("{e}"));
+    s.run(&|_, _| {})
+}
+
+fn num(r: &Report, row: usize, col: &str) -> f64 {
+    r.rows[row][col].as_f64().unwrap_or(f64::NAN)
+}
+
+fn failed(r: &Report) -> Vec<String> {
+    r.checks
+        .iter()
+        .filter(|c| !c.pass)
+        .map(|c| format!("{}: {} (target {})", c.name, c.measured, c.target))
+        .collect()
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_numbers() {
+    let src = "experiment = \"fg-bg\"\ndevices = [\"npu3720\"]\nrequests = 80\nseed = 7\n";
+    let a = serde_json::to_string(&run(src).rows).expect("json");
+    let b = serde_json::to_string(&run(src).rows).expect("json");
+    assert_eq!(a, b);
+    let c = serde_json::to_string(&run(&src.replace("seed = 7", "seed = 8")).rows).expect("json");
+    assert_ne!(a, c);
+}
+
+#[test]
+fn fg_bg_native_doubles_and_xsched_protects_the_foreground() {
+    let r = run(
+        "experiment = \"fg-bg\"\ndevices = [\"gv100\", \"npu3720\", \"mi50\"]\nrequests = 150\n",
+    );
+    assert!(failed(&r).is_empty(), "{:#?}", failed(&r));
+    for row in &r.rows {
+        let ratio = row["p99_ratio"].as_f64().unwrap_or(f64::NAN);
+        match row["mode"].as_str() {
+            Some("native") => assert!((1.55..=2.25).contains(&ratio), "{row:?}"),
+            Some("xsched") => assert!(ratio <= 1.30, "{row:?}"),
+            _ => assert_eq!(ratio, 1.0),
+        }
+    }
+}
+
+#[test]
+fn preemption_latency_follows_the_level() {
+    let r = run(
+        "experiment = \"preempt-latency\"\ndevices = [\"gv100\"]\ncmd_us = [200, 1000]\nprobes = 300\n",
+    );
+    assert!(failed(&r).is_empty(), "{:#?}", failed(&r));
+    // Level 3 is the interrupt cost, flat in T, exactly (virtual time).
+    let l3: Vec<f64> = (0..r.rows.len())
+        .filter(|&i| r.rows[i]["level"] == 3)
+        .map(|i| num(&r, i, "p99_us"))
+        .collect();
+    assert_eq!(l3.len(), 2);
+    assert!(l3.iter().all(|&v| (v - 32.0).abs() < 0.5), "{l3:?}");
+    // Level 1 grows with T; the time budget cuts it.
+    let l1 = |cmd: f64, budget: bool| {
+        (0..r.rows.len())
+            .find(|&i| {
+                r.rows[i]["level"] == 1
+                    && num(&r, i, "cmd_us") == cmd
+                    && r.rows[i]["budget_us"].is_null() != budget
+            })
+            .map(|i| num(&r, i, "p99_us"))
+            .unwrap_or(f64::NAN)
+    };
+    assert!(l1(1000.0, false) > 4.0 * l1(200.0, false));
+    assert!(l1(1000.0, true) < l1(1000.0, false) / 3.0);
+}
+
+#[test]
+fn bandwidth_enforces_shares_native_splits_evenly() {
+    let r = run("experiment = \"bandwidth\"\ndevices = [\"k40m\", \"npu3720\"]\nslices = 100\n");
+    assert!(failed(&r).is_empty(), "{:#?}", failed(&r));
+    for (i, row) in r.rows.iter().enumerate() {
+        if row["mode"] == "native" {
+            assert!(
+                (num(&r, i, "fg_share") - num(&r, i, "bg_share")).abs() < 0.05,
+                "{row:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn overhead_is_small_at_paper_thresholds() {
+    let r =
+        run("experiment = \"overhead\"\ndevices = [\"gv100\", \"igpu\"]\nthresholds = [1, 16]\n");
+    assert!(failed(&r).is_empty(), "{:#?}", failed(&r));
+    // Threshold 1 pays a sync per command: clearly worse than 16.
+    let t = |dev: &str, th: u64| {
+        r.rows
+            .iter()
+            .find(|row| row["device"] == dev && row["threshold"] == th)
+            .and_then(|row| row["overhead_pct"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    assert!(t("gv100", 1) > 5.0 * t("gv100", 16).max(0.1));
+}
+
+#[test]
+fn global_policy_beats_per_device_on_a_pipeline() {
+    let r =
+        run("experiment = \"multi-device\"\npairs = [[\"npu3720\", \"igpu\"]]\nrequests = 120\n");
+    assert!(failed(&r).is_empty(), "{:#?}", failed(&r));
+    let ratio = |mode: &str| {
+        r.rows
+            .iter()
+            .find(|row| row["mode"] == mode)
+            .and_then(|row| row["p99_ratio"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    assert!(ratio("native") > 1.5);
+    assert!(ratio("global") < ratio("per-device"));
+    assert!(ratio("per-device") < ratio("native"));
+}

@@ -1,0 +1,78 @@
+//! A malformed or inconsistent scenario is rejected with file, line and field.
+
+use xsched_sim::{Scenario, ScenarioError};
+
+fn error_of(src: &str) -> (usize, String) {
+    match Scenario::parse("bad.toml", src) {
+        Err(ScenarioError::Invalid {
+            line,
+            message,
+            file,
+            ..
+        }) => {
+            assert_eq!(file, "bad.toml");
+            (line, message)
+        }
+        Err(other) => panic!("unexpected error kind: {other}"),
+        Ok(_) => panic!("accepted:\n{src}"),
+    }
+}
+
+#[test]
+fn unknown_field_names_field_and_line() {
+    let (line, msg) = error_of("experiment = \"fg-bg\"\nseed = 3\nrequets = 5\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("requets"), "{msg}");
+}
+
+#[test]
+fn threshold_below_batch_is_rejected() {
+    let (line, msg) = error_of(
+        "experiment = \"preempt-latency\"\ndevices = [\"gv100\"]\nthreshold = 2\nbatch = 4\n",
+    );
+    assert_eq!(line, 4);
+    assert!(msg.contains("batch") && msg.contains("threshold"), "{msg}");
+}
+
+#[test]
+fn unsupported_level_is_an_error_not_a_downgrade() {
+    let (line, msg) =
+        error_of("experiment = \"fg-bg\"\ndevices = [\"gv100\", \"mi50\"]\nlevels = [2]\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("levels") && msg.contains("mi50"), "{msg}");
+}
+
+#[test]
+fn negative_time_is_rejected() {
+    let (line, msg) = error_of("experiment = \"preempt-latency\"\nbudget_us = -5\n");
+    assert_eq!(line, 2);
+    assert!(msg.contains("budget_us"), "{msg}");
+}
+
+#[test]
+fn unknown_experiment_and_device_are_named() {
+    let (line, msg) = error_of("seed = 1\nexperiment = \"fg-fg\"\n");
+    assert_eq!(line, 2);
+    assert!(msg.contains("fg-fg") && msg.contains("fg-bg"), "{msg}");
+    let (line, msg) = error_of("experiment = \"bandwidth\"\n\ndevices = [\"h100\"]\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("h100") && msg.contains("gv100"), "{msg}");
+    let (_, msg) = error_of("seed = 1\n");
+    assert!(msg.contains("experiment"), "{msg}");
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("scenarios/ exists") {
+        let path = entry.expect("readable entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            if let Err(e) = Scenario::load(&path) {
+                panic!("{e}");
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "found {n} scenarios");
+}

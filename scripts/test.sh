@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs every test. This is the README's test command and what
+# CI runs (.ci/run calls it). Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain"
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust (stable, edition 2024 needs 1.85 or newer)" >&2
+  exit 1
+fi
+cargo --version
+rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || \
+  rustup component add rustfmt clippy 2>/dev/null || true
+
+step "format"
+cargo fmt --all --check
+
+step "lint"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "tests"
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+  cargo test --workspace --doc --locked
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
+
+step "scenarios (every shipped scenario runs; figures in docs/BENCHMARKS.md)"
+cargo build --release --locked -p xsched-cli
+for f in scenarios/*.toml; do
+  ./target/release/xsched sim "$f" --json > /dev/null
+  echo "ok  $f"
+done
+./target/release/xsched demo > /dev/null
+echo "ok  demo"
