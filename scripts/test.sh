@@ -24,8 +24,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --workspace --locked --no-fail-fast
+  # Doc tests first (nextest does not run them), so the closing line is nextest's summary.
   cargo test --workspace --doc --locked
+  cargo nextest run --workspace --locked --no-fail-fast
 else
   cargo test --workspace --locked --no-fail-fast
 fi

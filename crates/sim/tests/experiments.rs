@@ -119,3 +119,17 @@ fn global_policy_beats_per_device_on_a_pipeline() {
     assert!(ratio("global") < ratio("per-device"));
     assert!(ratio("per-device") < ratio("native"));
 }
+
+#[test]
+fn poisson_arrivals_queue_where_uniform_ones_do_not() {
+    let base = "experiment = \"fg-bg\"\ndevices = [\"pva\"]\nlevels = [1]\nrequests = 300\n";
+    let spread = |src: &str| {
+        let r = run(src);
+        num(&r, 0, "p99_us") / num(&r, 0, "p50_us")
+    };
+    // PVA commands have a fixed length: uniform arrivals never queue behind each other.
+    let uniform = spread(base);
+    let poisson = spread(&format!("{base}arrival = \"poisson\"\n"));
+    assert!(uniform < 1.05, "{uniform}");
+    assert!(poisson > 1.2, "{poisson}");
+}

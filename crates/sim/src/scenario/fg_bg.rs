@@ -21,6 +21,7 @@ pub(crate) struct File {
     levels: Option<Spanned<Vec<u8>>>,
     requests: Option<Spanned<u64>>,
     budget_us: Option<Spanned<u64>>,
+    arrival: Option<Spanned<String>>,
 }
 
 /// A checked fg-bg experiment.
@@ -31,6 +32,7 @@ pub struct FgBg {
     levels: Vec<Vec<Level>>,
     requests: u64,
     budget: Option<Nanos>,
+    poisson: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,12 +70,26 @@ impl FgBg {
             Some(b) => Some(Nanos::from_us(build::positive(ctx, "budget_us", b)?)),
             None => None,
         };
+        let poisson = match &f.arrival {
+            None => false,
+            Some(a) => match a.get_ref().as_str() {
+                "uniform" => false,
+                "poisson" => true,
+                other => {
+                    return Err(ctx.err(
+                        a.span(),
+                        format!("field `arrival`: unknown `{other}`; known: uniform, poisson"),
+                    ));
+                }
+            },
+        };
         Ok(FgBg {
             seed: f.seed,
             devices,
             levels,
             requests,
             budget,
+            poisson,
         })
     }
 
@@ -106,7 +122,11 @@ impl FgBg {
         s.workloads.push(build::workload(
             "fg",
             build::fg_stage(p, 0),
-            Arrival::Uniform { rate_per_s: rate },
+            if self.poisson {
+                Arrival::Poisson { rate_per_s: rate }
+            } else {
+                Arrival::Uniform { rate_per_s: rate }
+            },
         ));
         if mode != Mode::Standalone {
             s.queues.push(build::queue("bg", 0, bg_mode, 0));
