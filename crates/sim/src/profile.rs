@@ -128,6 +128,10 @@ impl Profile {
     }
 }
 
+/// The cost of a level the device does not have.
+const NO_LEVEL_2: Param<Nanos> = p(Nanos::ZERO, Source::Published("no Level 2"));
+const NO_LEVEL_3: Param<Nanos> = p(Nanos::ZERO, Source::Published("no Level 3"));
+
 const FIG: Source = Source::Published("XPU-PROFILES.md table");
 const STD_INTERCEPT: Source =
     Source::Estimated("one function call and queue push through the shim");
@@ -194,8 +198,8 @@ pub fn all() -> Vec<Profile> {
                 us(20),
                 Source::Derived("Lv2 preemption 0.52 ms at 0.5 ms commands"),
             ),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((16, 8), FIG),
             bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
             fg: FgShape {
@@ -220,9 +224,9 @@ pub fn all() -> Vec<Profile> {
                 us(30),
                 Source::Derived("Sync 18 % x 195 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((16, 8), FIG),
             bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
             fg: FgShape {
@@ -253,9 +257,9 @@ pub fn all() -> Vec<Profile> {
                 us(274),
                 Source::Derived("Sync 151 % x 187 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((16, 8), FIG),
             bandwidth_slice: p(us(20_000), Source::Published("BP 1/1 with 20 ms slice")),
             fg: FgShape {
@@ -284,8 +288,8 @@ pub fn all() -> Vec<Profile> {
                 us(50),
                 Source::Estimated("firmware queue suspend, tens of us"),
             ),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((4, 2), Source::Published("FP bg Lv2 4/2")),
             bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
             fg: FgShape {
@@ -316,9 +320,9 @@ pub fn all() -> Vec<Profile> {
                 us(154),
                 Source::Derived("Sync 78 % x 210 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((3, 1), Source::Published("FP bg 3/1")),
             bandwidth_slice: p(us(800), Source::Published("BP 800 us slice")),
             fg: FgShape {
@@ -343,9 +347,9 @@ pub fn all() -> Vec<Profile> {
                 us(24),
                 Source::Derived("Sync 8.2 % x 420 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((2, 1), Source::Published("FP bg 2/1")),
             bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
             fg: FgShape {
@@ -373,9 +377,9 @@ pub fn all() -> Vec<Profile> {
                 us(1049),
                 Source::Derived("Sync 38.5 % x 2750 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((4, 2), Source::Published("FP bg 4/2")),
             bandwidth_slice: p(us(30_000), Source::Published("BP 30 ms slice")),
             fg: FgShape {
@@ -397,9 +401,9 @@ pub fn all() -> Vec<Profile> {
                 us(84),
                 Source::Derived("Sync 10.3 % x 912 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p((2, 1), Source::Published("FP bg 2/1")),
             bandwidth_slice: p(us(50_000), Source::Published("BP 50 ms slice")),
             fg: FgShape {
@@ -424,9 +428,9 @@ pub fn all() -> Vec<Profile> {
                 us(275),
                 Source::Derived("Sync 17 % x 1675 us mean command - launch"),
             ),
-            deactivate: p(Nanos::ZERO, Source::Published("no Level 2")),
-            interrupt: p(Nanos::ZERO, Source::Published("no Level 3")),
-            restore: p(Nanos::ZERO, Source::Published("no Level 3")),
+            deactivate: NO_LEVEL_2,
+            interrupt: NO_LEVEL_3,
+            restore: NO_LEVEL_3,
             launch_config: p(
                 (2, 1),
                 Source::Estimated("paper range 2-16; smallest used elsewhere"),
