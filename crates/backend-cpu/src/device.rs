@@ -1,0 +1,470 @@
+//! The CPU device: worker threads, one bounded hardware FIFO, and per-queue gates.
+//!
+//! One mutex guards the device state (FIFO, per-queue gates, the running command); it is held
+//! only to pick work and record its end, never while a tile runs. Workers sleep on a condition
+//! variable when there is nothing to run.
+
+use crate::kernel::{CpuCommand, Kernel};
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use xsched_core::{Capabilities, DeviceId, Level};
+use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
+
+/// Hardware FIFO entries a device holds before `launch` blocks (like a GPU ring buffer).
+pub const DEFAULT_FIFO_CAPACITY: usize = 1024;
+
+enum Work {
+    Kernel(Arc<dyn Kernel>),
+    Host(Option<Box<dyn FnOnce() + Send>>),
+}
+
+struct Entry {
+    queue: u32,
+    seq: u64,
+    cmd: CpuCommand,
+    done: Completion,
+}
+
+/// The command on the device (or one saved by an interrupt).
+struct Running {
+    queue: u32,
+    seq: u64,
+    work: Work,
+    name: &'static str,
+    done: Completion,
+    tiles: u32,
+    next_tile: u32,
+    busy: u32,
+    stop: bool,
+    failed: Option<String>,
+}
+
+impl Running {
+    fn new(e: Entry) -> Running {
+        let (work, tiles, name) = match e.cmd {
+            CpuCommand::Kernel(k) => {
+                let tiles = k.tiles().max(1);
+                let name = k.name();
+                (Work::Kernel(k), tiles, name)
+            }
+            CpuCommand::Host(f) => (Work::Host(Some(f)), 1, "host callback"),
+        };
+        Running {
+            queue: e.queue,
+            seq: e.seq,
+            work,
+            name,
+            done: e.done,
+            tiles,
+            next_tile: 0,
+            busy: 0,
+            stop: false,
+            failed: None,
+        }
+    }
+}
+
+struct QueueGate {
+    active: bool,
+    queued: usize,
+    saved: Option<Running>,
+}
+
+impl Default for QueueGate {
+    fn default() -> Self {
+        QueueGate {
+            active: true,
+            queued: 0,
+            saved: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    fifo: VecDeque<Entry>,
+    gates: HashMap<u32, QueueGate>,
+    running: Option<Running>,
+    next_seq: u64,
+    next_queue: u32,
+    shutdown: bool,
+}
+
+enum Job {
+    Tile(Arc<dyn Kernel>, u32),
+    Host(Box<dyn FnOnce() + Send>),
+}
+
+impl State {
+    /// A tile to run, starting the next command if the device is free.
+    fn claim(&mut self) -> Option<Job> {
+        if self.running.is_none() {
+            self.running = self.start_next();
+        }
+        let r = self.running.as_mut()?;
+        if r.stop || r.failed.is_some() || r.next_tile >= r.tiles {
+            return None;
+        }
+        let job = match &mut r.work {
+            Work::Kernel(k) => Job::Tile(k.clone(), r.next_tile),
+            Work::Host(f) => Job::Host(f.take()?),
+        };
+        r.next_tile += 1;
+        r.busy += 1;
+        Some(job)
+    }
+
+    /// The oldest runnable command: a saved (interrupted) one of an active queue, or the first
+    /// FIFO entry of an active queue.
+    fn start_next(&mut self) -> Option<Running> {
+        let saved = self
+            .gates
+            .iter()
+            .filter(|(_, g)| g.active)
+            .filter_map(|(&q, g)| g.saved.as_ref().map(|r| (r.seq, q)))
+            .min();
+        let queued = self
+            .fifo
+            .iter()
+            .position(|e| self.gates.get(&e.queue).is_none_or(|g| g.active));
+        let queued_seq = queued.and_then(|i| self.fifo.get(i)).map(|e| e.seq);
+        match (saved, queued_seq) {
+            (Some((seq, q)), other) if other.is_none_or(|s| seq < s) => {
+                self.gates.get_mut(&q).and_then(|g| g.saved.take())
+            }
+            _ => {
+                let entry = self.fifo.remove(queued?)?;
+                if let Some(g) = self.gates.get_mut(&entry.queue) {
+                    g.queued -= 1;
+                }
+                Some(Running::new(entry))
+            }
+        }
+    }
+
+    /// A worker finished a tile. Returns the completion to report when the command ended.
+    fn finish_tile(
+        &mut self,
+        panic: Option<String>,
+    ) -> Option<(Completion, Result<(), CommandError>)> {
+        let r = self.running.as_mut()?;
+        r.busy -= 1;
+        if let Some(msg) = panic {
+            r.failed.get_or_insert(msg);
+        }
+        if r.busy > 0 {
+            return None;
+        }
+        if let Some(msg) = r.failed.take() {
+            let name = r.name;
+            let r = self.running.take()?;
+            return Some((
+                r.done,
+                Err(CommandError::Failed(format!("{name} panicked: {msg}"))),
+            ));
+        }
+        if r.next_tile >= r.tiles {
+            let r = self.running.take()?;
+            return Some((r.done, Ok(())));
+        }
+        if r.stop {
+            let mut r = self.running.take()?;
+            r.stop = false;
+            let queue = r.queue;
+            self.gates.entry(queue).or_default().saved = Some(r);
+        }
+        None
+    }
+
+    fn has_work(&self, queue: u32) -> bool {
+        let g = self.gates.get(&queue);
+        g.is_some_and(|g| g.queued > 0 || g.saved.is_some())
+            || self.running.as_ref().is_some_and(|r| r.queue == queue)
+    }
+}
+
+struct Inner {
+    id: DeviceId,
+    capacity: usize,
+    caps: Capabilities,
+    state: Mutex<State>,
+    /// Workers wait here for work.
+    work: Condvar,
+    /// Launchers (for FIFO room) and `synchronize` wait here.
+    changed: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Tiles run outside the lock, so a poisoned lock means a bug in this file's short
+        // critical sections; the state is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn worker(&self) {
+        let mut st = self.lock();
+        loop {
+            if st.shutdown {
+                return;
+            }
+            let Some(job) = st.claim() else {
+                st = self
+                    .work
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            };
+            if st.running.as_ref().is_some_and(|r| r.next_tile < r.tiles) {
+                // More tiles to share: wake idle workers.
+                self.work.notify_all();
+            }
+            drop(st);
+            let outcome = catch_unwind(AssertUnwindSafe(|| match job {
+                Job::Tile(k, t) => k.run_tile(t),
+                Job::Host(f) => f(),
+            }));
+            st = self.lock();
+            let ended = st.finish_tile(outcome.err().map(|p| panic_message(&*p)));
+            if st.running.is_none() {
+                self.changed.notify_all();
+                self.work.notify_all();
+            }
+            if let Some((done, result)) = ended {
+                // Reported under the lock so completions stay in launch order and
+                // `synchronize` never returns before the last one is reported.
+                done.complete(result);
+            }
+        }
+    }
+
+    fn set_active(&self, queue: u32, active: bool, stop_running: bool) {
+        let mut st = self.lock();
+        st.gates.entry(queue).or_default().active = active;
+        if stop_running && let Some(r) = st.running.as_mut().filter(|r| r.queue == queue) {
+            r.stop = true;
+        }
+        drop(st);
+        if active {
+            self.work.notify_all();
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
+/// A CPU device: N worker threads behind one hardware FIFO.
+pub struct CpuDevice {
+    inner: Arc<Inner>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl CpuDevice {
+    /// A device with `workers` threads (at least one) and the default FIFO capacity.
+    pub fn new(workers: usize) -> std::io::Result<CpuDevice> {
+        CpuDevice::with_capacity(workers, DEFAULT_FIFO_CAPACITY)
+    }
+
+    /// A device with `workers` threads and room for `capacity` commands in its FIFO.
+    pub fn with_capacity(workers: usize, capacity: usize) -> std::io::Result<CpuDevice> {
+        static NEXT_ID: AtomicU16 = AtomicU16::new(0);
+        let inner = Arc::new(Inner {
+            id: DeviceId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+            capacity: capacity.max(1),
+            caps: CpuDevice::capabilities(),
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            changed: Condvar::new(),
+        });
+        let mut device = CpuDevice {
+            inner,
+            workers: Vec::new(),
+        };
+        for i in 0..workers.max(1) {
+            let inner = device.inner.clone();
+            device.workers.push(
+                std::thread::Builder::new()
+                    .name(format!("xsched-cpu{}-w{i}", device.inner.id.0))
+                    .spawn(move || inner.worker())?,
+            );
+        }
+        Ok(device)
+    }
+
+    /// The CPU backend's capability table.
+    pub fn capabilities() -> Capabilities {
+        Capabilities {
+            max_level: Level::Interrupt,
+            native_arbitration: "fifo: one hardware FIFO in launch order across queues".into(),
+            preemption_unit: "tile checkpoint".into(),
+            keeps_state: true,
+            hardware_priority: false,
+        }
+    }
+
+    /// This device's id.
+    pub fn id(&self) -> DeviceId {
+        self.inner.id
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// A new hardware queue on this device.
+    pub fn create_queue(&self) -> CpuQueue {
+        let mut st = self.inner.lock();
+        let queue = st.next_queue;
+        st.next_queue += 1;
+        st.gates.insert(queue, QueueGate::default());
+        CpuQueue {
+            inner: self.inner.clone(),
+            queue,
+        }
+    }
+}
+
+impl Drop for CpuDevice {
+    fn drop(&mut self) {
+        let leftovers: Vec<Completion> = {
+            let mut st = self.inner.lock();
+            st.shutdown = true;
+            let mut left: Vec<Completion> = st.fifo.drain(..).map(|e| e.done).collect();
+            left.extend(st.running.take().map(|r| r.done));
+            left.extend(
+                st.gates
+                    .values_mut()
+                    .filter_map(|g| g.saved.take())
+                    .map(|r| r.done),
+            );
+            left
+        };
+        self.inner.work.notify_all();
+        self.inner.changed.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        for done in leftovers {
+            done.complete(Err(CommandError::Failed("the device was shut down".into())));
+        }
+    }
+}
+
+impl std::fmt::Debug for CpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuDevice")
+            .field("id", &self.inner.id)
+            .field("workers", &self.workers.len())
+            .finish()
+    }
+}
+
+/// One hardware queue of a [`CpuDevice`]; commands run and complete in launch order.
+///
+/// Completions are reported from a worker while it holds the device lock: a
+/// [`CompletionSink`](xsched_runtime::CompletionSink) must not call back into the device.
+pub struct CpuQueue {
+    inner: Arc<Inner>,
+    queue: u32,
+}
+
+impl HwQueue for CpuQueue {
+    type Command = CpuCommand;
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.inner.caps
+    }
+
+    fn device(&self) -> DeviceId {
+        self.inner.id
+    }
+
+    /// Blocks while the device FIFO is full.
+    fn launch(&self, cmd: CpuCommand, done: Completion) {
+        let mut st = self.inner.lock();
+        while st.fifo.len() >= self.inner.capacity && !st.shutdown {
+            st = self
+                .inner
+                .changed
+                .wait(st)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        if st.shutdown {
+            drop(st);
+            done.complete(Err(CommandError::Failed("the device was shut down".into())));
+            return;
+        }
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        st.gates.entry(self.queue).or_default().queued += 1;
+        st.fifo.push_back(Entry {
+            queue: self.queue,
+            seq,
+            cmd,
+            done,
+        });
+        drop(st);
+        self.inner.work.notify_one();
+    }
+
+    fn synchronize(&self) -> Result<(), HwError> {
+        let mut st = self.inner.lock();
+        while st.has_work(self.queue) {
+            if st.shutdown {
+                return Err(HwError::DeviceGone);
+            }
+            if st.gates.get(&self.queue).is_some_and(|g| !g.active)
+                && st.running.as_ref().is_none_or(|r| r.queue != self.queue)
+            {
+                return Err(HwError::Backend(
+                    "the queue is deactivated with commands held; reactivate it first".into(),
+                ));
+            }
+            st = self
+                .inner
+                .changed
+                .wait(st)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        Ok(())
+    }
+
+    fn deactivate(&self) -> Result<(), HwError> {
+        self.inner.set_active(self.queue, false, false);
+        Ok(())
+    }
+
+    fn reactivate(&self) -> Result<(), HwError> {
+        self.inner.set_active(self.queue, true, false);
+        Ok(())
+    }
+
+    fn interrupt(&self) -> Result<(), HwError> {
+        self.inner.set_active(self.queue, false, true);
+        Ok(())
+    }
+
+    fn restore(&self) -> Result<(), HwError> {
+        self.inner.set_active(self.queue, true, false);
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for CpuQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuQueue")
+            .field("device", &self.inner.id)
+            .field("queue", &self.queue)
+            .finish()
+    }
+}

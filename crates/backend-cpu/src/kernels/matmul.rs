@@ -1,0 +1,100 @@
+//! A tiled f32 matrix multiply `C = A × B` (n × n), one tile per block of output rows.
+
+use crate::kernel::Kernel;
+use crate::kernels::inputs;
+use std::sync::Mutex;
+
+/// `C = A × B` with deterministic inputs; each tile computes `rows_per_tile` rows of C.
+#[derive(Debug)]
+pub struct MatMul {
+    n: usize,
+    rows_per_tile: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<Mutex<Vec<f32>>>,
+}
+
+impl MatMul {
+    /// An n × n multiply of inputs generated from `seed`, in tiles of `rows_per_tile` rows.
+    pub fn new(n: usize, rows_per_tile: usize, seed: u64) -> MatMul {
+        let n = n.max(1);
+        let rows_per_tile = rows_per_tile.clamp(1, n);
+        let tiles = n.div_ceil(rows_per_tile);
+        MatMul {
+            n,
+            rows_per_tile,
+            a: inputs(seed, n * n),
+            b: inputs(seed ^ 0xB, n * n),
+            c: (0..tiles)
+                .map(|t| {
+                    let rows = rows_per_tile.min(n - t * rows_per_tile);
+                    Mutex::new(vec![0.0; rows * n])
+                })
+                .collect(),
+        }
+    }
+
+    /// The product, row-major (zeros where tiles have not run).
+    pub fn result(&self) -> Vec<f32> {
+        self.c
+            .iter()
+            .flat_map(|block| {
+                block
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .collect()
+    }
+}
+
+impl Kernel for MatMul {
+    fn tiles(&self) -> u32 {
+        u32::try_from(self.c.len()).unwrap_or(u32::MAX)
+    }
+
+    fn run_tile(&self, tile: u32) {
+        let t = tile as usize;
+        let Some(block) = self.c.get(t) else { return };
+        let mut out = block
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = self.n;
+        let first_row = t * self.rows_per_tile;
+        for (r, row) in out.chunks_mut(n).enumerate() {
+            let a_row = &self.a[(first_row + r) * n..(first_row + r + 1) * n];
+            row.fill(0.0);
+            for (k, &a) in a_row.iter().enumerate() {
+                let b_row = &self.b[k * n..(k + 1) * n];
+                for (c, &b) in row.iter_mut().zip(b_row) {
+                    *c += a * b;
+                }
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_a_naive_multiply() {
+        let k = MatMul::new(7, 3, 42);
+        for t in 0..k.tiles() {
+            k.run_tile(t);
+        }
+        let c = k.result();
+        let (a, b) = (&k.a, &k.b);
+        for i in 0..7 {
+            for j in 0..7 {
+                let want: f32 = (0..7).map(|x| a[i * 7 + x] * b[x * 7 + j]).sum();
+                assert!((c[i * 7 + j] - want).abs() < 1e-5);
+            }
+        }
+    }
+}

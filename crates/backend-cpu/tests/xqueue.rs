@@ -1,0 +1,242 @@
+//! XQueues over the real CPU device: ordering, waiting, cancel and drain, faults, levels, and
+//! fixed-priority scheduling by the in-process scheduler thread.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuDevice, Kernel};
+use xsched_core::{Capabilities, CoreError, DeviceId, Hint, LaunchConfig, Level};
+use xsched_runtime::{
+    CommandError, Completion, HwError, HwQueue, QueueOptions, Runtime, RuntimeConfig, RuntimeError,
+    SchedulerMode,
+};
+
+fn app_runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        scheduler: SchedulerMode::App,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+fn spin(us: u64) -> CpuCommand {
+    CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_micros(us))))
+}
+
+#[test]
+fn submitted_commands_run_once_in_order_and_wait_works() {
+    let rt = app_runtime();
+    let dev = CpuDevice::new(1).expect("device");
+    let config = LaunchConfig::new(4, 2).expect("config");
+    let q = rt
+        .create_queue(
+            Arc::new(dev.create_queue()),
+            QueueOptions::default().with_config(config),
+        )
+        .expect("queue");
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..200u32)
+        .map(|i| {
+            let order = order.clone();
+            q.submit(CpuCommand::host(move || {
+                order.lock().expect("order").push(i)
+            }))
+            .expect("submit")
+        })
+        .collect();
+    handles[57].wait().expect("command 57");
+    assert!(order.lock().expect("order").len() >= 58);
+    q.wait_all().expect("all");
+    assert!(handles.iter().all(|h| h.is_done()));
+    assert_eq!(*order.lock().expect("order"), (0..200).collect::<Vec<_>>());
+    let state = q.query();
+    assert_eq!(
+        (state.completed, state.pending, state.in_flight),
+        (200, 0, 0)
+    );
+    assert_eq!(
+        state.level,
+        Level::Interrupt,
+        "default: the backend's highest level"
+    );
+}
+
+#[test]
+fn suspended_queue_launches_nothing_and_cancel_reports_every_command() {
+    let rt = app_runtime();
+    let dev = CpuDevice::new(1).expect("device");
+    let q = rt
+        .create_queue(Arc::new(dev.create_queue()), QueueOptions::default())
+        .expect("queue");
+    let ran = Arc::new(AtomicU32::new(0));
+    q.suspend().expect("suspend");
+    let handles: Vec<_> = (0..10)
+        .map(|_| {
+            let ran = ran.clone();
+            q.submit(CpuCommand::host(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }))
+            .expect("submit")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(q.query().pending, 10);
+    assert_eq!(q.cancel_pending().expect("cancel"), 10);
+    for h in &handles {
+        assert_eq!(h.wait(), Err(CommandError::Cancelled));
+    }
+    q.resume().expect("resume");
+    let after = q.submit(spin(100)).expect("submit");
+    after.wait().expect("runs after a cancel");
+    q.close().expect("close");
+}
+
+#[test]
+fn dropping_a_queue_drains_it_even_when_suspended() {
+    let rt = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let dev = CpuDevice::new(1).expect("device");
+    let ran = Arc::new(AtomicU32::new(0));
+    let q = rt
+        .create_queue(Arc::new(dev.create_queue()), QueueOptions::default())
+        .expect("queue");
+    q.suspend().expect("suspend");
+    for _ in 0..20 {
+        let ran = ran.clone();
+        q.submit(CpuCommand::host(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        }))
+        .expect("submit");
+    }
+    drop(q);
+    assert_eq!(ran.load(Ordering::SeqCst), 20, "drop drains");
+}
+
+#[test]
+fn a_panicking_kernel_fails_its_command_and_the_queue_keeps_working() {
+    struct Boom;
+    impl Kernel for Boom {
+        fn tiles(&self) -> u32 {
+            1
+        }
+        fn run_tile(&self, _: u32) {
+            panic!("kernel bug");
+        }
+    }
+    let rt = app_runtime();
+    let dev = CpuDevice::new(1).expect("device");
+    let q = rt
+        .create_queue(Arc::new(dev.create_queue()), QueueOptions::default())
+        .expect("queue");
+    let bad = q
+        .submit(CpuCommand::Kernel(Arc::new(Boom)))
+        .expect("submit");
+    let good = q.submit(spin(50)).expect("submit");
+    assert!(matches!(bad.wait(), Err(CommandError::Failed(m)) if m.contains("kernel bug")));
+    good.wait().expect("the next command runs");
+    assert!(q.close().is_err(), "close reports the failed command");
+}
+
+/// A Level-1-only hardware queue (runs host callbacks inline), to check level refusal.
+struct Level1Only(Capabilities);
+
+impl HwQueue for Level1Only {
+    type Command = ();
+    fn capabilities(&self) -> &Capabilities {
+        &self.0
+    }
+    fn device(&self) -> DeviceId {
+        DeviceId(9)
+    }
+    fn launch(&self, _: (), done: Completion) {
+        done.complete(Ok(()));
+    }
+    fn synchronize(&self) -> Result<(), HwError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn levels_the_backend_lacks_are_refused() {
+    let rt = app_runtime();
+    let caps = Capabilities {
+        max_level: Level::Block,
+        native_arbitration: "fifo".into(),
+        preemption_unit: "none".into(),
+        keeps_state: false,
+        hardware_priority: false,
+    };
+    let hw = Arc::new(Level1Only(caps));
+    let err = rt
+        .create_queue(
+            hw.clone(),
+            QueueOptions::default().with_level(Level::Interrupt),
+        )
+        .expect_err("level 3 on a level-1 backend");
+    assert!(matches!(
+        err,
+        RuntimeError::Core(CoreError::UnsupportedLevel { .. })
+    ));
+    let q = rt.create_queue(hw, QueueOptions::default()).expect("queue");
+    assert_eq!(q.query().level, Level::Block);
+    assert!(q.set_level(Level::Deactivate).is_err());
+    for _ in 0..100 {
+        q.submit(()).expect("submit");
+    }
+    q.wait_all().expect("inline completions");
+    assert!(matches!(
+        q.set_hint(Hint::Share(0)),
+        Err(RuntimeError::Core(CoreError::InvalidHint(_)))
+    ));
+}
+
+#[test]
+fn level_cannot_change_while_suspended() {
+    let rt = app_runtime();
+    let dev = CpuDevice::new(1).expect("device");
+    let q = rt
+        .create_queue(Arc::new(dev.create_queue()), QueueOptions::default())
+        .expect("queue");
+    q.set_level(Level::Deactivate).expect("running: allowed");
+    q.suspend().expect("suspend");
+    assert!(matches!(
+        q.set_level(Level::Block),
+        Err(RuntimeError::Suspended)
+    ));
+    q.resume().expect("resume");
+    q.set_level(Level::Block).expect("allowed again");
+}
+
+#[test]
+fn fixed_priority_runs_the_foreground_ahead_of_a_long_background() {
+    for level in Level::ALL {
+        let rt = Runtime::new(RuntimeConfig::default()).expect("hpf runtime");
+        let dev = CpuDevice::new(1).expect("device");
+        let options = QueueOptions::default().with_level(level);
+        let bg = rt
+            .create_queue(
+                Arc::new(dev.create_queue()),
+                options.with_hint(Hint::Priority(0)).expect("hint"),
+            )
+            .expect("bg");
+        let fg = rt
+            .create_queue(
+                Arc::new(dev.create_queue()),
+                options.with_hint(Hint::Priority(10)).expect("hint"),
+            )
+            .expect("fg");
+        // 300 ms of background work, then one foreground command.
+        for _ in 0..150 {
+            bg.submit(spin(2000)).expect("bg submit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        fg.submit(spin(1000)).expect("fg").wait().expect("fg done");
+        let bg_done = bg.query().completed;
+        assert!(
+            bg_done < 100,
+            "level {level}: the foreground must not wait for the background (bg done: {bg_done})"
+        );
+        bg.cancel_pending().expect("cancel");
+    }
+}

@@ -1,0 +1,217 @@
+//! Reading `XSCHED_*` environment variables: every bad value is a typed error naming the variable.
+
+use crate::error::RuntimeError;
+use crate::options::SchedulerMode;
+use std::str::FromStr;
+use xsched_core::{Hint, LaunchConfig, Level, Nanos, policy};
+
+pub(crate) const PRIORITY: &str = "XSCHED_PRIORITY";
+pub(crate) const SHARE: &str = "XSCHED_SHARE";
+pub(crate) const TIMESLICE_US: &str = "XSCHED_TIMESLICE_US";
+pub(crate) const LAXITY_US: &str = "XSCHED_LAXITY_US";
+pub(crate) const DEADLINE_US: &str = "XSCHED_DEADLINE_US";
+pub(crate) const LEVEL: &str = "XSCHED_LEVEL";
+pub(crate) const THRESHOLD: &str = "XSCHED_THRESHOLD";
+pub(crate) const BATCH: &str = "XSCHED_BATCH";
+pub(crate) const INFLIGHT_US: &str = "XSCHED_INFLIGHT_US";
+pub(crate) const SCHEDULER: &str = "XSCHED_SCHEDULER";
+pub(crate) const POLICY: &str = "XSCHED_POLICY";
+pub(crate) const SOCKET: &str = "XSCHED_SOCKET";
+
+/// The process environment as a lookup function.
+pub(crate) fn process_lookup(var: &str) -> Option<String> {
+    std::env::var(var).ok()
+}
+
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn bad(var: &'static str, value: &str, reason: impl Into<String>) -> RuntimeError {
+    RuntimeError::Env {
+        var,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse<T: FromStr>(
+    lookup: Lookup,
+    var: &'static str,
+    what: &str,
+) -> Result<Option<T>, RuntimeError> {
+    match lookup(var) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| bad(var, &v, format!("expected {what}"))),
+    }
+}
+
+fn micros(lookup: Lookup, var: &'static str) -> Result<Option<Nanos>, RuntimeError> {
+    Ok(parse::<u64>(lookup, var, "a whole number of microseconds")?.map(Nanos::from_us))
+}
+
+/// Hints from the environment, in a fixed order.
+pub(crate) fn hints(lookup: Lookup) -> Result<Vec<Hint>, RuntimeError> {
+    let mut hints = Vec::new();
+    if let Some(p) = parse(lookup, PRIORITY, "an integer (higher is more urgent)")? {
+        hints.push(Hint::Priority(p));
+    }
+    if let Some(s) = parse(lookup, SHARE, "a positive integer share")? {
+        hints.push(Hint::Share(s));
+    }
+    if let Some(t) = micros(lookup, TIMESLICE_US)? {
+        hints.push(Hint::TimeSlice(t));
+    }
+    if let Some(l) = micros(lookup, LAXITY_US)? {
+        hints.push(Hint::Laxity(l));
+    }
+    if let Some(d) = micros(lookup, DEADLINE_US)? {
+        hints.push(Hint::Deadline(d));
+    }
+    Ok(hints)
+}
+
+pub(crate) fn level(lookup: Lookup) -> Result<Option<Level>, RuntimeError> {
+    match parse::<u8>(lookup, LEVEL, "1, 2 or 3")? {
+        None => Ok(None),
+        Some(n) => Level::try_from(n)
+            .map(Some)
+            .map_err(|e| bad(LEVEL, &n.to_string(), e.to_string())),
+    }
+}
+
+/// `base` overridden by threshold, batch and budget. A threshold alone lowers the batch to fit.
+pub(crate) fn launch_config(
+    lookup: Lookup,
+    base: LaunchConfig,
+) -> Result<LaunchConfig, RuntimeError> {
+    let threshold: Option<u32> = parse(lookup, THRESHOLD, "a positive integer")?;
+    let batch: Option<u32> = parse(lookup, BATCH, "a positive integer")?;
+    let budget = micros(lookup, INFLIGHT_US)?;
+    let config = match (threshold, batch) {
+        (None, None) => base,
+        (t, b) => {
+            let threshold = t.unwrap_or(base.threshold());
+            let batch = b.unwrap_or(base.batch().min(threshold));
+            LaunchConfig::new(threshold, batch)?.with_inflight_budget(base.inflight_budget())
+        }
+    };
+    Ok(match budget {
+        None => config,
+        Some(b) => config.with_inflight_budget(Some(b)),
+    })
+}
+
+pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, RuntimeError> {
+    let Some(v) = lookup(SCHEDULER) else {
+        return Ok(None);
+    };
+    match v.trim() {
+        "app" => Ok(Some(SchedulerMode::App)),
+        "local" => Ok(Some(SchedulerMode::Local)),
+        "global" => Ok(Some(SchedulerMode::Global)),
+        _ => Err(bad(SCHEDULER, &v, "expected app, local or global")),
+    }
+}
+
+pub(crate) fn policy(lookup: Lookup) -> Result<Option<String>, RuntimeError> {
+    let Some(v) = lookup(POLICY) else {
+        return Ok(None);
+    };
+    let name = v.trim().to_string();
+    policy::by_name(&name).map_err(|e| bad(POLICY, &v, e.to_string()))?;
+    Ok(Some(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{QueueOptions, RuntimeConfig};
+    use xsched_core::CoreError;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| owned.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let lookup = vars(&[
+            (PRIORITY, "7"),
+            (SHARE, "3"),
+            (TIMESLICE_US, "2000"),
+            (LAXITY_US, "100"),
+            (DEADLINE_US, "900"),
+            (LEVEL, "2"),
+            (THRESHOLD, "4"),
+            (INFLIGHT_US, "0"),
+        ]);
+        let o = QueueOptions::from_lookup(&lookup).expect("valid");
+        assert_eq!(o.hints.priority, 7);
+        assert_eq!(o.hints.share, 3);
+        assert_eq!(o.hints.time_slice, Some(Nanos::from_us(2000)));
+        assert_eq!(o.hints.laxity, Some(Nanos::from_us(100)));
+        assert_eq!(o.hints.deadline, Some(Nanos::from_us(900)));
+        assert_eq!(o.level, Some(Level::Deactivate));
+        assert_eq!((o.config.threshold(), o.config.batch()), (4, 4));
+        assert_eq!(o.config.inflight_budget(), None, "0 turns the budget off");
+
+        let lookup = vars(&[
+            (SCHEDULER, "app"),
+            (POLICY, "kedf:2"),
+            (SOCKET, "/tmp/x.sock"),
+        ]);
+        let c = RuntimeConfig::from_lookup(&lookup).expect("valid");
+        assert_eq!(c.scheduler, SchedulerMode::App);
+        assert_eq!(c.policy, "kedf:2");
+        assert_eq!(
+            c.socket.as_deref(),
+            Some(std::path::Path::new("/tmp/x.sock"))
+        );
+    }
+
+    #[test]
+    fn defaults_without_variables() {
+        let o = QueueOptions::from_lookup(&vars(&[])).expect("valid");
+        assert_eq!(o, QueueOptions::default());
+        assert_eq!(
+            o.config.inflight_budget(),
+            Some(crate::options::DEFAULT_INFLIGHT_BUDGET)
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, value) in [
+            (PRIORITY, "high"),
+            (LEVEL, "4"),
+            (THRESHOLD, "-1"),
+            (SCHEDULER, "remote"),
+            (POLICY, "nope"),
+            (INFLIGHT_US, "1.5"),
+        ] {
+            let lookup = vars(&[(var, value)]);
+            let err = QueueOptions::from_lookup(&lookup)
+                .err()
+                .or_else(|| RuntimeConfig::from_lookup(&lookup).err())
+                .unwrap_or_else(|| panic!("{var}={value} must be refused"));
+            let text = err.to_string();
+            assert!(text.contains(var), "{text}");
+        }
+        let err = QueueOptions::from_lookup(&vars(&[(THRESHOLD, "2"), (BATCH, "4")]));
+        assert!(matches!(
+            err,
+            Err(RuntimeError::Core(CoreError::InvalidLaunchConfig { .. }))
+        ));
+        let err = QueueOptions::from_lookup(&vars(&[(SHARE, "0")]));
+        assert!(matches!(
+            err,
+            Err(RuntimeError::Core(CoreError::InvalidHint(_)))
+        ));
+    }
+}

@@ -1,0 +1,56 @@
+//! The hardware-queue trait: the whole contract between xsched and a backend.
+//!
+//! Level 1 needs `launch` (+ `synchronize`); Level 2 adds `deactivate`/`reactivate` (queued
+//! hardware commands are held, the running one finishes); Level 3 adds `interrupt`/`restore`
+//! (the running command stops and later continues from its saved point). The backend states
+//! what it offers in its [`Capabilities`]; the default methods refuse with
+//! [`HwError::Unsupported`], so a level is never silently downgraded. Progressive launching,
+//! completion tracking and resume logic live once, above this trait, in the XQueue.
+
+use crate::completion::Completion;
+use crate::error::HwError;
+use xsched_core::{Capabilities, DeviceId, Level};
+
+/// One hardware queue of a device (a CUDA stream, an OpenCL command queue, a CPU-device queue).
+///
+/// All methods take `&self`: the launcher thread launches while the scheduler side may
+/// deactivate or interrupt concurrently. Within one hardware queue, commands execute and
+/// complete in launch order.
+pub trait HwQueue: Send + Sync + 'static {
+    /// What the backend runs (a kernel, a host callback, a vendor command).
+    type Command: Send + 'static;
+
+    /// What this queue's backend and device can do.
+    fn capabilities(&self) -> &Capabilities;
+
+    /// The device the queue belongs to (queues on one device compete).
+    fn device(&self) -> DeviceId;
+
+    /// Hand `cmd` to the hardware. The backend completes `done` when the command finished, or
+    /// completes it with an error if it cannot run it. Must not wait for the command to run.
+    fn launch(&self, cmd: Self::Command, done: Completion);
+
+    /// Block until every command launched so far has completed.
+    fn synchronize(&self) -> Result<(), HwError>;
+
+    /// Level 2: stop the device from starting this queue's queued commands.
+    fn deactivate(&self) -> Result<(), HwError> {
+        Err(HwError::Unsupported(Level::Deactivate))
+    }
+
+    /// Level 2: let the device start this queue's commands again.
+    fn reactivate(&self) -> Result<(), HwError> {
+        Err(HwError::Unsupported(Level::Deactivate))
+    }
+
+    /// Level 3: deactivate, and stop the running command at its next preemption point, keeping
+    /// its progress.
+    fn interrupt(&self) -> Result<(), HwError> {
+        Err(HwError::Unsupported(Level::Interrupt))
+    }
+
+    /// Level 3: continue the interrupted command from its saved point, and reactivate.
+    fn restore(&self) -> Result<(), HwError> {
+        Err(HwError::Unsupported(Level::Interrupt))
+    }
+}

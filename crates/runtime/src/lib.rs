@@ -1,0 +1,35 @@
+//! # xsched-runtime
+//!
+//! Real XQueues. The core's [`LaunchMachine`](xsched_core::LaunchMachine) decides what to launch
+//! and the core's [`Scheduler`](xsched_core::Scheduler) who may run; this crate gives them
+//! threads, a monotonic clock and a hardware queue to drive:
+//!
+//! - [`HwQueue`]: the small trait a backend implements (launch + synchronize for Level 1,
+//!   deactivate/reactivate for Level 2, interrupt/restore for Level 3) with a capability table.
+//! - [`XQueue`]: a preemptible software queue in front of one hardware queue, driven by its own
+//!   launcher thread that owns the launch machine (so the machine needs no lock).
+//! - [`Runtime`]: creates XQueues and, for `XSCHED_SCHEDULER=local`, runs the in-process
+//!   scheduler thread that feeds the core `Scheduler` events and applies its operations.
+//! - [`QueueOptions`] / [`RuntimeConfig`]: hints, level and launch config from the Rust API or
+//!   from `XSCHED_*` environment variables.
+
+#![forbid(unsafe_code)]
+
+pub mod clock;
+mod completion;
+mod env;
+mod error;
+mod hwqueue;
+mod launcher;
+mod options;
+mod runtime;
+mod scheduler;
+mod shared;
+mod xqueue;
+
+pub use completion::{Completion, CompletionSink};
+pub use error::{CommandError, HwError, RuntimeError};
+pub use hwqueue::HwQueue;
+pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
+pub use runtime::Runtime;
+pub use xqueue::{CommandHandle, QueueState, XQueue};

@@ -1,0 +1,156 @@
+//! What a queue and a runtime are configured with, and their defaults.
+
+use crate::env;
+use crate::error::RuntimeError;
+use std::path::PathBuf;
+use xsched_core::{Hint, LaunchConfig, Level, Nanos, QueueHints};
+
+/// The default in-flight time budget of an XQueue (`XSCHED_INFLIGHT_US`).
+///
+/// With it, Level-1 preemption latency stays near `max(budget, T) + T` for long commands
+/// instead of `threshold × T`; short commands still keep several in flight, so the device never
+/// waits for the launcher. 500 µs keeps Level 1 near 1 ms for commands up to ~500 µs and costs
+/// 100 µs commands no throughput (see docs/BENCHMARKS.md, `xsched bench preempt` and
+/// `xsched bench overhead`).
+pub const DEFAULT_INFLIGHT_BUDGET: Nanos = Nanos::from_us(500);
+
+/// Who schedules a process's XQueues (`XSCHED_SCHEDULER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulerMode {
+    /// Nobody: the application calls suspend/resume itself.
+    App,
+    /// The in-process scheduler thread (default).
+    Local,
+    /// The cross-process daemon (`xsched serve`).
+    Global,
+}
+
+impl SchedulerMode {
+    /// The name used in `XSCHED_SCHEDULER`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerMode::App => "app",
+            SchedulerMode::Local => "local",
+            SchedulerMode::Global => "global",
+        }
+    }
+}
+
+/// Process-wide settings: who schedules and with which policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Scheduler mode; default [`SchedulerMode::Local`].
+    pub scheduler: SchedulerMode,
+    /// Policy of the local scheduler (see `xsched_core::policy::NAMES`); default `hpf`.
+    pub policy: String,
+    /// Daemon socket for [`SchedulerMode::Global`]; `None` means the default path.
+    pub socket: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            scheduler: SchedulerMode::Local,
+            policy: "hpf".to_string(),
+            socket: None,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY` and `XSCHED_SOCKET`.
+    pub fn from_env() -> Result<RuntimeConfig, RuntimeError> {
+        RuntimeConfig::from_lookup(&env::process_lookup)
+    }
+
+    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RuntimeConfig, RuntimeError> {
+        let mut config = RuntimeConfig::default();
+        if let Some(mode) = env::scheduler_mode(lookup)? {
+            config.scheduler = mode;
+        }
+        if let Some(policy) = env::policy(lookup)? {
+            config.policy = policy;
+        }
+        config.socket = lookup(env::SOCKET).map(PathBuf::from);
+        Ok(config)
+    }
+}
+
+/// Per-queue settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// Preemption level; `None` picks the highest the backend offers.
+    pub level: Option<Level>,
+    /// Progressive-launching config (default: threshold 16, batch 8, 500 µs in-flight budget).
+    pub config: LaunchConfig,
+    /// Hints in force from the start.
+    pub hints: QueueHints,
+    /// Register with the scheduler (default). `false` makes a queue nobody suspends.
+    pub scheduled: bool,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            level: None,
+            config: LaunchConfig::DEFAULT.with_inflight_budget(Some(DEFAULT_INFLIGHT_BUDGET)),
+            hints: QueueHints::default(),
+            scheduled: true,
+        }
+    }
+}
+
+impl QueueOptions {
+    /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
+    /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_LEVEL`, `XSCHED_THRESHOLD`,
+    /// `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off).
+    pub fn from_env() -> Result<QueueOptions, RuntimeError> {
+        QueueOptions::from_lookup(&env::process_lookup)
+    }
+
+    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<QueueOptions, RuntimeError> {
+        let mut options = QueueOptions::default();
+        for hint in env::hints(lookup)? {
+            options.hints.apply(hint)?;
+        }
+        options.level = env::level(lookup)?;
+        options.config = env::launch_config(lookup, options.config)?;
+        Ok(options)
+    }
+
+    /// The same options with one more hint (validated).
+    pub fn with_hint(mut self, hint: Hint) -> Result<QueueOptions, RuntimeError> {
+        self.hints.apply(hint)?;
+        Ok(self)
+    }
+
+    /// The same options at `level`.
+    pub fn with_level(self, level: Level) -> QueueOptions {
+        QueueOptions {
+            level: Some(level),
+            ..self
+        }
+    }
+
+    /// The same options with `config`.
+    pub fn with_config(self, config: LaunchConfig) -> QueueOptions {
+        QueueOptions { config, ..self }
+    }
+
+    /// Unscheduled, unbounded: what an application gets without xsched (everything launched at
+    /// once; nobody suspends it). For "native" baselines.
+    pub fn native() -> QueueOptions {
+        QueueOptions {
+            level: Some(Level::Block),
+            config: LaunchConfig::UNBOUNDED,
+            hints: QueueHints::default(),
+            scheduled: false,
+        }
+    }
+}

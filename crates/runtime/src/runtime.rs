@@ -1,0 +1,85 @@
+//! The runtime: creates XQueues and, in `local` mode, owns the in-process scheduler thread.
+//!
+//! No global state: a program may hold several runtimes (tests do); the C API and the shims
+//! each keep the one they create.
+
+use crate::error::RuntimeError;
+use crate::hwqueue::HwQueue;
+use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
+use crate::scheduler::LocalScheduler;
+use crate::xqueue::XQueue;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use xsched_core::{QueueId, policy};
+
+/// Creates XQueues and schedules them.
+pub struct Runtime {
+    config: RuntimeConfig,
+    local: Option<LocalScheduler>,
+    next_queue: AtomicU32,
+}
+
+impl Runtime {
+    /// A runtime with `config`. `local` starts the scheduler thread with the configured policy;
+    /// `app` starts none; `global` is refused until the daemon exists in this build.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let local = match config.scheduler {
+            SchedulerMode::App => None,
+            SchedulerMode::Local => Some(LocalScheduler::start(policy::by_name(&config.policy)?)?),
+            SchedulerMode::Global => {
+                return Err(RuntimeError::SchedulerUnavailable {
+                    mode: "global",
+                    reason: "cross-process scheduling through `xsched serve` is not implemented yet",
+                });
+            }
+        };
+        Ok(Runtime {
+            config,
+            local,
+            next_queue: AtomicU32::new(0),
+        })
+    }
+
+    /// A runtime configured from `XSCHED_SCHEDULER`, `XSCHED_POLICY` and `XSCHED_SOCKET`.
+    pub fn from_env() -> Result<Runtime, RuntimeError> {
+        Runtime::new(RuntimeConfig::from_env()?)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Put an XQueue in front of `hw`. Fails if the level is beyond the backend's capabilities.
+    pub fn create_queue<H: HwQueue>(
+        &self,
+        hw: Arc<H>,
+        options: QueueOptions,
+    ) -> Result<XQueue<H>, RuntimeError> {
+        let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
+        let scheduler = if options.scheduled {
+            self.local.as_ref()
+        } else {
+            None
+        };
+        XQueue::start(id, hw, options, scheduler)
+    }
+
+    /// Switch the local scheduler's policy at run time.
+    pub fn set_policy(&mut self, name: &str) -> Result<(), RuntimeError> {
+        let policy = policy::by_name(name)?;
+        if let Some(local) = &self.local {
+            local.set_policy(policy);
+        }
+        self.config.policy = name.to_string();
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("config", &self.config)
+            .finish()
+    }
+}

@@ -1,0 +1,305 @@
+//! The XQueue: a preemptible software queue in front of one hardware queue.
+//!
+//! Submitting sends the command to the queue's launcher thread, which launches progressively;
+//! a [`CommandHandle`] waits for one command, [`XQueue::wait_all`] for everything submitted.
+//! Dropping (or [`XQueue::close`]-ing) a queue **drains** it: it leaves the scheduler, resumes
+//! if suspended, and returns once every submitted command has completed. To drop work instead,
+//! call [`XQueue::cancel_pending`] first: cancelled commands report [`CommandError::Cancelled`]
+//! to their waiters. No command is silently lost.
+
+use crate::error::{CommandError, RuntimeError};
+use crate::hwqueue::HwQueue;
+use crate::launcher::{Launcher, Msg};
+use crate::options::QueueOptions;
+use crate::scheduler::{Control, LocalScheduler, SchedLink};
+use crate::shared::{QueueSink, Tracker};
+use crossbeam_channel::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use xsched_core::{
+    CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, Operation, QueueHints,
+    QueueId,
+};
+
+/// A snapshot of a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueState {
+    /// Submitted, not yet launched.
+    pub pending: usize,
+    /// Launched, not yet observed complete.
+    pub in_flight: usize,
+    /// Commands observed complete so far (ids below this).
+    pub completed: u64,
+    /// Whether launching is suspended.
+    pub suspended: bool,
+    /// The preemption level.
+    pub level: Level,
+}
+
+/// Waits for one submitted command.
+#[derive(Clone)]
+pub struct CommandHandle {
+    id: CommandId,
+    tracker: Arc<Tracker>,
+    observe: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl CommandHandle {
+    /// The command's id in its queue (0, 1, 2, ... in submission order).
+    pub fn id(&self) -> CommandId {
+        self.id
+    }
+
+    /// Block until the command completed; its outcome.
+    pub fn wait(&self) -> Result<(), CommandError> {
+        self.tracker.wait(self.id.0, &*self.observe)
+    }
+
+    /// Whether the command has completed (or was cancelled), without blocking.
+    pub fn is_done(&self) -> bool {
+        self.tracker.is_settled(self.id.0)
+    }
+}
+
+impl std::fmt::Debug for CommandHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandHandle")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+/// A preemptible queue of `H::Command`s in front of the hardware queue `H`.
+pub struct XQueue<H: HwQueue> {
+    id: QueueId,
+    hw: Arc<H>,
+    tx: Sender<Msg<H::Command>>,
+    tracker: Arc<Tracker>,
+    observe: Arc<dyn Fn() + Send + Sync>,
+    /// The next command id; held while sending so ids match the launcher's order.
+    next_id: Mutex<u64>,
+    hints: Mutex<QueueHints>,
+    sched: Option<SchedLink>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<H: HwQueue> XQueue<H> {
+    pub(crate) fn start(
+        id: QueueId,
+        hw: Arc<H>,
+        options: QueueOptions,
+        scheduler: Option<&LocalScheduler>,
+    ) -> Result<XQueue<H>, RuntimeError> {
+        let caps = hw.capabilities();
+        let level = options.level.unwrap_or(caps.max_level);
+        caps.check_level(level)?;
+        let (tx, rx) = crossbeam_channel::unbounded::<Msg<H::Command>>();
+        let tracker = Arc::new(Tracker::new(level));
+        let sink = Arc::new(QueueSink {
+            tracker: tracker.clone(),
+            launcher: tx.clone(),
+        });
+        let link = |s: &LocalScheduler| {
+            let control_tx = tx.clone();
+            let control: Control = Box::new(move |op| {
+                let _ = control_tx.send(match op {
+                    Operation::Suspend(_) => Msg::Suspend,
+                    Operation::Resume(_) => Msg::Resume,
+                });
+            });
+            s.register(id, hw.device(), options.hints, control)
+        };
+        let launcher = Launcher {
+            hw: hw.clone(),
+            machine: LaunchMachine::new(options.config, level),
+            rx,
+            tracker: tracker.clone(),
+            sink,
+            sched: scheduler.map(link),
+        };
+        let sched = scheduler.map(|s| s.link(id));
+        let thread = std::thread::Builder::new()
+            .name(format!("xsched-launch-{}", id.0))
+            .spawn(move || launcher.run())?;
+        let observe_tx = tx.clone();
+        Ok(XQueue {
+            id,
+            hw,
+            tx,
+            tracker,
+            observe: Arc::new(move || {
+                let _ = observe_tx.send(Msg::Observe);
+            }),
+            next_id: Mutex::new(0),
+            hints: Mutex::new(options.hints),
+            sched,
+            thread: Some(thread),
+        })
+    }
+
+    /// This queue's id.
+    pub fn id(&self) -> QueueId {
+        self.id
+    }
+
+    /// The hardware queue behind it.
+    pub fn hw(&self) -> &Arc<H> {
+        &self.hw
+    }
+
+    /// Submit a command with no declared duration (the queue's measured average is used).
+    pub fn submit(&self, cmd: H::Command) -> Result<CommandHandle, RuntimeError> {
+        self.submit_with(cmd, CommandMeta::default())
+    }
+
+    /// Submit a command with its scheduling metadata.
+    pub fn submit_with(
+        &self,
+        cmd: H::Command,
+        meta: CommandMeta,
+    ) -> Result<CommandHandle, RuntimeError> {
+        let mut next = self
+            .next_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.tx
+            .send(Msg::Submit(cmd, meta))
+            .map_err(|_| RuntimeError::Closed)?;
+        let id = CommandId(*next);
+        *next += 1;
+        Ok(self.handle(id))
+    }
+
+    fn handle(&self, id: CommandId) -> CommandHandle {
+        CommandHandle {
+            id,
+            tracker: self.tracker.clone(),
+            observe: self.observe.clone(),
+        }
+    }
+
+    /// Block until every command submitted so far completed (or was cancelled). Returns the
+    /// first failure among them, if any (the others still ran), or `Cancelled` if the last one
+    /// was cancelled.
+    pub fn wait_all(&self) -> Result<(), CommandError> {
+        let submitted = *self
+            .next_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(last) = submitted.checked_sub(1) else {
+            return Ok(());
+        };
+        match self.handle(CommandId(last)).wait() {
+            Ok(()) | Err(CommandError::Failed(_)) => self.tracker.first_failure(submitted),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// A snapshot of the queue's state.
+    pub fn query(&self) -> QueueState {
+        let (pending, in_flight, suspended, level, completed) = self.tracker.state();
+        QueueState {
+            pending,
+            in_flight,
+            completed,
+            suspended,
+            level,
+        }
+    }
+
+    /// Suspend launching (and deactivate/interrupt at Levels 2/3). For `app` scheduling; under a
+    /// scheduler, its next decision may resume the queue.
+    pub fn suspend(&self) -> Result<(), RuntimeError> {
+        self.tx.send(Msg::Suspend).map_err(|_| RuntimeError::Closed)
+    }
+
+    /// Resume launching (and reactivate/restore).
+    pub fn resume(&self) -> Result<(), RuntimeError> {
+        self.tx.send(Msg::Resume).map_err(|_| RuntimeError::Closed)
+    }
+
+    /// Change the preemption level. Fails if the backend lacks it or the queue is suspended.
+    pub fn set_level(&self, level: Level) -> Result<(), RuntimeError> {
+        self.hw.capabilities().check_level(level)?;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.tx
+            .send(Msg::SetLevel(level, reply))
+            .map_err(|_| RuntimeError::Closed)?;
+        answer.recv().map_err(|_| RuntimeError::Closed)?
+    }
+
+    /// Change the launch config (validated by [`LaunchConfig::new`]); applies to the next launch.
+    pub fn set_config(&self, config: LaunchConfig) -> Result<(), RuntimeError> {
+        self.tx
+            .send(Msg::SetConfig(config))
+            .map_err(|_| RuntimeError::Closed)
+    }
+
+    /// Give the scheduler new advice about this queue. Invalid hints are refused and change
+    /// nothing.
+    pub fn set_hint(&self, hint: Hint) -> Result<(), RuntimeError> {
+        let mut hints = self
+            .hints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut updated = *hints;
+        updated.apply(hint)?;
+        *hints = updated;
+        if let Some(s) = &self.sched {
+            s.event(Event::Hint {
+                queue: self.id,
+                hint,
+            });
+        }
+        Ok(())
+    }
+
+    /// The hints in force.
+    pub fn hints(&self) -> QueueHints {
+        *self
+            .hints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drop every command not yet launched; their waiters get [`CommandError::Cancelled`].
+    /// Commands already in the hardware queue still complete. Returns how many were dropped.
+    pub fn cancel_pending(&self) -> Result<usize, RuntimeError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.tx
+            .send(Msg::Cancel(reply))
+            .map_err(|_| RuntimeError::Closed)?;
+        answer.recv().map_err(|_| RuntimeError::Closed)
+    }
+
+    /// Drain and close (what dropping does), reporting the first failed command, if any.
+    pub fn close(mut self) -> Result<(), CommandError> {
+        let result = self.wait_all();
+        self.shut_down();
+        result
+    }
+
+    fn shut_down(&mut self) {
+        let _ = self.tx.send(Msg::Close);
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("launcher thread of queue {} panicked", self.id);
+        }
+    }
+}
+
+impl<H: HwQueue> Drop for XQueue<H> {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+impl<H: HwQueue> std::fmt::Debug for XQueue<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XQueue")
+            .field("id", &self.id)
+            .field("state", &self.query())
+            .finish()
+    }
+}
