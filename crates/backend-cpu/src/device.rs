@@ -228,6 +228,11 @@ impl Inner {
                 Job::Tile(k, t) => k.run_tile(t),
                 Job::Host(f) => f(),
             }));
+            // The device shares the machine's cores with the host's threads (the launchers, the
+            // scheduler, the application). Offering the core at every checkpoint bounds how long
+            // a woken host thread waits behind a spinning kernel to one tile, instead of an OS
+            // time slice (milliseconds).
+            std::thread::yield_now();
             st = self.lock();
             let ended = st.finish_tile(outcome.err().map(|p| panic_message(&*p)));
             if st.running.is_none() {

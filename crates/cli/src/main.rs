@@ -1,11 +1,13 @@
 //! The `xsched` command: a thin shell over the library crates. It parses arguments, runs one
 //! job and prints tables (or JSON); errors print as a one-line cause chain.
 
+mod bench;
 mod output;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use xsched_bench::fg_bg;
 use xsched_sim::{Scenario, profile};
 
 #[derive(Parser)]
@@ -22,10 +24,28 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Foreground beside a saturating background: standalone, native and xsched P99 side by side.
+    ///
+    /// Runs on the built-in CPU device with real kernels (about 17 s); `--device KEY` runs the
+    /// same experiment on a simulated XPU profile instead (see `xsched devices`).
     Demo {
-        /// Simulated device profile to run on (see `xsched devices`).
-        #[arg(long, default_value = "gv100")]
+        /// `cpu` (real threads and kernels) or a simulated profile key such as `gv100`.
+        #[arg(long, default_value = "cpu")]
         device: String,
+        /// Measured foreground requests per mode on the CPU device.
+        #[arg(long, default_value_t = 400)]
+        requests: u32,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a real-device benchmark on the CPU device: fg-bg, preempt, overhead, cpu-share.
+    Bench {
+        /// Which benchmark.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(xsched_bench::NAMES))]
+        name: String,
+        /// Samples per point (preempt) or measured requests per mode (fg-bg).
+        #[arg(long)]
+        samples: Option<u32>,
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
@@ -63,16 +83,38 @@ fn main() {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Demo { device, json } => {
+        Command::Demo {
+            device,
+            requests,
+            json,
+        } => {
+            if device == "cpu" {
+                let params = fg_bg::FgBgParams {
+                    requests,
+                    ..fg_bg::FgBgParams::default()
+                };
+                let report = output::with_progress(|tick| fg_bg::run(&params, tick))
+                    .context("running the demo on the CPU device")?;
+                return output::print_report("demo on the CPU device", &report, json);
+            }
             if profile::by_key(&device).is_none() {
                 anyhow::bail!(
-                    "unknown device `{device}`; known: {}",
+                    "unknown device `{device}`; known: cpu, {}",
                     profile::keys().join(", ")
                 );
             }
             let scenario = Scenario::demo(&device).context("building the demo scenario")?;
             let report = output::run_with_progress(&scenario);
             output::print_report(&format!("demo on simulated {device}"), &report, json)
+        }
+        Command::Bench {
+            name,
+            samples,
+            json,
+        } => {
+            let report = output::with_progress(|tick| bench::run(&name, samples, tick))
+                .with_context(|| format!("running benchmark `{name}`"))?;
+            output::print_report(&format!("bench {name}"), &report, json)
         }
         Command::Sim { file, json } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;

@@ -6,8 +6,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::{Duration, Instant};
 use xsched_sim::{Report, Scenario, profile};
 
-/// Run a scenario, showing a progress bar once it has taken more than a second.
-pub fn run_with_progress(scenario: &Scenario) -> Report {
+/// Run `job`, showing a progress bar once it has taken more than a second. The job reports
+/// progress through the function it is given (`done`, `total`).
+pub fn with_progress<T>(job: impl FnOnce(&(dyn Fn(usize, usize) + Sync)) -> T) -> T {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
     if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs")
     {
@@ -21,9 +22,14 @@ pub fn run_with_progress(scenario: &Scenario) -> Report {
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }
     };
-    let report = scenario.run(&tick);
+    let out = job(&tick);
     bar.finish_and_clear();
-    report
+    out
+}
+
+/// Run a scenario with a progress bar.
+pub fn run_with_progress(scenario: &Scenario) -> Report {
+    with_progress(|tick| scenario.run(tick))
 }
 
 fn cell(v: &serde_json::Value) -> String {
@@ -79,22 +85,50 @@ pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// Print every simulated device's capability table.
+/// A real backend this build has: key, description, capability table.
+struct Backend {
+    key: &'static str,
+    name: String,
+    caps: xsched_core::Capabilities,
+}
+
+/// The real backends available on this machine.
+fn backends() -> Vec<Backend> {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    vec![Backend {
+        key: "cpu",
+        name: format!("built-in CPU device ({cpus} hardware threads here; workers configurable)"),
+        caps: xsched_backend_cpu::CpuDevice::capabilities(),
+    }]
+}
+
+/// Print each available backend's capability table, then the simulated profiles.
 pub fn print_devices(json: bool) -> Result<()> {
     let all = profile::all();
+    let real = backends();
     if json {
-        let doc: Vec<serde_json::Value> = all
+        let mut doc: Vec<serde_json::Value> = real
             .iter()
-            .map(|p| {
+            .map(|b| {
                 serde_json::json!({
-                    "backend": "sim",
-                    "key": p.key,
-                    "name": p.name,
-                    "capabilities": p.capabilities(),
-                    "profile": p,
+                    "backend": b.key,
+                    "key": b.key,
+                    "name": b.name,
+                    "available": true,
+                    "capabilities": b.caps,
                 })
             })
             .collect();
+        doc.extend(all.iter().map(|p| {
+            serde_json::json!({
+                "backend": "sim",
+                "key": p.key,
+                "name": p.name,
+                "available": true,
+                "capabilities": p.capabilities(),
+                "profile": p,
+            })
+        }));
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
@@ -108,6 +142,16 @@ pub fn print_devices(json: bool) -> Result<()> {
         "native arbitration",
         "preemption unit",
     ]);
+    for b in &real {
+        t.add_row([
+            b.key.to_string(),
+            b.key.to_string(),
+            b.name.clone(),
+            b.caps.max_level.to_string(),
+            b.caps.native_arbitration.clone(),
+            b.caps.preemption_unit.clone(),
+        ]);
+    }
     for p in &all {
         let c = p.capabilities();
         t.add_row([

@@ -1,4 +1,5 @@
-//! The binary end to end: demo JSON rows, a scenario error's exit status and message.
+//! The binary end to end: demo JSON rows (CPU device and simulated), a scenario error's exit
+//! status and message, the device list.
 
 use std::process::Command;
 
@@ -10,7 +11,39 @@ fn xsched(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn demo_json_has_the_three_modes() {
+fn cpu_demo_json_rows_carry_mode_level_and_percentiles() {
+    let out = xsched(&["demo", "--json", "--requests", "8"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = doc["rows"].as_array().expect("rows");
+    let modes: Vec<&str> = rows.iter().filter_map(|r| r["mode"].as_str()).collect();
+    assert_eq!(
+        modes,
+        ["standalone", "native", "xsched", "xsched", "xsched"]
+    );
+    let levels: Vec<u64> = rows.iter().filter_map(|r| r["level"].as_u64()).collect();
+    assert_eq!(levels, [1, 2, 3]);
+    for r in rows {
+        for key in ["p50_us", "p99_us", "p99_ratio"] {
+            assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {r}");
+        }
+    }
+}
+
+#[test]
+fn bench_rejects_an_unknown_name() {
+    let out = xsched(&["bench", "nope"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("preempt"), "lists the benchmarks: {err}");
+}
+
+#[test]
+fn simulated_demo_json_has_the_three_modes() {
     let out = xsched(&["demo", "--json", "--device", "npu3720"]);
     assert!(
         out.status.success(),
@@ -45,12 +78,16 @@ fn bad_scenario_fails_with_file_line_and_field() {
 }
 
 #[test]
-fn devices_lists_ten_capability_tables() {
+fn devices_lists_the_cpu_backend_and_ten_simulated_profiles() {
     let out = xsched(&["devices", "--json"]);
     assert!(out.status.success());
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let list = doc.as_array().expect("array");
-    assert_eq!(list.len(), 10);
+    assert_eq!(list.len(), 11);
+    assert_eq!(list[0]["backend"], "cpu");
+    assert_eq!(list[0]["capabilities"]["max_level"], 3);
+    let sims = list.iter().filter(|d| d["backend"] == "sim").count();
+    assert_eq!(sims, 10);
     assert!(
         list.iter()
             .all(|d| d["capabilities"]["max_level"].as_u64().is_some())

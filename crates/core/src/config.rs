@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 /// At most `threshold` commands are in flight; a synchronization point is placed every `batch`
 /// commands. Beyond XSched, an optional in-flight *time* budget also stops launching while the
 /// estimated execution time already in flight reaches it, which bounds Level-1 preemption
-/// latency for long commands (a count alone bounds it only by `threshold × T`).
+/// latency for long commands (a count alone bounds it only by `threshold × T`). The budget
+/// applies at Level 1 only: at Levels 2 and 3 the hardware holds or stops queued commands, so
+/// what is in flight does not delay a preemption.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchConfig {
     threshold: u32,

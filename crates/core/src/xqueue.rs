@@ -128,9 +128,17 @@ impl LaunchMachine {
     fn room_to_launch(&self) -> bool {
         !self.pending.is_empty()
             && (self.in_flight.len() as u64) < u64::from(self.config.threshold())
-            && self.config.inflight_budget().is_none_or(|budget| {
+            && self.budget().is_none_or(|budget| {
                 self.in_flight.len() < MIN_IN_FLIGHT_UNDER_BUDGET || self.inflight_estimate < budget
             })
+    }
+
+    /// The in-flight time budget in force. It bounds what a Level-1 suspend must drain; at
+    /// Levels 2 and 3 the hardware holds or stops queued work, so it would only cost throughput.
+    fn budget(&self) -> Option<Nanos> {
+        self.config
+            .inflight_budget()
+            .filter(|_| self.level == Level::Block)
     }
 
     /// The next command to hand to the hardware, if launching is allowed now.
@@ -150,7 +158,13 @@ impl LaunchMachine {
         });
         // A sync point every `batch` commands, at the tail of a burst, and wherever launching
         // will block next (suspension aside), so a blocked launcher always has a point to wait on.
-        let sync = self.since_sync >= self.config.batch() || !self.room_to_launch();
+        // Under a time budget, every *long* command (half the budget or more) is one too: the
+        // launcher then refills as soon as the running one ends, while the next still runs, so
+        // the hardware never idles waiting for the launcher.
+        let long = self.budget().is_some_and(|budget| {
+            estimate.0.saturating_mul(MIN_IN_FLIGHT_UNDER_BUDGET as u64) >= budget.0
+        });
+        let sync = long || self.since_sync >= self.config.batch() || !self.room_to_launch();
         if sync {
             self.since_sync = 0;
             if let Some(last) = self.in_flight.back_mut() {
@@ -406,6 +420,29 @@ mod tests {
         assert!(m.poll_launch(Nanos::ZERO).is_some());
         assert!(m.poll_launch(Nanos::ZERO).is_some());
         assert!(m.poll_launch(Nanos::ZERO).is_none());
+    }
+
+    #[test]
+    fn budget_binds_at_level_1_only_and_long_commands_are_sync_points() {
+        let cfg = cfg(8, 4).with_inflight_budget(Some(Nanos::from_us(1000)));
+        let mut m = LaunchMachine::new(cfg, Level::Interrupt);
+        for _ in 0..8 {
+            m.submit(cmd_of(600));
+        }
+        let n = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).count();
+        assert_eq!(n, 8, "Level 3: only the threshold limits launching");
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..3 {
+            m.submit(cmd_of(600));
+        }
+        let syncs: Vec<bool> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO))
+            .map(|l| l.sync)
+            .collect();
+        assert_eq!(
+            syncs,
+            vec![true, true],
+            "600 us >= half the budget: each one"
+        );
     }
 
     #[test]

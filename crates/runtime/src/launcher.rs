@@ -11,13 +11,11 @@ use crate::error::RuntimeError;
 use crate::hwqueue::HwQueue;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
+use crate::suspend::Suspender;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::sync::Arc;
-use xsched_core::{
-    CommandId, CommandMeta, Event, LaunchConfig, LaunchMachine, Level, QueueId, ResumeAction,
-    SuspendAction,
-};
+use xsched_core::{CommandId, CommandMeta, Event, LaunchConfig, LaunchMachine, Level, QueueId};
 
 /// A message to the launcher.
 pub(crate) enum Msg<C> {
@@ -27,9 +25,9 @@ pub(crate) enum Msg<C> {
     Synced(CommandId),
     /// Look at the hardware watermark now.
     Observe,
-    /// Stop launching (and deactivate/interrupt per level).
+    /// Stop launching (the hardware half is applied by the sender, see `suspend.rs`).
     Suspend,
-    /// Launch again (and reactivate/restore).
+    /// Launch again.
     Resume,
     /// Change the level; the answer goes back on the channel.
     SetLevel(Level, Sender<Result<(), RuntimeError>>),
@@ -48,6 +46,7 @@ pub(crate) struct Launcher<H: HwQueue> {
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) sink: Arc<dyn CompletionSink>,
     pub(crate) sched: Option<SchedLink>,
+    pub(crate) suspender: Arc<Suspender<H>>,
 }
 
 /// Marks the tracker closed however the launcher ends, so no waiter hangs on a dead thread.
@@ -85,6 +84,10 @@ impl<H: HwQueue> Launcher<H> {
             }
             let Ok(msg) = run.l.rx.recv() else { break };
             run.handle(msg);
+            // Take whatever else arrived before launching and publishing once for all of it.
+            while let Ok(msg) = run.l.rx.try_recv() {
+                run.handle(msg);
+            }
         }
         if run.watching {
             run.l.tracker.unwatch();
@@ -127,7 +130,7 @@ impl<H: HwQueue> Run<H> {
                 self.payloads.push_back(cmd);
                 self.submitted += 1;
                 let (_, was_idle) = self.l.machine.submit(meta);
-                if was_idle {
+                if was_idle && self.l.tracker.claim_ready_report() {
                     self.event(Event::Ready);
                 }
             }
@@ -140,10 +143,12 @@ impl<H: HwQueue> Run<H> {
             }
             Msg::Suspend => {
                 if !self.closing {
-                    self.suspend();
+                    self.l.machine.suspend();
                 }
             }
-            Msg::Resume => self.resume(),
+            Msg::Resume => {
+                self.l.machine.resume();
+            }
             Msg::SetLevel(level, reply) => {
                 let result = self.set_level(level);
                 let _ = reply.send(result);
@@ -162,7 +167,8 @@ impl<H: HwQueue> Run<H> {
                 if let Some(sched) = self.l.sched.take() {
                     sched.unregister();
                 }
-                self.resume();
+                self.l.suspender.close();
+                self.l.machine.resume();
                 self.settle_in_flight();
             }
         }
@@ -172,7 +178,7 @@ impl<H: HwQueue> Run<H> {
     /// (after a cancel or while closing), and report idleness if nothing is left.
     fn settle_in_flight(&mut self) {
         if self.l.machine.is_idle() {
-            self.event(Event::Idle);
+            self.report_idle();
             return;
         }
         if !self.watching {
@@ -185,41 +191,27 @@ impl<H: HwQueue> Run<H> {
         }
     }
 
+    /// Idle first, then allow the next Ready: a Ready sent after this is ordered after the Idle.
+    fn report_idle(&self) {
+        self.event(Event::Idle);
+        self.l.tracker.reset_ready_report();
+    }
+
     fn observe(&mut self, cmd: CommandId) {
         let Some(synced) = self.l.machine.on_synced(cmd, clock::now()) else {
             return;
         };
+        // State first, so whoever the completion wakes sees a query that agrees with it.
+        self.publish();
         self.l.tracker.publish_done(synced.last.0 + 1);
-        let count = u32::try_from(synced.last.0 - synced.first.0 + 1).unwrap_or(u32::MAX);
-        self.event(|queue| Event::Completed { queue, count });
+        // No `Completed` event: no local policy reads completion counts, and each event would
+        // cost the scheduler thread a wake-up per synchronization point.
         if synced.now_idle {
-            self.event(Event::Idle);
+            self.report_idle();
             if self.watching {
                 self.watching = false;
                 self.l.tracker.unwatch();
             }
-        }
-    }
-
-    fn suspend(&mut self) {
-        let result = match self.l.machine.suspend() {
-            SuspendAction::None => Ok(()),
-            SuspendAction::Deactivate => self.l.hw.deactivate(),
-            SuspendAction::Interrupt => self.l.hw.interrupt(),
-        };
-        if let Err(e) = result {
-            tracing::warn!("suspend: {e}");
-        }
-    }
-
-    fn resume(&mut self) {
-        let result = match self.l.machine.resume() {
-            ResumeAction::None => Ok(()),
-            ResumeAction::Reactivate => self.l.hw.reactivate(),
-            ResumeAction::Restore => self.l.hw.restore(),
-        };
-        if let Err(e) = result {
-            tracing::warn!("resume: {e}");
         }
     }
 

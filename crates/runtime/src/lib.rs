@@ -25,6 +25,7 @@ mod options;
 mod runtime;
 mod scheduler;
 mod shared;
+mod suspend;
 mod xqueue;
 
 pub use completion::{Completion, CompletionSink};

@@ -47,6 +47,9 @@ pub(crate) struct Tracker {
     hw_done: AtomicU64,
     /// While non-zero, every hardware completion is reported to the launcher, not only sync points.
     watchers: AtomicU32,
+    /// A Ready was reported to the scheduler since the last Idle (by the application thread or
+    /// the launcher), so the other need not wake the scheduler again.
+    ready_reported: AtomicBool,
     pending: AtomicUsize,
     in_flight: AtomicUsize,
     suspended: AtomicBool,
@@ -60,6 +63,7 @@ impl Tracker {
         Tracker {
             hw_done: AtomicU64::new(0),
             watchers: AtomicU32::new(0),
+            ready_reported: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             suspended: AtomicBool::new(false),
@@ -138,8 +142,28 @@ impl Tracker {
         self.level.store(level.number(), Ordering::Relaxed);
     }
 
+    /// True for exactly one caller between two Idle reports: that caller sends Ready.
+    pub(crate) fn claim_ready_report(&self) -> bool {
+        !self.ready_reported.swap(true, Ordering::SeqCst)
+    }
+
+    /// The queue was reported idle; the next Ready must be sent again.
+    pub(crate) fn reset_ready_report(&self) {
+        self.ready_reported.store(false, Ordering::SeqCst);
+    }
+
+    /// The level the launcher last published.
+    pub(crate) fn level(&self) -> Level {
+        Level::try_from(self.level.load(Ordering::Relaxed)).unwrap_or(Level::Block)
+    }
+
+    /// Whether the launcher last published an idle queue (may be stale either way).
+    pub(crate) fn looks_idle(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) == 0 && self.in_flight.load(Ordering::Relaxed) == 0
+    }
+
     pub(crate) fn state(&self) -> (usize, usize, bool, Level, u64) {
-        let level = Level::try_from(self.level.load(Ordering::Relaxed)).unwrap_or(Level::Block);
+        let level = self.level();
         (
             self.pending.load(Ordering::Relaxed),
             self.in_flight.load(Ordering::Relaxed),

@@ -13,6 +13,7 @@ use crate::launcher::{Launcher, Msg};
 use crate::options::QueueOptions;
 use crate::scheduler::{Control, LocalScheduler, SchedLink};
 use crate::shared::{QueueSink, Tracker};
+use crate::suspend::Suspender;
 use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -78,6 +79,7 @@ pub struct XQueue<H: HwQueue> {
     observe: Arc<dyn Fn() + Send + Sync>,
     /// The next command id; held while sending so ids match the launcher's order.
     next_id: Mutex<u64>,
+    suspender: Arc<Suspender<H>>,
     hints: Mutex<QueueHints>,
     sched: Option<SchedLink>,
     thread: Option<JoinHandle<()>>,
@@ -99,13 +101,17 @@ impl<H: HwQueue> XQueue<H> {
             tracker: tracker.clone(),
             launcher: tx.clone(),
         });
+        let suspender = Arc::new(Suspender::new(hw.clone(), tracker.clone(), tx.clone()));
         let link = |s: &LocalScheduler| {
-            let control_tx = tx.clone();
+            let suspender = suspender.clone();
             let control: Control = Box::new(move |op| {
-                let _ = control_tx.send(match op {
-                    Operation::Suspend(_) => Msg::Suspend,
-                    Operation::Resume(_) => Msg::Resume,
-                });
+                let result = match op {
+                    Operation::Suspend(_) => suspender.suspend(),
+                    Operation::Resume(_) => suspender.resume(),
+                };
+                if let Err(e) = result {
+                    tracing::warn!("queue {id}: {e}");
+                }
             });
             s.register(id, hw.device(), options.hints, control)
         };
@@ -116,6 +122,7 @@ impl<H: HwQueue> XQueue<H> {
             tracker: tracker.clone(),
             sink,
             sched: scheduler.map(link),
+            suspender: suspender.clone(),
         };
         let sched = scheduler.map(|s| s.link(id));
         let thread = std::thread::Builder::new()
@@ -131,6 +138,7 @@ impl<H: HwQueue> XQueue<H> {
                 let _ = observe_tx.send(Msg::Observe);
             }),
             next_id: Mutex::new(0),
+            suspender,
             hints: Mutex::new(options.hints),
             sched,
             thread: Some(thread),
@@ -158,6 +166,15 @@ impl<H: HwQueue> XQueue<H> {
         cmd: H::Command,
         meta: CommandMeta,
     ) -> Result<CommandHandle, RuntimeError> {
+        // Tell the scheduler straight away rather than one launcher wake-up later. Sent before
+        // the command reaches the launcher, so it is ordered before that command's Idle; the
+        // launcher reports Ready only if nobody did since the last Idle.
+        if let Some(s) = &self.sched
+            && self.tracker.looks_idle()
+            && self.tracker.claim_ready_report()
+        {
+            s.event(Event::Ready(self.id));
+        }
         let mut next = self
             .next_id
             .lock()
@@ -210,12 +227,12 @@ impl<H: HwQueue> XQueue<H> {
     /// Suspend launching (and deactivate/interrupt at Levels 2/3). For `app` scheduling; under a
     /// scheduler, its next decision may resume the queue.
     pub fn suspend(&self) -> Result<(), RuntimeError> {
-        self.tx.send(Msg::Suspend).map_err(|_| RuntimeError::Closed)
+        Ok(self.suspender.suspend()?)
     }
 
     /// Resume launching (and reactivate/restore).
     pub fn resume(&self) -> Result<(), RuntimeError> {
-        self.tx.send(Msg::Resume).map_err(|_| RuntimeError::Closed)
+        Ok(self.suspender.resume()?)
     }
 
     /// Change the preemption level. Fails if the backend lacks it or the queue is suspended.

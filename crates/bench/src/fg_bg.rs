@@ -1,0 +1,273 @@
+//! Foreground requests beside a saturating background on one CPU device: standalone, native
+//! and xsched at each level. This is `xsched demo`.
+//!
+//! The foreground is an open-loop inference stream: each request is a few kernels, arrivals are
+//! periodic with random jitter, and latency runs from the *scheduled* arrival to the observed
+//! completion (queueing counted). The background is a training loop: iterations of several
+//! long kernels, each iteration waited for before the next. Natively both feed the device's one
+//! hardware FIFO, so a request waits behind whatever the background already launched; under
+//! xsched (fixed priority, foreground higher) the background is suspended while the foreground
+//! has work, at the chosen level.
+
+use crate::stats::{self, columns, none, pct_us, round3, row};
+use crate::{Check, Report};
+use hdrhistogram::Histogram;
+use rand::Rng;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_core::{Hint, Level};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
+
+/// What the experiment runs.
+#[derive(Clone, Debug)]
+pub struct FgBgParams {
+    /// Kernels per foreground request.
+    pub fg_kernels: u32,
+    /// Length of each foreground kernel.
+    pub fg_kernel: Duration,
+    /// Mean time between foreground arrivals (jittered by ±25 %).
+    pub fg_period: Duration,
+    /// Measured foreground requests per mode.
+    pub requests: u32,
+    /// The modes run interleaved in this many rounds (each measures `requests / rounds`), so a
+    /// burst of machine noise spreads over all modes instead of spoiling one.
+    pub rounds: u32,
+    /// Requests run first and not measured.
+    pub warmup: u32,
+    /// Length of each background kernel.
+    pub bg_kernel: Duration,
+    /// Background kernels per training iteration.
+    pub bg_iteration: u32,
+    /// Device worker threads.
+    pub workers: usize,
+    /// Levels to run xsched at.
+    pub levels: Vec<Level>,
+    /// Seed of the arrival jitter.
+    pub seed: u64,
+}
+
+impl Default for FgBgParams {
+    /// About 17 s in all: 400 requests of 4 × 500 µs every 8 ms (25 % load) beside
+    /// iterations of 8 × 1 ms background kernels, on one worker.
+    fn default() -> Self {
+        FgBgParams {
+            fg_kernels: 4,
+            fg_kernel: Duration::from_micros(500),
+            fg_period: Duration::from_millis(8),
+            requests: 400,
+            rounds: 4,
+            warmup: 10,
+            bg_kernel: Duration::from_millis(1),
+            bg_iteration: 8,
+            workers: 1,
+            levels: Level::ALL.to_vec(),
+            seed: 1,
+        }
+    }
+}
+
+/// How the two workloads share the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The foreground alone.
+    Standalone,
+    /// Both, without xsched: unbounded launching, nobody suspends anything.
+    Native,
+    /// Both under xsched's fixed-priority policy at a level.
+    Xsched(Level),
+}
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct RunResult {
+    /// Foreground request latency (ns).
+    pub latency: Histogram<u64>,
+    /// Fraction of the measured window the device spent on background kernels.
+    pub bg_device_share: f64,
+}
+
+/// Run one mode.
+pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
+    let device = CpuDevice::new(p.workers)?;
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let (fg_options, bg_options) = match mode {
+        Mode::Standalone | Mode::Native => (QueueOptions::native(), QueueOptions::native()),
+        Mode::Xsched(level) => {
+            let o = QueueOptions::default().with_level(level);
+            (
+                o.with_hint(Hint::Priority(1))?,
+                o.with_hint(Hint::Priority(0))?,
+            )
+        }
+    };
+    let fg = runtime.create_queue(Arc::new(device.create_queue()), fg_options)?;
+    let bg = match mode {
+        Mode::Standalone => None,
+        _ => Some(runtime.create_queue(Arc::new(device.create_queue()), bg_options)?),
+    };
+    let stop = AtomicBool::new(false);
+    let bg_done = AtomicU64::new(0);
+    let fg_kernel: Arc<Spin> = Arc::new(Spin::new(p.fg_kernel));
+    let bg_kernel: Arc<Spin> = Arc::new(Spin::new(p.bg_kernel));
+    let mut rng = stats::rng(p.seed);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut window = (Instant::now(), 0u64, Instant::now(), 0u64);
+
+    let latency = std::thread::scope(|s| {
+        if let Some(bg) = &bg {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut last = None;
+                    for _ in 0..p.bg_iteration {
+                        last = bg.submit(CpuCommand::Kernel(bg_kernel.clone())).ok();
+                    }
+                    if let Some(h) = last
+                        && h.wait().is_ok()
+                    {
+                        bg_done.fetch_add(u64::from(p.bg_iteration), Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        let waiter = s.spawn(move || {
+            let mut h = stats::new_histogram();
+            for (arrival, handle, measured) in rx {
+                let handle: xsched_runtime::CommandHandle = handle;
+                let _ = handle.wait();
+                if measured {
+                    stats::record(&mut h, Instant::now().saturating_duration_since(arrival));
+                }
+            }
+            h
+        });
+        let start = Instant::now() + Duration::from_millis(20);
+        let quarter = p.fg_period / 4;
+        for i in 0..p.warmup + p.requests {
+            // Period ± 25 %: a random offset of 0 to half a period from a grid point.
+            let arrival = start + p.fg_period * i + quarter.mul_f64(rng.random_range(0.0..2.0));
+            std::thread::sleep(arrival.saturating_duration_since(Instant::now()));
+            if i == p.warmup {
+                window.0 = Instant::now();
+                window.1 = bg_done.load(Ordering::Relaxed);
+            }
+            let mut last = None;
+            for _ in 0..p.fg_kernels {
+                last = fg.submit(CpuCommand::Kernel(fg_kernel.clone())).ok();
+            }
+            if let Some(h) = last {
+                let _ = tx.send((arrival, h, i >= p.warmup));
+            }
+        }
+        drop(tx);
+        let latency = waiter.join().unwrap_or_else(|_| stats::new_histogram());
+        window.2 = Instant::now();
+        window.3 = bg_done.load(Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        latency
+    });
+    if let Some(bg) = &bg {
+        bg.cancel_pending()?;
+    }
+    let elapsed = window.2.saturating_duration_since(window.0).as_secs_f64();
+    let bg_work = (window.3 - window.1) as f64 * p.bg_kernel.as_secs_f64() / p.workers as f64;
+    Ok(RunResult {
+        latency,
+        bg_device_share: if elapsed > 0.0 {
+            bg_work / elapsed
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Run standalone, native, and xsched at each level; rows
+/// `{mode, level, p50_us, p99_us, p99_ratio, bg_device_share}`.
+pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+    let mut modes = vec![Mode::Standalone, Mode::Native];
+    modes.extend(p.levels.iter().map(|&l| Mode::Xsched(l)));
+    let rounds = p.rounds.clamp(1, p.requests.max(1));
+    let per_round = FgBgParams {
+        requests: p.requests.div_ceil(rounds),
+        ..p.clone()
+    };
+    let mut merged: Vec<(Histogram<u64>, f64)> = modes
+        .iter()
+        .map(|_| (stats::new_histogram(), 0.0))
+        .collect();
+    let total = modes.len() * rounds as usize;
+    for round in 0..rounds {
+        for (i, &mode) in modes.iter().enumerate() {
+            progress(round as usize * modes.len() + i, total);
+            let r = run_mode(
+                &FgBgParams {
+                    seed: p.seed + u64::from(round),
+                    ..per_round.clone()
+                },
+                mode,
+            )?;
+            let (h, share) = &mut merged[i];
+            let _ = h.add(&r.latency);
+            *share += r.bg_device_share / f64::from(rounds);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    let mut standalone_p99 = 0.0;
+    let mut native_ratio = 0.0;
+    for (&mode, (latency, bg_share)) in modes.iter().zip(&merged) {
+        let p99 = pct_us(latency, 0.99);
+        if mode == Mode::Standalone {
+            standalone_p99 = p99;
+        }
+        let ratio = if standalone_p99 > 0.0 {
+            round3(p99 / standalone_p99)
+        } else {
+            0.0
+        };
+        let (name, level) = match mode {
+            Mode::Standalone => ("standalone", none()),
+            Mode::Native => {
+                native_ratio = ratio;
+                ("native", none())
+            }
+            Mode::Xsched(l) => ("xsched", json!(l.number())),
+        };
+        if mode == Mode::Xsched(Level::Interrupt) {
+            checks.push(Check {
+                name: "foreground P99 / standalone, Level 3".into(),
+                target: "<= 1.10 (XSched: 1.02-1.30 on real XPUs)".into(),
+                measured: format!("{ratio} (native {native_ratio})"),
+                pass: ratio <= 1.10,
+            });
+        }
+        rows.push(row(&[
+            ("device", json!("cpu")),
+            ("mode", json!(name)),
+            ("level", level),
+            ("p50_us", json!(pct_us(latency, 0.5))),
+            ("p99_us", json!(p99)),
+            ("p99_ratio", json!(ratio)),
+            ("bg_device_share", json!(round3(*bg_share))),
+        ]));
+    }
+    progress(total, total);
+    Ok(Report {
+        experiment: "fg-bg (cpu device)".into(),
+        columns: columns(&[
+            "device",
+            "mode",
+            "level",
+            "p50_us",
+            "p99_us",
+            "p99_ratio",
+            "bg_device_share",
+        ]),
+        rows,
+        checks,
+        events: 0,
+    })
+}

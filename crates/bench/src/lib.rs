@@ -1,0 +1,25 @@
+//! # xsched-bench
+//!
+//! Experiments on real threads and real kernels (the built-in CPU device), measured with the
+//! monotonic clock. They produce the same [`Report`] as the simulator's scenarios, so the CLI
+//! prints both alike. Wall-clock figures belong in docs/BENCHMARKS.md with their command
+//! (`xsched demo`, `xsched bench NAME`); tests only check that the experiments run and are
+//! well-formed, never tight timings.
+//!
+//! - [`fg_bg`]: a foreground request stream beside a saturating background: standalone vs
+//!   native vs xsched at each level (the demo).
+//! - [`preempt`]: preemption latency against command length, per level, beside the machine's
+//!   raw thread wake-up round trip (the floor).
+//! - [`overhead`]: per-command submit cost and throughput loss against direct launching.
+//! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
+
+pub mod cpu_share;
+pub mod fg_bg;
+pub mod overhead;
+pub mod preempt;
+mod stats;
+
+pub use xsched_sim::{Report, scenario::Check};
+
+/// Every benchmark name, for the CLI.
+pub const NAMES: &[&str] = &["fg-bg", "preempt", "overhead", "cpu-share"];

@@ -1,0 +1,218 @@
+//! What running through an XQueue costs: the time of one `submit` call, and the throughput a
+//! stream of commands loses against launching them straight onto the hardware queue, at
+//! launch thresholds 1 to 32.
+
+use crate::stats::{self, columns, pct_us, round3, row};
+use crate::{Check, Report};
+use serde_json::json;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_core::{CommandId, LaunchConfig};
+use xsched_runtime::{
+    CommandError, Completion, CompletionSink, HwQueue, QueueOptions, Runtime, RuntimeConfig,
+    RuntimeError,
+};
+
+/// What the experiment runs.
+#[derive(Clone, Debug)]
+pub struct OverheadParams {
+    /// Command length.
+    pub command: Duration,
+    /// Commands per run.
+    pub commands: u32,
+    /// Thresholds to try (batch = max(1, threshold / 2), no time budget).
+    pub thresholds: Vec<u32>,
+    /// Direct/xsched run pairs per configuration (the median pair's loss is reported).
+    pub repeats: u32,
+    /// Submit calls timed for the per-command cost.
+    pub submit_samples: u32,
+}
+
+impl Default for OverheadParams {
+    fn default() -> Self {
+        OverheadParams {
+            command: Duration::from_micros(100),
+            commands: 5000,
+            thresholds: vec![1, 2, 4, 8, 16, 32],
+            repeats: 5,
+            submit_samples: 20_000,
+        }
+    }
+}
+
+/// Counts completions of direct launches.
+#[derive(Default)]
+struct Counter {
+    done: Mutex<u64>,
+    cond: Condvar,
+}
+
+impl CompletionSink for Counter {
+    fn complete(&self, _: CommandId, _: bool, _: Result<(), CommandError>) {
+        if let Ok(mut d) = self.done.lock() {
+            *d += 1;
+        }
+        self.cond.notify_all();
+    }
+}
+
+impl Counter {
+    fn wait_for(&self, n: u64) {
+        let Ok(mut d) = self.done.lock() else { return };
+        while *d < n {
+            d = match self.cond.wait(d) {
+                Ok(d) => d,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+/// Launch `n` commands straight onto a hardware queue; wall time until all completed.
+fn direct(device: &CpuDevice, kernel: &Arc<Spin>, n: u32) -> Duration {
+    let hw = device.create_queue();
+    let counter = Arc::new(Counter::default());
+    let t = Instant::now();
+    for i in 0..n {
+        let done = Completion::new(counter.clone(), CommandId(u64::from(i)), false);
+        hw.launch(CpuCommand::Kernel(kernel.clone()), done);
+    }
+    counter.wait_for(u64::from(n));
+    t.elapsed()
+}
+
+/// Submit `n` commands through an XQueue; wall time until all completed.
+fn through_xqueue(
+    runtime: &Runtime,
+    device: &CpuDevice,
+    kernel: &Arc<Spin>,
+    n: u32,
+    options: QueueOptions,
+) -> Result<Duration, RuntimeError> {
+    let q = runtime.create_queue(Arc::new(device.create_queue()), options)?;
+    let t = Instant::now();
+    for _ in 0..n {
+        q.submit(CpuCommand::Kernel(kernel.clone()))?;
+    }
+    let _ = q.wait_all();
+    Ok(t.elapsed())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Time of one `submit` on a suspended queue (nothing launches, so only the call is timed).
+fn submit_cost(
+    runtime: &Runtime,
+    device: &CpuDevice,
+    samples: u32,
+) -> Result<hdrhistogram::Histogram<u64>, RuntimeError> {
+    let q = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::default())?;
+    q.suspend()?;
+    let kernel = Arc::new(Spin::new(Duration::from_micros(1)));
+    let mut hist = stats::new_histogram();
+    for _ in 0..samples {
+        let cmd = CpuCommand::Kernel(kernel.clone());
+        let t = Instant::now();
+        let h = q.submit(cmd)?;
+        stats::record(&mut hist, t.elapsed());
+        drop(h);
+    }
+    q.cancel_pending()?;
+    Ok(hist)
+}
+
+/// Rows `{threshold, batch, direct_ms, xsched_ms, loss_pct}` and one submit-cost row.
+pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+    let device = CpuDevice::new(1)?;
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let kernel = Arc::new(Spin::new(p.command));
+    let mut configs: Vec<(String, QueueOptions)> = Vec::new();
+    for &t in &p.thresholds {
+        let config = LaunchConfig::new(t, (t / 2).max(1))?;
+        configs.push((
+            t.to_string(),
+            QueueOptions::default().with_config(config.with_inflight_budget(None)),
+        ));
+    }
+    configs.push(("default".into(), QueueOptions::default()));
+    let total = configs.len() + 1;
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    for (i, (name, options)) in configs.iter().enumerate() {
+        progress(i, total);
+        // Direct and xsched runs alternate, and the loss is taken per adjacent pair, so slow
+        // drifts of the machine's speed cancel; the median pair is reported.
+        let mut pairs = Vec::new();
+        for _ in 0..p.repeats {
+            let d = direct(&device, &kernel, p.commands).as_secs_f64() * 1e3;
+            let x = through_xqueue(&runtime, &device, &kernel, p.commands, *options)?;
+            pairs.push((d, x.as_secs_f64() * 1e3));
+        }
+        let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();
+        let loss = median(losses);
+        let d = median(pairs.iter().map(|p| p.0).collect());
+        let x = median(pairs.iter().map(|p| p.1).collect());
+        let budget = options
+            .config
+            .inflight_budget()
+            .map_or(json!(null), |b| json!(b.as_us_f64()));
+        rows.push(row(&[
+            ("threshold", json!(name)),
+            ("batch", json!(options.config.batch())),
+            ("budget_us", budget),
+            ("direct_ms", json!(round3(d))),
+            ("xsched_ms", json!(round3(x))),
+            ("loss_pct", json!(round3(loss))),
+        ]));
+        if name == "8" {
+            checks.push(Check {
+                name: format!(
+                    "throughput loss at threshold 8, {} us commands",
+                    p.command.as_micros()
+                ),
+                target: "< 1 %".into(),
+                measured: format!("{:.2} %", loss),
+                pass: loss < 1.0,
+            });
+        }
+    }
+    progress(configs.len(), total);
+    let submit = submit_cost(&runtime, &device, p.submit_samples)?;
+    let mean_ns = submit.mean();
+    rows.push(row(&[
+        ("threshold", json!("submit call")),
+        ("batch", json!(null)),
+        ("budget_us", json!(null)),
+        ("direct_ms", json!(null)),
+        ("xsched_ms", json!(null)),
+        (
+            "loss_pct",
+            json!(format!(
+                "mean {:.0} ns, p50 {:.0} ns, p99 {:.0} ns",
+                mean_ns,
+                pct_us(&submit, 0.5) * 1e3,
+                pct_us(&submit, 0.99) * 1e3
+            )),
+        ),
+    ]));
+    progress(total, total);
+    Ok(Report {
+        experiment: "overhead (cpu device)".into(),
+        columns: columns(&[
+            "threshold",
+            "batch",
+            "budget_us",
+            "direct_ms",
+            "xsched_ms",
+            "loss_pct",
+        ]),
+        rows,
+        checks,
+        events: 0,
+    })
+}

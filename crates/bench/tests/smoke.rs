@@ -1,0 +1,80 @@
+//! The real-device experiments run end to end with tiny parameters and produce well-formed
+//! rows. Timings are not asserted here (two noisy cores); figures live in docs/BENCHMARKS.md.
+
+use std::time::Duration;
+use xsched_bench::{cpu_share, fg_bg, overhead, preempt};
+use xsched_core::Level;
+
+fn no_progress(_: usize, _: usize) {}
+
+fn number(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> f64 {
+    row.get(key)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("{key} missing in {row:?}"))
+}
+
+#[test]
+fn fg_bg_reports_every_mode_with_ratios() {
+    let p = fg_bg::FgBgParams {
+        requests: 12,
+        rounds: 2,
+        warmup: 2,
+        fg_period: Duration::from_millis(4),
+        levels: vec![Level::Block, Level::Interrupt],
+        ..fg_bg::FgBgParams::default()
+    };
+    let report = fg_bg::run(&p, &no_progress).expect("runs");
+    let modes: Vec<&str> = report
+        .rows
+        .iter()
+        .map(|r| r["mode"].as_str().expect("mode"))
+        .collect();
+    assert_eq!(modes, ["standalone", "native", "xsched", "xsched"]);
+    assert_eq!(number(&report.rows[0], "p99_ratio"), 1.0);
+    for r in &report.rows {
+        assert!(number(r, "p50_us") > 0.0 && number(r, "p99_us") >= number(r, "p50_us"));
+    }
+    assert_eq!(report.checks.len(), 1, "the Level-3 target is checked");
+}
+
+#[test]
+fn preempt_reports_the_floor_and_each_point() {
+    let p = preempt::PreemptParams {
+        lengths: vec![Duration::from_micros(200)],
+        samples: 8,
+        ..preempt::PreemptParams::default()
+    };
+    let report = preempt::run(&p, &no_progress).expect("runs");
+    assert_eq!(report.rows.len(), 1 + p.variants.len());
+    assert_eq!(report.rows[0]["level"], "floor");
+    for r in &report.rows[1..] {
+        assert_eq!(number(r, "cmd_us"), 200.0);
+        assert!(number(r, "p50_us") > 0.0);
+    }
+}
+
+#[test]
+fn overhead_and_cpu_share_report_their_rows() {
+    let p = overhead::OverheadParams {
+        commands: 40,
+        thresholds: vec![1, 8],
+        repeats: 1,
+        submit_samples: 200,
+        ..overhead::OverheadParams::default()
+    };
+    let report = overhead::run(&p, &no_progress).expect("runs");
+    assert_eq!(
+        report.rows.len(),
+        4,
+        "two thresholds, the default, the submit call"
+    );
+    assert!(number(&report.rows[0], "direct_ms") > 0.0);
+
+    let p = cpu_share::CpuShareParams {
+        phase: Duration::from_millis(200),
+        ..cpu_share::CpuShareParams::default()
+    };
+    let report = cpu_share::run(&p, &no_progress).expect("Linux exposes schedstat");
+    assert_eq!(report.rows.len(), 2);
+    assert!(number(&report.rows[1], "commands_per_s") > 1000.0);
+}

@@ -1,0 +1,26 @@
+//! `xsched bench NAME`: the real-device benchmarks with their default parameters.
+
+use xsched_bench::{Report, cpu_share, fg_bg, overhead, preempt};
+use xsched_runtime::RuntimeError;
+
+/// Run benchmark `name`; `samples` overrides its sample count where it has one.
+pub fn run(
+    name: &str,
+    samples: Option<u32>,
+    tick: &dyn Fn(usize, usize),
+) -> Result<Report, RuntimeError> {
+    match name {
+        "fg-bg" => {
+            let mut p = fg_bg::FgBgParams::default();
+            p.requests = samples.unwrap_or(p.requests);
+            fg_bg::run(&p, tick)
+        }
+        "preempt" => {
+            let mut p = preempt::PreemptParams::default();
+            p.samples = samples.unwrap_or(p.samples);
+            preempt::run(&p, tick)
+        }
+        "overhead" => overhead::run(&overhead::OverheadParams::default(), tick),
+        _ => cpu_share::run(&cpu_share::CpuShareParams::default(), tick),
+    }
+}
