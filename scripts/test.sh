@@ -16,6 +16,18 @@ cargo --version
 rustup component list --installed 2>/dev/null | grep -qE '^(rustfmt|clippy)' || \
   rustup component add rustfmt clippy 2>/dev/null || true
 
+step "system packages (a C compiler for the C API test)"
+if ! command -v cc >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq gcc libc6-dev
+  else
+    echo "no C compiler (cc) and no apt-get: install gcc, then re-run" >&2
+    exit 1
+  fi
+fi
+cc --version | head -1
+
 step "format"
 cargo fmt --all --check
 
@@ -37,5 +49,7 @@ for f in scenarios/*.toml; do
   ./target/release/xsched sim "$f" --json > /dev/null
   echo "ok  $f"
 done
-./target/release/xsched demo > /dev/null
-echo "ok  demo"
+./target/release/xsched demo --device gv100 > /dev/null
+echo "ok  demo (simulated gv100)"
+./target/release/xsched demo --requests 40 > /dev/null
+echo "ok  demo (cpu device, short)"

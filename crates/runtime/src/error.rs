@@ -61,6 +61,9 @@ pub enum RuntimeError {
     /// The operation needs a running queue (e.g. changing the level of a suspended queue).
     #[error("the queue is suspended; resume it first")]
     Suspended,
+    /// A command id this queue never handed out.
+    #[error("command {} was never submitted to this queue", .0.0)]
+    UnknownCommand(xsched_core::CommandId),
     /// The queue's launcher thread is gone (the queue was closed).
     #[error("the queue is closed")]
     Closed,

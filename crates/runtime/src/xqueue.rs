@@ -187,6 +187,19 @@ impl<H: HwQueue> XQueue<H> {
         Ok(self.handle(id))
     }
 
+    /// Block until command `id` of this queue completed; its outcome. An id never submitted
+    /// is [`RuntimeError::UnknownCommand`].
+    pub fn wait(&self, id: CommandId) -> Result<Result<(), CommandError>, RuntimeError> {
+        let submitted = *self
+            .next_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if id.0 >= submitted {
+            return Err(RuntimeError::UnknownCommand(id));
+        }
+        Ok(self.handle(id).wait())
+    }
+
     fn handle(&self, id: CommandId) -> CommandHandle {
         CommandHandle {
             id,
