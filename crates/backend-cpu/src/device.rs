@@ -91,6 +91,10 @@ struct State {
     next_seq: u64,
     next_queue: u32,
     shutdown: bool,
+    /// Workers asleep on `work`, and threads asleep on `changed`: notifications (system calls)
+    /// are made only when somebody sleeps, so the busy path makes none.
+    idle_workers: usize,
+    changed_waiters: usize,
 }
 
 enum Job {
@@ -213,13 +217,15 @@ impl Inner {
                 return;
             }
             let Some(job) = st.claim() else {
+                st.idle_workers += 1;
                 st = self
                     .work
                     .wait(st)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                st.idle_workers -= 1;
                 continue;
             };
-            if st.running.as_ref().is_some_and(|r| r.next_tile < r.tiles) {
+            if st.idle_workers > 0 && st.running.as_ref().is_some_and(|r| r.next_tile < r.tiles) {
                 // More tiles to share: wake idle workers.
                 self.work.notify_all();
             }
@@ -236,8 +242,12 @@ impl Inner {
             st = self.lock();
             let ended = st.finish_tile(outcome.err().map(|p| panic_message(&*p)));
             if st.running.is_none() {
-                self.changed.notify_all();
-                self.work.notify_all();
+                if st.changed_waiters > 0 {
+                    self.changed.notify_all();
+                }
+                if st.idle_workers > 0 {
+                    self.work.notify_all();
+                }
             }
             if let Some((done, result)) = ended {
                 // Reported under the lock so completions stay in launch order and
@@ -398,11 +408,13 @@ impl HwQueue for CpuQueue {
     fn launch(&self, cmd: CpuCommand, done: Completion) {
         let mut st = self.inner.lock();
         while st.fifo.len() >= self.inner.capacity && !st.shutdown {
+            st.changed_waiters += 1;
             st = self
                 .inner
                 .changed
                 .wait(st)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st.changed_waiters -= 1;
         }
         if st.shutdown {
             drop(st);
@@ -418,8 +430,11 @@ impl HwQueue for CpuQueue {
             cmd,
             done,
         });
+        let idle = st.idle_workers > 0;
         drop(st);
-        self.inner.work.notify_one();
+        if idle {
+            self.inner.work.notify_one();
+        }
     }
 
     fn synchronize(&self) -> Result<(), HwError> {
@@ -435,11 +450,13 @@ impl HwQueue for CpuQueue {
                     "the queue is deactivated with commands held; reactivate it first".into(),
                 ));
             }
+            st.changed_waiters += 1;
             st = self
                 .inner
                 .changed
                 .wait(st)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st.changed_waiters -= 1;
         }
         Ok(())
     }

@@ -8,11 +8,11 @@ use serde_json::json;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
-use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{CommandId, LaunchConfig};
 use xsched_runtime::{
     CommandError, Completion, CompletionSink, HwQueue, QueueOptions, Runtime, RuntimeConfig,
-    RuntimeError,
+    RuntimeError, XQueue,
 };
 
 /// What the experiment runs.
@@ -34,9 +34,9 @@ impl Default for OverheadParams {
     fn default() -> Self {
         OverheadParams {
             command: Duration::from_micros(100),
-            commands: 5000,
+            commands: 500,
             thresholds: vec![1, 2, 4, 8, 16, 32],
-            repeats: 5,
+            repeats: 31,
             submit_samples: 20_000,
         }
     }
@@ -85,13 +85,10 @@ fn direct(device: &CpuDevice, kernel: &Arc<Spin>, n: u32) -> Duration {
 
 /// Submit `n` commands through an XQueue; wall time until all completed.
 fn through_xqueue(
-    runtime: &Runtime,
-    device: &CpuDevice,
+    q: &XQueue<CpuQueue>,
     kernel: &Arc<Spin>,
     n: u32,
-    options: QueueOptions,
 ) -> Result<Duration, RuntimeError> {
-    let q = runtime.create_queue(Arc::new(device.create_queue()), options)?;
     let t = Instant::now();
     for _ in 0..n {
         q.submit(CpuCommand::Kernel(kernel.clone()))?;
@@ -126,7 +123,8 @@ fn submit_cost(
     Ok(hist)
 }
 
-/// Rows `{threshold, batch, direct_ms, xsched_ms, loss_pct}` and one submit-cost row.
+/// Rows `{threshold, batch, budget_us, direct_ms, xsched_ms, loss_pct}` (thresholds at Level 3,
+/// where no budget binds, plus the default config at Levels 3 and 1) and one submit-cost row.
 pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
@@ -139,18 +137,25 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
             QueueOptions::default().with_config(config.with_inflight_budget(None)),
         ));
     }
-    configs.push(("default".into(), QueueOptions::default()));
+    configs.push(("default (L3)".into(), QueueOptions::default()));
+    configs.push((
+        "default (L1)".into(),
+        QueueOptions::default().with_level(xsched_core::Level::Block),
+    ));
     let total = configs.len() + 1;
     let mut rows = Vec::new();
     let mut checks = Vec::new();
     for (i, (name, options)) in configs.iter().enumerate() {
         progress(i, total);
-        // Direct and xsched runs alternate, and the loss is taken per adjacent pair, so slow
-        // drifts of the machine's speed cancel; the median pair is reported.
+        // Many short direct and xsched runs alternate and the loss is taken per adjacent pair,
+        // so drifts of a shared machine's speed (several % over seconds) cancel; the median
+        // pair is reported.
+        // One queue per configuration, created (and its launcher thread started) before timing.
+        let q = runtime.create_queue(Arc::new(device.create_queue()), *options)?;
         let mut pairs = Vec::new();
         for _ in 0..p.repeats {
             let d = direct(&device, &kernel, p.commands).as_secs_f64() * 1e3;
-            let x = through_xqueue(&runtime, &device, &kernel, p.commands, *options)?;
+            let x = through_xqueue(&q, &kernel, p.commands)?;
             pairs.push((d, x.as_secs_f64() * 1e3));
         }
         let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();

@@ -65,8 +65,8 @@ fn overhead_and_cpu_share_report_their_rows() {
     let report = overhead::run(&p, &no_progress).expect("runs");
     assert_eq!(
         report.rows.len(),
-        4,
-        "two thresholds, the default, the submit call"
+        5,
+        "two thresholds, two defaults, the submit call"
     );
     assert!(number(&report.rows[0], "direct_ms") > 0.0);
 
