@@ -240,3 +240,28 @@ fn fixed_priority_runs_the_foreground_ahead_of_a_long_background() {
         bg.cancel_pending().expect("cancel");
     }
 }
+
+#[test]
+fn global_mode_without_a_daemon_runs_unscheduled_and_loses_nothing() {
+    let socket = std::env::temp_dir().join(format!("xsched-absent-{}.sock", std::process::id()));
+    let rt = Runtime::new(RuntimeConfig {
+        scheduler: SchedulerMode::Global,
+        socket: Some(socket),
+        ..RuntimeConfig::default()
+    })
+    .expect("global mode starts even without a daemon");
+    let dev = CpuDevice::new(1).expect("device");
+    let q = rt
+        .create_queue(Arc::new(dev.create_queue()), QueueOptions::default())
+        .expect("queue");
+    let ran = Arc::new(AtomicU32::new(0));
+    for _ in 0..50 {
+        let ran = ran.clone();
+        q.submit(CpuCommand::host(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        }))
+        .expect("submit");
+    }
+    q.wait_all().expect("all complete");
+    assert_eq!(ran.load(Ordering::SeqCst), 50);
+}

@@ -33,14 +33,12 @@ typedef enum XschedStatus {
   XSCHED_STATUS_CANCELLED = 9,
   // An `XSCHED_*` environment variable holds an unusable value.
   XSCHED_STATUS_ENVIRONMENT = 10,
-  // The requested scheduler or backend is not available here.
-  XSCHED_STATUS_UNAVAILABLE = 11,
   // A command id that was never submitted to this queue.
-  XSCHED_STATUS_UNKNOWN_COMMAND = 12,
+  XSCHED_STATUS_UNKNOWN_COMMAND = 11,
   // An internal error (a caught panic); the message says more.
-  XSCHED_STATUS_PANIC = 13,
+  XSCHED_STATUS_PANIC = 12,
   // Any other failure; the message says more.
-  XSCHED_STATUS_INTERNAL = 14,
+  XSCHED_STATUS_INTERNAL = 13,
 } XschedStatus;
 
 // A device queues are created on (the built-in CPU device).

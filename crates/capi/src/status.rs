@@ -31,18 +31,16 @@ pub enum XschedStatus {
     Cancelled = 9,
     /// An `XSCHED_*` environment variable holds an unusable value.
     Environment = 10,
-    /// The requested scheduler or backend is not available here.
-    Unavailable = 11,
     /// A command id that was never submitted to this queue.
-    UnknownCommand = 12,
+    UnknownCommand = 11,
     /// An internal error (a caught panic); the message says more.
-    Panic = 13,
+    Panic = 12,
     /// Any other failure; the message says more.
-    Internal = 14,
+    Internal = 13,
 }
 
 /// All codes, in order.
-const ALL: [XschedStatus; 15] = [
+const ALL: [XschedStatus; 14] = [
     XschedStatus::Ok,
     XschedStatus::NullPointer,
     XschedStatus::InvalidArgument,
@@ -54,7 +52,6 @@ const ALL: [XschedStatus; 15] = [
     XschedStatus::CommandFailed,
     XschedStatus::Cancelled,
     XschedStatus::Environment,
-    XschedStatus::Unavailable,
     XschedStatus::UnknownCommand,
     XschedStatus::Panic,
     XschedStatus::Internal,
@@ -80,7 +77,6 @@ pub extern "C" fn xsched_status_name(status: i32) -> *const c_char {
         XschedStatus::CommandFailed => b"XSCHED_STATUS_COMMAND_FAILED\0",
         XschedStatus::Cancelled => b"XSCHED_STATUS_CANCELLED\0",
         XschedStatus::Environment => b"XSCHED_STATUS_ENVIRONMENT\0",
-        XschedStatus::Unavailable => b"XSCHED_STATUS_UNAVAILABLE\0",
         XschedStatus::UnknownCommand => b"XSCHED_STATUS_UNKNOWN_COMMAND\0",
         XschedStatus::Panic => b"XSCHED_STATUS_PANIC\0",
         XschedStatus::Internal => b"XSCHED_STATUS_INTERNAL\0",
@@ -137,7 +133,6 @@ impl From<RuntimeError> for Failure {
             RuntimeError::Hw(HwError::Unsupported(_)) => XschedStatus::UnsupportedLevel,
             RuntimeError::Hw(_) | RuntimeError::Spawn(_) => XschedStatus::Internal,
             RuntimeError::Env { .. } => XschedStatus::Environment,
-            RuntimeError::SchedulerUnavailable { .. } => XschedStatus::Unavailable,
             RuntimeError::Suspended => XschedStatus::Suspended,
             RuntimeError::Closed => XschedStatus::Closed,
             RuntimeError::UnknownCommand(_) => XschedStatus::UnknownCommand,

@@ -57,6 +57,7 @@ fn c_example_compiles_and_passes() {
         .env_remove("XSCHED_THRESHOLD")
         .env_remove("XSCHED_BATCH")
         .env_remove("XSCHED_INFLIGHT_US")
+        .env("XSCHED_SOCKET", "/nonexistent/xsched-c-example.sock")
         .output()
         .expect("C example runs");
     let stdout = String::from_utf8_lossy(&run.stdout);

@@ -2,7 +2,13 @@
 //! job and prints tables (or JSON); errors print as a one-line cause chain.
 
 mod bench;
+mod daemon_cmds;
 mod output;
+
+/// The daemon socket: the flag, else the default path.
+fn socket_or_default(socket: Option<PathBuf>) -> PathBuf {
+    socket.unwrap_or_else(xsched_proto::default_socket_path)
+}
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -57,6 +63,70 @@ enum Command {
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Run the xsched daemon: one scheduler for every process (`XSCHED_SCHEDULER=global`).
+    Serve {
+        /// Socket path (default: $XSCHED_SOCKET, else $XDG_RUNTIME_DIR/xsched.sock, else /tmp).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Scheduling policy (hpf, hpf-global, fcfs, bandwidth, laxity, kedf[:k]).
+        #[arg(long, default_value = "hpf")]
+        policy: String,
+    },
+    /// Show every queue the daemon schedules.
+    Top {
+        /// Daemon socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Print once and exit (default: refresh every second).
+        #[arg(long)]
+        once: bool,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Get or set the daemon's policy.
+    Policy {
+        /// `get` or `set`.
+        #[arg(value_parser = ["get", "set"])]
+        action: String,
+        /// The policy to set.
+        name: Option<String>,
+        /// Daemon socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Advise the daemon about a process's queues (same user, or root).
+    Hint {
+        /// The process.
+        #[arg(long)]
+        pid: u32,
+        /// One of its queues (default: all of them).
+        #[arg(long)]
+        queue: Option<u32>,
+        /// Fixed priority; higher is more urgent.
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i32>,
+        /// Bandwidth share weight.
+        #[arg(long)]
+        share: Option<u32>,
+        /// Daemon socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// A scheduled client process (used by the demo and the tests): spin kernels through one
+    /// queue configured from XSCHED_* variables.
+    #[command(hide = true)]
+    Worker {
+        /// Kernel length.
+        #[arg(long, default_value_t = 1000)]
+        kernel_us: u64,
+        /// How many kernels.
+        #[arg(long, default_value_t = 100)]
+        commands: u32,
+        /// Most kernels outstanding at once.
+        #[arg(long, default_value_t = 16)]
+        window: usize,
     },
     /// List the devices and their capability tables.
     Devices {
@@ -122,5 +192,42 @@ fn run(cli: Cli) -> Result<()> {
             output::print_report(&file.display().to_string(), &report, json)
         }
         Command::Devices { json } => output::print_devices(json),
+        Command::Serve { socket, policy } => {
+            daemon_cmds::serve(&socket_or_default(socket), &policy)
+        }
+        Command::Top { socket, once, json } => {
+            daemon_cmds::top(&socket_or_default(socket), once, json)
+        }
+        Command::Policy {
+            action,
+            name,
+            socket,
+        } => {
+            let socket = socket_or_default(socket);
+            match (action.as_str(), name) {
+                ("set", Some(name)) => daemon_cmds::policy(&socket, Some(&name)),
+                ("set", None) => anyhow::bail!("`policy set` needs a policy name"),
+                _ => daemon_cmds::policy(&socket, None),
+            }
+        }
+        Command::Hint {
+            pid,
+            queue,
+            priority,
+            share,
+            socket,
+        } => {
+            let hint = match (priority, share) {
+                (Some(p), None) => xsched_core::Hint::Priority(p),
+                (None, Some(s)) => xsched_core::Hint::Share(s),
+                _ => anyhow::bail!("give exactly one of --priority or --share"),
+            };
+            daemon_cmds::hint(&socket_or_default(socket), pid, queue, hint)
+        }
+        Command::Worker {
+            kernel_us,
+            commands,
+            window,
+        } => daemon_cmds::worker(kernel_us, commands, window),
     }
 }

@@ -50,14 +50,6 @@ pub enum RuntimeError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The requested scheduler mode cannot run here.
-    #[error("scheduler `{mode}` is unavailable: {reason}")]
-    SchedulerUnavailable {
-        /// The mode asked for.
-        mode: &'static str,
-        /// Why.
-        reason: &'static str,
-    },
     /// The operation needs a running queue (e.g. changing the level of a suspended queue).
     #[error("the queue is suspended; resume it first")]
     Suspended,

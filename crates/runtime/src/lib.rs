@@ -12,9 +12,12 @@
 //!   scheduler thread that feeds the core `Scheduler` events and applies its operations.
 //! - [`QueueOptions`] / [`RuntimeConfig`]: hints, level and launch config from the Rust API or
 //!   from `XSCHED_*` environment variables.
+//! - [`scheduler::SchedulerThread`]: the scheduler thread, also what the daemon runs; with
+//!   `XSCHED_SCHEDULER=global` a client agent stands in its place and reports to the daemon.
 
 #![forbid(unsafe_code)]
 
+mod agent;
 pub mod clock;
 mod completion;
 mod env;
@@ -23,7 +26,7 @@ mod hwqueue;
 mod launcher;
 mod options;
 mod runtime;
-mod scheduler;
+pub mod scheduler;
 mod shared;
 mod suspend;
 mod xqueue;

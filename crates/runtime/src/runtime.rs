@@ -3,10 +3,11 @@
 //! No global state: a program may hold several runtimes (tests do); the C API and the shims
 //! each keep the one they create.
 
+use crate::agent;
 use crate::error::RuntimeError;
 use crate::hwqueue::HwQueue;
 use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
-use crate::scheduler::LocalScheduler;
+use crate::scheduler::SchedulerThread;
 use crate::xqueue::XQueue;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,22 +16,25 @@ use xsched_core::{QueueId, policy};
 /// Creates XQueues and schedules them.
 pub struct Runtime {
     config: RuntimeConfig,
-    local: Option<LocalScheduler>,
+    local: Option<SchedulerThread>,
     next_queue: AtomicU32,
 }
 
 impl Runtime {
     /// A runtime with `config`. `local` starts the scheduler thread with the configured policy;
-    /// `app` starts none; `global` is refused until the daemon exists in this build.
+    /// `app` starts none; `global` starts the client agent, which reports to the daemon at
+    /// `config.socket` (default: [`xsched_proto::default_socket_path`]). If the daemon is absent
+    /// or goes away, queues run unscheduled (logged once) until it is back.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let local = match config.scheduler {
             SchedulerMode::App => None,
-            SchedulerMode::Local => Some(LocalScheduler::start(policy::by_name(&config.policy)?)?),
+            SchedulerMode::Local => Some(SchedulerThread::start(policy::by_name(&config.policy)?)?),
             SchedulerMode::Global => {
-                return Err(RuntimeError::SchedulerUnavailable {
-                    mode: "global",
-                    reason: "cross-process scheduling through `xsched serve` is not implemented yet",
-                });
+                let socket = config
+                    .socket
+                    .clone()
+                    .unwrap_or_else(xsched_proto::default_socket_path);
+                Some(agent::start(socket)?)
             }
         };
         Ok(Runtime {
@@ -65,11 +69,11 @@ impl Runtime {
         XQueue::start(id, hw, options, scheduler)
     }
 
-    /// Switch the local scheduler's policy at run time.
+    /// Switch the scheduler's policy at run time (in `global` mode: the daemon's).
     pub fn set_policy(&mut self, name: &str) -> Result<(), RuntimeError> {
-        let policy = policy::by_name(name)?;
-        if let Some(local) = &self.local {
-            local.set_policy(policy);
+        match &self.local {
+            Some(local) => local.set_policy(name)?,
+            None => drop(policy::by_name(name)?),
         }
         self.config.policy = name.to_string();
         Ok(())

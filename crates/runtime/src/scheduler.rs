@@ -1,18 +1,33 @@
-//! The in-process scheduler thread (`XSCHED_SCHEDULER=local`).
+//! The scheduler thread: the in-process scheduler (`XSCHED_SCHEDULER=local`), and the daemon's.
 //!
-//! It owns the core [`Scheduler`]: launchers send it events over a channel, it runs the policy,
-//! and sends each affected launcher a suspend or resume. It sleeps in a channel receive (with a
-//! deadline when the policy asked for a timer), so an idle scheduler costs no CPU.
+//! It owns a core [`Scheduler`]: queues send it events over a channel, it runs the policy, and
+//! applies each resulting operation through the queue's [`Control`]. It sleeps in a channel
+//! receive (with a deadline when the policy asked for a timer), so an idle scheduler costs no
+//! CPU. The same thread serves the daemon, where a queue's `Control` sends the operation to
+//! its client process instead of to a launcher.
 
 use crate::clock;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::HashMap;
 use std::thread::JoinHandle;
-use xsched_core::{DeviceId, Event, Nanos, Operation, Policy, QueueHints, QueueId, Scheduler};
+use xsched_core::{
+    CoreError, DeviceId, Event, Nanos, Operation, Policy, QueueHints, QueueId, QueueView,
+    Scheduler, policy,
+};
 
-/// Applies an operation to one queue (sends its launcher a message).
-pub(crate) type Control = Box<dyn Fn(Operation) + Send>;
+/// Applies an operation to one queue.
+pub type Control = Box<dyn Fn(Operation) + Send>;
 
+/// A queue as the scheduler sees it, with its current decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSnapshot {
+    /// What the policy sees.
+    pub view: QueueView,
+    /// Whether the scheduler has it suspended.
+    pub suspended: bool,
+}
+
+/// A message to a scheduling thread (the local scheduler or the client agent).
 pub(crate) enum SchedMsg {
     Register {
         queue: QueueId,
@@ -21,47 +36,64 @@ pub(crate) enum SchedMsg {
         control: Control,
     },
     Event(Nanos, Event),
-    SetPolicy(Box<dyn Policy>),
+    SetPolicy(Box<dyn Policy>, String),
+    Snapshot(Sender<(Vec<QueueSnapshot>, &'static str)>),
     Shutdown,
 }
 
-/// A queue's line to the scheduler.
-pub(crate) struct SchedLink {
+/// A queue's line to its scheduler.
+pub struct SchedLink {
     pub(crate) queue: QueueId,
     tx: Sender<SchedMsg>,
 }
 
 impl SchedLink {
-    pub(crate) fn event(&self, event: Event) {
+    /// Report an event (stamped with the monotonic clock now).
+    pub fn event(&self, event: Event) {
         // If the scheduler is gone the queue simply runs unscheduled.
         let _ = self.tx.send(SchedMsg::Event(clock::now(), event));
     }
 
-    pub(crate) fn unregister(self) {
+    /// The queue is gone.
+    pub fn unregister(self) {
         self.event(Event::Unregister(self.queue));
+    }
+
+    /// The queue this link reports for.
+    pub fn queue(&self) -> QueueId {
+        self.queue
     }
 }
 
-/// The scheduler thread and its inbox.
-pub(crate) struct LocalScheduler {
+/// A thread that schedules queues: the core scheduler (local or daemon) or the client agent.
+pub struct SchedulerThread {
     tx: Sender<SchedMsg>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl LocalScheduler {
-    pub(crate) fn start(policy: Box<dyn Policy>) -> std::io::Result<LocalScheduler> {
+impl SchedulerThread {
+    /// Start the core scheduler running `policy` on its own thread.
+    pub fn start(policy: Box<dyn Policy>) -> std::io::Result<SchedulerThread> {
+        SchedulerThread::spawn("xsched-sched", move |rx| run(Scheduler::new(policy), &rx))
+    }
+
+    /// Start a thread consuming scheduler messages with `body`.
+    pub(crate) fn spawn(
+        name: &str,
+        body: impl FnOnce(Receiver<SchedMsg>) + Send + 'static,
+    ) -> std::io::Result<SchedulerThread> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
-            .name("xsched-sched".into())
-            .spawn(move || run(Scheduler::new(policy), &rx))?;
-        Ok(LocalScheduler {
+            .name(name.into())
+            .spawn(move || body(rx))?;
+        Ok(SchedulerThread {
             tx,
             thread: Some(thread),
         })
     }
 
     /// Register a queue; returns its link for events.
-    pub(crate) fn register(
+    pub fn register(
         &self,
         queue: QueueId,
         device: DeviceId,
@@ -74,31 +106,46 @@ impl LocalScheduler {
             hints,
             control,
         });
+        self.link(queue)
+    }
+
+    /// Another line for an already registered queue (e.g. the application side, for hints).
+    pub fn link(&self, queue: QueueId) -> SchedLink {
         SchedLink {
             queue,
             tx: self.tx.clone(),
         }
     }
 
-    /// A second line for the same queue (the application side, for hints).
-    pub(crate) fn link(&self, queue: QueueId) -> SchedLink {
-        SchedLink {
-            queue,
-            tx: self.tx.clone(),
-        }
+    /// Switch to the policy called `name`; the next decision re-decides every queue.
+    pub fn set_policy(&self, name: &str) -> Result<(), CoreError> {
+        let policy = policy::by_name(name)?;
+        let _ = self.tx.send(SchedMsg::SetPolicy(policy, name.to_string()));
+        Ok(())
     }
 
-    pub(crate) fn set_policy(&self, policy: Box<dyn Policy>) {
-        let _ = self.tx.send(SchedMsg::SetPolicy(policy));
+    /// Every queue with its decision, and the policy's name (empty if the thread is gone).
+    pub fn snapshot(&self) -> (Vec<QueueSnapshot>, &'static str) {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        if self.tx.send(SchedMsg::Snapshot(reply)).is_err() {
+            return (Vec::new(), "");
+        }
+        answer.recv().unwrap_or((Vec::new(), ""))
     }
 }
 
-impl Drop for LocalScheduler {
+impl Drop for SchedulerThread {
     fn drop(&mut self) {
         let _ = self.tx.send(SchedMsg::Shutdown);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl std::fmt::Debug for SchedulerThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerThread").finish()
     }
 }
 
@@ -125,11 +172,16 @@ fn run(mut sched: Scheduler, rx: &Receiver<SchedMsg>) {
             Err(RecvTimeoutError::Timeout) => sched.handle_timeout(clock::now()),
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        while let Some(op) = sched.poll_operation() {
-            let (Operation::Suspend(q) | Operation::Resume(q)) = op;
-            if let Some(control) = controls.get(&q) {
-                control(op);
-            }
+        apply_operations(&mut sched, &controls);
+    }
+}
+
+/// Decide (if events arrived) and apply every resulting operation.
+fn apply_operations(sched: &mut Scheduler, controls: &HashMap<QueueId, Control>) {
+    while let Some(op) = sched.poll_operation() {
+        let (Operation::Suspend(q) | Operation::Resume(q)) = op;
+        if let Some(control) = controls.get(&q) {
+            control(op);
         }
     }
 }
@@ -159,8 +211,22 @@ fn handle(sched: &mut Scheduler, controls: &mut HashMap<QueueId, Control>, msg: 
             }
             sched.handle_event(at, event)
         }
-        SchedMsg::SetPolicy(policy) => {
+        SchedMsg::SetPolicy(policy, _) => {
             sched.set_policy(policy);
+            Ok(())
+        }
+        SchedMsg::Snapshot(reply) => {
+            // Decide first, so the snapshot shows what the policy wants now.
+            apply_operations(sched, controls);
+            let queues = sched
+                .queues()
+                .iter()
+                .map(|v| QueueSnapshot {
+                    view: *v,
+                    suspended: sched.is_suspended(v.id) == Some(true),
+                })
+                .collect();
+            let _ = reply.send((queues, sched.policy_name()));
             Ok(())
         }
         SchedMsg::Shutdown => {

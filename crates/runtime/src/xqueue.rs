@@ -11,7 +11,7 @@ use crate::error::{CommandError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
 use crate::options::QueueOptions;
-use crate::scheduler::{Control, LocalScheduler, SchedLink};
+use crate::scheduler::{Control, SchedLink, SchedulerThread};
 use crate::shared::{QueueSink, Tracker};
 use crate::suspend::Suspender;
 use crossbeam_channel::Sender;
@@ -90,7 +90,7 @@ impl<H: HwQueue> XQueue<H> {
         id: QueueId,
         hw: Arc<H>,
         options: QueueOptions,
-        scheduler: Option<&LocalScheduler>,
+        scheduler: Option<&SchedulerThread>,
     ) -> Result<XQueue<H>, RuntimeError> {
         let caps = hw.capabilities();
         let level = options.level.unwrap_or(caps.max_level);
@@ -102,7 +102,7 @@ impl<H: HwQueue> XQueue<H> {
             launcher: tx.clone(),
         });
         let suspender = Arc::new(Suspender::new(hw.clone(), tracker.clone(), tx.clone()));
-        let link = |s: &LocalScheduler| {
+        let link = |s: &SchedulerThread| {
             let suspender = suspender.clone();
             let control: Control = Box::new(move |op| {
                 let result = match op {

@@ -1,0 +1,162 @@
+//! The daemon-facing commands: `serve`, `top`, `policy`, `hint`, and the `worker` process that
+//! the demo and the tests run as a scheduled client.
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_core::Hint;
+use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_runtime::{QueueOptions, Runtime};
+
+/// `xsched serve`: run the daemon in the foreground until killed.
+pub fn serve(socket: &Path, policy: &str) -> Result<()> {
+    let daemon = xsched_daemon::Daemon::bind(socket, policy).context("starting the daemon")?;
+    eprintln!(
+        "xsched daemon listening on {} (policy {policy})",
+        socket.display()
+    );
+    daemon.serve();
+    Ok(())
+}
+
+/// One request to the daemon, one answer.
+fn request(socket: &Path, msg: &ClientMsg) -> Result<DaemonMsg> {
+    let mut s = UnixStream::connect(socket).with_context(|| {
+        format!(
+            "no daemon at {} (start one with `xsched serve`)",
+            socket.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write_frame(&mut s, &ClientMsg::Hello { version: VERSION })?;
+    match read_frame::<DaemonMsg>(&mut s)? {
+        Some(DaemonMsg::Welcome { .. }) => {}
+        Some(DaemonMsg::Error { message }) => bail!("daemon refused: {message}"),
+        other => bail!("unexpected handshake answer: {other:?}"),
+    }
+    write_frame(&mut s, msg)?;
+    match read_frame::<DaemonMsg>(&mut s)? {
+        Some(DaemonMsg::Error { message }) => bail!("daemon: {message}"),
+        Some(answer) => Ok(answer),
+        None => bail!("the daemon closed the connection"),
+    }
+}
+
+/// `xsched top`: every queue the daemon schedules.
+pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
+    loop {
+        let policy = match request(socket, &ClientMsg::GetPolicy)? {
+            DaemonMsg::Policy { name } => name,
+            other => bail!("unexpected answer: {other:?}"),
+        };
+        let DaemonMsg::Top { rows } = request(socket, &ClientMsg::Top)? else {
+            bail!("unexpected answer to top");
+        };
+        if json {
+            let rows: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "pid": r.pid, "process": r.process, "device": r.device,
+                        "queue": r.queue, "priority": r.hints.priority, "share": r.hints.share,
+                        "ready": r.ready, "suspended": r.suspended,
+                    })
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string(&serde_json::json!({"policy": policy, "rows": rows}))?
+            );
+        } else {
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header([
+                "pid", "process", "device", "queue", "priority", "share", "state",
+            ]);
+            for r in &rows {
+                let state = match (r.ready, r.suspended) {
+                    (_, true) => "suspended",
+                    (true, false) => "running",
+                    (false, false) => "idle",
+                };
+                t.add_row([
+                    r.pid.to_string(),
+                    r.process.clone(),
+                    r.device.to_string(),
+                    r.queue.to_string(),
+                    r.hints.priority.to_string(),
+                    r.hints.share.to_string(),
+                    state.to_string(),
+                ]);
+            }
+            if !once {
+                print!("\x1b[2J\x1b[H");
+            }
+            println!("policy {policy}, {} queues\n{t}", rows.len());
+        }
+        if once {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `xsched policy get|set`.
+pub fn policy(socket: &Path, set: Option<&str>) -> Result<()> {
+    let msg = match set {
+        Some(name) => ClientMsg::SetPolicy {
+            name: name.to_string(),
+        },
+        None => ClientMsg::GetPolicy,
+    };
+    match request(socket, &msg)? {
+        DaemonMsg::Policy { name } => println!("{name}"),
+        other => bail!("unexpected answer: {other:?}"),
+    }
+    Ok(())
+}
+
+/// `xsched hint`: advise the daemon about another process's queues.
+pub fn hint(socket: &Path, pid: u32, queue: Option<u32>, hint: Hint) -> Result<()> {
+    match request(socket, &ClientMsg::HintProcess { pid, queue, hint })? {
+        DaemonMsg::Done => Ok(()),
+        other => bail!("unexpected answer: {other:?}"),
+    }
+}
+
+/// `xsched worker`: a client process that submits `commands` spin kernels of `kernel_us`,
+/// keeping at most `window` outstanding, through a queue configured from `XSCHED_*` (use
+/// `XSCHED_SCHEDULER=global` to put it under the daemon). Prints `{"completed":..,"failed":..}`.
+pub fn worker(kernel_us: u64, commands: u32, window: usize) -> Result<()> {
+    let runtime = Runtime::from_env().context("configuring the runtime from XSCHED_*")?;
+    let device = CpuDevice::new(1)?;
+    let queue = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::from_env()?)?;
+    let kernel = Arc::new(Spin::new(Duration::from_micros(kernel_us)));
+    let mut outstanding = std::collections::VecDeque::new();
+    let (mut completed, mut failed) = (0u32, 0u32);
+    let mut settle = |h: xsched_runtime::CommandHandle| match h.wait() {
+        Ok(()) => completed += 1,
+        Err(_) => failed += 1,
+    };
+    for _ in 0..commands {
+        outstanding.push_back(queue.submit(CpuCommand::Kernel(kernel.clone()))?);
+        if outstanding.len() > window.max(1)
+            && let Some(h) = outstanding.pop_front()
+        {
+            settle(h);
+        }
+    }
+    for h in outstanding {
+        settle(h);
+    }
+    println!(
+        "{}",
+        serde_json::json!({"completed": completed, "failed": failed})
+    );
+    Ok(())
+}

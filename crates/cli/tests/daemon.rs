@@ -1,0 +1,218 @@
+//! The daemon with real client processes running real CPU-device kernels: suspension across
+//! processes, a killed client releasing its queues, a daemon restart losing no command, bad
+//! frames closing only their connection, and `xsched top --once --json`.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const XSCHED: &str = env!("CARGO_BIN_EXE_xsched");
+
+/// A unique socket path for one test.
+fn socket(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("xsched-test-{}-{name}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// A running `xsched serve`, killed when dropped.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(socket: &Path) -> Daemon {
+        let child = Command::new(XSCHED)
+            .args(["serve", "--socket"])
+            .arg(socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("xsched serve starts");
+        wait_for(
+            || UnixStream::connect(socket).is_ok(),
+            "the daemon to listen",
+        );
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(mut ok: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A scheduled worker process.
+fn worker(socket: &Path, priority: i32, kernel_us: u64, commands: u32) -> Child {
+    Command::new(XSCHED)
+        .args(["worker", "--kernel-us", &kernel_us.to_string()])
+        .args(["--commands", &commands.to_string()])
+        .env("XSCHED_SCHEDULER", "global")
+        .env("XSCHED_SOCKET", socket)
+        .env("XSCHED_PRIORITY", priority.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("worker starts")
+}
+
+fn finished(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().expect("worker ends");
+    assert!(out.status.success(), "worker failed");
+    serde_json::from_slice(&out.stdout).expect("worker prints JSON")
+}
+
+/// `xsched top --once --json` rows.
+fn top(socket: &Path) -> Vec<serde_json::Value> {
+    let out = Command::new(XSCHED)
+        .args(["top", "--once", "--json", "--socket"])
+        .arg(socket)
+        .output()
+        .expect("top runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("top prints JSON");
+    assert_eq!(doc["policy"], "hpf");
+    doc["rows"].as_array().cloned().unwrap_or_default()
+}
+
+fn row_of(rows: &[serde_json::Value], pid: u32) -> Option<serde_json::Value> {
+    rows.iter().find(|r| r["pid"] == pid).cloned()
+}
+
+#[test]
+fn background_process_is_suspended_while_the_foreground_has_work_and_resumed_after() {
+    let sock = socket("suspend");
+    let _daemon = Daemon::start(&sock);
+    let bg = worker(&sock, 0, 2000, 400);
+    let bg_pid = bg.id();
+    wait_for(
+        || row_of(&top(&sock), bg_pid).is_some_and(|r| r["ready"] == true),
+        "bg ready",
+    );
+    let fg = worker(&sock, 10, 2000, 150);
+    let fg_pid = fg.id();
+    wait_for(
+        || {
+            let rows = top(&sock);
+            let fg_running = row_of(&rows, fg_pid).is_some_and(|r| r["ready"] == true);
+            let bg_suspended = row_of(&rows, bg_pid).is_some_and(|r| r["suspended"] == true);
+            fg_running && bg_suspended
+        },
+        "the background to be suspended while the foreground runs",
+    );
+    assert_eq!(finished(fg)["completed"], 150);
+    wait_for(
+        || {
+            let rows = top(&sock);
+            row_of(&rows, fg_pid).is_none()
+                && row_of(&rows, bg_pid).is_some_and(|r| r["suspended"] == false)
+        },
+        "the background to resume after the foreground",
+    );
+    assert_eq!(finished(bg)["completed"], 400);
+}
+
+#[test]
+fn a_killed_client_releases_its_queues() {
+    let sock = socket("kill");
+    let _daemon = Daemon::start(&sock);
+    let bg = worker(&sock, 0, 2000, 300);
+    let bg_pid = bg.id();
+    wait_for(|| row_of(&top(&sock), bg_pid).is_some(), "bg registered");
+    let mut fg = worker(&sock, 10, 2000, 100_000);
+    let fg_pid = fg.id();
+    wait_for(
+        || row_of(&top(&sock), bg_pid).is_some_and(|r| r["suspended"] == true),
+        "the background to be suspended",
+    );
+    fg.kill().expect("SIGKILL the foreground");
+    let _ = fg.wait();
+    wait_for(
+        || {
+            let rows = top(&sock);
+            row_of(&rows, fg_pid).is_none()
+                && row_of(&rows, bg_pid).is_some_and(|r| r["suspended"] == false)
+        },
+        "the dead foreground's queues to be released",
+    );
+    assert_eq!(finished(bg)["completed"], 300);
+}
+
+#[test]
+fn restarting_the_daemon_mid_run_loses_no_command() {
+    let sock = socket("restart");
+    let daemon = Daemon::start(&sock);
+    let w = worker(&sock, 0, 1000, 600);
+    let pid = w.id();
+    wait_for(|| row_of(&top(&sock), pid).is_some(), "worker registered");
+    drop(daemon);
+    std::thread::sleep(Duration::from_millis(100));
+    let _daemon = Daemon::start(&sock);
+    wait_for(
+        || row_of(&top(&sock), pid).is_some(),
+        "worker re-registered",
+    );
+    let result = finished(w);
+    assert_eq!(result["completed"], 600);
+    assert_eq!(result["failed"], 0);
+}
+
+#[test]
+fn garbage_and_truncated_frames_close_only_their_connection() {
+    let sock = socket("garbage");
+    let _daemon = Daemon::start(&sock);
+    let bg = worker(&sock, 0, 1000, 200);
+    let bg_pid = bg.id();
+    wait_for(
+        || row_of(&top(&sock), bg_pid).is_some(),
+        "worker registered",
+    );
+    for bytes in [
+        &[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], // length far beyond the limit
+        &[5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff], // not a message
+        &[9, 0, 0, 0, 0],                       // truncated, then hang up
+    ] {
+        let mut s = UnixStream::connect(&sock).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s.write_all(bytes).expect("write");
+        if bytes.len() == 5 {
+            s.shutdown(std::net::Shutdown::Write).expect("half-close");
+        }
+        let mut buf = [0u8; 64];
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert_eq!(n, 0, "the daemon closes a connection that sent a bad frame");
+    }
+    // After a good handshake too.
+    let mut s = UnixStream::connect(&sock).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(&[2, 0, 0, 0, 0, 1]).expect("hello"); // ClientMsg::Hello { version: 1 }
+    let mut welcome = [0u8; 16];
+    assert!(s.read(&mut welcome).expect("welcome") > 0);
+    s.write_all(&[4, 0, 0, 0, 0xee, 0xee, 0xee, 0xee])
+        .expect("garbage");
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(
+        row_of(&top(&sock), bg_pid).is_some(),
+        "other clients unaffected"
+    );
+    assert_eq!(finished(bg)["completed"], 200);
+}

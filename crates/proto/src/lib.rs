@@ -1,0 +1,31 @@
+//! # xsched-proto
+//!
+//! What clients and the daemon say to each other, and how it travels. A frame is a 4-byte
+//! little-endian length followed by that many bytes of a postcard-encoded message; frames larger
+//! than [`MAX_FRAME`] are refused before anything is allocated. The first frame of a connection
+//! is [`ClientMsg::Hello`] carrying [`VERSION`]; the daemon answers [`DaemonMsg::Welcome`] or
+//! closes with [`DaemonMsg::Error`]. A frame that does not decode closes its connection (only
+//! that one).
+//!
+//! Queue ids on the wire are the *client's* ids; the daemon maps them to its own. Who a client
+//! is (pid, uid) comes from the socket's peer credentials, never from a message.
+
+mod codec;
+mod messages;
+
+pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
+pub use messages::{ClientMsg, DaemonMsg, TopRow, VERSION};
+
+/// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else
+/// `/tmp/xsched-<uid>.sock` (the uid from `$UID`/`$USER` is not trusted for anything; it only
+/// keeps users' default sockets apart).
+pub fn default_socket_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("XSCHED_SOCKET") {
+        return p.into();
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return std::path::Path::new(&dir).join("xsched.sock");
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    std::path::PathBuf::from(format!("/tmp/xsched-{user}.sock"))
+}

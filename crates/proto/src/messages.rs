@@ -1,0 +1,122 @@
+//! The messages. Adding a variant at the end is compatible; anything else bumps [`VERSION`].
+
+use serde::{Deserialize, Serialize};
+use xsched_core::{Hint, QueueHints};
+
+/// The protocol version; a daemon refuses clients of another version.
+pub const VERSION: u16 = 1;
+
+/// From a client (an application's runtime, or an operator command) to the daemon.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientMsg {
+    /// First frame of every connection.
+    Hello {
+        /// The client's protocol version.
+        version: u16,
+    },
+    /// A new queue of this client on a device.
+    Register {
+        /// The client's id for the queue.
+        queue: u32,
+        /// The device (queues on one device compete).
+        device: u16,
+        /// Hints in force from the start.
+        hints: QueueHints,
+    },
+    /// The queue has work.
+    Ready {
+        /// The client's queue id.
+        queue: u32,
+    },
+    /// The queue has nothing pending and nothing in flight.
+    Idle {
+        /// The client's queue id.
+        queue: u32,
+    },
+    /// New advice about one of this client's queues.
+    Hint {
+        /// The client's queue id.
+        queue: u32,
+        /// The hint.
+        hint: Hint,
+    },
+    /// The queue is gone.
+    Unregister {
+        /// The client's queue id.
+        queue: u32,
+    },
+    /// Operator: which policy runs?
+    GetPolicy,
+    /// Operator: switch the policy.
+    SetPolicy {
+        /// A policy name (`xsched_core::policy::NAMES`).
+        name: String,
+    },
+    /// Operator: hint a queue of another process (allowed for the same uid, or root).
+    HintProcess {
+        /// The process.
+        pid: u32,
+        /// Its queue id (as that process numbers them); `None` hints every queue of it.
+        queue: Option<u32>,
+        /// The hint.
+        hint: Hint,
+    },
+    /// Operator: a snapshot of every queue.
+    Top,
+}
+
+/// From the daemon to a client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DaemonMsg {
+    /// The handshake succeeded.
+    Welcome {
+        /// The daemon's protocol version.
+        version: u16,
+    },
+    /// Stop launching this queue (and deactivate/interrupt at its level).
+    Suspend {
+        /// The client's queue id.
+        queue: u32,
+    },
+    /// Launch again.
+    Resume {
+        /// The client's queue id.
+        queue: u32,
+    },
+    /// The policy running now.
+    Policy {
+        /// Its name.
+        name: String,
+    },
+    /// The answer to [`ClientMsg::Top`].
+    Top {
+        /// One row per queue.
+        rows: Vec<TopRow>,
+    },
+    /// A request was refused (the connection stays open unless the handshake failed).
+    Error {
+        /// Why.
+        message: String,
+    },
+    /// The answer to a request that has no other answer.
+    Done,
+}
+
+/// One queue as `xsched top` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopRow {
+    /// The owning process (from the socket's peer credentials).
+    pub pid: u32,
+    /// Its name (`/proc/<pid>/comm`).
+    pub process: String,
+    /// The device.
+    pub device: u16,
+    /// The process's queue id.
+    pub queue: u32,
+    /// Hints in force.
+    pub hints: QueueHints,
+    /// Whether it has work.
+    pub ready: bool,
+    /// Whether the scheduler has it suspended.
+    pub suspended: bool,
+}
