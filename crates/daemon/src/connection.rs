@@ -1,12 +1,14 @@
-//! One client connection: handshake, then frames in (reader: this thread) and operations out
-//! (a writer thread fed by a channel, so the scheduler never blocks on a slow client).
+//! One client connection: handshake, then frames in on this thread, each handled inline on the
+//! shared scheduler; operations for any client are written straight to its socket.
 
 use crate::peer::Peer;
+use crate::registry::Writer;
 use crate::server::Shared;
-use crossbeam_channel::Receiver;
 use std::os::unix::net::UnixStream;
-use xsched_core::{DeviceId, Event, Operation};
-use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame, write_frame};
+use std::sync::Arc;
+use xsched_core::{DeviceId, Event, Operation, QueueId, policy};
+use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame};
+use xsched_runtime::clock;
 use xsched_runtime::scheduler::Control;
 
 pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
@@ -20,54 +22,50 @@ pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
     let (Ok(mut reader), Ok(writer)) = (stream.try_clone(), stream.try_clone()) else {
         return;
     };
-    let (out, outbox) = crossbeam_channel::unbounded();
-    let writer_thread = std::thread::Builder::new()
-        .name(format!("xsched-conn-{conn}-tx"))
-        .spawn(move || write_loop(writer, &outbox));
-    let Ok(writer_thread) = writer_thread else {
-        return;
-    };
+    let writer = Arc::new(Writer::new(writer));
     match read_frame::<ClientMsg>(&mut reader) {
         Ok(Some(ClientMsg::Hello { version })) if version == VERSION => {
-            let _ = out.send(DaemonMsg::Welcome { version: VERSION });
-            shared.registry.add_client(conn, peer.clone(), out.clone());
+            writer.send(&DaemonMsg::Welcome { version: VERSION });
+            shared.registry.add_client(conn, peer.clone());
             tracing::info!("client {} ({}) connected", peer.pid, peer.name);
-            read_loop(shared, conn, &peer, &mut reader);
-            shared.registry.remove_client(conn);
+            read_loop(shared, conn, &peer, &writer, &mut reader);
+            let queues = shared.registry.remove_client(conn);
+            let now = clock::now();
+            shared.core.with(|d| {
+                for q in queues {
+                    let _ = d.event(now, Event::Unregister(q));
+                }
+            });
             tracing::info!(
                 "client {} ({}) gone; its queues released",
                 peer.pid,
                 peer.name
             );
         }
-        Ok(Some(ClientMsg::Hello { version })) => {
-            let _ = out.send(DaemonMsg::Error {
-                message: format!(
-                    "protocol version {version} unsupported; this daemon speaks {VERSION}"
-                ),
-            });
-        }
+        Ok(Some(ClientMsg::Hello { version })) => writer.send(&DaemonMsg::Error {
+            message: format!(
+                "protocol version {version} unsupported; this daemon speaks {VERSION}"
+            ),
+        }),
         other => tracing::warn!("connection {conn}: bad handshake: {other:?}"),
     }
-    drop(out);
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    let _ = writer_thread.join();
 }
 
-fn write_loop(mut stream: UnixStream, outbox: &Receiver<DaemonMsg>) {
-    for msg in outbox {
-        if write_frame(&mut stream, &msg).is_err() {
-            // The reader sees the broken connection and cleans up.
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
-        }
-    }
-}
-
-fn read_loop(shared: &Shared, conn: u64, peer: &Peer, reader: &mut UnixStream) {
+fn read_loop(
+    shared: &Shared,
+    conn: u64,
+    peer: &Peer,
+    writer: &Arc<Writer>,
+    reader: &mut UnixStream,
+) {
     loop {
         match read_frame::<ClientMsg>(reader) {
-            Ok(Some(msg)) => handle(shared, conn, peer, msg),
+            Ok(Some(msg)) => {
+                if let Some(answer) = handle(shared, conn, peer, writer, msg) {
+                    writer.send(&answer);
+                }
+            }
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(
@@ -81,101 +79,94 @@ fn read_loop(shared: &Shared, conn: u64, peer: &Peer, reader: &mut UnixStream) {
     }
 }
 
-fn reply(shared: &Shared, conn: u64, msg: DaemonMsg) {
-    if let Some(out) = shared.registry.sender(conn) {
-        let _ = out.send(msg);
-    }
+fn error(message: String) -> Option<DaemonMsg> {
+    Some(DaemonMsg::Error { message })
 }
 
-fn handle(shared: &Shared, conn: u64, peer: &Peer, msg: ClientMsg) {
+/// Handle one message; the answer to send back, if any.
+fn handle(
+    shared: &Shared,
+    conn: u64,
+    peer: &Peer,
+    writer: &Arc<Writer>,
+    msg: ClientMsg,
+) -> Option<DaemonMsg> {
     let reg = &shared.registry;
-    let event = |local: u32, make: &dyn Fn(xsched_core::QueueId) -> Event| {
-        if reg
-            .with_queue(conn, local, |link| link.event(make(link.queue())))
-            .is_none()
-        {
-            reply(
-                shared,
-                conn,
-                DaemonMsg::Error {
-                    message: format!("unknown queue {local}"),
-                },
-            );
+    let now = clock::now();
+    let on_queue = |local: u32, make: &dyn Fn(QueueId) -> Event| match reg.queue(conn, local) {
+        Some(q) => {
+            let result = shared.core.with(|d| d.event(now, make(q)));
+            result.err().and_then(|e| error(e.to_string()))
         }
+        None => error(format!("unknown queue {local}")),
     };
     match msg {
-        ClientMsg::Hello { .. } => reply(
-            shared,
-            conn,
-            DaemonMsg::Error {
-                message: "already said hello".into(),
-            },
-        ),
+        ClientMsg::Hello { .. } => error("already said hello".into()),
         ClientMsg::Register {
             queue,
             device,
             hints,
         } => {
-            let id = reg.new_queue(conn, queue);
-            let Some(out) = reg.sender(conn) else { return };
+            let (id, old) = reg.add_queue(conn, queue);
+            let out = writer.clone();
             let control: Control = Box::new(move |op| {
-                let _ = out.send(match op {
+                out.send(&match op {
                     Operation::Suspend(_) => DaemonMsg::Suspend { queue },
                     Operation::Resume(_) => DaemonMsg::Resume { queue },
                 });
             });
-            let link = shared.sched.register(id, DeviceId(device), hints, control);
-            reg.add_queue(conn, queue, link);
-        }
-        ClientMsg::Ready { queue } => event(queue, &Event::Ready),
-        ClientMsg::Idle { queue } => event(queue, &Event::Idle),
-        ClientMsg::Hint { queue, hint } => event(queue, &|q| Event::Hint { queue: q, hint }),
-        ClientMsg::Unregister { queue } => {
-            reg.remove_queue(conn, queue);
-        }
-        ClientMsg::GetPolicy => {
-            let name = shared.sched.snapshot().1.to_string();
-            reply(shared, conn, DaemonMsg::Policy { name });
-        }
-        ClientMsg::SetPolicy { name } => {
-            let answer = match shared.sched.set_policy(&name) {
-                Ok(()) => DaemonMsg::Policy { name },
-                Err(e) => DaemonMsg::Error {
-                    message: e.to_string(),
-                },
-            };
-            reply(shared, conn, answer);
-        }
-        ClientMsg::HintProcess { pid, queue, hint } => {
-            let mut refused = false;
-            let n = reg.for_process(pid, |owner, local, link| {
-                if queue.is_some_and(|q| q != local) {
-                    return;
+            let result = shared.core.with(|d| {
+                if let Some(old) = old {
+                    let _ = d.event(now, Event::Unregister(old));
                 }
-                if peer.may_act_on(owner) {
-                    link.event(Event::Hint {
-                        queue: link.queue(),
-                        hint,
-                    });
-                } else {
-                    refused = true;
-                }
+                d.register(id, DeviceId(device), hints, control)
             });
-            let answer = if refused {
-                DaemonMsg::Error {
-                    message: format!("process {pid} belongs to another user"),
-                }
-            } else if n == 0 {
-                DaemonMsg::Error {
-                    message: format!("process {pid} has no queues here"),
-                }
-            } else {
-                DaemonMsg::Done
-            };
-            reply(shared, conn, answer);
+            result.err().and_then(|e| error(e.to_string()))
+        }
+        ClientMsg::Ready { queue } => on_queue(queue, &Event::Ready),
+        ClientMsg::Idle { queue } => on_queue(queue, &Event::Idle),
+        ClientMsg::Hint { queue, hint } => on_queue(queue, &|q| Event::Hint { queue: q, hint }),
+        ClientMsg::Unregister { queue } => match reg.remove_queue(conn, queue) {
+            Some(q) => {
+                let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
+                result.err().and_then(|e| error(e.to_string()))
+            }
+            None => error(format!("unknown queue {queue}")),
+        },
+        ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
+            name: shared.core.with(|d| d.snapshot().1).to_string(),
+        }),
+        ClientMsg::SetPolicy { name } => match policy::by_name(&name) {
+            Ok(p) => {
+                shared.core.with(|d| d.set_policy(p));
+                Some(DaemonMsg::Policy { name })
+            }
+            Err(e) => error(e.to_string()),
+        },
+        ClientMsg::HintProcess { pid, queue, hint } => {
+            let targets: Vec<_> = reg
+                .of_process(pid)
+                .into_iter()
+                .filter(|(_, local, _)| queue.is_none_or(|q| q == *local))
+                .collect();
+            if targets.is_empty() {
+                return error(format!("process {pid} has no such queues here"));
+            }
+            if targets.iter().any(|(owner, _, _)| !peer.may_act_on(owner)) {
+                return error(format!("process {pid} belongs to another user"));
+            }
+            let result = shared.core.with(|d| {
+                targets
+                    .iter()
+                    .try_for_each(|&(_, _, q)| d.event(now, Event::Hint { queue: q, hint }))
+            });
+            match result {
+                Ok(()) => Some(DaemonMsg::Done),
+                Err(e) => error(e.to_string()),
+            }
         }
         ClientMsg::Top => {
-            let (queues, _) = shared.sched.snapshot();
+            let (queues, _) = shared.core.with(|d| d.snapshot());
             let rows = queues
                 .iter()
                 .filter_map(|q| {
@@ -191,7 +182,7 @@ fn handle(shared: &Shared, conn: u64, peer: &Peer, msg: ClientMsg) {
                     })
                 })
                 .collect();
-            reply(shared, conn, DaemonMsg::Top { rows });
+            Some(DaemonMsg::Top { rows })
         }
     }
 }

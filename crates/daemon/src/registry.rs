@@ -1,21 +1,40 @@
 //! Which connection owns which queue: the daemon's map from its queue ids to clients'.
 
 use crate::peer::Peer;
-use crossbeam_channel::Sender;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use xsched_core::QueueId;
-use xsched_proto::DaemonMsg;
-use xsched_runtime::scheduler::SchedLink;
+use xsched_proto::{DaemonMsg, write_frame};
+
+/// The sending half of a client connection. Writes are short frames into the socket buffer;
+/// a write timeout bounds how long a stuck client can hold anyone up, and a failed write shuts
+/// the connection so its reader cleans up.
+pub(crate) struct Writer(Mutex<UnixStream>);
+
+impl Writer {
+    pub(crate) fn new(stream: UnixStream) -> Writer {
+        let _ = stream.set_write_timeout(Some(std::time::Duration::from_millis(200)));
+        Writer(Mutex::new(stream))
+    }
+
+    pub(crate) fn send(&self, msg: &DaemonMsg) {
+        let mut s = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if write_frame(&mut *s, msg).is_err() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
 
 /// One client connection.
-pub(crate) struct Client {
-    pub(crate) peer: Peer,
-    /// Frames to the client (its writer thread).
-    pub(crate) out: Sender<DaemonMsg>,
-    /// The client's queue ids → the links of the daemon's queues.
-    pub(crate) queues: HashMap<u32, SchedLink>,
+struct Client {
+    peer: Peer,
+    /// The client's queue ids → the daemon's.
+    queues: HashMap<u32, QueueId>,
 }
 
 /// Every client and queue.
@@ -28,110 +47,83 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Client>> {
+    fn clients(&self) -> MutexGuard<'_, HashMap<u64, Client>> {
         self.clients
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<QueueId, (u64, u32)>> {
+    fn owners(&self) -> MutexGuard<'_, HashMap<QueueId, (u64, u32)>> {
         self.owners
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn add_client(&self, conn: u64, peer: Peer, out: Sender<DaemonMsg>) {
+    pub(crate) fn add_client(&self, conn: u64, peer: Peer) {
         self.clients().insert(
             conn,
             Client {
                 peer,
-                out,
                 queues: HashMap::new(),
             },
         );
     }
 
-    /// A fresh daemon-side queue id for `conn`'s queue `local`.
-    pub(crate) fn new_queue(&self, conn: u64, local: u32) -> QueueId {
+    /// A daemon queue id for `conn`'s queue `local`, and the previous one if it was registered
+    /// before (which must be unregistered).
+    pub(crate) fn add_queue(&self, conn: u64, local: u32) -> (QueueId, Option<QueueId>) {
         let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
-        self.owners().insert(id, (conn, local));
-        id
-    }
-
-    pub(crate) fn add_queue(&self, conn: u64, local: u32, link: SchedLink) {
-        if let Some(c) = self.clients().get_mut(&conn)
-            && let Some(old) = c.queues.insert(local, link)
-        {
-            // Registered twice: the old registration is gone.
-            self.owners().remove(&old.queue());
-            old.unregister();
-        }
-    }
-
-    /// Run `f` on `conn`'s queue `local`, if it exists.
-    pub(crate) fn with_queue<R>(
-        &self,
-        conn: u64,
-        local: u32,
-        f: impl FnOnce(&SchedLink) -> R,
-    ) -> Option<R> {
-        self.clients()
-            .get(&conn)
-            .and_then(|c| c.queues.get(&local))
-            .map(f)
-    }
-
-    pub(crate) fn remove_queue(&self, conn: u64, local: u32) -> bool {
-        let link = self
+        let old = self
             .clients()
             .get_mut(&conn)
-            .and_then(|c| c.queues.remove(&local));
-        match link {
-            Some(link) => {
-                self.owners().remove(&link.queue());
-                link.unregister();
-                true
-            }
-            None => false,
+            .and_then(|c| c.queues.insert(local, id));
+        let mut owners = self.owners();
+        owners.insert(id, (conn, local));
+        if let Some(old) = old {
+            owners.remove(&old);
         }
+        (id, old)
     }
 
-    /// The connection ended: every queue it had leaves the scheduler now.
-    pub(crate) fn remove_client(&self, conn: u64) {
-        let client = self.clients().remove(&conn);
-        if let Some(c) = client {
-            let mut owners = self.owners();
-            for link in c.queues.into_values() {
-                owners.remove(&link.queue());
-                link.unregister();
-            }
-        }
+    /// The daemon's id of `conn`'s queue `local`.
+    pub(crate) fn queue(&self, conn: u64, local: u32) -> Option<QueueId> {
+        self.clients().get(&conn)?.queues.get(&local).copied()
     }
 
-    pub(crate) fn peer(&self, conn: u64) -> Option<Peer> {
-        self.clients().get(&conn).map(|c| c.peer.clone())
+    pub(crate) fn remove_queue(&self, conn: u64, local: u32) -> Option<QueueId> {
+        let id = self.clients().get_mut(&conn)?.queues.remove(&local)?;
+        self.owners().remove(&id);
+        Some(id)
     }
 
-    /// Apply `f` to every (connection, peer, client's queue id, link) of process `pid`.
-    pub(crate) fn for_process(&self, pid: u32, mut f: impl FnMut(&Peer, u32, &SchedLink)) -> usize {
-        let clients = self.clients();
-        let mut n = 0;
-        for c in clients.values().filter(|c| c.peer.pid == pid) {
-            for (&local, link) in &c.queues {
-                f(&c.peer, local, link);
-                n += 1;
-            }
-        }
-        n
+    /// The connection ended: the daemon ids of every queue it had.
+    pub(crate) fn remove_client(&self, conn: u64) -> Vec<QueueId> {
+        let Some(client) = self.clients().remove(&conn) else {
+            return Vec::new();
+        };
+        let mut owners = self.owners();
+        client
+            .queues
+            .into_values()
+            .inspect(|id| {
+                owners.remove(id);
+            })
+            .collect()
+    }
+
+    /// Every (owner, client's queue id, daemon queue id) of process `pid`.
+    pub(crate) fn of_process(&self, pid: u32) -> Vec<(Peer, u32, QueueId)> {
+        self.clients()
+            .values()
+            .filter(|c| c.peer.pid == pid)
+            .flat_map(|c| c.queues.iter().map(|(&l, &id)| (c.peer.clone(), l, id)))
+            .collect()
     }
 
     /// Who owns the daemon's queue `id`: the peer and the client's queue id.
     pub(crate) fn owner(&self, id: QueueId) -> Option<(Peer, u32)> {
         let (conn, local) = *self.owners().get(&id)?;
-        Some((self.peer(conn)?, local))
-    }
-
-    pub(crate) fn sender(&self, conn: u64) -> Option<Sender<DaemonMsg>> {
-        self.clients().get(&conn).map(|c| c.out.clone())
+        let peer = self.clients().get(&conn)?.peer.clone();
+        Some((peer, local))
     }
 }

@@ -1,6 +1,7 @@
 //! The listening socket, the accept loop, and the daemon's lifetime.
 
 use crate::connection;
+use crate::core::Core;
 use crate::registry::Registry;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use thiserror::Error;
 use xsched_core::{CoreError, policy};
-use xsched_runtime::scheduler::SchedulerThread;
+use xsched_runtime::scheduler::Dispatcher;
 
 /// Why the daemon could not start.
 #[derive(Debug, Error)]
@@ -35,7 +36,7 @@ pub enum DaemonError {
 
 /// State shared by the accept loop and every connection.
 pub(crate) struct Shared {
-    pub(crate) sched: SchedulerThread,
+    pub(crate) core: Core,
     pub(crate) registry: Registry,
     pub(crate) stopping: AtomicBool,
 }
@@ -62,15 +63,20 @@ impl Daemon {
             path: path.to_path_buf(),
             source,
         })?;
-        let sched = SchedulerThread::start(policy).map_err(DaemonError::Spawn)?;
+        let shared = Arc::new(Shared {
+            core: Core::new(Dispatcher::new(policy)),
+            registry: Registry::default(),
+            stopping: AtomicBool::new(false),
+        });
+        let timers = shared.clone();
+        std::thread::Builder::new()
+            .name("xsched-timers".into())
+            .spawn(move || timers.core.run_timers())
+            .map_err(DaemonError::Spawn)?;
         Ok(Daemon {
             listener,
             path: path.to_path_buf(),
-            shared: Arc::new(Shared {
-                sched,
-                registry: Registry::default(),
-                stopping: AtomicBool::new(false),
-            }),
+            shared,
         })
     }
 
@@ -100,6 +106,7 @@ impl Daemon {
                 Err(e) => tracing::warn!("accept: {e}"),
             }
         }
+        self.shared.core.stop();
         let _ = std::fs::remove_file(&self.path);
     }
 

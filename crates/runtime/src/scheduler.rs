@@ -74,7 +74,7 @@ pub struct SchedulerThread {
 impl SchedulerThread {
     /// Start the core scheduler running `policy` on its own thread.
     pub fn start(policy: Box<dyn Policy>) -> std::io::Result<SchedulerThread> {
-        SchedulerThread::spawn("xsched-sched", move |rx| run(Scheduler::new(policy), &rx))
+        SchedulerThread::spawn("xsched-sched", move |rx| run(Dispatcher::new(policy), &rx))
     }
 
     /// Start a thread consuming scheduler messages with `body`.
@@ -149,95 +149,156 @@ impl std::fmt::Debug for SchedulerThread {
     }
 }
 
-fn run(mut sched: Scheduler, rx: &Receiver<SchedMsg>) {
-    let mut controls: HashMap<QueueId, Control> = HashMap::new();
+/// The core scheduler together with the controls of its queues: what the scheduler thread
+/// drives from its channel, and what the daemon drives from its connections.
+pub struct Dispatcher {
+    sched: Scheduler,
+    controls: HashMap<QueueId, Control>,
+}
+
+impl Dispatcher {
+    /// A dispatcher running `policy`.
+    pub fn new(policy: Box<dyn Policy>) -> Dispatcher {
+        Dispatcher {
+            sched: Scheduler::new(policy),
+            controls: HashMap::new(),
+        }
+    }
+
+    /// A new queue, whose operations `control` applies.
+    pub fn register(
+        &mut self,
+        queue: QueueId,
+        device: DeviceId,
+        hints: QueueHints,
+        control: Control,
+    ) -> Result<(), CoreError> {
+        self.sched.handle_event(
+            clock::now(),
+            Event::Register {
+                queue,
+                device,
+                hints,
+            },
+        )?;
+        self.controls.insert(queue, control);
+        Ok(())
+    }
+
+    /// Feed one event observed at `at`.
+    pub fn event(&mut self, at: Nanos, event: Event) -> Result<(), CoreError> {
+        if let Event::Unregister(q) = event {
+            self.controls.remove(&q);
+        }
+        self.sched.handle_event(at, event)
+    }
+
+    /// Replace the policy.
+    pub fn set_policy(&mut self, policy: Box<dyn Policy>) {
+        self.sched.set_policy(policy);
+    }
+
+    /// Decide (if anything changed) and apply every resulting operation.
+    pub fn dispatch(&mut self) {
+        while let Some(op) = self.sched.poll_operation() {
+            let (Operation::Suspend(q) | Operation::Resume(q)) = op;
+            if let Some(control) = self.controls.get(&q) {
+                control(op);
+            }
+        }
+    }
+
+    /// When the policy next needs [`timeout`](Self::timeout).
+    pub fn next_timer(&mut self) -> Option<Nanos> {
+        self.sched.poll_timeout()
+    }
+
+    /// The clock reached the time [`next_timer`](Self::next_timer) asked for.
+    pub fn timeout(&mut self, now: Nanos) {
+        self.sched.handle_timeout(now);
+    }
+
+    /// Every queue with its current decision, and the policy's name.
+    pub fn snapshot(&mut self) -> (Vec<QueueSnapshot>, &'static str) {
+        self.dispatch();
+        let queues = self
+            .sched
+            .queues()
+            .iter()
+            .map(|v| QueueSnapshot {
+                view: *v,
+                suspended: self.sched.is_suspended(v.id) == Some(true),
+            })
+            .collect();
+        (queues, self.sched.policy_name())
+    }
+
+    /// Resume every suspended queue (nobody will schedule them after this).
+    pub fn resume_all(&mut self) {
+        for q in self.sched.queues() {
+            if self.sched.is_suspended(q.id) == Some(true)
+                && let Some(control) = self.controls.get(&q.id)
+            {
+                control(Operation::Resume(q.id));
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("scheduler", &self.sched)
+            .finish()
+    }
+}
+
+fn run(mut d: Dispatcher, rx: &Receiver<SchedMsg>) {
     loop {
-        let msg = match sched.poll_timeout() {
+        let msg = match d.next_timer() {
             Some(at) => rx.recv_deadline(clock::instant_of(at)),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match msg {
             Ok(msg) => {
-                if !handle(&mut sched, &mut controls, msg) {
+                if !handle(&mut d, msg) {
                     return;
                 }
                 // Take everything already queued before deciding, so events that cancel out
                 // at one instant cost no operations.
                 while let Ok(msg) = rx.try_recv() {
-                    if !handle(&mut sched, &mut controls, msg) {
+                    if !handle(&mut d, msg) {
                         return;
                     }
                 }
             }
-            Err(RecvTimeoutError::Timeout) => sched.handle_timeout(clock::now()),
+            Err(RecvTimeoutError::Timeout) => d.timeout(clock::now()),
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        apply_operations(&mut sched, &controls);
-    }
-}
-
-/// Decide (if events arrived) and apply every resulting operation.
-fn apply_operations(sched: &mut Scheduler, controls: &HashMap<QueueId, Control>) {
-    while let Some(op) = sched.poll_operation() {
-        let (Operation::Suspend(q) | Operation::Resume(q)) = op;
-        if let Some(control) = controls.get(&q) {
-            control(op);
-        }
+        d.dispatch();
     }
 }
 
 /// Apply one message; false means shut down.
-fn handle(sched: &mut Scheduler, controls: &mut HashMap<QueueId, Control>, msg: SchedMsg) -> bool {
+fn handle(d: &mut Dispatcher, msg: SchedMsg) -> bool {
     let result = match msg {
         SchedMsg::Register {
             queue,
             device,
             hints,
             control,
-        } => {
-            controls.insert(queue, control);
-            sched.handle_event(
-                clock::now(),
-                Event::Register {
-                    queue,
-                    device,
-                    hints,
-                },
-            )
-        }
-        SchedMsg::Event(at, event) => {
-            if let Event::Unregister(q) = event {
-                controls.remove(&q);
-            }
-            sched.handle_event(at, event)
-        }
+        } => d.register(queue, device, hints, control),
+        SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::SetPolicy(policy, _) => {
-            sched.set_policy(policy);
+            d.set_policy(policy);
             Ok(())
         }
         SchedMsg::Snapshot(reply) => {
-            // Decide first, so the snapshot shows what the policy wants now.
-            apply_operations(sched, controls);
-            let queues = sched
-                .queues()
-                .iter()
-                .map(|v| QueueSnapshot {
-                    view: *v,
-                    suspended: sched.is_suspended(v.id) == Some(true),
-                })
-                .collect();
-            let _ = reply.send((queues, sched.policy_name()));
+            let _ = reply.send(d.snapshot());
             Ok(())
         }
         SchedMsg::Shutdown => {
-            // Nobody will resume a queue after this: let every suspended one run.
-            for q in sched.queues() {
-                if sched.is_suspended(q.id) == Some(true)
-                    && let Some(control) = controls.get(&q.id)
-                {
-                    control(Operation::Resume(q.id));
-                }
-            }
+            d.resume_all();
             return false;
         }
     };
