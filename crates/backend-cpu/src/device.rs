@@ -270,6 +270,17 @@ impl Inner {
     }
 }
 
+/// Restrict the calling thread to one core (best effort: a refusal is logged, not fatal).
+fn pin_current_thread(core: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    let result = set
+        .set(core)
+        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
+    if let Err(e) = result {
+        tracing::warn!("cannot pin a CPU-device worker to core {core}: {e}");
+    }
+}
+
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| (*s).to_string())
@@ -291,6 +302,21 @@ impl CpuDevice {
 
     /// A device with `workers` threads and room for `capacity` commands in its FIFO.
     pub fn with_capacity(workers: usize, capacity: usize) -> std::io::Result<CpuDevice> {
+        CpuDevice::build(workers, capacity, None)
+    }
+
+    /// A device whose worker `i` runs only on core `first_core + i`. Devices of several
+    /// processes pinned to the same cores share them the way GPU contexts share a GPU: the OS
+    /// time-slices their kernels (the native behaviour that cross-process scheduling improves on).
+    pub fn pinned(workers: usize, first_core: usize) -> std::io::Result<CpuDevice> {
+        CpuDevice::build(workers, DEFAULT_FIFO_CAPACITY, Some(first_core))
+    }
+
+    fn build(
+        workers: usize,
+        capacity: usize,
+        first_core: Option<usize>,
+    ) -> std::io::Result<CpuDevice> {
         static NEXT_ID: AtomicU16 = AtomicU16::new(0);
         let inner = Arc::new(Inner {
             id: DeviceId(NEXT_ID.fetch_add(1, Ordering::Relaxed)),
@@ -306,10 +332,16 @@ impl CpuDevice {
         };
         for i in 0..workers.max(1) {
             let inner = device.inner.clone();
+            let core = first_core.map(|c| c + i);
             device.workers.push(
                 std::thread::Builder::new()
                     .name(format!("xsched-cpu{}-w{i}", device.inner.id.0))
-                    .spawn(move || inner.worker())?,
+                    .spawn(move || {
+                        if let Some(core) = core {
+                            pin_current_thread(core);
+                        }
+                        inner.worker();
+                    })?,
             );
         }
         Ok(device)

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
-use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
+use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -111,32 +111,65 @@ pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
     };
     let stop = AtomicBool::new(false);
     let bg_done = AtomicU64::new(0);
-    let fg_kernel: Arc<Spin> = Arc::new(Spin::new(p.fg_kernel));
-    let bg_kernel: Arc<Spin> = Arc::new(Spin::new(p.bg_kernel));
-    let mut rng = stats::rng(p.seed);
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let mut window = (Instant::now(), 0u64, Instant::now(), 0u64);
-
-    let latency = std::thread::scope(|s| {
+    let mut window = (Instant::now(), 0u64);
+    let (latency, elapsed, bg_commands) = std::thread::scope(|s| {
         if let Some(bg) = &bg {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let mut last = None;
-                    for _ in 0..p.bg_iteration {
-                        last = bg.submit(CpuCommand::Kernel(bg_kernel.clone())).ok();
-                    }
-                    if let Some(h) = last
-                        && h.wait().is_ok()
-                    {
-                        bg_done.fetch_add(u64::from(p.bg_iteration), Ordering::Relaxed);
-                    }
-                }
-            });
+            s.spawn(|| background(bg, p, &stop, &bg_done));
         }
+        let latency = foreground(&fg, p, || {
+            window = (Instant::now(), bg_done.load(Ordering::Relaxed));
+        });
+        let measured = (
+            window.0.elapsed().as_secs_f64(),
+            bg_done.load(Ordering::Relaxed) - window.1,
+        );
+        stop.store(true, Ordering::Relaxed);
+        (latency, measured.0, measured.1)
+    });
+    let bg_work = bg_commands as f64 * p.bg_kernel.as_secs_f64() / p.workers as f64;
+    Ok(RunResult {
+        latency,
+        bg_device_share: if elapsed > 0.0 {
+            bg_work / elapsed
+        } else {
+            0.0
+        },
+    })
+}
+
+/// The background's training loop: iterations of `bg_iteration` kernels, each iteration waited
+/// for, until `stop`; completed kernels are counted in `done`.
+pub fn background(bg: &XQueue<CpuQueue>, p: &FgBgParams, stop: &AtomicBool, done: &AtomicU64) {
+    let kernel: Arc<Spin> = Arc::new(Spin::new(p.bg_kernel));
+    while !stop.load(Ordering::Relaxed) {
+        let mut last = None;
+        for _ in 0..p.bg_iteration {
+            last = bg.submit(CpuCommand::Kernel(kernel.clone())).ok();
+        }
+        if let Some(h) = last
+            && h.wait().is_ok()
+        {
+            done.fetch_add(u64::from(p.bg_iteration), Ordering::Relaxed);
+        }
+    }
+    let _ = bg.cancel_pending();
+}
+
+/// The foreground's open-loop request stream: `warmup + requests` requests of `fg_kernels`
+/// kernels at jittered periodic arrivals. `measuring` is called when the measured requests
+/// begin. Returns the measured latencies (scheduled arrival → observed completion, ns).
+pub fn foreground(
+    fg: &XQueue<CpuQueue>,
+    p: &FgBgParams,
+    mut measuring: impl FnMut(),
+) -> Histogram<u64> {
+    let kernel: Arc<Spin> = Arc::new(Spin::new(p.fg_kernel));
+    let mut rng = stats::rng(p.seed);
+    let (tx, rx) = crossbeam_channel::unbounded::<(Instant, CommandHandle, bool)>();
+    std::thread::scope(|s| {
         let waiter = s.spawn(move || {
             let mut h = stats::new_histogram();
             for (arrival, handle, measured) in rx {
-                let handle: xsched_runtime::CommandHandle = handle;
                 let _ = handle.wait();
                 if measured {
                     stats::record(&mut h, Instant::now().saturating_duration_since(arrival));
@@ -151,36 +184,18 @@ pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
             let arrival = start + p.fg_period * i + quarter.mul_f64(rng.random_range(0.0..2.0));
             std::thread::sleep(arrival.saturating_duration_since(Instant::now()));
             if i == p.warmup {
-                window.0 = Instant::now();
-                window.1 = bg_done.load(Ordering::Relaxed);
+                measuring();
             }
             let mut last = None;
             for _ in 0..p.fg_kernels {
-                last = fg.submit(CpuCommand::Kernel(fg_kernel.clone())).ok();
+                last = fg.submit(CpuCommand::Kernel(kernel.clone())).ok();
             }
             if let Some(h) = last {
                 let _ = tx.send((arrival, h, i >= p.warmup));
             }
         }
         drop(tx);
-        let latency = waiter.join().unwrap_or_else(|_| stats::new_histogram());
-        window.2 = Instant::now();
-        window.3 = bg_done.load(Ordering::Relaxed);
-        stop.store(true, Ordering::Relaxed);
-        latency
-    });
-    if let Some(bg) = &bg {
-        bg.cancel_pending()?;
-    }
-    let elapsed = window.2.saturating_duration_since(window.0).as_secs_f64();
-    let bg_work = (window.3 - window.1) as f64 * p.bg_kernel.as_secs_f64() / p.workers as f64;
-    Ok(RunResult {
-        latency,
-        bg_device_share: if elapsed > 0.0 {
-            bg_work / elapsed
-        } else {
-            0.0
-        },
+        waiter.join().unwrap_or_else(|_| stats::new_histogram())
     })
 }
 
@@ -214,12 +229,44 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
             *share += r.bg_device_share / f64::from(rounds);
         }
     }
+    progress(total, total);
+    Ok(report(
+        "fg-bg (cpu device)",
+        &modes
+            .iter()
+            .zip(&merged)
+            .map(|(&m, (h, share))| ModeResult {
+                mode: m,
+                p50_us: pct_us(h, 0.5),
+                p99_us: pct_us(h, 0.99),
+                bg_device_share: *share,
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// What one mode measured, for the report.
+#[derive(Clone, Copy, Debug)]
+pub struct ModeResult {
+    /// The mode.
+    pub mode: Mode,
+    /// Foreground latency P50 (µs).
+    pub p50_us: f64,
+    /// Foreground latency P99 (µs).
+    pub p99_us: f64,
+    /// Fraction of the device the background got.
+    pub bg_device_share: f64,
+}
+
+/// The rows `{device, mode, level, p50_us, p99_us, p99_ratio, bg_device_share}` and the Level-3
+/// check (standalone first).
+pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
     let mut rows = Vec::new();
     let mut checks = Vec::new();
     let mut standalone_p99 = 0.0;
     let mut native_ratio = 0.0;
-    for (&mode, (latency, bg_share)) in modes.iter().zip(&merged) {
-        let p99 = pct_us(latency, 0.99);
+    for r in results {
+        let (mode, p99) = (r.mode, r.p99_us);
         if mode == Mode::Standalone {
             standalone_p99 = p99;
         }
@@ -248,15 +295,14 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
             ("device", json!("cpu")),
             ("mode", json!(name)),
             ("level", level),
-            ("p50_us", json!(pct_us(latency, 0.5))),
+            ("p50_us", json!(r.p50_us)),
             ("p99_us", json!(p99)),
             ("p99_ratio", json!(ratio)),
-            ("bg_device_share", json!(round3(*bg_share))),
+            ("bg_device_share", json!(round3(r.bg_device_share))),
         ]));
     }
-    progress(total, total);
-    Ok(Report {
-        experiment: "fg-bg (cpu device)".into(),
+    Report {
+        experiment: experiment.into(),
         columns: columns(&[
             "device",
             "mode",
@@ -269,5 +315,5 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
         rows,
         checks,
         events: 0,
-    })
+    }
 }

@@ -12,8 +12,11 @@
 //!   raw thread wake-up round trip (the floor).
 //! - [`overhead`]: per-command submit cost and throughput loss against direct launching.
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
+//! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
+//!   ping-pong, and the daemon's CPU share at 10 k events/s.
 
 pub mod cpu_share;
+pub mod daemon_rtt;
 pub mod fg_bg;
 pub mod overhead;
 pub mod preempt;
@@ -22,4 +25,4 @@ mod stats;
 pub use xsched_sim::{Report, scenario::Check};
 
 /// Every benchmark name, for the CLI.
-pub const NAMES: &[&str] = &["fg-bg", "preempt", "overhead", "cpu-share"];
+pub const NAMES: &[&str] = &["fg-bg", "preempt", "overhead", "cpu-share", "daemon"];

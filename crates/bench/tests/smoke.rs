@@ -2,7 +2,7 @@
 //! rows. Timings are not asserted here (two noisy cores); figures live in docs/BENCHMARKS.md.
 
 use std::time::Duration;
-use xsched_bench::{cpu_share, fg_bg, overhead, preempt};
+use xsched_bench::{cpu_share, daemon_rtt, fg_bg, overhead, preempt};
 use xsched_core::Level;
 
 fn no_progress(_: usize, _: usize) {}
@@ -77,4 +77,17 @@ fn overhead_and_cpu_share_report_their_rows() {
     let report = cpu_share::run(&p, &no_progress).expect("Linux exposes schedstat");
     assert_eq!(report.rows.len(), 2);
     assert!(number(&report.rows[1], "commands_per_s") > 1000.0);
+}
+
+#[test]
+fn daemon_round_trip_reports_the_floor_the_daemon_and_its_cpu() {
+    let p = daemon_rtt::DaemonRttParams {
+        samples: 20,
+        phase: Duration::from_millis(200),
+        ..daemon_rtt::DaemonRttParams::default()
+    };
+    let report = daemon_rtt::run(&p, &no_progress).expect("runs");
+    assert_eq!(report.rows.len(), 3);
+    assert!(number(&report.rows[0], "p50_us") > 0.0);
+    assert!(number(&report.rows[1], "p50_us") > 0.0);
 }

@@ -1,26 +1,30 @@
 //! `xsched bench NAME`: the real-device benchmarks with their default parameters.
 
-use xsched_bench::{Report, cpu_share, fg_bg, overhead, preempt};
-use xsched_runtime::RuntimeError;
+use xsched_bench::{Report, cpu_share, daemon_rtt, fg_bg, overhead, preempt};
 
 /// Run benchmark `name`; `samples` overrides its sample count where it has one.
 pub fn run(
     name: &str,
     samples: Option<u32>,
     tick: &dyn Fn(usize, usize),
-) -> Result<Report, RuntimeError> {
-    match name {
+) -> anyhow::Result<Report> {
+    Ok(match name {
         "fg-bg" => {
             let mut p = fg_bg::FgBgParams::default();
             p.requests = samples.unwrap_or(p.requests);
-            fg_bg::run(&p, tick)
+            fg_bg::run(&p, tick)?
         }
         "preempt" => {
             let mut p = preempt::PreemptParams::default();
             p.samples = samples.unwrap_or(p.samples);
-            preempt::run(&p, tick)
+            preempt::run(&p, tick)?
         }
-        "overhead" => overhead::run(&overhead::OverheadParams::default(), tick),
-        _ => cpu_share::run(&cpu_share::CpuShareParams::default(), tick),
-    }
+        "overhead" => overhead::run(&overhead::OverheadParams::default(), tick)?,
+        "daemon" => {
+            let mut p = daemon_rtt::DaemonRttParams::default();
+            p.samples = samples.unwrap_or(p.samples);
+            daemon_rtt::run(&p, tick).map_err(|e| anyhow::anyhow!(e))?
+        }
+        _ => cpu_share::run(&cpu_share::CpuShareParams::default(), tick)?,
+    })
 }

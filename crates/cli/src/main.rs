@@ -3,6 +3,7 @@
 
 mod bench;
 mod daemon_cmds;
+mod demo_processes;
 mod output;
 
 /// The daemon socket: the flag, else the default path.
@@ -40,6 +41,10 @@ enum Command {
         /// Measured foreground requests per mode on the CPU device.
         #[arg(long, default_value_t = 400)]
         requests: u32,
+        /// Run the foreground and the background as two processes scheduled through a daemon
+        /// the demo starts and stops itself (both devices pinned to one core).
+        #[arg(long)]
+        processes: bool,
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
@@ -118,6 +123,15 @@ enum Command {
     /// queue configured from XSCHED_* variables.
     #[command(hide = true)]
     Worker {
+        /// What the process does.
+        #[arg(long, value_enum, default_value = "batch")]
+        role: daemon_cmds::Role,
+        /// Pin the device's worker thread to this core.
+        #[arg(long)]
+        core: Option<usize>,
+        /// Measured foreground requests (fg).
+        #[arg(long, default_value_t = 400)]
+        requests: u32,
         /// Kernel length.
         #[arg(long, default_value_t = 1000)]
         kernel_us: u64,
@@ -156,8 +170,21 @@ fn run(cli: Cli) -> Result<()> {
         Command::Demo {
             device,
             requests,
+            processes,
             json,
         } => {
+            if processes {
+                if device != "cpu" {
+                    anyhow::bail!("--processes runs on the CPU device only");
+                }
+                let report = output::with_progress(|tick| demo_processes::run(requests, tick))
+                    .context("running the two-process demo")?;
+                return output::print_report(
+                    "demo with two processes and the daemon",
+                    &report,
+                    json,
+                );
+            }
             if device == "cpu" {
                 let params = fg_bg::FgBgParams {
                     requests,
@@ -225,9 +252,19 @@ fn run(cli: Cli) -> Result<()> {
             daemon_cmds::hint(&socket_or_default(socket), pid, queue, hint)
         }
         Command::Worker {
+            role,
+            core,
+            requests,
             kernel_us,
             commands,
             window,
-        } => daemon_cmds::worker(kernel_us, commands, window),
+        } => daemon_cmds::worker(daemon_cmds::WorkerArgs {
+            role,
+            kernel_us,
+            commands,
+            window,
+            requests,
+            core,
+        }),
     }
 }

@@ -10,16 +10,17 @@ fn xsched(args: &[&str]) -> std::process::Output {
         .expect("xsched runs")
 }
 
-#[test]
-fn cpu_demo_json_rows_carry_mode_level_and_percentiles() {
-    let out = xsched(&["demo", "--json", "--requests", "8"]);
+/// The rows of a CPU demo run with `args`, checked for the common shape: standalone, native,
+/// then xsched at Levels 1, 2, 3, each with positive percentiles and ratio.
+fn cpu_demo_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = xsched(args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    let rows = doc["rows"].as_array().expect("rows");
+    let rows = doc["rows"].as_array().expect("rows").clone();
     let modes: Vec<&str> = rows.iter().filter_map(|r| r["mode"].as_str()).collect();
     assert_eq!(
         modes,
@@ -27,11 +28,24 @@ fn cpu_demo_json_rows_carry_mode_level_and_percentiles() {
     );
     let levels: Vec<u64> = rows.iter().filter_map(|r| r["level"].as_u64()).collect();
     assert_eq!(levels, [1, 2, 3]);
-    for r in rows {
+    for r in &rows {
         for key in ["p50_us", "p99_us", "p99_ratio"] {
             assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {r}");
         }
     }
+    rows
+}
+
+#[test]
+fn cpu_demo_json_rows_carry_mode_level_and_percentiles() {
+    cpu_demo_rows(&["demo", "--json", "--requests", "8"]);
+}
+
+#[test]
+fn two_process_demo_has_the_same_rows() {
+    let rows = cpu_demo_rows(&["demo", "--processes", "--json", "--requests", "8"]);
+    let native_share = rows[1]["bg_device_share"].as_f64().expect("share");
+    assert!(native_share > 0.0, "the background process ran");
 }
 
 #[test]

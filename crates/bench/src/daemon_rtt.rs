@@ -1,0 +1,220 @@
+//! The daemon's own cost: event → operation round trip through `xsched serve` (in this process,
+//! over its real Unix socket) beside a raw Unix-socket ping-pong measured in the same run (the
+//! floor), and the daemon threads' CPU share at 10 k events/s.
+
+use crate::cpu_share::thread_cpu_ns;
+use crate::stats::{self, columns, none, pct_us, round3, row};
+use crate::{Check, Report};
+use serde_json::json;
+use std::io::{self, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use xsched_core::{Hint, QueueHints};
+use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+
+/// What the experiment runs.
+#[derive(Clone, Debug)]
+pub struct DaemonRttParams {
+    /// Round trips measured per path (each of Ready→Suspend and Idle→Resume counts).
+    pub samples: u32,
+    /// Events per second in the CPU-share phase.
+    pub rate: u32,
+    /// Length of the CPU-share phase.
+    pub phase: Duration,
+}
+
+impl Default for DaemonRttParams {
+    fn default() -> Self {
+        DaemonRttParams {
+            samples: 2000,
+            rate: 10_000,
+            phase: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Why the experiment could not run.
+pub type DaemonBenchError = Box<dyn std::error::Error + Send + Sync>;
+
+fn temp_socket(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("xsched-bench-{}-{name}.sock", std::process::id()))
+}
+
+fn expect(s: &mut UnixStream) -> Result<DaemonMsg, DaemonBenchError> {
+    read_frame::<DaemonMsg>(s)?.ok_or_else(|| "the daemon closed the connection".into())
+}
+
+/// A client with two queues on one device: `low` (priority 0, ready) and `high` (priority 10).
+fn client(path: &Path) -> Result<UnixStream, DaemonBenchError> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write_frame(&mut s, &ClientMsg::Hello { version: VERSION })?;
+    expect(&mut s)?;
+    let mut high = QueueHints::default();
+    high.apply(Hint::Priority(10))?;
+    for (queue, hints) in [(0, QueueHints::default()), (1, high)] {
+        write_frame(
+            &mut s,
+            &ClientMsg::Register {
+                queue,
+                device: 0,
+                hints,
+            },
+        )?;
+    }
+    write_frame(&mut s, &ClientMsg::Ready { queue: 0 })?;
+    Ok(s)
+}
+
+/// One event whose answer is an operation: Ready(high) → Suspend(low), or Idle(high) →
+/// Resume(low).
+fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchError> {
+    let t = Instant::now();
+    let msg = if ready {
+        ClientMsg::Ready { queue: 1 }
+    } else {
+        ClientMsg::Idle { queue: 1 }
+    };
+    write_frame(s, &msg)?;
+    match expect(s)? {
+        DaemonMsg::Suspend { queue: 0 } if ready => Ok(t.elapsed()),
+        DaemonMsg::Resume { queue: 0 } if !ready => Ok(t.elapsed()),
+        other => Err(format!("unexpected answer {other:?}").into()),
+    }
+}
+
+/// An echo server: reads one frame, writes it back. The floor of any socket round trip.
+fn echo(listener: UnixListener) {
+    let Ok((mut s, _)) = listener.accept() else {
+        return;
+    };
+    while let Ok(Some(msg)) = read_frame::<ClientMsg>(&mut s) {
+        if write_frame(&mut s, &msg).is_err() {
+            return;
+        }
+    }
+}
+
+fn ping(s: &mut UnixStream) -> Result<Duration, DaemonBenchError> {
+    let t = Instant::now();
+    write_frame(s, &ClientMsg::Ready { queue: 1 })?;
+    read_frame::<ClientMsg>(s)?.ok_or("echo closed")?;
+    Ok(t.elapsed())
+}
+
+fn daemon_threads_ns() -> u64 {
+    ["xsched-conn", "xsched-timers", "xsched-daemon"]
+        .iter()
+        .filter_map(|p| thread_cpu_ns(p))
+        .sum()
+}
+
+/// Rows `{path, p50_us, p99_us, ratio_to_floor}` plus the CPU-share row.
+pub fn run(
+    p: &DaemonRttParams,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Report, DaemonBenchError> {
+    let daemon_path = temp_socket("daemon");
+    let echo_path = temp_socket("echo");
+    let _ = std::fs::remove_file(&echo_path);
+    let daemon = xsched_daemon::Daemon::bind(&daemon_path, "hpf")?.spawn()?;
+    let listener = UnixListener::bind(&echo_path)?;
+    let echo_thread = std::thread::spawn(move || echo(listener));
+    let mut to_echo = UnixStream::connect(&echo_path)?;
+    let mut to_daemon = client(daemon.path())?;
+    let (mut floor, mut through) = (stats::new_histogram(), stats::new_histogram());
+    progress(0, 2);
+    for i in 0..p.samples {
+        // Interleaved, after a pause that lets every thread fall asleep, as between real events.
+        std::thread::sleep(Duration::from_micros(200));
+        stats::record(&mut floor, ping(&mut to_echo)?);
+        std::thread::sleep(Duration::from_micros(200));
+        stats::record(&mut through, round_trip(&mut to_daemon, i % 2 == 0)?);
+    }
+    if p.samples % 2 == 1 {
+        round_trip(&mut to_daemon, false)?;
+    }
+    drop(to_echo);
+    let _ = echo_thread.join();
+    let _ = std::fs::remove_file(&echo_path);
+    progress(1, 2);
+
+    // CPU share: pairs of events (Ready, Idle of the high queue), each answered by an operation.
+    let pairs_per_ms = (p.rate / 2000).max(1);
+    let start = Instant::now();
+    let cpu0 = daemon_threads_ns();
+    let mut events = 0u64;
+    let mut tick = 0u64;
+    while start.elapsed() < p.phase {
+        tick += 1;
+        for _ in 0..pairs_per_ms {
+            round_trip(&mut to_daemon, true)?;
+            round_trip(&mut to_daemon, false)?;
+            events += 2;
+        }
+        let next = start + Duration::from_millis(tick);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let wall = start.elapsed();
+    let cpu = daemon_threads_ns().saturating_sub(cpu0);
+    let share = cpu as f64 / wall.as_nanos().max(1) as f64 * 100.0;
+    let rate = events as f64 / wall.as_secs_f64();
+    progress(2, 2);
+    to_daemon
+        .flush()
+        .map_err(|e: io::Error| -> DaemonBenchError { e.into() })?;
+    drop(to_daemon);
+    daemon.stop();
+
+    let floor_p99 = pct_us(&floor, 0.99);
+    let floor_p50 = pct_us(&floor, 0.5);
+    let ratio = |v: f64, f: f64| if f > 0.0 { round3(v / f) } else { 0.0 };
+    let (p50, p99) = (pct_us(&through, 0.5), pct_us(&through, 0.99));
+    let rows = vec![
+        row(&[
+            ("path", json!("raw unix-socket ping-pong (floor)")),
+            ("p50_us", json!(floor_p50)),
+            ("p99_us", json!(floor_p99)),
+            ("ratio_to_floor", json!("1.0 / 1.0")),
+        ]),
+        row(&[
+            ("path", json!("event -> operation through the daemon")),
+            ("p50_us", json!(p50)),
+            ("p99_us", json!(p99)),
+            (
+                "ratio_to_floor",
+                json!(format!(
+                    "{} / {}",
+                    ratio(p50, floor_p50),
+                    ratio(p99, floor_p99)
+                )),
+            ),
+        ]),
+        row(&[
+            (
+                "path",
+                json!(format!(
+                    "daemon CPU at {} events/s (% of one core)",
+                    rate.round()
+                )),
+            ),
+            ("p50_us", none()),
+            ("p99_us", none()),
+            ("ratio_to_floor", json!(format!("{:.2} %", share))),
+        ]),
+    ];
+    let checks = vec![Check {
+        name: "event -> operation P50 / floor P50".into(),
+        target: "<= 1.3".into(),
+        measured: format!("{} (P99: {})", ratio(p50, floor_p50), ratio(p99, floor_p99)),
+        pass: ratio(p50, floor_p50) <= 1.3,
+    }];
+    Ok(Report {
+        experiment: "daemon round trip".into(),
+        columns: columns(&["path", "p50_us", "p99_us", "ratio_to_floor"]),
+        rows,
+        checks,
+        events: 0,
+    })
+}

@@ -1,0 +1,109 @@
+//! `xsched demo --processes`: the demo's foreground and background as two separate processes
+//! (this binary's `worker` role), natively and under a daemon this command starts and stops.
+//!
+//! Each process has its own CPU device; both devices are pinned to core 0, so natively the OS
+//! time-slices their kernels (as a GPU time-slices two contexts). Under xsched the daemon
+//! suspends the background's queue while the foreground has work.
+
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use xsched_bench::Report;
+use xsched_bench::fg_bg::{self, Mode};
+use xsched_core::Level;
+
+fn worker(exe: &Path, role: &str, requests: u32) -> Command {
+    let mut c = Command::new(exe);
+    c.args([
+        "worker",
+        "--role",
+        role,
+        "--core",
+        "0",
+        "--requests",
+        &requests.to_string(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    c
+}
+
+/// Configure a worker for `mode`.
+fn configure(c: &mut Command, mode: Mode, socket: &Path, priority: i32) {
+    match mode {
+        Mode::Standalone | Mode::Native => {
+            c.env("XSCHED_SCHEDULER", "app");
+        }
+        Mode::Xsched(level) => {
+            c.env("XSCHED_SCHEDULER", "global")
+                .env("XSCHED_SOCKET", socket)
+                .env("XSCHED_PRIORITY", priority.to_string())
+                .env("XSCHED_LEVEL", level.number().to_string());
+        }
+    }
+}
+
+fn json_of(out: &std::process::Output, what: &str) -> Result<serde_json::Value> {
+    if !out.status.success() {
+        bail!("the {what} process failed ({})", out.status);
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| format!("reading the {what}'s result"))
+}
+
+/// Run every mode; the same rows as the in-process demo.
+pub fn run(requests: u32, progress: &dyn Fn(usize, usize)) -> Result<Report> {
+    let exe = std::env::current_exe().context("locating the xsched binary")?;
+    let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
+    let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")?.spawn()?;
+    let mut modes = vec![Mode::Standalone, Mode::Native];
+    modes.extend(Level::ALL.iter().map(|&l| Mode::Xsched(l)));
+    let params = fg_bg::FgBgParams::default();
+    let mut results = Vec::new();
+    for (i, &mode) in modes.iter().enumerate() {
+        progress(i, modes.len());
+        let bg = if mode == Mode::Standalone {
+            None
+        } else {
+            let mut c = worker(&exe, "bg", requests);
+            configure(&mut c, mode, &socket, 0);
+            Some(
+                c.stdin(Stdio::piped())
+                    .spawn()
+                    .context("starting the background")?,
+            )
+        };
+        let mut fg = worker(&exe, "fg", requests);
+        configure(&mut fg, mode, &socket, 10);
+        let fg_out = fg.output().context("running the foreground")?;
+        let fg_json = json_of(&fg_out, "foreground")?;
+        let share = match bg {
+            None => 0.0,
+            Some(mut child) => {
+                // Closing its standard input ends the background's loop.
+                if let Some(mut stdin) = child.stdin.take() {
+                    let _ = stdin.flush();
+                }
+                let out = child
+                    .wait_with_output()
+                    .context("stopping the background")?;
+                let bg_json = json_of(&out, "background")?;
+                let done = bg_json["completed"].as_f64().unwrap_or(0.0);
+                let secs = bg_json["seconds"].as_f64().unwrap_or(1.0).max(1e-9);
+                done * params.bg_kernel.as_secs_f64() / secs
+            }
+        };
+        results.push(fg_bg::ModeResult {
+            mode,
+            p50_us: fg_json["p50_us"].as_f64().unwrap_or(0.0),
+            p99_us: fg_json["p99_us"].as_f64().unwrap_or(0.0),
+            bg_device_share: share,
+        });
+    }
+    progress(modes.len(), modes.len());
+    daemon.stop();
+    Ok(fg_bg::report(
+        "fg-bg, two processes (cpu device, daemon)",
+        &results,
+    ))
+}
