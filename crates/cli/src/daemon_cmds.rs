@@ -67,6 +67,8 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                         "pid": r.pid, "process": r.process, "device": r.device,
                         "queue": r.queue, "priority": r.hints.priority, "share": r.hints.share,
                         "ready": r.ready, "suspended": r.suspended,
+                        "in_flight": r.stats.in_flight, "completed": r.stats.completed,
+                        "recent_p99_us": r.stats.recent_p99_us,
                     })
                 })
                 .collect();
@@ -94,6 +96,9 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                     r.hints.priority.to_string(),
                     r.hints.share.to_string(),
                     state.to_string(),
+                    r.stats.in_flight.to_string(),
+                    r.stats.completed.to_string(),
+                    format!("{:.1}", r.stats.recent_p99_us),
                 ]);
             }
             if !once {

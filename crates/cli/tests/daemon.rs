@@ -99,11 +99,16 @@ fn row_of(rows: &[serde_json::Value], pid: u32) -> Option<serde_json::Value> {
 fn background_process_is_suspended_while_the_foreground_has_work_and_resumed_after() {
     let sock = socket("suspend");
     let _daemon = Daemon::start(&sock);
-    let bg = worker(&sock, 0, 2000, 400);
+    let bg = worker(&sock, 0, 2000, 800);
     let bg_pid = bg.id();
     wait_for(
         || row_of(&top(&sock), bg_pid).is_some_and(|r| r["ready"] == true),
         "bg ready",
+    );
+    // Clients report their queues' statistics about once a second.
+    wait_for(
+        || row_of(&top(&sock), bg_pid).is_some_and(|r| r["completed"].as_u64() > Some(0)),
+        "the background's completed count in top",
     );
     let fg = worker(&sock, 10, 2000, 150);
     let fg_pid = fg.id();
@@ -125,7 +130,7 @@ fn background_process_is_suspended_while_the_foreground_has_work_and_resumed_aft
         },
         "the background to resume after the foreground",
     );
-    assert_eq!(finished(bg)["completed"], 400);
+    assert_eq!(finished(bg)["completed"], 800);
 }
 
 #[test]

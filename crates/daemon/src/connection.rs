@@ -165,12 +165,19 @@ fn handle(
                 Err(e) => error(e.to_string()),
             }
         }
+        ClientMsg::Stats { queue, stats } => {
+            if reg.set_stats(conn, queue, stats) {
+                None
+            } else {
+                error(format!("unknown queue {queue}"))
+            }
+        }
         ClientMsg::Top => {
             let (queues, _) = shared.core.with(|d| d.snapshot());
             let rows = queues
                 .iter()
                 .filter_map(|q| {
-                    let (owner, local) = reg.owner(q.view.id)?;
+                    let (owner, local, stats) = reg.owner(q.view.id)?;
                     Some(TopRow {
                         pid: owner.pid,
                         process: owner.name,
@@ -179,6 +186,7 @@ fn handle(
                         hints: q.view.hints,
                         ready: q.view.ready,
                         suspended: q.suspended,
+                        stats,
                     })
                 })
                 .collect();

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use xsched_core::QueueId;
-use xsched_proto::{DaemonMsg, write_frame};
+use xsched_proto::{DaemonMsg, QueueStats, write_frame};
 
 /// The sending half of a client connection. Writes are short frames into the socket buffer;
 /// a write timeout bounds how long a stuck client can hold anyone up, and a failed write shuts
@@ -33,6 +33,8 @@ impl Writer {
 /// One client connection.
 struct Client {
     peer: Peer,
+    /// The client's latest statistics per queue.
+    stats: HashMap<u32, QueueStats>,
     /// The client's queue ids → the daemon's.
     queues: HashMap<u32, QueueId>,
 }
@@ -64,6 +66,7 @@ impl Registry {
             conn,
             Client {
                 peer,
+                stats: HashMap::new(),
                 queues: HashMap::new(),
             },
         );
@@ -120,10 +123,26 @@ impl Registry {
             .collect()
     }
 
-    /// Who owns the daemon's queue `id`: the peer and the client's queue id.
-    pub(crate) fn owner(&self, id: QueueId) -> Option<(Peer, u32)> {
+    /// Who owns the daemon's queue `id`: the peer, the client's queue id, and its latest
+    /// statistics.
+    pub(crate) fn owner(&self, id: QueueId) -> Option<(Peer, u32, QueueStats)> {
         let (conn, local) = *self.owners().get(&id)?;
-        let peer = self.clients().get(&conn)?.peer.clone();
-        Some((peer, local))
+        let clients = self.clients();
+        let client = clients.get(&conn)?;
+        let stats = client.stats.get(&local).copied().unwrap_or_default();
+        Some((client.peer.clone(), local, stats))
+    }
+
+    /// `conn` reported statistics of its queue `local`; false if it has no such queue.
+    pub(crate) fn set_stats(&self, conn: u64, local: u32, stats: QueueStats) -> bool {
+        let mut clients = self.clients();
+        let Some(c) = clients
+            .get_mut(&conn)
+            .filter(|c| c.queues.contains_key(&local))
+        else {
+            return false;
+        };
+        c.stats.insert(local, stats);
+        true
     }
 }

@@ -14,7 +14,7 @@ mod codec;
 mod messages;
 
 pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
-pub use messages::{ClientMsg, DaemonMsg, TopRow, VERSION};
+pub use messages::{ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION};
 
 /// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else
 /// `/tmp/xsched-<uid>.sock` (the uid from `$UID`/`$USER` is not trusted for anything; it only

@@ -63,6 +63,24 @@ pub enum ClientMsg {
     },
     /// Operator: a snapshot of every queue.
     Top,
+    /// Periodic statistics of one of this client's queues (for `xsched top`).
+    Stats {
+        /// The client's queue id.
+        queue: u32,
+        /// What the queue reports.
+        stats: QueueStats,
+    },
+}
+
+/// What a client reports about one queue, about once a second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Commands launched, not yet observed complete.
+    pub in_flight: u64,
+    /// Commands completed so far.
+    pub completed: u64,
+    /// P99 of submit → completion of the commands completed in the last period (µs; 0 if none).
+    pub recent_p99_us: f64,
 }
 
 /// From the daemon to a client.
@@ -119,4 +137,6 @@ pub struct TopRow {
     pub ready: bool,
     /// Whether the scheduler has it suspended.
     pub suspended: bool,
+    /// The client's latest statistics.
+    pub stats: QueueStats,
 }

@@ -7,7 +7,7 @@
 //! the queues run unscheduled (and says so once), and when it comes back re-registers them all:
 //! no command is lost and nothing waits on a daemon that is not there.
 
-use crate::scheduler::{Control, SchedMsg, SchedulerThread};
+use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource};
 use crossbeam_channel::{Receiver, Sender, select};
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixStream;
@@ -30,8 +30,12 @@ struct Queue {
     device: DeviceId,
     hints: QueueHints,
     control: Control,
+    stats: StatsSource,
     ready: bool,
 }
+
+/// How often queue statistics go to the daemon.
+const STATS_EVERY: Duration = Duration::from_secs(1);
 
 /// What the reader thread reports: a message of connection `generation`, or its end.
 enum Incoming {
@@ -47,6 +51,7 @@ struct Agent {
     incoming_tx: Sender<Incoming>,
     incoming: Receiver<Incoming>,
     next_attempt: Instant,
+    next_stats: Instant,
     warned: bool,
 }
 
@@ -61,6 +66,7 @@ impl Agent {
             incoming_tx,
             incoming,
             next_attempt: Instant::now(),
+            next_stats: Instant::now() + STATS_EVERY,
             warned: false,
         }
     }
@@ -70,11 +76,15 @@ impl Agent {
             if self.writer.is_none() && Instant::now() >= self.next_attempt {
                 self.connect();
             }
-            let wait = if self.writer.is_some() {
-                Duration::from_secs(3600)
+            if self.writer.is_some() && Instant::now() >= self.next_stats {
+                self.send_stats();
+            }
+            let until = if self.writer.is_some() {
+                self.next_stats
             } else {
-                self.next_attempt.saturating_duration_since(Instant::now())
+                self.next_attempt
             };
+            let wait = until.saturating_duration_since(Instant::now());
             select! {
                 recv(rx) -> msg => match msg {
                     Ok(SchedMsg::Shutdown) | Err(_) => break,
@@ -162,6 +172,21 @@ impl Agent {
         }
     }
 
+    fn send_stats(&mut self) {
+        self.next_stats = Instant::now() + STATS_EVERY;
+        let msgs: Vec<ClientMsg> = self
+            .queues
+            .iter()
+            .map(|(&id, q)| ClientMsg::Stats {
+                queue: id.0,
+                stats: (q.stats)(),
+            })
+            .collect();
+        for m in &msgs {
+            self.send(m);
+        }
+    }
+
     fn register_all(&mut self) {
         let msgs: Vec<ClientMsg> = self
             .queues
@@ -188,6 +213,7 @@ impl Agent {
                 device,
                 hints,
                 control,
+                stats,
             } => {
                 self.queues.insert(
                     queue,
@@ -195,6 +221,7 @@ impl Agent {
                         device,
                         hints,
                         control,
+                        stats,
                         ready: false,
                     },
                 );

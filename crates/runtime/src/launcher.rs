@@ -9,6 +9,7 @@ use crate::clock;
 use crate::completion::{Completion, CompletionSink};
 use crate::error::RuntimeError;
 use crate::hwqueue::HwQueue;
+use crate::latency::RecentLatency;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use crate::suspend::Suspender;
@@ -60,6 +61,7 @@ impl Drop for CloseOnExit {
 
 struct Run<H: HwQueue> {
     l: Launcher<H>,
+    latency: RecentLatency,
     payloads: VecDeque<H::Command>,
     submitted: u64,
     watching: bool,
@@ -71,6 +73,7 @@ impl<H: HwQueue> Launcher<H> {
         let _close = CloseOnExit(self.tracker.clone());
         let mut run = Run {
             l: self,
+            latency: RecentLatency::new(clock::now()),
             payloads: VecDeque::new(),
             submitted: 0,
             watching: false,
@@ -127,6 +130,7 @@ impl<H: HwQueue> Run<H> {
     fn handle(&mut self, msg: Msg<H::Command>) {
         match msg {
             Msg::Submit(cmd, meta) => {
+                self.latency.submitted(clock::now());
                 self.payloads.push_back(cmd);
                 self.submitted += 1;
                 let (_, was_idle) = self.l.machine.submit(meta);
@@ -157,6 +161,7 @@ impl<H: HwQueue> Run<H> {
             Msg::Cancel(reply) => {
                 let n = self.l.machine.cancel_pending();
                 self.payloads.clear();
+                self.latency.cancelled(n);
                 let first = self.submitted - n as u64;
                 self.l.tracker.publish_cancelled(first..self.submitted);
                 self.settle_in_flight();
@@ -198,9 +203,16 @@ impl<H: HwQueue> Run<H> {
     }
 
     fn observe(&mut self, cmd: CommandId) {
-        let Some(synced) = self.l.machine.on_synced(cmd, clock::now()) else {
+        let now = clock::now();
+        let Some(synced) = self.l.machine.on_synced(cmd, now) else {
             return;
         };
+        if let Some(p99) = self
+            .latency
+            .completed(synced.last.0 - synced.first.0 + 1, now)
+        {
+            self.l.tracker.publish_recent_p99(p99);
+        }
         // State first, so whoever the completion wakes sees a query that agrees with it.
         self.publish();
         self.l.tracker.publish_done(synced.last.0 + 1);

@@ -23,6 +23,7 @@ mod completion;
 mod env;
 mod error;
 mod hwqueue;
+mod latency;
 mod launcher;
 mod options;
 mod runtime;

@@ -9,14 +9,19 @@
 use crate::clock;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use xsched_core::{
     CoreError, DeviceId, Event, Nanos, Operation, Policy, QueueHints, QueueId, QueueView,
     Scheduler, policy,
 };
+use xsched_proto::QueueStats;
 
 /// Applies an operation to one queue.
 pub type Control = Box<dyn Fn(Operation) + Send>;
+
+/// Reads a queue's statistics (for the daemon's `xsched top`).
+pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
 
 /// A queue as the scheduler sees it, with its current decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +39,7 @@ pub(crate) enum SchedMsg {
         device: DeviceId,
         hints: QueueHints,
         control: Control,
+        stats: StatsSource,
     },
     Event(Nanos, Event),
     SetPolicy(Box<dyn Policy>, String),
@@ -92,19 +98,21 @@ impl SchedulerThread {
         })
     }
 
-    /// Register a queue; returns its link for events.
+    /// Register a queue whose operations `control` applies; returns its link for events.
     pub fn register(
         &self,
         queue: QueueId,
         device: DeviceId,
         hints: QueueHints,
         control: Control,
+        stats: StatsSource,
     ) -> SchedLink {
         let _ = self.tx.send(SchedMsg::Register {
             queue,
             device,
             hints,
             control,
+            stats,
         });
         self.link(queue)
     }
@@ -287,6 +295,7 @@ fn handle(d: &mut Dispatcher, msg: SchedMsg) -> bool {
             device,
             hints,
             control,
+            stats: _,
         } => d.register(queue, device, hints, control),
         SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::SetPolicy(policy, _) => {

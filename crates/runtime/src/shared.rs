@@ -54,6 +54,8 @@ pub(crate) struct Tracker {
     in_flight: AtomicUsize,
     suspended: AtomicBool,
     level: AtomicU8,
+    /// P99 of submit → completion over the last stats period, in nanoseconds.
+    recent_p99: AtomicU64,
     observed: Mutex<Observed>,
     cond: Condvar,
 }
@@ -68,6 +70,7 @@ impl Tracker {
             in_flight: AtomicUsize::new(0),
             suspended: AtomicBool::new(false),
             level: AtomicU8::new(level.number()),
+            recent_p99: AtomicU64::new(0),
             observed: Mutex::new(Observed::default()),
             cond: Condvar::new(),
         }
@@ -140,6 +143,19 @@ impl Tracker {
         self.in_flight.store(in_flight, Ordering::Relaxed);
         self.suspended.store(suspended, Ordering::Relaxed);
         self.level.store(level.number(), Ordering::Relaxed);
+    }
+
+    pub(crate) fn publish_recent_p99(&self, ns: u64) {
+        self.recent_p99.store(ns, Ordering::Relaxed);
+    }
+
+    /// What `xsched top` shows of this queue.
+    pub(crate) fn stats(&self) -> xsched_proto::QueueStats {
+        xsched_proto::QueueStats {
+            in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
+            completed: self.lock().upto,
+            recent_p99_us: self.recent_p99.load(Ordering::Relaxed) as f64 / 1e3,
+        }
     }
 
     /// True for exactly one caller between two Idle reports: that caller sends Ready.

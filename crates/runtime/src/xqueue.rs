@@ -11,7 +11,7 @@ use crate::error::{CommandError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
 use crate::options::QueueOptions;
-use crate::scheduler::{Control, SchedLink, SchedulerThread};
+use crate::scheduler::{Control, SchedLink, SchedulerThread, StatsSource};
 use crate::shared::{QueueSink, Tracker};
 use crate::suspend::Suspender;
 use crossbeam_channel::Sender;
@@ -113,7 +113,9 @@ impl<H: HwQueue> XQueue<H> {
                     tracing::warn!("queue {id}: {e}");
                 }
             });
-            s.register(id, hw.device(), options.hints, control)
+            let tracker = tracker.clone();
+            let stats: StatsSource = Arc::new(move || tracker.stats());
+            s.register(id, hw.device(), options.hints, control, stats)
         };
         let launcher = Launcher {
             hw: hw.clone(),
