@@ -12,12 +12,15 @@
 //!   raw thread wake-up round trip (the floor).
 //! - [`overhead`]: per-command submit cost and throughput loss against direct launching.
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
+//! - [`multi_device`]: a pipeline across two devices under one policy per device vs one
+//!   policy across both.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;
+pub mod multi_device;
 pub mod overhead;
 pub mod preempt;
 mod stats;
@@ -25,4 +28,11 @@ mod stats;
 pub use xsched_sim::{Report, scenario::Check};
 
 /// Every benchmark name, for the CLI.
-pub const NAMES: &[&str] = &["fg-bg", "preempt", "overhead", "cpu-share", "daemon"];
+pub const NAMES: &[&str] = &[
+    "fg-bg",
+    "preempt",
+    "overhead",
+    "cpu-share",
+    "daemon",
+    "multi-device",
+];

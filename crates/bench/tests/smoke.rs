@@ -91,3 +91,20 @@ fn daemon_round_trip_reports_the_floor_the_daemon_and_its_cpu() {
     assert!(number(&report.rows[0], "p50_us") > 0.0);
     assert!(number(&report.rows[1], "p50_us") > 0.0);
 }
+
+#[test]
+fn multi_device_reports_four_modes() {
+    let p = xsched_bench::multi_device::MultiDeviceParams {
+        requests: 5,
+        period: Duration::from_millis(5),
+        ..xsched_bench::multi_device::MultiDeviceParams::default()
+    };
+    let report = xsched_bench::multi_device::run(&p, &no_progress).expect("runs");
+    let modes: Vec<&str> = report
+        .rows
+        .iter()
+        .map(|r| r["mode"].as_str().expect("mode"))
+        .collect();
+    assert_eq!(modes, ["standalone", "native", "xsched", "xsched"]);
+    assert_eq!(report.rows[3]["policy"], "hpf-global");
+}

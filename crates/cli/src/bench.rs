@@ -1,6 +1,6 @@
 //! `xsched bench NAME`: the real-device benchmarks with their default parameters.
 
-use xsched_bench::{Report, cpu_share, daemon_rtt, fg_bg, overhead, preempt};
+use xsched_bench::{Report, cpu_share, daemon_rtt, fg_bg, multi_device, overhead, preempt};
 
 /// Run benchmark `name`; `samples` overrides its sample count where it has one.
 pub fn run(
@@ -20,6 +20,11 @@ pub fn run(
             preempt::run(&p, tick)?
         }
         "overhead" => overhead::run(&overhead::OverheadParams::default(), tick)?,
+        "multi-device" => {
+            let mut p = multi_device::MultiDeviceParams::default();
+            p.requests = samples.unwrap_or(p.requests);
+            multi_device::run(&p, tick)?
+        }
         "daemon" => {
             let mut p = daemon_rtt::DaemonRttParams::default();
             p.samples = samples.unwrap_or(p.samples);
