@@ -16,12 +16,18 @@ use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
 use xsched_runtime::{QueueOptions, Runtime, XQueue};
 
 /// `xsched serve`: run the daemon in the foreground until killed.
-pub fn serve(socket: &Path, policy: &str) -> Result<()> {
+pub fn serve(socket: &Path, policy: &str, metrics: Option<&str>) -> Result<()> {
     let daemon = xsched_daemon::Daemon::bind(socket, policy).context("starting the daemon")?;
     eprintln!(
         "xsched daemon listening on {} (policy {policy})",
         socket.display()
     );
+    if let Some(addr) = metrics {
+        let bound = daemon
+            .serve_metrics(addr)
+            .with_context(|| format!("serving metrics on {addr}"))?;
+        eprintln!("metrics at http://{bound}/metrics");
+    }
     daemon.serve();
     Ok(())
 }

@@ -77,6 +77,9 @@ enum Command {
         /// Scheduling policy (hpf, hpf-global, fcfs, bandwidth, laxity, kedf[:k]).
         #[arg(long, default_value = "hpf")]
         policy: String,
+        /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
+        #[arg(long)]
+        metrics_addr: Option<String>,
     },
     /// Show every queue the daemon schedules.
     Top {
@@ -219,9 +222,11 @@ fn run(cli: Cli) -> Result<()> {
             output::print_report(&file.display().to_string(), &report, json)
         }
         Command::Devices { json } => output::print_devices(json),
-        Command::Serve { socket, policy } => {
-            daemon_cmds::serve(&socket_or_default(socket), &policy)
-        }
+        Command::Serve {
+            socket,
+            policy,
+            metrics_addr,
+        } => daemon_cmds::serve(&socket_or_default(socket), &policy, metrics_addr.as_deref()),
         Command::Top { socket, once, json } => {
             daemon_cmds::top(&socket_or_default(socket), once, json)
         }

@@ -6,6 +6,7 @@ use crate::registry::Writer;
 use crate::server::Shared;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use xsched_core::{DeviceId, Event, Operation, QueueId, policy};
 use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame};
 use xsched_runtime::clock;
@@ -109,10 +110,17 @@ fn handle(
         } => {
             let (id, old) = reg.add_queue(conn, queue);
             let out = writer.clone();
+            let ops = shared.ops.clone();
             let control: Control = Box::new(move |op| {
                 out.send(&match op {
-                    Operation::Suspend(_) => DaemonMsg::Suspend { queue },
-                    Operation::Resume(_) => DaemonMsg::Resume { queue },
+                    Operation::Suspend(_) => {
+                        ops.suspends.fetch_add(1, Relaxed);
+                        DaemonMsg::Suspend { queue }
+                    }
+                    Operation::Resume(_) => {
+                        ops.resumes.fetch_add(1, Relaxed);
+                        DaemonMsg::Resume { queue }
+                    }
                 });
             });
             let result = shared.core.with(|d| {

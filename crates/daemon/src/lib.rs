@@ -12,6 +12,7 @@
 
 mod connection;
 mod core;
+mod metrics;
 mod peer;
 mod registry;
 mod server;

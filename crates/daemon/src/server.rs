@@ -39,6 +39,15 @@ pub(crate) struct Shared {
     pub(crate) core: Core,
     pub(crate) registry: Registry,
     pub(crate) stopping: AtomicBool,
+    /// Operations issued, for the metrics.
+    pub(crate) ops: Arc<OpCounters>,
+}
+
+/// How many operations the daemon issued.
+#[derive(Default)]
+pub(crate) struct OpCounters {
+    pub(crate) suspends: AtomicU64,
+    pub(crate) resumes: AtomicU64,
 }
 
 /// A bound daemon, not yet serving.
@@ -67,6 +76,7 @@ impl Daemon {
             core: Core::new(Dispatcher::new(policy)),
             registry: Registry::default(),
             stopping: AtomicBool::new(false),
+            ops: Arc::default(),
         });
         let timers = shared.clone();
         std::thread::Builder::new()
@@ -83,6 +93,15 @@ impl Daemon {
     /// The socket path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Also serve Prometheus metrics at `http://ADDR/metrics`; returns the bound address (use
+    /// port 0 to pick a free one).
+    pub fn serve_metrics(
+        &self,
+        addr: impl std::net::ToSocketAddrs,
+    ) -> Result<std::net::SocketAddr, DaemonError> {
+        crate::metrics::start(addr, self.shared.clone()).map_err(DaemonError::Spawn)
     }
 
     /// Serve until [`RunningDaemon::stop`] (or forever, when called directly).

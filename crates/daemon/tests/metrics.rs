@@ -1,0 +1,81 @@
+//! The daemon in this process with an in-process client (a global-mode runtime): fixed priority
+//! across clients, and the Prometheus endpoint reflecting it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_core::Hint;
+use xsched_daemon::Daemon;
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+
+fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("metrics endpoint");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("response");
+    body
+}
+
+#[test]
+fn metrics_show_queues_and_operations() {
+    let socket = std::env::temp_dir().join(format!("xsched-metrics-{}.sock", std::process::id()));
+    let daemon = Daemon::bind(&socket, "hpf").expect("bind");
+    let addr = daemon.serve_metrics("127.0.0.1:0").expect("metrics");
+    let daemon = daemon.spawn().expect("serve");
+    let global = || {
+        Runtime::new(RuntimeConfig {
+            scheduler: SchedulerMode::Global,
+            socket: Some(socket.clone()),
+            ..RuntimeConfig::default()
+        })
+        .expect("runtime")
+    };
+    let (rt_bg, rt_fg) = (global(), global());
+    let device = CpuDevice::new(1).expect("device");
+    let bg = rt_bg
+        .create_queue(Arc::new(device.create_queue()), QueueOptions::default())
+        .expect("bg");
+    let fg = rt_fg
+        .create_queue(
+            Arc::new(device.create_queue()),
+            QueueOptions::default()
+                .with_hint(Hint::Priority(5))
+                .expect("hint"),
+        )
+        .expect("fg");
+    let kernel = Arc::new(Spin::new(Duration::from_millis(1)));
+    for _ in 0..200 {
+        bg.submit(CpuCommand::Kernel(kernel.clone()))
+            .expect("bg submit");
+    }
+    let start = Instant::now();
+    loop {
+        fg.submit(CpuCommand::Kernel(kernel.clone()))
+            .expect("fg submit")
+            .wait()
+            .expect("fg done");
+        let text = get(addr, "/metrics");
+        let suspends = text
+            .lines()
+            .find_map(|l| l.strip_prefix("xsched_operations_total{op=\"suspend\"} "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if suspends > 0 && text.contains("xsched_queue_ready{") {
+            assert!(text.starts_with("HTTP/1.1 200 OK"));
+            assert!(text.contains("priority=\"5\""), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no suspension seen:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(get(addr, "/other").starts_with("HTTP/1.1 404"));
+    bg.cancel_pending().expect("cancel");
+    drop((bg, fg));
+    daemon.stop();
+}
