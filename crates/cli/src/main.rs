@@ -4,6 +4,7 @@
 mod bench;
 mod daemon_cmds;
 mod demo_processes;
+mod llm_cmd;
 mod output;
 
 /// The daemon socket: the flag, else the default path.
@@ -145,6 +146,33 @@ enum Command {
         #[arg(long, default_value_t = 16)]
         window: usize,
     },
+    /// LLM request scheduling: policies side by side on real prompts over a load sweep.
+    Llm {
+        /// Data directory (default: $XSCHED_DATA_DIR, else ../shared/data).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Prompt set: arena-hard or alpaca-eval.
+        #[arg(long, default_value = "arena-hard")]
+        dataset: String,
+        /// The model whose real responses give the output lengths.
+        #[arg(long)]
+        model_filter: Option<String>,
+        /// Policies, comma-separated, or `all`.
+        #[arg(long, default_value = "all")]
+        policy: String,
+        /// Loads as fractions of the engine's measured capacity, comma-separated.
+        #[arg(long, default_value = "0.3,0.5,0.8,0.95,1.2")]
+        load: String,
+        /// Engine preset (llama3.1-8b-a100, llama3.1-8b-h100).
+        #[arg(long, default_value = "llama3.1-8b-a100")]
+        engine: String,
+        /// Reject malformed data lines instead of skipping them (with a warning each).
+        #[arg(long)]
+        strict: bool,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the devices and their capability tables.
     Devices {
         /// Print JSON instead of a table.
@@ -222,6 +250,27 @@ fn run(cli: Cli) -> Result<()> {
             output::print_report(&file.display().to_string(), &report, json)
         }
         Command::Devices { json } => output::print_devices(json),
+        Command::Llm {
+            data,
+            dataset,
+            model_filter,
+            policy,
+            load,
+            engine,
+            strict,
+            json,
+        } => {
+            let report = llm_cmd::run(&llm_cmd::LlmArgs {
+                data,
+                dataset,
+                model: model_filter,
+                policies: policy,
+                loads: load,
+                engine,
+                strict,
+            })?;
+            output::print_report("llm", &report, json)
+        }
         Command::Serve {
             socket,
             policy,

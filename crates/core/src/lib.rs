@@ -9,6 +9,7 @@
 //! - [`xqueue::LaunchMachine`]: progressive launching and per-level suspend/resume of one XQueue.
 //! - [`scheduler::Scheduler`]: events in, suspend/resume operations out, timers on request.
 //! - [`policy`]: the policies, one file each, behind one registry.
+//! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod capability;
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod gittins;
 pub mod hint;
 pub mod ids;
 pub mod level;

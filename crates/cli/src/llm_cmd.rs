@@ -1,0 +1,158 @@
+//! `xsched llm`: LLM request policies side by side on real prompts, over a load sweep.
+
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+use xsched_llm::data::{self, TOKENS_PER_WORD};
+use xsched_llm::engine::EngineConfig;
+use xsched_llm::experiment::{self, SweepParams};
+use xsched_llm::policy;
+use xsched_sim::Report;
+use xsched_sim::scenario::Check;
+
+/// The prompt files, by dataset name.
+const DATASETS: &[(&str, &str)] = &[
+    ("arena-hard", "llm/prompts-arena-hard-1k.jsonl"),
+    ("alpaca-eval", "llm/prompts-alpaca-eval.jsonl"),
+];
+
+/// What `xsched llm` was asked.
+pub struct LlmArgs {
+    /// Data directory.
+    pub data: Option<PathBuf>,
+    /// Dataset name.
+    pub dataset: String,
+    /// Model whose responses give the output lengths.
+    pub model: Option<String>,
+    /// Policies (comma-separated, or `all`).
+    pub policies: String,
+    /// Loads (comma-separated fractions of capacity).
+    pub loads: String,
+    /// Engine preset.
+    pub engine: String,
+    /// Reject malformed lines instead of skipping them.
+    pub strict: bool,
+}
+
+pub fn run(a: &LlmArgs) -> Result<Report> {
+    let Some(&(_, file)) = DATASETS.iter().find(|(n, _)| *n == a.dataset) else {
+        bail!(
+            "unknown dataset `{}`; known: {}",
+            a.dataset,
+            DATASETS.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
+        );
+    };
+    let engine = EngineConfig::preset(&a.engine).with_context(|| {
+        format!(
+            "unknown engine `{}`; known: {}",
+            a.engine,
+            EngineConfig::PRESETS.join(", ")
+        )
+    })?;
+    let path = a.data.clone().unwrap_or_else(data::data_dir).join(file);
+    let Some(model) = a.model.as_deref() else {
+        let all = data::load_prompts(&path, None, a.strict)?;
+        let models: std::collections::BTreeSet<&str> =
+            all.records.iter().map(|r| r.model.as_str()).collect();
+        bail!(
+            "choose --model-filter (output lengths differ per model); models in {}: {}",
+            path.display(),
+            models.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    };
+    let loaded = data::load_prompts(&path, Some(model), a.strict)?;
+    for s in &loaded.skipped {
+        tracing::warn!("skipped malformed line {s}");
+    }
+    let policies: Vec<String> = if a.policies == "all" {
+        policy::NAMES.iter().map(|s| (*s).to_string()).collect()
+    } else {
+        a.policies
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
+    let loads = a
+        .loads
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|l| *l > 0.0)
+                .with_context(|| format!("--load: `{s}` is not a positive number"))
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    let params = SweepParams {
+        engine,
+        loads,
+        policies,
+        history: 10_000,
+        seed: 1,
+    };
+    let (cap, points) = experiment::sweep(&params, &loaded.records).map_err(anyhow::Error::msg)?;
+    let mut checks = Vec::new();
+    match experiment::high_load(&points) {
+        Some(high) => {
+            let at = |name: &str| {
+                points
+                    .iter()
+                    .find(|p| p.policy == name && p.load == high)
+                    .map(|p| p.ttlt_mean_ms)
+            };
+            if let (Some(fcfs), Some(sage)) = (at("fcfs"), at("sagesched")) {
+                let gain = (1.0 - sage / fcfs) * 100.0;
+                checks.push(Check {
+                    name: format!("sagesched mean TTLT vs fcfs at high load ({high})"),
+                    target: ">= 25 % better".into(),
+                    measured: format!("{gain:.1} % better ({sage} vs {fcfs} ms)"),
+                    pass: gain >= 25.0,
+                });
+            }
+            if let (Some(ssjf), Some(sage)) = (at("ssjf"), at("sagesched")) {
+                checks.push(Check {
+                    name: format!("sagesched vs ssjf at high load ({high})"),
+                    target: "better".into(),
+                    measured: format!("{sage} vs {ssjf} ms"),
+                    pass: sage < ssjf,
+                });
+            }
+            if let (Some(oracle), Some(sage)) = (at("srpt-oracle"), at("sagesched")) {
+                checks.push(Check {
+                    name: format!("gap to oracle SRPT at high load ({high})"),
+                    target: "reported".into(),
+                    measured: format!("{:.1} % above the oracle", (sage / oracle - 1.0) * 100.0),
+                    pass: true,
+                });
+            }
+        }
+        None => checks.push(Check {
+            name: "high load reached".into(),
+            target: "FCFS mean TTLT >= 2x its value at the lowest load".into(),
+            measured: "not within the swept loads: add higher loads".into(),
+            pass: false,
+        }),
+    }
+    Ok(Report {
+        experiment: format!(
+            "llm: {} / {model}, {} requests, engine {} (capacity {cap:.2} req/s), hashed n-gram embedding, tokens = words x {TOKENS_PER_WORD:.3}",
+            a.dataset,
+            loaded.records.len(),
+            params.engine.name
+        ),
+        columns: [
+            "policy",
+            "load",
+            "ttlt_mean_ms",
+            "ttlt_p99_ms",
+            "ttft_mean_ms",
+            "throughput_rps",
+            "preemptions",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect(),
+        rows: points.iter().map(experiment::row).collect(),
+        checks,
+        events: 0,
+    })
+}

@@ -1,0 +1,170 @@
+//! Reading `../shared/data/llm` in place: prompt files (JSON lines) with real responses.
+//!
+//! Token counts come from a documented words → tokens factor ([`TOKENS_PER_WORD`], the usual
+//! ≈ 4/3 BPE tokens per English word), applied to whitespace-separated words of the prompt and
+//! of the real response; results say so. Malformed lines are reported with file and line and
+//! skipped, or rejected when `strict`.
+
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Tokens per whitespace-separated word (a documented approximation of a BPE tokenizer).
+pub const TOKENS_PER_WORD: f64 = 4.0 / 3.0;
+
+/// Why data could not be read.
+#[derive(Debug, Error)]
+pub enum DataError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A line is malformed (strict mode).
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Nothing matched the model filter.
+    #[error("{path}: no records for model `{model}`; models there: {known}")]
+    NoSuchModel {
+        /// The file.
+        path: PathBuf,
+        /// The filter.
+        model: String,
+        /// The models present.
+        known: String,
+    },
+}
+
+/// One prompt with a real response's length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptRecord {
+    /// The prompt id (shared by the models answering it).
+    pub prompt_id: String,
+    /// The model that answered.
+    pub model: String,
+    /// The prompt text.
+    pub prompt: String,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Response tokens.
+    pub output_tokens: u32,
+}
+
+/// Tokens of a text by the documented factor (at least 1).
+pub fn tokens(text: &str) -> u32 {
+    let words = text.split_whitespace().count() as f64;
+    ((words * TOKENS_PER_WORD).ceil() as u32).max(1)
+}
+
+/// What a prompt file yielded.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The records matching the filter.
+    pub records: Vec<PromptRecord>,
+    /// `file:line: message` of each skipped malformed line.
+    pub skipped: Vec<String>,
+}
+
+/// Read a prompt file, keeping records of `model` (all models when `None`).
+pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Loaded, DataError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    let mut models = std::collections::BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line) {
+            Ok(r) => {
+                models.insert(r.model.clone());
+                if model.is_none_or(|m| m == r.model) {
+                    records.push(r);
+                }
+            }
+            Err(message) if strict => {
+                return Err(DataError::Malformed {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message,
+                });
+            }
+            Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
+        }
+    }
+    if records.is_empty()
+        && let Some(m) = model
+    {
+        return Err(DataError::NoSuchModel {
+            path: path.to_path_buf(),
+            model: m.to_string(),
+            known: models.into_iter().collect::<Vec<_>>().join(", "),
+        });
+    }
+    Ok(Loaded { records, skipped })
+}
+
+fn parse_line(line: &str) -> Result<PromptRecord, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let field = |name: &str| {
+        v.get(name)
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| format!("field `{name}` missing or not a string"))
+    };
+    let prompt = field("prompt")?;
+    let response = field("response")?;
+    Ok(PromptRecord {
+        prompt_id: field("prompt_id")?.to_string(),
+        model: field("model")?.to_string(),
+        prompt: prompt.to_string(),
+        input_tokens: tokens(prompt),
+        output_tokens: tokens(response),
+    })
+}
+
+/// The data directory: `XSCHED_DATA_DIR`, else `../shared/data`.
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("XSCHED_DATA_DIR")
+        .map_or_else(|| PathBuf::from("../shared/data"), PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_lines_name_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("xsched-llm-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("p.jsonl");
+        let good = r#"{"source":"s","model":"m","prompt_id":"1","prompt":"a b c","response":"x y z w v u"}"#;
+        std::fs::write(&path, format!("{good}\nnot json\n{{\"model\":\"m\"}}\n")).expect("write");
+        let loaded = load_prompts(&path, Some("m"), false).expect("lenient");
+        assert_eq!(loaded.records.len(), 1);
+        assert_eq!(loaded.records[0].input_tokens, 4);
+        assert_eq!(loaded.records[0].output_tokens, 8);
+        assert_eq!(loaded.skipped.len(), 2);
+        assert!(
+            loaded.skipped[0].contains("p.jsonl:2"),
+            "{:?}",
+            loaded.skipped
+        );
+        let err = load_prompts(&path, Some("m"), true).expect_err("strict");
+        assert!(err.to_string().contains("p.jsonl:2"), "{err}");
+        let err = load_prompts(&path, Some("other"), false).expect_err("no such model");
+        assert!(err.to_string().contains("models there: m"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,36 @@
+//! # xsched-llm
+//!
+//! LLM request scheduling under output-length uncertainty (SageSched), on a deterministic
+//! vLLM-like engine simulator driven by real request data.
+//!
+//! - [`engine`]: continuous batching with a token budget per step, `max_num_seqs`, chunked
+//!   prefill, a KV-cache block pool and preemption by recompute; step time
+//!   `β0 + β1·prefill + β2·decode` from published fits.
+//! - [`predictor`]: a semantic history predictor (hashed n-gram embeddings, cosine nearest
+//!   neighbours over a bounded history of completed requests) that returns an output-length
+//!   *distribution*.
+//! - [`policy`]: FCFS, SSJF, oracle SRPT and SageSched (Gittins index of the predicted cost
+//!   `C = O²/2 + I·O`).
+//! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
+//! - [`experiment`]: capacity, load sweeps, rows.
+
+pub mod data;
+pub mod engine;
+pub mod experiment;
+pub mod policy;
+pub mod predictor;
+
+/// One request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Position in the workload (stable across policies).
+    pub id: usize,
+    /// Arrival time, seconds from the start.
+    pub arrival: f64,
+    /// The prompt text (empty for trace-only workloads).
+    pub prompt: String,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Tokens the model really generated.
+    pub output_tokens: u32,
+}

@@ -1,0 +1,188 @@
+//! Request-ordering policies: each ranks active requests every step (lower runs first).
+//!
+//! - `fcfs`: arrival order (vLLM's default); running requests keep their place.
+//! - `ssjf`: shortest *predicted* output first, a point estimate (the predictor's mean);
+//!   non-preemptive: started requests run to completion first.
+//! - `srpt-oracle`: shortest remaining true cost first (knows every output length): the bound.
+//! - `sagesched`: highest Gittins index of the predicted cost distribution given the cost
+//!   attained, cost `C = O²/2 + I·O` (I input, O output tokens); preemptive.
+//! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`: ablations (mean remaining
+//!   cost instead of Gittins; cost = O; the prior instead of the history).
+
+use crate::Request;
+use crate::predictor::{Embedding, Predictor, embed};
+use std::collections::HashMap;
+use xsched_core::gittins::SizeDistribution;
+
+/// What a policy sees of one active request.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    /// The request.
+    pub req: &'a Request,
+    /// Tokens generated so far.
+    pub generated: u32,
+    /// Whether it has started (holds KV or generated a token).
+    pub started: bool,
+    /// The engine's clock (s).
+    pub now: f64,
+}
+
+/// Orders requests.
+pub trait Policy {
+    /// The policy's name.
+    fn name(&self) -> &'static str;
+    /// A request arrived.
+    fn arrive(&mut self, _req: &Request) {}
+    /// Its rank now; lower runs first.
+    fn rank(&self, v: &View<'_>) -> f64;
+    /// A request completed (its true output length is now known).
+    fn complete(&mut self, _req: &Request) {}
+}
+
+/// Every policy name.
+pub const NAMES: &[&str] = &[
+    "fcfs",
+    "ssjf",
+    "sagesched",
+    "srpt-oracle",
+    "sagesched-mean",
+    "sagesched-length",
+    "sagesched-nohistory",
+];
+
+/// The cost of serving `o` output tokens after an `i`-token prompt: `O²/2 + I·O`.
+pub fn cost(i: u32, o: u32) -> f64 {
+    let (i, o) = (f64::from(i), f64::from(o));
+    o * o / 2.0 + i * o
+}
+
+/// Build a policy by name; the predictor's history holds `history` entries.
+pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
+    Some(match name {
+        "fcfs" => Box::new(Fcfs),
+        "srpt-oracle" => Box::new(SrptOracle),
+        "ssjf" => Box::new(Predicted::new("ssjf", Rule::Ssjf, history)),
+        "sagesched" => Box::new(Predicted::new("sagesched", Rule::Gittins, history)),
+        "sagesched-mean" => Box::new(Predicted::new("sagesched-mean", Rule::MeanCost, history)),
+        "sagesched-length" => Box::new(Predicted::new(
+            "sagesched-length",
+            Rule::LengthOnly,
+            history,
+        )),
+        "sagesched-nohistory" => Box::new(Predicted::new("sagesched-nohistory", Rule::Gittins, 0)),
+        _ => return None,
+    })
+}
+
+/// Rank offset that puts started requests before waiting ones (non-preemptive policies).
+const STARTED_FIRST: f64 = -1e18;
+
+/// Arrival order (vLLM's default).
+pub struct Fcfs;
+
+impl Policy for Fcfs {
+    fn name(&self) -> &'static str {
+        "fcfs"
+    }
+    fn rank(&self, v: &View<'_>) -> f64 {
+        v.req.arrival
+    }
+}
+
+struct SrptOracle;
+
+impl Policy for SrptOracle {
+    fn name(&self) -> &'static str {
+        "srpt-oracle"
+    }
+    fn rank(&self, v: &View<'_>) -> f64 {
+        cost(v.req.input_tokens, v.req.output_tokens) - cost(v.req.input_tokens, v.generated)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    Ssjf,
+    Gittins,
+    MeanCost,
+    LengthOnly,
+}
+
+/// The predictor-driven policies.
+struct Predicted {
+    name: &'static str,
+    rule: Rule,
+    predictor: Option<Predictor>,
+    /// Per waiting/running request: its embedding and its predicted cost distribution.
+    pending: HashMap<usize, (Embedding, SizeDistribution)>,
+}
+
+impl Predicted {
+    fn new(name: &'static str, rule: Rule, history: usize) -> Predicted {
+        Predicted {
+            name,
+            rule,
+            predictor: (history > 0).then(|| Predictor::new(history)),
+            pending: HashMap::new(),
+        }
+    }
+
+    fn size(&self, req: &Request, o: u32) -> f64 {
+        match self.rule {
+            Rule::LengthOnly | Rule::Ssjf => f64::from(o),
+            Rule::Gittins | Rule::MeanCost => cost(req.input_tokens, o),
+        }
+    }
+}
+
+impl Policy for Predicted {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn arrive(&mut self, req: &Request) {
+        let e = embed(&req.prompt);
+        let lengths = match &self.predictor {
+            Some(p) => p.predict(&e),
+            None => Predictor::new(1).predict(&e),
+        };
+        let dist = lengths
+            .map(|o| self.size(req, o as u32))
+            .unwrap_or_else(|| SizeDistribution::from_valid_samples(&[], self.size(req, 256)));
+        self.pending.insert(req.id, (e, dist));
+    }
+
+    fn rank(&self, v: &View<'_>) -> f64 {
+        let Some((_, dist)) = self.pending.get(&v.req.id) else {
+            return v.req.arrival;
+        };
+        let attained = self.size(v.req, v.generated);
+        match self.rule {
+            Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
+            Rule::Ssjf => dist.mean(),
+            Rule::MeanCost => {
+                let alive: Vec<(f64, f64)> = dist
+                    .atoms()
+                    .iter()
+                    .copied()
+                    .filter(|(s, _)| *s > attained)
+                    .collect();
+                let mass: f64 = alive.iter().map(|(_, p)| p).sum();
+                if mass > 0.0 {
+                    alive.iter().map(|(s, p)| (s - attained) * p).sum::<f64>() / mass
+                } else {
+                    attained.max(1.0)
+                }
+            }
+            Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained),
+        }
+    }
+
+    fn complete(&mut self, req: &Request) {
+        if let Some((e, _)) = self.pending.remove(&req.id)
+            && let Some(p) = self.predictor.as_mut()
+        {
+            p.learn(e, req.output_tokens);
+        }
+    }
+}
