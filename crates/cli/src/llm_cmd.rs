@@ -33,14 +33,71 @@ pub struct LlmArgs {
     pub strict: bool,
 }
 
-pub fn run(a: &LlmArgs) -> Result<Report> {
-    let Some(&(_, file)) = DATASETS.iter().find(|(n, _)| *n == a.dataset) else {
+/// The prompt file of `dataset` under the data directory.
+fn dataset_path(a: &LlmArgs, dataset: &str) -> Result<PathBuf> {
+    let Some(&(_, file)) = DATASETS.iter().find(|(n, _)| *n == dataset) else {
         bail!(
-            "unknown dataset `{}`; known: {}",
-            a.dataset,
+            "unknown dataset `{dataset}`; known: {}",
             DATASETS.iter().map(|d| d.0).collect::<Vec<_>>().join(", ")
         );
     };
+    Ok(a.data.clone().unwrap_or_else(data::data_dir).join(file))
+}
+
+/// `xsched llm predict-eval`: the predictor's online accuracy on the chosen model's responses,
+/// and its latency with a 10 000-entry history (filled from both prompt files).
+pub fn predict_eval(a: &LlmArgs) -> Result<Report> {
+    let path = dataset_path(a, &a.dataset)?;
+    let records = match a.model.as_deref() {
+        Some(m) => data::load_prompts(&path, Some(m), a.strict)?.records,
+        None => data::load_prompts(&path, None, a.strict)?.records,
+    };
+    let mut pool = Vec::new();
+    for (name, _) in DATASETS {
+        pool.extend(data::load_prompts(&dataset_path(a, name)?, None, a.strict)?.records);
+    }
+    let e = xsched_llm::evaluate::evaluate(&records, &pool, 10_000, 1);
+    let row = serde_json::json!({
+        "dataset": a.dataset, "model": a.model.clone().unwrap_or_else(|| "all".into()),
+        "requests": e.requests, "within_2x": (e.within_2x * 1000.0).round() / 1000.0,
+        "global_median_within_2x": (e.baseline_within_2x * 1000.0).round() / 1000.0,
+        "spearman": (e.spearman * 1000.0).round() / 1000.0, "history": e.history,
+        "latency_p50_us": e.latency_p50_us.round(), "latency_p99_us": e.latency_p99_us.round(),
+    });
+    let serde_json::Value::Object(row) = row else {
+        bail!("internal: row is not an object");
+    };
+    Ok(Report {
+        experiment: format!(
+            "llm predict-eval (hashed n-gram embedding, {} nearest, tokens = words x {TOKENS_PER_WORD:.3})",
+            xsched_llm::predictor::NEIGHBOURS
+        ),
+        columns: [
+            "dataset",
+            "model",
+            "requests",
+            "within_2x",
+            "global_median_within_2x",
+            "spearman",
+            "history",
+            "latency_p50_us",
+            "latency_p99_us",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect(),
+        rows: vec![row],
+        checks: vec![Check {
+            name: "prediction latency P99 with a 10 k-entry history".into(),
+            target: "< 500 us (SageSched)".into(),
+            measured: format!("{:.0} us", e.latency_p99_us),
+            pass: e.latency_p99_us < 500.0,
+        }],
+        events: 0,
+    })
+}
+
+pub fn run(a: &LlmArgs) -> Result<Report> {
     let engine = EngineConfig::preset(&a.engine).with_context(|| {
         format!(
             "unknown engine `{}`; known: {}",
@@ -48,7 +105,7 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
             EngineConfig::PRESETS.join(", ")
         )
     })?;
-    let path = a.data.clone().unwrap_or_else(data::data_dir).join(file);
+    let path = dataset_path(a, &a.dataset)?;
     let Some(model) = a.model.as_deref() else {
         let all = data::load_prompts(&path, None, a.strict)?;
         let models: std::collections::BTreeSet<&str> =

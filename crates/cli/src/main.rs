@@ -148,6 +148,9 @@ enum Command {
     },
     /// LLM request scheduling: policies side by side on real prompts over a load sweep.
     Llm {
+        /// `predict-eval` reports the output-length predictor's accuracy and latency instead.
+        #[arg(value_parser = ["predict-eval"])]
+        action: Option<String>,
         /// Data directory (default: $XSCHED_DATA_DIR, else ../shared/data).
         #[arg(long)]
         data: Option<PathBuf>,
@@ -251,6 +254,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Devices { json } => output::print_devices(json),
         Command::Llm {
+            action,
             data,
             dataset,
             model_filter,
@@ -260,7 +264,7 @@ fn run(cli: Cli) -> Result<()> {
             strict,
             json,
         } => {
-            let report = llm_cmd::run(&llm_cmd::LlmArgs {
+            let args = llm_cmd::LlmArgs {
                 data,
                 dataset,
                 model: model_filter,
@@ -268,7 +272,11 @@ fn run(cli: Cli) -> Result<()> {
                 loads: load,
                 engine,
                 strict,
-            })?;
+            };
+            let report = match action.as_deref() {
+                Some(_) => llm_cmd::predict_eval(&args)?,
+                None => llm_cmd::run(&args)?,
+            };
             output::print_report("llm", &report, json)
         }
         Command::Serve {

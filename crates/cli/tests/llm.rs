@@ -79,3 +79,27 @@ fn an_unknown_model_lists_the_models() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("gpt-4"), "{err}");
 }
+
+#[test]
+fn predict_eval_reports_accuracy_and_latency() {
+    let Some(data) = data_dir() else { return };
+    let out = llm(
+        &data,
+        &["predict-eval", "--model-filter", "gpt-4", "--json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let row = &doc["rows"][0];
+    let within = row["within_2x"].as_f64().expect("within_2x");
+    assert!((0.0..=1.0).contains(&within));
+    assert!(
+        row["spearman"]
+            .as_f64()
+            .is_some_and(|s| (-1.0..=1.0).contains(&s))
+    );
+    assert_eq!(row["history"], 10_000);
+}

@@ -16,6 +16,7 @@
 
 pub mod data;
 pub mod engine;
+pub mod evaluate;
 pub mod experiment;
 pub mod policy;
 pub mod predictor;

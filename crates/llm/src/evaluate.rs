@@ -1,0 +1,156 @@
+//! How good and how fast the predictor is (`xsched llm predict-eval`).
+//!
+//! Accuracy is measured online, as the scheduler would use it: requests in a seeded order, each
+//! predicted from the history of those before it, then learned. Reported: the fraction whose
+//! predicted median is within 2× of the truth, and the Spearman rank correlation between the
+//! predicted mean and the truth. Latency is wall-clock per prediction against a full history.
+
+use crate::data::PromptRecord;
+use crate::predictor::{Predictor, embed};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_pcg::Pcg64Mcg;
+use std::time::Instant;
+
+/// Predictor quality and cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PredictEval {
+    /// Requests evaluated.
+    pub requests: usize,
+    /// Fraction with the predicted median within 2× of the true length.
+    pub within_2x: f64,
+    /// Spearman rank correlation of predicted mean and true length.
+    pub spearman: f64,
+    /// The same two for the history-free baseline (every request predicted as the global
+    /// median so far): what the history adds.
+    pub baseline_within_2x: f64,
+    /// History entries when latency was measured.
+    pub history: usize,
+    /// Prediction latency P50 (µs), embedding included.
+    pub latency_p50_us: f64,
+    /// Prediction latency P99 (µs), embedding included.
+    pub latency_p99_us: f64,
+}
+
+fn ranks(v: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut r = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+            j += 1;
+        }
+        let avg = (i + j) as f64 / 2.0;
+        for &k in &idx[i..=j] {
+            r[k] = avg;
+        }
+        i = j + 1;
+    }
+    r
+}
+
+/// Spearman rank correlation (0 when undefined).
+pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = ra.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (ma, mb) = (ra.iter().sum::<f64>() / n, rb.iter().sum::<f64>() / n);
+    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = ra.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = rb.iter().map(|y| (y - mb).powi(2)).sum();
+    if va == 0.0 || vb == 0.0 {
+        0.0
+    } else {
+        cov / (va * vb).sqrt()
+    }
+}
+
+fn median(d: &xsched_core::gittins::SizeDistribution) -> f64 {
+    let mut acc = 0.0;
+    for &(s, p) in d.atoms() {
+        acc += p;
+        if acc >= 0.5 {
+            return s;
+        }
+    }
+    d.max()
+}
+
+/// Evaluate on `records` (online) and time predictions against a history filled from
+/// `latency_pool` (up to `history` entries).
+pub fn evaluate(
+    records: &[PromptRecord],
+    latency_pool: &[PromptRecord],
+    history: usize,
+    seed: u64,
+) -> PredictEval {
+    let mut order: Vec<&PromptRecord> = records.iter().collect();
+    order.shuffle(&mut Pcg64Mcg::seed_from_u64(seed));
+    let mut p = Predictor::new(history);
+    let (mut means, mut truth) = (Vec::new(), Vec::new());
+    let (mut within, mut base_within) = (0usize, 0usize);
+    let mut seen: Vec<f64> = Vec::new();
+    for r in &order {
+        let e = embed(&r.prompt);
+        let d = p.predict(&e);
+        let t = f64::from(r.output_tokens);
+        let m = median(&d);
+        within += usize::from(m <= 2.0 * t && t <= 2.0 * m);
+        if !seen.is_empty() {
+            let mut s = seen.clone();
+            s.sort_by(f64::total_cmp);
+            let g = s[s.len() / 2];
+            base_within += usize::from(g <= 2.0 * t && t <= 2.0 * g);
+        }
+        means.push(d.mean());
+        truth.push(t);
+        seen.push(t);
+        p.learn(e, r.output_tokens);
+    }
+    let mut full = Predictor::new(history);
+    for r in latency_pool.iter().take(history) {
+        full.learn(embed(&r.prompt), r.output_tokens);
+    }
+    let mut lat: Vec<f64> = order
+        .iter()
+        .take(500)
+        .map(|r| {
+            let t = Instant::now();
+            let d = full.predict(&embed(&r.prompt));
+            std::hint::black_box(d);
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        lat.get(((lat.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let n = order.len().max(1) as f64;
+    PredictEval {
+        requests: order.len(),
+        within_2x: within as f64 / n,
+        spearman: spearman(&means, &truth),
+        baseline_within_2x: base_within as f64 / (n - 1.0).max(1.0),
+        history: full.len(),
+        latency_p50_us: at(0.5),
+        latency_p99_us: at(0.99),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_of_monotone_and_reversed() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        assert!((spearman(&a, &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
+        assert!((spearman(&a, &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+    }
+}
