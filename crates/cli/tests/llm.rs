@@ -39,7 +39,7 @@ fn policies_side_by_side_on_real_prompts_deterministically() {
         "--model-filter",
         "Llama-2-70b-chat",
         "--policy",
-        "fcfs,sagesched,srpt-oracle",
+        "fcfs,fastserve,trail,sagesched,srpt-oracle",
         "--load",
         "0.5,1.2",
         "--json",
@@ -52,7 +52,7 @@ fn policies_side_by_side_on_real_prompts_deterministically() {
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let rows = doc["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 6, "three policies at two loads");
+    assert_eq!(rows.len(), 10, "five policies at two loads");
     for r in rows {
         for key in [
             "ttlt_mean_ms",

@@ -6,6 +6,13 @@
 //! - `srpt-oracle`: shortest remaining true cost first (knows every output length): the bound.
 //! - `sagesched`: highest Gittins index of the predicted cost distribution given the cost
 //!   attained, cost `C = O²/2 + I·O` (I input, O output tokens); preemptive.
+//! - `fastserve`: skip-join MLFQ: level `p` has a quantum of `10 ms · 2^p` of service; a request
+//!   joins the first level whose quantum covers its prefill, is demoted as it uses quanta up, and
+//!   is promoted back to the top after waiting [`STARVATION_S`] (the starvation guard). Service
+//!   is estimated from tokens and the engine's step-time fit (one decode step per token).
+//! - `trail`: SRPT on the predicted remaining output, refined as tokens are generated (the
+//!   conditional mean of the predicted distribution given the tokens so far); a request becomes
+//!   non-preemptible once it generated more than 0.8 × its initial prediction.
 //! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`: ablations (mean remaining
 //!   cost instead of Gittins; cost = O; the prior instead of the history).
 
@@ -42,7 +49,9 @@ pub trait Policy {
 /// Every policy name.
 pub const NAMES: &[&str] = &[
     "fcfs",
+    "fastserve",
     "ssjf",
+    "trail",
     "sagesched",
     "srpt-oracle",
     "sagesched-mean",
@@ -61,6 +70,8 @@ pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
     Some(match name {
         "fcfs" => Box::new(Fcfs),
         "srpt-oracle" => Box::new(SrptOracle),
+        "fastserve" => Box::new(FastServe),
+        "trail" => Box::new(Predicted::new("trail", Rule::Trail, history)),
         "ssjf" => Box::new(Predicted::new("ssjf", Rule::Ssjf, history)),
         "sagesched" => Box::new(Predicted::new("sagesched", Rule::Gittins, history)),
         "sagesched-mean" => Box::new(Predicted::new("sagesched-mean", Rule::MeanCost, history)),
@@ -89,6 +100,41 @@ impl Policy for Fcfs {
     }
 }
 
+/// Waiting this long (s) puts a request back at FastServe's top level.
+pub const STARVATION_S: f64 = 10.0;
+
+/// FastServe's skip-join MLFQ, with service estimated from the A100 step-time fit.
+struct FastServe;
+
+impl FastServe {
+    /// Seconds of service for prefilling `i` tokens and decoding `g`.
+    fn service(i: u32, g: u32) -> f64 {
+        (47.84 * f64::from(i) + 16_441.5 * f64::from(g)) / 1e6
+    }
+
+    /// The first level whose quantum (10 ms · 2^p) covers `seconds`.
+    fn level(seconds: f64) -> f64 {
+        (seconds / 0.010).max(1.0).log2().ceil()
+    }
+}
+
+impl Policy for FastServe {
+    fn name(&self) -> &'static str {
+        "fastserve"
+    }
+    fn rank(&self, v: &View<'_>) -> f64 {
+        let r = v.req;
+        let served = FastServe::service(r.input_tokens, v.generated);
+        let waited = (v.now - r.arrival - served).max(0.0);
+        let level = if waited > STARVATION_S {
+            0.0
+        } else {
+            FastServe::level(FastServe::service(r.input_tokens, 0)).max(FastServe::level(served))
+        };
+        level * 1e9 + r.arrival
+    }
+}
+
 struct SrptOracle;
 
 impl Policy for SrptOracle {
@@ -103,6 +149,7 @@ impl Policy for SrptOracle {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Rule {
     Ssjf,
+    Trail,
     Gittins,
     MeanCost,
     LengthOnly,
@@ -129,7 +176,7 @@ impl Predicted {
 
     fn size(&self, req: &Request, o: u32) -> f64 {
         match self.rule {
-            Rule::LengthOnly | Rule::Ssjf => f64::from(o),
+            Rule::LengthOnly | Rule::Ssjf | Rule::Trail => f64::from(o),
             Rule::Gittins | Rule::MeanCost => cost(req.input_tokens, o),
         }
     }
@@ -160,20 +207,8 @@ impl Policy for Predicted {
         match self.rule {
             Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
             Rule::Ssjf => dist.mean(),
-            Rule::MeanCost => {
-                let alive: Vec<(f64, f64)> = dist
-                    .atoms()
-                    .iter()
-                    .copied()
-                    .filter(|(s, _)| *s > attained)
-                    .collect();
-                let mass: f64 = alive.iter().map(|(_, p)| p).sum();
-                if mass > 0.0 {
-                    alive.iter().map(|(s, p)| (s - attained) * p).sum::<f64>() / mass
-                } else {
-                    attained.max(1.0)
-                }
-            }
+            Rule::Trail if attained > 0.8 * dist.mean() => STARTED_FIRST + v.req.arrival,
+            Rule::MeanCost | Rule::Trail => mean_remaining(dist, attained),
             Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained),
         }
     }
@@ -184,5 +219,19 @@ impl Policy for Predicted {
         {
             p.learn(e, req.output_tokens);
         }
+    }
+}
+
+/// `E[S − a | S > a]`, or `a` itself once the support is outlived.
+fn mean_remaining(dist: &SizeDistribution, attained: f64) -> f64 {
+    let (mut mass, mut work) = (0.0, 0.0);
+    for &(s, p) in dist.atoms().iter().filter(|(s, _)| *s > attained) {
+        mass += p;
+        work += (s - attained) * p;
+    }
+    if mass > 0.0 {
+        work / mass
+    } else {
+        attained.max(1.0)
     }
 }

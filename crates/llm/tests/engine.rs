@@ -87,3 +87,24 @@ fn kv_exhaustion_preempts_by_recompute_and_still_completes() {
         "{stats:?}"
     );
 }
+
+#[test]
+fn every_policy_completes_every_request() {
+    let cfg = engine();
+    let requests: Vec<Request> = (0..60)
+        .map(|i| {
+            req(
+                i,
+                i as f64 * 0.05,
+                40 + (i as u32 * 37) % 300,
+                5 + (i as u32 * 53) % 400,
+            )
+        })
+        .collect();
+    for name in policy::NAMES {
+        let mut p = policy::by_name(name, 50).expect("policy");
+        let s = simulate(&cfg, &requests, p.as_mut());
+        assert_eq!(s.outcomes.len(), requests.len(), "{name}");
+        assert!(s.outcomes.iter().all(|o| o.ttft <= o.ttlt), "{name}");
+    }
+}
