@@ -147,7 +147,7 @@ pub fn simulate(cfg: &EngineConfig, requests: &[Request], policy: &mut dyn Polic
             };
             (policy.rank(&view), i)
         }));
-        order.sort_by(|x, y| {
+        order.sort_unstable_by(|x, y| {
             x.0.total_cmp(&y.0)
                 .then(active[x.1].idx.cmp(&active[y.1].idx))
         });

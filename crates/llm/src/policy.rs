@@ -13,12 +13,13 @@
 //! - `trail`: SRPT on the predicted remaining output, refined as tokens are generated (the
 //!   conditional mean of the predicted distribution given the tokens so far); a request becomes
 //!   non-preemptible once it generated more than 0.8 × its initial prediction.
-//! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`: ablations (mean remaining
-//!   cost instead of Gittins; cost = O; the prior instead of the history).
+//! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`, `sagesched-oracle`: ablations
+//!   (mean remaining cost instead of Gittins; cost = O; the prior instead of the history; the
+//!   true length as a one-atom distribution, which must order exactly as `srpt-oracle`).
 
 use crate::Request;
 use crate::predictor::{Embedding, Predictor, embed};
-use std::collections::HashMap;
+use std::cell::Cell;
 use xsched_core::gittins::SizeDistribution;
 
 /// What a policy sees of one active request.
@@ -57,6 +58,7 @@ pub const NAMES: &[&str] = &[
     "sagesched-mean",
     "sagesched-length",
     "sagesched-nohistory",
+    "sagesched-oracle",
 ];
 
 /// The cost of serving `o` output tokens after an `i`-token prompt: `O²/2 + I·O`.
@@ -81,6 +83,7 @@ pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
             history,
         )),
         "sagesched-nohistory" => Box::new(Predicted::new("sagesched-nohistory", Rule::Gittins, 0)),
+        "sagesched-oracle" => Box::new(Predicted::oracle()),
         _ => return None,
     })
 }
@@ -155,13 +158,21 @@ enum Rule {
     LengthOnly,
 }
 
+/// What a predictor-driven policy keeps about one request.
+type Pending = (Embedding, SizeDistribution, Cell<Option<(u32, f64)>>);
+
 /// The predictor-driven policies.
 struct Predicted {
     name: &'static str,
     rule: Rule,
     predictor: Option<Predictor>,
-    /// Per waiting/running request: its embedding and its predicted cost distribution.
-    pending: HashMap<usize, (Embedding, SizeDistribution)>,
+    /// Predict the true length (a one-atom distribution) instead of using the history.
+    oracle: bool,
+    /// Per waiting/running request: its embedding, its predicted cost distribution, and its
+    /// last rank with the tokens generated when it was computed (a waiting request's index does
+    /// not change, so most steps only look it up).
+    /// Indexed by request id (dense positions in the workload), so a lookup is an array access.
+    pending: Vec<Option<Pending>>,
 }
 
 impl Predicted {
@@ -170,7 +181,15 @@ impl Predicted {
             name,
             rule,
             predictor: (history > 0).then(|| Predictor::new(history)),
-            pending: HashMap::new(),
+            oracle: false,
+            pending: Vec::new(),
+        }
+    }
+
+    fn oracle() -> Predicted {
+        Predicted {
+            oracle: true,
+            ..Predicted::new("sagesched-oracle", Rule::Gittins, 0)
         }
     }
 
@@ -190,19 +209,47 @@ impl Policy for Predicted {
     fn arrive(&mut self, req: &Request) {
         let e = embed(&req.prompt);
         let lengths = match &self.predictor {
+            _ if self.oracle => {
+                SizeDistribution::from_valid_samples(&[f64::from(req.output_tokens)], 1.0)
+            }
             Some(p) => p.predict(&e),
             None => Predictor::new(1).predict(&e),
         };
         let dist = lengths
             .map(|o| self.size(req, o as u32))
             .unwrap_or_else(|| SizeDistribution::from_valid_samples(&[], self.size(req, 256)));
-        self.pending.insert(req.id, (e, dist));
+        if self.pending.len() <= req.id {
+            self.pending.resize_with(req.id + 1, || None);
+        }
+        self.pending[req.id] = Some((e, dist, Cell::new(None)));
     }
 
     fn rank(&self, v: &View<'_>) -> f64 {
-        let Some((_, dist)) = self.pending.get(&v.req.id) else {
+        let Some(Some((_, dist, cached))) = self.pending.get(v.req.id) else {
             return v.req.arrival;
         };
+        if let Some((generated, rank)) = cached.get()
+            && generated == v.generated
+            && !v.started
+        {
+            return rank;
+        }
+        let rank = self.compute_rank(v, dist);
+        cached.set(Some((v.generated, rank)));
+        rank
+    }
+
+    fn complete(&mut self, req: &Request) {
+        if let Some((e, _, _)) = self.pending.get_mut(req.id).and_then(Option::take)
+            && let Some(p) = self.predictor.as_mut()
+        {
+            p.learn(e, req.output_tokens);
+        }
+    }
+}
+
+impl Predicted {
+    fn compute_rank(&self, v: &View<'_>, dist: &SizeDistribution) -> f64 {
         let attained = self.size(v.req, v.generated);
         match self.rule {
             Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
@@ -210,14 +257,6 @@ impl Policy for Predicted {
             Rule::Trail if attained > 0.8 * dist.mean() => STARTED_FIRST + v.req.arrival,
             Rule::MeanCost | Rule::Trail => mean_remaining(dist, attained),
             Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained),
-        }
-    }
-
-    fn complete(&mut self, req: &Request) {
-        if let Some((e, _)) = self.pending.remove(&req.id)
-            && let Some(p) = self.predictor.as_mut()
-        {
-            p.learn(e, req.output_tokens);
         }
     }
 }

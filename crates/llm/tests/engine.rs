@@ -108,3 +108,24 @@ fn every_policy_completes_every_request() {
         assert!(s.outcomes.iter().all(|o| o.ttft <= o.ttlt), "{name}");
     }
 }
+
+#[test]
+fn gittins_with_exact_lengths_orders_exactly_as_srpt() {
+    let cfg = engine();
+    let requests: Vec<Request> = (0..50)
+        .map(|i| {
+            req(
+                i,
+                i as f64 * 0.02,
+                30 + (i as u32 * 37) % 200,
+                3 + (i as u32 * 61) % 300,
+            )
+        })
+        .collect();
+    let run = |name: &str| {
+        let mut p = policy::by_name(name, 10).expect("policy");
+        simulate(&cfg, &requests, p.as_mut())
+    };
+    let (gittins, srpt) = (run("sagesched-oracle"), run("srpt-oracle"));
+    assert_eq!(gittins.outcomes, srpt.outcomes);
+}
