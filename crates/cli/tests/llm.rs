@@ -25,9 +25,12 @@ fn data_dir() -> Option<PathBuf> {
 
 fn llm(data: &PathBuf, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_xsched"))
-        .args(["llm", "--data"])
-        .arg(data)
         .args(extra)
+        .args(["--data"])
+        .arg(data)
+        // The hashed embedding: MiniLM in a debug build would take minutes (its own test is in
+        // crates/llm/tests/minilm.rs).
+        .args(["--embedding", "hashed"])
         .output()
         .expect("xsched runs")
 }
@@ -36,6 +39,7 @@ fn llm(data: &PathBuf, extra: &[&str]) -> std::process::Output {
 fn policies_side_by_side_on_real_prompts_deterministically() {
     let Some(data) = data_dir() else { return };
     let args = [
+        "llm",
         "--model-filter",
         "Llama-2-70b-chat",
         "--policy",
@@ -74,7 +78,7 @@ fn policies_side_by_side_on_real_prompts_deterministically() {
 #[test]
 fn an_unknown_model_lists_the_models() {
     let Some(data) = data_dir() else { return };
-    let out = llm(&data, &["--model-filter", "nope"]);
+    let out = llm(&data, &["llm", "--model-filter", "nope"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("gpt-4"), "{err}");
@@ -85,7 +89,7 @@ fn predict_eval_reports_accuracy_and_latency() {
     let Some(data) = data_dir() else { return };
     let out = llm(
         &data,
-        &["predict-eval", "--model-filter", "gpt-4", "--json"],
+        &["llm", "predict-eval", "--model-filter", "gpt-4", "--json"],
     );
     assert!(
         out.status.success(),

@@ -7,12 +7,14 @@
 
 use crate::Request;
 use crate::data::PromptRecord;
+use crate::embedding::Embedder;
 use crate::engine::{EngineConfig, RunStats, simulate};
 use crate::policy;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 /// What a sweep runs.
 #[derive(Clone, Debug)]
@@ -48,16 +50,22 @@ pub struct Point {
     pub preemptions: u64,
 }
 
-/// Requests from records in a seeded order, arriving as a Poisson process at `rate` per second.
-pub fn workload(records: &[PromptRecord], rate: f64, seed: u64) -> Vec<Request> {
+/// Requests from records (with their embeddings, index for index) in a seeded order, arriving
+/// as a Poisson process at `rate` per second.
+pub fn workload(
+    records: &[PromptRecord],
+    embeddings: &[Arc<[f32]>],
+    rate: f64,
+    seed: u64,
+) -> Vec<Request> {
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
-    let mut order: Vec<&PromptRecord> = records.iter().collect();
+    let mut order: Vec<(&PromptRecord, &Arc<[f32]>)> = records.iter().zip(embeddings).collect();
     order.shuffle(&mut rng);
     let mut t = 0.0;
     order
         .into_iter()
         .enumerate()
-        .map(|(id, r)| {
+        .map(|(id, (r, e))| {
             let u: f64 = rng.random_range(f64::EPSILON..1.0);
             if rate > 0.0 {
                 t += -u.ln() / rate;
@@ -68,6 +76,7 @@ pub fn workload(records: &[PromptRecord], rate: f64, seed: u64) -> Vec<Request> 
                 prompt: r.prompt.clone(),
                 input_tokens: r.input_tokens,
                 output_tokens: r.output_tokens,
+                embedding: e.clone(),
             }
         })
         .collect()
@@ -75,7 +84,8 @@ pub fn workload(records: &[PromptRecord], rate: f64, seed: u64) -> Vec<Request> 
 
 /// Requests per second the engine sustains on these records (all arriving at once, FCFS).
 pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f64 {
-    let all = workload(records, 0.0, seed);
+    let none: Vec<Arc<[f32]>> = records.iter().map(|_| Arc::from(Vec::new())).collect();
+    let all = workload(records, &none, 0.0, seed);
     let stats = simulate(engine, &all, &mut policy::Fcfs);
     stats.outcomes.len() as f64 / stats.makespan.max(1e-9)
 }
@@ -101,7 +111,11 @@ fn summarize(policy: &str, load: f64, stats: &RunStats) -> Point {
 }
 
 /// Every policy at every load on `records`. Unknown policy names are an error naming them.
-pub fn sweep(p: &SweepParams, records: &[PromptRecord]) -> Result<(f64, Vec<Point>), String> {
+pub fn sweep(
+    p: &SweepParams,
+    records: &[PromptRecord],
+    embedder: &dyn Embedder,
+) -> Result<(f64, Vec<Point>), String> {
     for name in &p.policies {
         if policy::by_name(name, 1).is_none() {
             return Err(format!(
@@ -111,9 +125,10 @@ pub fn sweep(p: &SweepParams, records: &[PromptRecord]) -> Result<(f64, Vec<Poin
         }
     }
     let cap = capacity(&p.engine, records, p.seed);
+    let embeddings: Vec<Arc<[f32]>> = records.iter().map(|r| embedder.embed(&r.prompt)).collect();
     let mut points = Vec::new();
     for &load in &p.loads {
-        let requests = workload(records, load * cap, p.seed);
+        let requests = workload(records, &embeddings, load * cap, p.seed);
         for name in &p.policies {
             let mut pol = policy::by_name(name, p.history)
                 .ok_or_else(|| format!("unknown policy `{name}`"))?;

@@ -6,15 +6,16 @@
 //! - [`engine`]: continuous batching with a token budget per step, `max_num_seqs`, chunked
 //!   prefill, a KV-cache block pool and preemption by recompute; step time
 //!   `β0 + β1·prefill + β2·decode` from published fits.
-//! - [`predictor`]: a semantic history predictor (hashed n-gram embeddings, cosine nearest
-//!   neighbours over a bounded history of completed requests) that returns an output-length
-//!   *distribution*.
+//! - [`embedding`]: prompt embeddings: built-in hashed n-grams, or all-MiniLM-L6-v2 via candle.
+//! - [`predictor`]: a semantic history predictor (cosine nearest neighbours over a bounded
+//!   history of completed requests) that returns an output-length *distribution*.
 //! - [`policy`]: FCFS, SSJF, oracle SRPT and SageSched (Gittins index of the predicted cost
 //!   `C = O²/2 + I·O`).
 //! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
 //! - [`experiment`]: capacity, load sweeps, rows.
 
 pub mod data;
+pub mod embedding;
 pub mod engine;
 pub mod evaluate;
 pub mod experiment;
@@ -34,4 +35,6 @@ pub struct Request {
     pub input_tokens: u32,
     /// Tokens the model really generated.
     pub output_tokens: u32,
+    /// The prompt's embedding (computed once per prompt, shared by every policy's run).
+    pub embedding: std::sync::Arc<[f32]>,
 }

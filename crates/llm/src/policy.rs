@@ -18,7 +18,7 @@
 //!   true length as a one-atom distribution, which must order exactly as `srpt-oracle`).
 
 use crate::Request;
-use crate::predictor::{Embedding, Predictor, embed};
+use crate::predictor::{Embedding, Predictor};
 use std::cell::Cell;
 use xsched_core::gittins::SizeDistribution;
 
@@ -207,7 +207,7 @@ impl Policy for Predicted {
     }
 
     fn arrive(&mut self, req: &Request) {
-        let e = embed(&req.prompt);
+        let e = req.embedding.clone();
         let lengths = match &self.predictor {
             _ if self.oracle => {
                 SizeDistribution::from_valid_samples(&[f64::from(req.output_tokens)], 1.0)

@@ -2,6 +2,7 @@
 //! orderings scheduling theory predicts.
 
 use xsched_llm::Request;
+use xsched_llm::embedding::{Embedder, Hashed};
 use xsched_llm::engine::{EngineConfig, simulate};
 use xsched_llm::policy;
 
@@ -10,10 +11,12 @@ fn engine() -> EngineConfig {
 }
 
 fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
+    let prompt = format!("prompt number {id}");
     Request {
         id,
         arrival,
-        prompt: format!("prompt number {id}"),
+        embedding: Hashed.embed(&prompt),
+        prompt,
         input_tokens: input,
         output_tokens: output,
     }
