@@ -15,7 +15,8 @@
 //!   non-preemptible once it generated more than 0.8 × its initial prediction.
 //! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`, `sagesched-oracle`: ablations
 //!   (mean remaining cost instead of Gittins; cost = O; the prior instead of the history; the
-//!   true length as a one-atom distribution, which must order exactly as `srpt-oracle`).
+//!   true length as a one-atom distribution, which must order exactly as `srpt-oracle`; and
+//!   `sagesched-np`: the Gittins order for admission only, started requests never displaced).
 
 use crate::Request;
 use crate::predictor::{Embedding, Predictor};
@@ -59,6 +60,7 @@ pub const NAMES: &[&str] = &[
     "sagesched-length",
     "sagesched-nohistory",
     "sagesched-oracle",
+    "sagesched-np",
 ];
 
 /// The cost of serving `o` output tokens after an `i`-token prompt: `O²/2 + I·O`.
@@ -84,6 +86,11 @@ pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
         )),
         "sagesched-nohistory" => Box::new(Predicted::new("sagesched-nohistory", Rule::Gittins, 0)),
         "sagesched-oracle" => Box::new(Predicted::oracle()),
+        "sagesched-np" => Box::new(Predicted::new(
+            "sagesched-np",
+            Rule::GittinsAdmission,
+            history,
+        )),
         _ => return None,
     })
 }
@@ -153,6 +160,8 @@ impl Policy for SrptOracle {
 enum Rule {
     Ssjf,
     Trail,
+    /// Gittins order for admission only: started requests run to completion first.
+    GittinsAdmission,
     Gittins,
     MeanCost,
     LengthOnly,
@@ -196,7 +205,7 @@ impl Predicted {
     fn size(&self, req: &Request, o: u32) -> f64 {
         match self.rule {
             Rule::LengthOnly | Rule::Ssjf | Rule::Trail => f64::from(o),
-            Rule::Gittins | Rule::MeanCost => cost(req.input_tokens, o),
+            Rule::Gittins | Rule::GittinsAdmission | Rule::MeanCost => cost(req.input_tokens, o),
         }
     }
 }
@@ -252,7 +261,8 @@ impl Predicted {
     fn compute_rank(&self, v: &View<'_>, dist: &SizeDistribution) -> f64 {
         let attained = self.size(v.req, v.generated);
         match self.rule {
-            Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
+            Rule::Ssjf | Rule::GittinsAdmission if v.started => STARTED_FIRST + v.req.arrival,
+            Rule::GittinsAdmission => -dist.gittins(0.0),
             Rule::Ssjf => dist.mean(),
             Rule::Trail if attained > 0.8 * dist.mean() => STARTED_FIRST + v.req.arrival,
             Rule::MeanCost | Rule::Trail => mean_remaining(dist, attained),
