@@ -91,19 +91,26 @@ fn kv_exhaustion_preempts_by_recompute_and_still_completes() {
     );
 }
 
+/// `n` requests arriving `gap` seconds apart with scattered prompt and output lengths (the
+/// output pattern set by the stride `out_stride`).
+fn staggered(n: usize, gap: f64, out_stride: u32) -> Vec<Request> {
+    (0..n)
+        .map(|i| {
+            let k = i as u32;
+            req(
+                i,
+                i as f64 * gap,
+                30 + (k * 37) % 300,
+                3 + (k * out_stride) % 400,
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn every_policy_completes_every_request() {
     let cfg = engine();
-    let requests: Vec<Request> = (0..60)
-        .map(|i| {
-            req(
-                i,
-                i as f64 * 0.05,
-                40 + (i as u32 * 37) % 300,
-                5 + (i as u32 * 53) % 400,
-            )
-        })
-        .collect();
+    let requests = staggered(60, 0.05, 53);
     for name in policy::NAMES {
         let mut p = policy::by_name(name, 50).expect("policy");
         let s = simulate(&cfg, &requests, p.as_mut());
@@ -115,16 +122,7 @@ fn every_policy_completes_every_request() {
 #[test]
 fn gittins_with_exact_lengths_orders_exactly_as_srpt() {
     let cfg = engine();
-    let requests: Vec<Request> = (0..50)
-        .map(|i| {
-            req(
-                i,
-                i as f64 * 0.02,
-                30 + (i as u32 * 37) % 200,
-                3 + (i as u32 * 61) % 300,
-            )
-        })
-        .collect();
+    let requests = staggered(50, 0.02, 61);
     let run = |name: &str| {
         let mut p = policy::by_name(name, 10).expect("policy");
         simulate(&cfg, &requests, p.as_mut())
