@@ -1,8 +1,7 @@
 //! A tiled f32 matrix multiply `C = A × B` (n × n), one tile per block of output rows.
 
 use crate::kernel::Kernel;
-use crate::kernels::inputs;
-use std::sync::Mutex;
+use crate::kernels::{TileOutput, inputs};
 
 /// `C = A × B` with deterministic inputs; each tile computes `rows_per_tile` rows of C.
 #[derive(Debug)]
@@ -11,7 +10,7 @@ pub struct MatMul {
     rows_per_tile: usize,
     a: Vec<f32>,
     b: Vec<f32>,
-    c: Vec<Mutex<Vec<f32>>>,
+    c: TileOutput,
 }
 
 impl MatMul {
@@ -25,40 +24,29 @@ impl MatMul {
             rows_per_tile,
             a: inputs(seed, n * n),
             b: inputs(seed ^ 0xB, n * n),
-            c: (0..tiles)
-                .map(|t| {
-                    let rows = rows_per_tile.min(n - t * rows_per_tile);
-                    Mutex::new(vec![0.0; rows * n])
-                })
-                .collect(),
+            c: TileOutput::new((0..tiles).map(|t| {
+                let rows = rows_per_tile.min(n - t * rows_per_tile);
+                vec![0.0; rows * n]
+            })),
         }
     }
 
     /// The product, row-major (zeros where tiles have not run).
     pub fn result(&self) -> Vec<f32> {
-        self.c
-            .iter()
-            .flat_map(|block| {
-                block
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone()
-            })
-            .collect()
+        self.c.concat()
     }
 }
 
 impl Kernel for MatMul {
     fn tiles(&self) -> u32 {
-        u32::try_from(self.c.len()).unwrap_or(u32::MAX)
+        self.c.tiles()
     }
 
     fn run_tile(&self, tile: u32) {
+        let Some(mut out) = self.c.block(tile) else {
+            return;
+        };
         let t = tile as usize;
-        let Some(block) = self.c.get(t) else { return };
-        let mut out = block
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = self.n;
         let first_row = t * self.rows_per_tile;
         for (r, row) in out.chunks_mut(n).enumerate() {

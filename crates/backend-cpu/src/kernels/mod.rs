@@ -10,10 +10,12 @@
 mod matmul;
 mod saxpy;
 mod spin;
+mod tile_output;
 
 pub use matmul::MatMul;
 pub use saxpy::Saxpy;
 pub use spin::{DEFAULT_CHECKPOINT, Spin, spin_rate};
+pub(crate) use tile_output::TileOutput;
 
 /// Deterministic pseudo-random f32 inputs in [-1, 1) from a seed (SplitMix64), so results can
 /// be compared across runs without storing data.

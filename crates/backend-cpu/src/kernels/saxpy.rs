@@ -1,8 +1,7 @@
 //! The vector kernel `y = a·x + y`, in chunks. Not idempotent, on purpose.
 
 use crate::kernel::Kernel;
-use crate::kernels::inputs;
-use std::sync::Mutex;
+use crate::kernels::{TileOutput, inputs};
 
 /// `y ← a·x + y` over `len` elements, one tile per `chunk` elements.
 #[derive(Debug)]
@@ -10,7 +9,7 @@ pub struct Saxpy {
     a: f32,
     chunk: usize,
     x: Vec<f32>,
-    y: Vec<Mutex<Vec<f32>>>,
+    y: TileOutput,
 }
 
 impl Saxpy {
@@ -22,35 +21,26 @@ impl Saxpy {
             a,
             chunk,
             x: inputs(seed, len),
-            y: y0.chunks(chunk).map(|c| Mutex::new(c.to_vec())).collect(),
+            y: TileOutput::new(y0.chunks(chunk).map(<[f32]>::to_vec)),
         }
     }
 
     /// The current `y`.
     pub fn result(&self) -> Vec<f32> {
-        self.y
-            .iter()
-            .flat_map(|c| {
-                c.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone()
-            })
-            .collect()
+        self.y.concat()
     }
 }
 
 impl Kernel for Saxpy {
     fn tiles(&self) -> u32 {
-        u32::try_from(self.y.len()).unwrap_or(u32::MAX)
+        self.y.tiles()
     }
 
     fn run_tile(&self, tile: u32) {
-        let t = tile as usize;
-        let Some(chunk) = self.y.get(t) else { return };
-        let mut y = chunk
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let x = &self.x[t * self.chunk..];
+        let Some(mut y) = self.y.block(tile) else {
+            return;
+        };
+        let x = &self.x[tile as usize * self.chunk..];
         for (y, &x) in y.iter_mut().zip(x) {
             *y += self.a * x;
         }
