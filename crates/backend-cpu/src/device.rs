@@ -71,6 +71,8 @@ struct QueueGate {
     active: bool,
     queued: usize,
     saved: Option<Running>,
+    /// The `CpuQueue` was dropped with work left: forget the gate once that work is done.
+    closed: bool,
 }
 
 impl Default for QueueGate {
@@ -79,6 +81,7 @@ impl Default for QueueGate {
             active: true,
             queued: 0,
             saved: None,
+            closed: false,
         }
     }
 }
@@ -165,6 +168,7 @@ impl State {
         if let Some(msg) = r.failed.take() {
             let name = r.name;
             let r = self.running.take()?;
+            self.forget_if_done(r.queue);
             return Some((
                 r.done,
                 Err(CommandError::Failed(format!("{name} panicked: {msg}"))),
@@ -172,6 +176,7 @@ impl State {
         }
         if r.next_tile >= r.tiles {
             let r = self.running.take()?;
+            self.forget_if_done(r.queue);
             return Some((r.done, Ok(())));
         }
         if r.stop {
@@ -181,6 +186,13 @@ impl State {
             self.gates.entry(queue).or_default().saved = Some(r);
         }
         None
+    }
+
+    /// Drop the gate of a closed queue whose last command just ended.
+    fn forget_if_done(&mut self, queue: u32) {
+        if self.gates.get(&queue).is_some_and(|g| g.closed) && !self.has_work(queue) {
+            self.gates.remove(&queue);
+        }
     }
 
     fn has_work(&self, queue: u32) -> bool {
@@ -363,6 +375,11 @@ impl CpuDevice {
         self.inner.id
     }
 
+    /// Hardware queues the device currently tracks (dropped queues leave once their work ends).
+    pub fn queues(&self) -> usize {
+        self.inner.lock().gates.len()
+    }
+
     /// Worker threads.
     pub fn workers(&self) -> usize {
         self.workers.len()
@@ -511,6 +528,24 @@ impl HwQueue for CpuQueue {
     fn restore(&self) -> Result<(), HwError> {
         self.inner.set_active(self.queue, true, false);
         Ok(())
+    }
+}
+
+impl Drop for CpuQueue {
+    /// The queue's gate leaves the device now, or, if commands of it are still held or
+    /// running, is opened (nothing would reactivate it any more) and leaves after them.
+    fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        if st.has_work(self.queue) {
+            if let Some(g) = st.gates.get_mut(&self.queue) {
+                g.active = true;
+                g.closed = true;
+            }
+            drop(st);
+            self.inner.work.notify_all();
+        } else {
+            st.gates.remove(&self.queue);
+        }
     }
 }
 

@@ -211,3 +211,31 @@ fn dropping_the_device_fails_what_it_still_held() {
     q.launch(CpuCommand::host(|| ()), token(&late, 9));
     assert!(late.0.lock().expect("log")[0].1.is_err());
 }
+
+#[test]
+fn dropped_queues_leave_the_device_after_their_work() {
+    let dev = CpuDevice::new(1).expect("device");
+    for _ in 0..100 {
+        drop(dev.create_queue());
+    }
+    assert_eq!(dev.queues(), 0, "idle queues leave at once");
+    let log = Arc::new(Log::default());
+    let q = dev.create_queue();
+    q.launch(
+        CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_millis(5)))),
+        token(&log, 0),
+    );
+    q.deactivate().expect("deactivate");
+    q.launch(CpuCommand::host(|| ()), token(&log, 1));
+    drop(q);
+    log.wait_for(2);
+    assert!(
+        log.0.lock().expect("log").iter().all(|(_, r)| r.is_ok()),
+        "held work still ran"
+    );
+    let start = Instant::now();
+    while dev.queues() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "gate never left");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
