@@ -150,7 +150,7 @@ pub fn evaluate(
     let mut p = Predictor::new(history);
     let (mut means, mut truth) = (Vec::new(), Vec::new());
     let (mut within, mut base_within) = (0usize, 0usize);
-    let mut seen: Vec<f64> = Vec::new();
+    let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
     let own: Vec<Arc<[f32]>> = order.iter().map(|r| embedder.embed(&r.prompt)).collect();
     for (r, e) in order.iter().zip(&own) {
         let e = e.clone();
@@ -158,15 +158,14 @@ pub fn evaluate(
         let t = f64::from(r.output_tokens);
         let m = median(&d);
         within += usize::from(m <= 2.0 * t && t <= 2.0 * m);
-        if !seen.is_empty() {
-            let mut s = seen.clone();
-            s.sort_by(f64::total_cmp);
-            let g = s[s.len() / 2];
+        if let Some(&g) = seen.get(seen.len() / 2) {
             base_within += usize::from(g <= 2.0 * t && t <= 2.0 * g);
         }
         means.push(d.mean());
         truth.push(t);
-        seen.push(t);
+        // Kept sorted, so the median so far is its middle element.
+        let at = seen.partition_point(|x| *x < t);
+        seen.insert(at, t);
         p.learn(e, r.output_tokens);
     }
     let mut full = Predictor::new(history);

@@ -222,7 +222,7 @@ impl Policy for Predicted {
                 SizeDistribution::from_valid_samples(&[f64::from(req.output_tokens)], 1.0)
             }
             Some(p) => p.predict(&e),
-            None => Predictor::new(1).predict(&e),
+            None => Predictor::prior(),
         };
         let dist = lengths
             .map(|o| self.size(req, o as u32))

@@ -102,9 +102,14 @@ impl Predictor {
             top.iter().map(|(_, o)| f64::from(*o)).collect()
         };
         if lengths.is_empty() {
-            return SizeDistribution::from_valid_samples(&PRIOR, PRIOR[2]);
+            return Predictor::prior();
         }
         SizeDistribution::from_valid_samples(&lengths, PRIOR[2])
+    }
+
+    /// What is predicted before anything was learned: a wide, even prior.
+    pub fn prior() -> SizeDistribution {
+        SizeDistribution::from_valid_samples(&PRIOR, PRIOR[2])
     }
 }
 
