@@ -5,10 +5,16 @@ use std::path::PathBuf;
 use xsched_llm::data::{self, TOKENS_PER_WORD};
 use xsched_llm::embedding::{Embedder, Hashed, MiniLm};
 use xsched_llm::engine::EngineConfig;
-use xsched_llm::experiment::{self, SweepParams};
+use xsched_llm::experiment::{self, ArrivalShape, SweepParams};
 use xsched_llm::policy;
 use xsched_sim::Report;
 use xsched_sim::scenario::Check;
+
+/// The Azure arrival traces, by `--arrivals` name.
+const TRACES: &[(&str, &str)] = &[
+    ("azure-conv", "llm/trace-azure-conv-2023.csv"),
+    ("azure-code", "llm/trace-azure-code-2023.csv"),
+];
 
 /// The prompt files, by dataset name.
 const DATASETS: &[(&str, &str)] = &[
@@ -28,6 +34,12 @@ pub struct LlmArgs {
     pub policies: String,
     /// Loads (comma-separated fractions of capacity).
     pub loads: String,
+    /// `poisson` or an Azure trace name (`azure-conv`, `azure-code`).
+    pub arrivals: String,
+    /// Records that warm the predictor's history (disjoint from the measured ones).
+    pub warm: usize,
+    /// Seed of the order, the split and the arrivals.
+    pub seed: u64,
     /// Engine preset.
     pub engine: String,
     /// Reject malformed lines instead of skipping them.
@@ -144,6 +156,30 @@ pub fn predict_eval(a: &LlmArgs) -> Result<Report> {
     })
 }
 
+/// The arrival shape asked for: Poisson, or a trace's gaps read from the data directory.
+fn arrival_shape(a: &LlmArgs) -> Result<ArrivalShape> {
+    if a.arrivals == "poisson" {
+        return Ok(ArrivalShape::Poisson);
+    }
+    let Some(&(_, file)) = TRACES.iter().find(|(n, _)| *n == a.arrivals) else {
+        bail!(
+            "--arrivals `{}`: expected poisson, {}",
+            a.arrivals,
+            TRACES.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
+        );
+    };
+    let path = a.data.clone().unwrap_or_else(data::data_dir).join(file);
+    let trace = data::load_arrivals(&path, a.strict)?;
+    for s in &trace.skipped {
+        tracing::warn!("skipped malformed line {s}");
+    }
+    if trace.times.len() < 2 {
+        bail!("{}: fewer than two arrivals", path.display());
+    }
+    Ok(ArrivalShape::Trace(trace.times))
+}
+
+/// `xsched llm`: the sweep, with the checks at high load.
 pub fn run(a: &LlmArgs) -> Result<Report> {
     let engine = EngineConfig::preset(&a.engine).with_context(|| {
         format!(
@@ -167,6 +203,12 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
     for s in &loaded.skipped {
         tracing::warn!("skipped malformed line {s}");
     }
+    if loaded.duplicates > 0 {
+        tracing::info!(
+            "{} repeated prompts of {model} dropped (each prompt appears once)",
+            loaded.duplicates
+        );
+    }
     let policies: Vec<String> = if a.policies == "all" {
         policy::NAMES.iter().map(|s| (*s).to_string()).collect()
     } else {
@@ -186,12 +228,15 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
                 .with_context(|| format!("--load: `{s}` is not a positive number"))
         })
         .collect::<Result<Vec<f64>>>()?;
+    let arrivals = arrival_shape(a)?;
     let params = SweepParams {
         engine,
         loads,
         policies,
         history: 10_000,
-        seed: 1,
+        seed: a.seed,
+        arrivals,
+        warm: a.warm,
     };
     let embedder = embedder(a)?;
     let (cap, points) = experiment::sweep(&params, &loaded.records, embedder.as_ref())
@@ -214,13 +259,15 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
                     pass: gain >= 25.0,
                 });
             }
-            if let (Some(ssjf), Some(sage)) = (at("ssjf"), at("sagesched")) {
-                checks.push(Check {
-                    name: format!("sagesched vs ssjf at high load ({high})"),
-                    target: "better".into(),
-                    measured: format!("{sage} vs {ssjf} ms"),
-                    pass: sage < ssjf,
-                });
+            for rival in ["fastserve", "ssjf", "trail"] {
+                if let (Some(theirs), Some(sage)) = (at(rival), at("sagesched")) {
+                    checks.push(Check {
+                        name: format!("sagesched vs {rival} at high load ({high})"),
+                        target: "better".into(),
+                        measured: format!("{sage} vs {theirs} ms"),
+                        pass: sage < theirs,
+                    });
+                }
             }
             if let (Some(oracle), Some(sage)) = (at("srpt-oracle"), at("sagesched")) {
                 checks.push(Check {
@@ -240,9 +287,12 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
     }
     Ok(Report {
         experiment: format!(
-            "llm: {} / {model}, {} requests, engine {} (capacity {cap:.2} req/s), {} embedding, tokens = words x {TOKENS_PER_WORD:.3}",
+            "llm: {} / {model}, {} requests ({} more warm the history), {} arrivals (seed {}), engine {} (capacity {cap:.2} req/s), {} embedding, tokens = words x {TOKENS_PER_WORD:.3}",
             a.dataset,
-            loaded.records.len(),
+            loaded.records.len().saturating_sub(a.warm),
+            a.warm,
+            a.arrivals,
+            a.seed,
             params.engine.name,
             embedder.name()
         ),

@@ -166,6 +166,17 @@ enum Command {
         /// Loads as fractions of the engine's measured capacity, comma-separated.
         #[arg(long, default_value = "0.3,0.5,0.8,0.95,1.2")]
         load: String,
+        /// Arrival shape: poisson, or the inter-arrival gaps of a real Azure trace
+        /// (azure-conv, azure-code) scaled to each load's rate.
+        #[arg(long, default_value = "poisson", value_parser = ["poisson", "azure-conv", "azure-code"])]
+        arrivals: String,
+        /// Requests (a seeded split of the prompts, never measured) whose real lengths fill
+        /// the predictor's history first; 0: learn online only.
+        #[arg(long, default_value_t = 0)]
+        warm: usize,
+        /// Seed of the prompt order, the warm split and the arrivals (same seed, same numbers).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Engine preset (llama3.1-8b-a100, llama3.1-8b-h100).
         #[arg(long, default_value = "llama3.1-8b-a100")]
         engine: String,
@@ -267,6 +278,9 @@ fn run(cli: Cli) -> Result<()> {
             model_filter,
             policy,
             load,
+            arrivals,
+            warm,
+            seed,
             engine,
             strict,
             embedding,
@@ -279,6 +293,9 @@ fn run(cli: Cli) -> Result<()> {
                 model: model_filter,
                 policies: policy,
                 loads: load,
+                arrivals,
+                warm,
+                seed,
                 engine,
                 strict,
                 embedding,

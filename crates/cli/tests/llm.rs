@@ -107,3 +107,39 @@ fn predict_eval_reports_accuracy_and_latency() {
     );
     assert_eq!(row["history"], 10_000);
 }
+
+#[test]
+fn azure_arrivals_with_a_warm_history_and_a_too_large_warm_split() {
+    let Some(data) = data_dir() else { return };
+    let base = [
+        "llm",
+        "--dataset",
+        "alpaca-eval",
+        "--model-filter",
+        "vicuna-13b-v1.5",
+        "--policy",
+        "fcfs,sagesched",
+        "--load",
+        "0.8",
+        "--arrivals",
+        "azure-conv",
+        "--json",
+    ];
+    let out = llm(&data, &[&base[..], &["--warm", "100"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let experiment = doc["experiment"].as_str().expect("experiment");
+    assert!(
+        experiment.contains("705 requests (100 more warm the history), azure-conv arrivals"),
+        "{experiment}"
+    );
+    assert_eq!(doc["rows"].as_array().expect("rows").len(), 2);
+    let out = llm(&data, &[&base[..], &["--warm", "805"]].concat());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--warm 805 leaves no requests"), "{err}");
+}

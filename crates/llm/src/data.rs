@@ -72,9 +72,14 @@ pub struct Loaded {
     pub records: Vec<PromptRecord>,
     /// `file:line: message` of each skipped malformed line.
     pub skipped: Vec<String>,
+    /// Records dropped because their prompt text was already kept (some files answer a prompt
+    /// twice under one model name, e.g. arena-hard's GPT-4 and its GPT-4 reference): a prompt
+    /// appears once in a workload.
+    pub duplicates: usize,
 }
 
-/// Read a prompt file, keeping records of `model` (all models when `None`).
+/// Read a prompt file, keeping records of `model` (all models when `None`); with a model, each
+/// prompt text is kept once (the first answer).
 pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Loaded, DataError> {
     let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
         path: path.to_path_buf(),
@@ -83,6 +88,8 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
     let mut records = Vec::new();
     let mut skipped = Vec::new();
     let mut models = std::collections::BTreeSet::new();
+    let mut prompts_kept = std::collections::HashSet::new();
+    let mut duplicates = 0;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -90,8 +97,16 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
         match parse_line(line) {
             Ok(r) => {
                 models.insert(r.model.clone());
-                if model.is_none_or(|m| m == r.model) {
-                    records.push(r);
+                match model {
+                    None => records.push(r),
+                    Some(m) if m == r.model => {
+                        if prompts_kept.insert(r.prompt.clone()) {
+                            records.push(r);
+                        } else {
+                            duplicates += 1;
+                        }
+                    }
+                    Some(_) => {}
                 }
             }
             Err(message) if strict => {
@@ -113,7 +128,11 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
             known: models.into_iter().collect::<Vec<_>>().join(", "),
         });
     }
-    Ok(Loaded { records, skipped })
+    Ok(Loaded {
+        records,
+        skipped,
+        duplicates,
+    })
 }
 
 fn parse_line(line: &str) -> Result<PromptRecord, String> {
@@ -134,6 +153,67 @@ fn parse_line(line: &str) -> Result<PromptRecord, String> {
     })
 }
 
+/// Arrival times read from an Azure LLM inference trace (`TIMESTAMP,ContextTokens,
+/// GeneratedTokens`; timestamps `YYYY-MM-DD HH:MM:SS.fffffff`).
+#[derive(Debug)]
+pub struct Arrivals {
+    /// Seconds since the first request, ascending.
+    pub times: Vec<f64>,
+    /// `file:line: message` of each skipped malformed line.
+    pub skipped: Vec<String>,
+}
+
+/// Read the arrival times of an Azure trace (its lengths are not used: prompts come from the
+/// prompt files). Malformed lines are skipped and reported, or rejected when `strict`.
+pub fn load_arrivals(path: &Path, strict: bool) -> Result<Arrivals, DataError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut times = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_timestamp(line) {
+            Ok(t) => times.push(t),
+            Err(message) if strict => {
+                return Err(DataError::Malformed {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message,
+                });
+            }
+            Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let first = times.first().copied().unwrap_or(0.0);
+    times.iter_mut().for_each(|t| *t -= first);
+    Ok(Arrivals { times, skipped })
+}
+
+/// Seconds since the epoch day of the line's `YYYY-MM-DD HH:MM:SS.f` timestamp (days counted
+/// from the day number, so a trace may cross midnight).
+fn parse_timestamp(line: &str) -> Result<f64, String> {
+    let stamp = line.split(',').next().unwrap_or_default().trim();
+    let bad = || format!("field `TIMESTAMP`: `{stamp}` is not `YYYY-MM-DD HH:MM:SS.f`");
+    let (date, time) = stamp.split_once(' ').ok_or_else(bad)?;
+    let day: f64 = date
+        .rsplit('-')
+        .next()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(bad)?;
+    let mut hms = time.split(':').map(str::parse::<f64>);
+    let (Some(Ok(h)), Some(Ok(m)), Some(Ok(sec)), None) =
+        (hms.next(), hms.next(), hms.next(), hms.next())
+    else {
+        return Err(bad());
+    };
+    Ok(day * 86_400.0 + h * 3600.0 + m * 60.0 + sec)
+}
+
 /// The data directory: `XSCHED_DATA_DIR`, else `../shared/data`.
 pub fn data_dir() -> PathBuf {
     std::env::var_os("XSCHED_DATA_DIR")
@@ -150,9 +230,16 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("p.jsonl");
         let good = r#"{"source":"s","model":"m","prompt_id":"1","prompt":"a b c","response":"x y z w v u"}"#;
-        std::fs::write(&path, format!("{good}\nnot json\n{{\"model\":\"m\"}}\n")).expect("write");
+        let again =
+            r#"{"source":"s","model":"m","prompt_id":"1r","prompt":"a b c","response":"x"}"#;
+        std::fs::write(
+            &path,
+            format!("{good}\nnot json\n{{\"model\":\"m\"}}\n{again}\n"),
+        )
+        .expect("write");
         let loaded = load_prompts(&path, Some("m"), false).expect("lenient");
-        assert_eq!(loaded.records.len(), 1);
+        assert_eq!(loaded.records.len(), 1, "the repeated prompt is kept once");
+        assert_eq!(loaded.duplicates, 1);
         assert_eq!(loaded.records[0].input_tokens, 4);
         assert_eq!(loaded.records[0].output_tokens, 8);
         assert_eq!(loaded.skipped.len(), 2);
@@ -165,6 +252,31 @@ mod tests {
         assert!(err.to_string().contains("p.jsonl:2"), "{err}");
         let err = load_prompts(&path, Some("other"), false).expect_err("no such model");
         assert!(err.to_string().contains("models there: m"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn trace_arrivals_are_relative_seconds_and_bad_stamps_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("xsched-llm-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("t.csv");
+        std::fs::write(
+            &path,
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n\
+             2023-11-16 23:59:59.5,374,44\n\
+             yesterday,1,1\n\
+             2023-11-17 00:00:01.25,396,109\n",
+        )
+        .expect("write");
+        let a = load_arrivals(&path, false).expect("lenient");
+        assert_eq!(a.times, vec![0.0, 1.75], "crosses midnight");
+        assert_eq!(a.skipped.len(), 1);
+        assert!(a.skipped[0].contains("t.csv:3"), "{:?}", a.skipped);
+        let err = load_arrivals(&path, true).expect_err("strict");
+        assert!(
+            err.to_string().contains("t.csv:3: field `TIMESTAMP`"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,9 +1,10 @@
 //! Load sweeps: policies side by side on the same workloads.
 //!
 //! *Load* is offered work over the engine's measured capacity: capacity is the throughput
-//! (requests/s) of the same requests all arriving at once under FCFS, and a load `L` draws
-//! Poisson arrivals at `L × capacity`. Each request's prompt appears once (no repeats); the
-//! predictor learns online from completed requests only.
+//! (requests/s) of the same requests all arriving at once under FCFS, and a load `L` offers
+//! requests at `L × capacity` per second: Poisson arrivals, or a real trace's inter-arrival
+//! gaps (Azure) scaled to that mean rate, which keeps the trace's burstiness. Each request's
+//! prompt appears once (no repeats); the predictor learns online from completed requests only.
 
 use crate::Request;
 use crate::data::PromptRecord;
@@ -29,6 +30,53 @@ pub struct SweepParams {
     pub history: usize,
     /// Seed of the request order and arrivals.
     pub seed: u64,
+    /// How requests arrive.
+    pub arrivals: ArrivalShape,
+    /// Records (a seeded random split, disjoint from the measured workload) whose true lengths
+    /// fill the predictor's history before each run; 0 learns online only.
+    pub warm: usize,
+}
+
+/// The shape of the arrival process; its rate is set by the load.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArrivalShape {
+    /// Exponential gaps.
+    Poisson,
+    /// A real trace's arrival times (seconds, ascending): its gaps in order, from the start,
+    /// scaled so their mean gives the wanted rate (wrapping around if the trace is shorter).
+    Trace(Vec<f64>),
+}
+
+impl ArrivalShape {
+    /// `n` arrival times at a mean `rate` per second (all at 0 when `rate` is 0).
+    fn times(&self, n: usize, rate: f64, rng: &mut Pcg64Mcg) -> Vec<f64> {
+        let gaps: Vec<f64> = match self {
+            ArrivalShape::Trace(t) if t.len() >= 2 => {
+                let raw: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+                let used: Vec<f64> = (0..n).map(|i| raw[i % raw.len()]).collect();
+                let mean = used.iter().sum::<f64>() / n.max(1) as f64;
+                let scale = if mean > 0.0 && rate > 0.0 {
+                    1.0 / (rate * mean)
+                } else {
+                    0.0
+                };
+                used.into_iter().map(|g| g * scale).collect()
+            }
+            _ => (0..n)
+                .map(|_| {
+                    let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                    if rate > 0.0 { -u.ln() / rate } else { 0.0 }
+                })
+                .collect(),
+        };
+        let mut t = 0.0;
+        gaps.into_iter()
+            .map(|g| {
+                t += g;
+                t
+            })
+            .collect()
+    }
 }
 
 /// One policy at one load.
@@ -51,33 +99,29 @@ pub struct Point {
 }
 
 /// Requests from records (with their embeddings, index for index) in a seeded order, arriving
-/// as a Poisson process at `rate` per second.
+/// at `rate` per second in the given shape.
 pub fn workload(
     records: &[PromptRecord],
     embeddings: &[Arc<[f32]>],
     rate: f64,
     seed: u64,
+    shape: &ArrivalShape,
 ) -> Vec<Request> {
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     let mut order: Vec<(&PromptRecord, &Arc<[f32]>)> = records.iter().zip(embeddings).collect();
     order.shuffle(&mut rng);
-    let mut t = 0.0;
+    let times = shape.times(order.len(), rate, &mut rng);
     order
         .into_iter()
+        .zip(times)
         .enumerate()
-        .map(|(id, (r, e))| {
-            let u: f64 = rng.random_range(f64::EPSILON..1.0);
-            if rate > 0.0 {
-                t += -u.ln() / rate;
-            }
-            Request {
-                id,
-                arrival: t,
-                prompt: r.prompt.clone(),
-                input_tokens: r.input_tokens,
-                output_tokens: r.output_tokens,
-                embedding: e.clone(),
-            }
+        .map(|(id, ((r, e), arrival))| Request {
+            id,
+            arrival,
+            prompt: r.prompt.clone(),
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            embedding: e.clone(),
         })
         .collect()
 }
@@ -85,7 +129,7 @@ pub fn workload(
 /// Requests per second the engine sustains on these records (all arriving at once, FCFS).
 pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f64 {
     let none: Vec<Arc<[f32]>> = records.iter().map(|_| Arc::from(Vec::new())).collect();
-    let all = workload(records, &none, 0.0, seed);
+    let all = workload(records, &none, 0.0, seed, &ArrivalShape::Poisson);
     let stats = simulate(engine, &all, &mut policy::Fcfs);
     stats.outcomes.len() as f64 / stats.makespan.max(1e-9)
 }
@@ -110,7 +154,10 @@ fn summarize(policy: &str, load: f64, stats: &RunStats) -> Point {
     }
 }
 
-/// Every policy at every load on `records`. Unknown policy names are an error naming them.
+/// Mixed into the seed of the warm/measured split, so it is independent of the arrival order.
+const WARM_SPLIT_SEED: u64 = 0x5741_524d;
+
+/// Every policy at every load on `records` (less the warm split). Unknown policy names are an error naming them.
 pub fn sweep(
     p: &SweepParams,
     records: &[PromptRecord],
@@ -119,19 +166,42 @@ pub fn sweep(
     for name in &p.policies {
         if policy::by_name(name, 1).is_none() {
             return Err(format!(
-                "unknown policy `{name}`; known: {}",
-                policy::NAMES.join(", ")
+                "unknown policy `{name}`; known: {}, and {}<sigma> (e.g. {}0.5)",
+                policy::NAMES.join(", "),
+                policy::NOISE_PREFIX,
+                policy::NOISE_PREFIX
             ));
         }
     }
-    let cap = capacity(&p.engine, records, p.seed);
-    let embeddings: Vec<Arc<[f32]>> = records.iter().map(|r| embedder.embed(&r.prompt)).collect();
+    if p.warm >= records.len() {
+        return Err(format!(
+            "--warm {} leaves no requests to measure ({} records)",
+            p.warm,
+            records.len()
+        ));
+    }
+    let mut shuffled: Vec<&PromptRecord> = records.iter().collect();
+    shuffled.shuffle(&mut Pcg64Mcg::seed_from_u64(p.seed ^ WARM_SPLIT_SEED));
+    let (warm, measured): (Vec<PromptRecord>, Vec<PromptRecord>) = (
+        shuffled[..p.warm].iter().map(|r| (*r).clone()).collect(),
+        shuffled[p.warm..].iter().map(|r| (*r).clone()).collect(),
+    );
+    let embed = |rs: &[PromptRecord]| -> Vec<Arc<[f32]>> {
+        rs.iter().map(|r| embedder.embed(&r.prompt)).collect()
+    };
+    let warm = workload(&warm, &embed(&warm), 0.0, p.seed, &ArrivalShape::Poisson);
+    let cap = capacity(&p.engine, &measured, p.seed);
+    let embeddings = embed(&measured);
     let mut points = Vec::new();
     for &load in &p.loads {
-        let requests = workload(records, &embeddings, load * cap, p.seed);
+        let requests = workload(&measured, &embeddings, load * cap, p.seed, &p.arrivals);
         for name in &p.policies {
             let mut pol = policy::by_name(name, p.history)
                 .ok_or_else(|| format!("unknown policy `{name}`"))?;
+            for r in &warm {
+                pol.arrive(r);
+                pol.complete(r);
+            }
             let stats = simulate(&p.engine, &requests, pol.as_mut());
             points.push(summarize(name, load, &stats));
         }
@@ -159,4 +229,31 @@ pub fn high_load(points: &[Point]) -> Option<f64> {
     fcfs.iter()
         .find(|p| p.ttlt_mean_ms >= 2.0 * base)
         .map(|p| p.load)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_keeps_its_gaps_and_is_scaled_to_the_rate() {
+        let trace = ArrivalShape::Trace(vec![0.0, 1.0, 4.0, 5.0]); // gaps 1, 3, 1
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let t = trace.times(3, 2.0, &mut rng); // mean gap 0.5 s
+        let expect = [0.3, 1.2, 1.5];
+        assert!(
+            t.iter().zip(expect).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{t:?}"
+        );
+        let wrapped = trace.times(4, 1.0, &mut rng);
+        assert_eq!(wrapped.len(), 4, "a short trace wraps around");
+    }
+
+    #[test]
+    fn poisson_arrivals_have_the_asked_mean_rate() {
+        let mut rng = Pcg64Mcg::seed_from_u64(7);
+        let t = ArrivalShape::Poisson.times(20_000, 4.0, &mut rng);
+        let rate = t.len() as f64 / t[t.len() - 1];
+        assert!((rate - 4.0).abs() < 0.1, "{rate}");
+    }
 }

@@ -5,7 +5,13 @@
 //!   non-preemptive: started requests run to completion first.
 //! - `srpt-oracle`: shortest remaining true cost first (knows every output length): the bound.
 //! - `sagesched`: highest Gittins index of the predicted cost distribution given the cost
-//!   attained, cost `C = O²/2 + I·O` (I input, O output tokens); preemptive.
+//!   attained, cost `C = O²/2 + I·O` (I input, O output tokens). Two rules make it usable with
+//!   a history predictor whose distributions are wide: a started request is displaced only by
+//!   a request whose index is [`DISPLACE_FACTOR`] times higher (limited preemption: a displaced
+//!   request keeps its KV blocks while it waits, and with a wide distribution every fresh
+//!   arrival looks better than a request that has passed its first atoms), and a started
+//!   request that has outlived its predicted support keeps its place until it completes (the
+//!   history says nothing more about it; treating it as ever longer starves it to the end).
 //! - `fastserve`: skip-join MLFQ: level `p` has a quantum of `10 ms · 2^p` of service; a request
 //!   joins the first level whose quantum covers its prefill, is demoted as it uses quanta up, and
 //!   is promoted back to the top after waiting [`STARVATION_S`] (the starvation guard). Service
@@ -13,13 +19,18 @@
 //! - `trail`: SRPT on the predicted remaining output, refined as tokens are generated (the
 //!   conditional mean of the predicted distribution given the tokens so far); a request becomes
 //!   non-preemptible once it generated more than 0.8 × its initial prediction.
-//! - `sagesched-mean`, `sagesched-length`, `sagesched-nohistory`, `sagesched-oracle`: ablations
-//!   (mean remaining cost instead of Gittins; cost = O; the prior instead of the history; the
-//!   true length as a one-atom distribution, which must order exactly as `srpt-oracle`; and
-//!   `sagesched-np`: the Gittins order for admission only, started requests never displaced).
+//! - Ablations of `sagesched`, each changing one thing: `sagesched-mean` (mean remaining cost
+//!   instead of the Gittins index), `sagesched-length` (cost = O), `sagesched-nohistory` (the
+//!   fixed prior instead of the history), `sagesched-anytime` (any higher index displaces a
+//!   started request), `sagesched-oracle` (the true length as a one-atom distribution and no
+//!   displacement rule: it must order exactly as `srpt-oracle`).
+//! - `sagesched-noise-<σ>` (not in `all`): the prediction-quality study: ten samples of the
+//!   true length × `exp(N(0, σ²))` (seeded per request) as the distribution, sagesched's rules.
 
 use crate::Request;
 use crate::predictor::{Embedding, Predictor};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 use std::cell::Cell;
 use xsched_core::gittins::SizeDistribution;
 
@@ -59,9 +70,17 @@ pub const NAMES: &[&str] = &[
     "sagesched-mean",
     "sagesched-length",
     "sagesched-nohistory",
+    "sagesched-anytime",
     "sagesched-oracle",
-    "sagesched-np",
 ];
+
+/// A started request is displaced only by a waiting one whose Gittins index is this many times
+/// higher (`sagesched`). Measured over 1, 3, 5, 10, 30, 100 and never (docs/BENCHMARKS.md):
+/// 5–100 are within a few percent of each other; 1 (`sagesched-anytime`) is far worse.
+pub const DISPLACE_FACTOR: f64 = 10.0;
+
+/// The prefix of the prediction-quality study's names: `sagesched-noise-0.5`.
+pub const NOISE_PREFIX: &str = "sagesched-noise-";
 
 /// The cost of serving `o` output tokens after an `i`-token prompt: `O²/2 + I·O`.
 pub fn cost(i: u32, o: u32) -> f64 {
@@ -85,13 +104,26 @@ pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
             history,
         )),
         "sagesched-nohistory" => Box::new(Predicted::new("sagesched-nohistory", Rule::Gittins, 0)),
-        "sagesched-oracle" => Box::new(Predicted::oracle()),
-        "sagesched-np" => Box::new(Predicted::new(
-            "sagesched-np",
-            Rule::GittinsAdmission,
-            history,
-        )),
-        _ => return None,
+        "sagesched-anytime" => Box::new(Predicted {
+            displace_factor: 1.0,
+            ..Predicted::new("sagesched-anytime", Rule::Gittins, history)
+        }),
+        "sagesched-oracle" => Box::new(Predicted {
+            truth: Some(0.0),
+            displace_factor: 1.0,
+            ..Predicted::new("sagesched-oracle", Rule::Gittins, 0)
+        }),
+        _ => {
+            let sigma = name
+                .strip_prefix(NOISE_PREFIX)?
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)?;
+            Box::new(Predicted {
+                truth: Some(sigma),
+                ..Predicted::new("sagesched-noise", Rule::Gittins, 0)
+            })
+        }
     })
 }
 
@@ -160,8 +192,6 @@ impl Policy for SrptOracle {
 enum Rule {
     Ssjf,
     Trail,
-    /// Gittins order for admission only: started requests run to completion first.
-    GittinsAdmission,
     Gittins,
     MeanCost,
     LengthOnly,
@@ -175,8 +205,11 @@ struct Predicted {
     name: &'static str,
     rule: Rule,
     predictor: Option<Predictor>,
-    /// Predict the true length (a one-atom distribution) instead of using the history.
-    oracle: bool,
+    /// Predict from the true length instead of the history: ten samples of it times
+    /// `exp(N(0, σ²))`, or one atom at it when σ is 0.
+    truth: Option<f64>,
+    /// See [`DISPLACE_FACTOR`]; 1 lets any higher index displace a started request.
+    displace_factor: f64,
     /// Per waiting/running request: its embedding, its predicted cost distribution, and its
     /// last rank with the tokens generated when it was computed (a waiting request's index does
     /// not change, so most steps only look it up).
@@ -190,22 +223,16 @@ impl Predicted {
             name,
             rule,
             predictor: (history > 0).then(|| Predictor::new(history)),
-            oracle: false,
+            truth: None,
+            displace_factor: DISPLACE_FACTOR,
             pending: Vec::new(),
-        }
-    }
-
-    fn oracle() -> Predicted {
-        Predicted {
-            oracle: true,
-            ..Predicted::new("sagesched-oracle", Rule::Gittins, 0)
         }
     }
 
     fn size(&self, req: &Request, o: u32) -> f64 {
         match self.rule {
             Rule::LengthOnly | Rule::Ssjf | Rule::Trail => f64::from(o),
-            Rule::Gittins | Rule::GittinsAdmission | Rule::MeanCost => cost(req.input_tokens, o),
+            Rule::Gittins | Rule::MeanCost => cost(req.input_tokens, o),
         }
     }
 }
@@ -218,9 +245,7 @@ impl Policy for Predicted {
     fn arrive(&mut self, req: &Request) {
         let e = req.embedding.clone();
         let lengths = match &self.predictor {
-            _ if self.oracle => {
-                SizeDistribution::from_valid_samples(&[f64::from(req.output_tokens)], 1.0)
-            }
+            _ if self.truth.is_some() => noisy_truth(req, self.truth.unwrap_or(0.0)),
             Some(p) => p.predict(&e),
             None => Predictor::prior(),
         };
@@ -260,15 +285,38 @@ impl Policy for Predicted {
 impl Predicted {
     fn compute_rank(&self, v: &View<'_>, dist: &SizeDistribution) -> f64 {
         let attained = self.size(v.req, v.generated);
+        // How much better a waiting request must be to displace this one.
+        let hold = if v.started { self.displace_factor } else { 1.0 };
         match self.rule {
-            Rule::Ssjf | Rule::GittinsAdmission if v.started => STARTED_FIRST + v.req.arrival,
-            Rule::GittinsAdmission => -dist.gittins(0.0),
+            Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
             Rule::Ssjf => dist.mean(),
             Rule::Trail if attained > 0.8 * dist.mean() => STARTED_FIRST + v.req.arrival,
-            Rule::MeanCost | Rule::Trail => mean_remaining(dist, attained),
-            Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained),
+            Rule::Trail => mean_remaining(dist, attained),
+            _ if v.started && self.truth.is_none() && attained >= dist.max() => {
+                STARTED_FIRST + v.req.arrival
+            }
+            Rule::MeanCost => mean_remaining(dist, attained) / hold,
+            Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained) * hold,
         }
     }
+}
+
+/// The noisy-oracle prediction: ten samples of the true length × `exp(N(0, σ²))` (Box–Muller,
+/// seeded by the request id, so runs repeat); one atom at the truth when σ is 0.
+fn noisy_truth(req: &Request, sigma: f64) -> SizeDistribution {
+    let truth = f64::from(req.output_tokens);
+    if sigma == 0.0 {
+        return SizeDistribution::from_valid_samples(&[truth], 1.0);
+    }
+    let mut rng = Pcg64Mcg::seed_from_u64(req.id as u64);
+    let samples: Vec<f64> = (0..10)
+        .map(|_| {
+            let (u1, u2): (f64, f64) = (rng.random_range(f64::EPSILON..1.0), rng.random());
+            let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (truth * (sigma * normal).exp()).max(1.0)
+        })
+        .collect();
+    SizeDistribution::from_valid_samples(&samples, truth)
 }
 
 /// `E[S − a | S > a]`, or `a` itself once the support is outlived.

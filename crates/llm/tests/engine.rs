@@ -130,3 +130,61 @@ fn gittins_with_exact_lengths_orders_exactly_as_srpt() {
     let (gittins, srpt) = (run("sagesched-oracle"), run("srpt-oracle"));
     assert_eq!(gittins.outcomes, srpt.outcomes);
 }
+
+#[test]
+fn the_noise_study_is_seeded_and_its_names_are_checked() {
+    let cfg = engine();
+    let requests = staggered(50, 0.02, 61);
+    let run = || {
+        let mut p = policy::by_name("sagesched-noise-0.5", 10).expect("policy");
+        simulate(&cfg, &requests, p.as_mut())
+    };
+    assert_eq!(run(), run());
+    for bad in [
+        "sagesched-noise-",
+        "sagesched-noise-x",
+        "sagesched-noise--1",
+    ] {
+        assert!(policy::by_name(bad, 10).is_none(), "{bad}");
+    }
+}
+
+/// The rank of `r` under a fresh `sagesched` (empty history: every request gets the prior).
+fn sagesched_rank(r: &Request, generated: u32, started: bool) -> f64 {
+    let mut p = policy::by_name("sagesched", 100).expect("policy");
+    p.arrive(r);
+    p.rank(&policy::View {
+        req: r,
+        generated,
+        started,
+        now: 1.0,
+    })
+}
+
+#[test]
+fn a_started_request_holds_its_place_against_a_similar_newcomer() {
+    let (old, new) = (req(0, 0.0, 50, 600), req(1, 0.5, 50, 600));
+    let fresh = sagesched_rank(&new, 0, false);
+    // Past its first atom (32 tokens of the prior), the old request's own index is lower than
+    // the newcomer's; the displacement factor keeps it in the batch.
+    let started = sagesched_rank(&old, 40, true);
+    assert!(started < fresh, "started {started} vs fresh {fresh}");
+    // `sagesched-anytime` lets the newcomer in.
+    let mut anytime = policy::by_name("sagesched-anytime", 100).expect("policy");
+    anytime.arrive(&old);
+    let v = policy::View {
+        req: &old,
+        generated: 40,
+        started: true,
+        now: 1.0,
+    };
+    assert!(anytime.rank(&v) > fresh);
+}
+
+#[test]
+fn a_request_past_its_predicted_support_keeps_its_place() {
+    let r = req(0, 0.0, 50, 5000);
+    let beyond = sagesched_rank(&r, 1500, true); // the prior's largest atom is 1024 tokens
+    let fresh = sagesched_rank(&req(1, 0.5, 10, 10), 0, false);
+    assert!(beyond < fresh, "beyond {beyond} vs fresh {fresh}");
+}
