@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod engine;
+pub mod harvest;
 pub mod metrics;
 pub mod profile;
 pub mod rng;

@@ -5,6 +5,7 @@
 mod bandwidth;
 mod build;
 mod fg_bg;
+mod hummingbird;
 mod multi_device;
 mod overhead;
 mod preempt;
@@ -82,6 +83,8 @@ pub enum Scenario {
     Overhead(overhead::Overhead),
     /// A pipeline across two devices.
     MultiDevice(multi_device::MultiDevice),
+    /// Harvesting an HP service's idle time (Hummingbird).
+    Hummingbird(hummingbird::Hummingbird),
 }
 
 /// Every experiment kind.
@@ -91,6 +94,7 @@ pub const EXPERIMENTS: &[&str] = &[
     "bandwidth",
     "overhead",
     "multi-device",
+    "hummingbird",
 ];
 
 #[derive(Deserialize)]
@@ -162,6 +166,9 @@ impl Scenario {
                 parse_as(file, src)?,
                 &ctx,
             )?),
+            "hummingbird" => {
+                Scenario::Hummingbird(hummingbird::Hummingbird::check(parse_as(file, src)?, &ctx)?)
+            }
             other => {
                 return Err(at(
                     file,
@@ -190,6 +197,7 @@ impl Scenario {
             Scenario::Bandwidth(s) => s.run(tick),
             Scenario::Overhead(s) => s.run(tick),
             Scenario::MultiDevice(s) => s.run(tick),
+            Scenario::Hummingbird(s) => s.run(tick),
         }
     }
 }
