@@ -10,7 +10,7 @@ use crate::harvest::{self, Outcome, Params, SharePolicy};
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
-use xsched_core::Nanos;
+use xsched_core::{Level, Nanos};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +36,7 @@ pub(crate) struct File {
     timeslice_sweep_us: Option<Spanned<Vec<u64>>>,
     launch_overhead_us: Option<Spanned<u64>>,
     margin_us: Option<Spanned<u64>>,
+    kill_us: Option<Spanned<u64>>,
     spatial_speedup: Option<Spanned<f64>>,
 }
 
@@ -53,6 +54,7 @@ pub struct Hummingbird {
     timeslice_sweep: Vec<Nanos>,
     launch_overhead: Nanos,
     margin: Nanos,
+    kill: Nanos,
     spatial_speedup: f64,
 }
 
@@ -218,6 +220,7 @@ impl Hummingbird {
                 .margin_us
                 .as_ref()
                 .map_or(Nanos::from_us(50), |v| Nanos::from_us(*v.get_ref())),
+            kill: micros(ctx, "kill_us", &f.kill_us, 50)?,
             spatial_speedup: fraction(ctx, "spatial_speedup", &f.spatial_speedup, 1.14, 2.0)?,
         })
     }
@@ -234,7 +237,11 @@ impl Hummingbird {
             slice,
             tile: self.tile,
             launch_overhead: self.launch_overhead,
-            kill: p.interrupt.value,
+            kill: if p.max_level.value >= Level::Interrupt {
+                p.interrupt.value
+            } else {
+                self.kill
+            },
             timeslice,
             switch,
             spatial_speedup: self.spatial_speedup,
