@@ -14,12 +14,14 @@
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
 //! - [`multi_device`]: a pipeline across two devices under one policy per device vs one
 //!   policy across both.
+//! - [`harvest`]: Hummingbird's idle-time harvesting beside an HP service with gaps.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;
+pub mod harvest;
 pub mod multi_device;
 pub mod overhead;
 pub mod preempt;
@@ -35,4 +37,5 @@ pub const NAMES: &[&str] = &[
     "cpu-share",
     "daemon",
     "multi-device",
+    "harvest",
 ];

@@ -2,7 +2,7 @@
 //! rows. Timings are not asserted here (two noisy cores); figures live in docs/BENCHMARKS.md.
 
 use std::time::Duration;
-use xsched_bench::{cpu_share, daemon_rtt, fg_bg, overhead, preempt};
+use xsched_bench::{cpu_share, daemon_rtt, fg_bg, harvest, overhead, preempt};
 use xsched_core::Level;
 
 fn no_progress(_: usize, _: usize) {}
@@ -107,4 +107,29 @@ fn multi_device_reports_four_modes() {
         .collect();
     assert_eq!(modes, ["standalone", "native", "xsched", "xsched"]);
     assert_eq!(report.rows[3]["policy"], "hpf-global");
+}
+
+#[test]
+fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
+    let mut p = harvest::HarvestParams {
+        warmup: 2,
+        slices: vec![Duration::from_micros(200)],
+        ..harvest::HarvestParams::default()
+    };
+    p.shape.requests = 12;
+    let report = harvest::run(&p, &no_progress).expect("runs");
+    let policies: Vec<&str> = report
+        .rows
+        .iter()
+        .map(|r| r["policy"].as_str().expect("policy"))
+        .collect();
+    assert_eq!(policies, ["standalone", "timeslice", "priority", "slo-aware"]);
+    assert_eq!(number(&report.rows[0], "lp_throughput_norm"), 0.0);
+    for r in &report.rows {
+        let a = number(r, "hp_slo_attainment");
+        assert!((0.0..=1.0).contains(&a), "{r:?}");
+        assert!(number(r, "utilization") > 0.0, "{r:?}");
+    }
+    assert!(number(&report.rows[1], "lp_throughput_norm") > 0.0, "timeslice runs LP");
+    assert_eq!(report.checks.len(), 2);
 }

@@ -1,6 +1,8 @@
 //! `xsched bench NAME`: the real-device benchmarks with their default parameters.
 
-use xsched_bench::{Report, cpu_share, daemon_rtt, fg_bg, multi_device, overhead, preempt};
+use xsched_bench::{
+    Report, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt,
+};
 
 /// Run benchmark `name`; `samples` overrides its sample count where it has one.
 pub fn run(
@@ -24,6 +26,11 @@ pub fn run(
             let mut p = multi_device::MultiDeviceParams::default();
             p.requests = samples.unwrap_or(p.requests);
             multi_device::run(&p, tick)?
+        }
+        "harvest" => {
+            let mut p = harvest::HarvestParams::default();
+            p.shape.requests = samples.unwrap_or(p.shape.requests);
+            harvest::run(&p, tick)?
         }
         "daemon" => {
             let mut p = daemon_rtt::DaemonRttParams::default();
