@@ -14,12 +14,13 @@
 use crate::stats::{columns, none, round3, row};
 use crate::{Check, Report};
 use serde_json::json;
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::Nanos;
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_sim::harvest::workload::{GapLearner, HpRequest, HpShape, Span};
 
 /// What the benchmark runs.
@@ -228,8 +229,9 @@ fn serve(hp: &XQueue<CpuQueue>, reqs: &[HpRequest], shared: &Shared, warmup: u32
     m
 }
 
-/// The LP job: one slice (or whole kernel) at a time, each admitted by the policy; returns when
-/// and how much LP work completed.
+/// The LP job: slices (or whole kernels) each admitted by the policy, paced so that the
+/// device holds at most one queued LP slice behind the running one (the second is admitted
+/// only when the window holds both); returns when and how much LP work completed.
 fn harvest(
     lp: &XQueue<CpuQueue>,
     policy: Policy,
@@ -243,28 +245,44 @@ fn harvest(
     };
     let kernel = Arc::new(Spin::new(len));
     let mut done = Vec::new();
+    let mut inflight: VecDeque<CommandHandle> = VecDeque::new();
     loop {
-        {
-            let mut s = shared
+        let (admitted, finished) = {
+            let s = shared
                 .service
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            while !s.done && !Shared::admits(&s, policy, len, p.margin) {
-                let (next, _) = shared
-                    .changed
-                    .wait_timeout(s, Duration::from_millis(1))
-                    .unwrap_or_else(PoisonError::into_inner);
-                s = next;
+            let ahead = u32::try_from(inflight.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(1);
+            (
+                inflight.len() < 2 && Shared::admits(&s, policy, len * ahead, p.margin),
+                s.done,
+            )
+        };
+        if admitted && !finished {
+            if let Ok(h) = lp.submit(CpuCommand::Kernel(kernel.clone())) {
+                inflight.push_back(h);
             }
-            if s.done {
-                return done;
+            continue;
+        }
+        if let Some(h) = inflight.pop_front() {
+            if h.wait().is_ok() {
+                done.push((Instant::now(), len));
             }
+            continue;
         }
-        if let Ok(h) = lp.submit(CpuCommand::Kernel(kernel.clone()))
-            && h.wait().is_ok()
-        {
-            done.push((Instant::now(), len));
+        if finished {
+            return done;
         }
+        let s = shared
+            .service
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let _ = shared
+            .changed
+            .wait_timeout(s, Duration::from_millis(1))
+            .unwrap_or_else(PoisonError::into_inner);
     }
 }
 
@@ -416,5 +434,69 @@ fn report(results: &[(Policy, Measured)]) -> Report {
         rows,
         checks,
         events: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learned(us: u64) -> GapLearner {
+        let mut g = GapLearner::default();
+        g.observe(Nanos::from_us(us));
+        g
+    }
+
+    const SLICE: Duration = Duration::from_micros(200);
+    const MARGIN: Duration = Duration::from_micros(50);
+
+    #[test]
+    fn priority_admits_only_an_idle_service() {
+        let mut s = Service::default();
+        assert!(Shared::admits(&s, Policy::Priority(SLICE), SLICE, MARGIN));
+        s.phase = Some(Some((Instant::now(), 1)));
+        assert!(!Shared::admits(&s, Policy::Priority(SLICE), SLICE, MARGIN));
+    }
+
+    #[test]
+    fn slo_aware_admits_what_fits_the_predicted_window() {
+        let policy = Policy::SloAware(SLICE);
+        let now = Instant::now();
+        let mut s = Service {
+            gaps: vec![learned(2000), learned(10_000)],
+            ..Service::default()
+        };
+        s.phase = Some(None);
+        assert!(
+            !Shared::admits(&s, policy, SLICE, MARGIN),
+            "a kernel is on the device"
+        );
+        s.phase = Some(Some((now, 1)));
+        assert!(
+            Shared::admits(&s, policy, SLICE, MARGIN),
+            "a 10 ms gap just began"
+        );
+        s.phase = Some(Some((now - Duration::from_micros(9_900), 1)));
+        assert!(
+            !Shared::admits(&s, policy, SLICE, MARGIN),
+            "the gap is nearly over"
+        );
+        s.phase = Some(Some((now, 7)));
+        assert!(
+            !Shared::admits(&s, policy, SLICE, MARGIN),
+            "a gap never seen"
+        );
+        // Idle service: the next arrival (every 20 ms, the last just now) plus 2 ms of
+        // pre-processing leave a long window.
+        s.phase = None;
+        s.last_arrival = Some(now);
+        s.interarrival = learned(20_000);
+        assert!(Shared::admits(&s, policy, SLICE, MARGIN));
+        s.last_arrival = Some(now - Duration::from_millis(30));
+        s.gaps[0] = learned(100);
+        assert!(
+            !Shared::admits(&s, policy, SLICE, MARGIN),
+            "a request is due"
+        );
     }
 }

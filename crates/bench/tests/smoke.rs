@@ -123,13 +123,19 @@ fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
         .iter()
         .map(|r| r["policy"].as_str().expect("policy"))
         .collect();
-    assert_eq!(policies, ["standalone", "timeslice", "priority", "slo-aware"]);
+    assert_eq!(
+        policies,
+        ["standalone", "timeslice", "priority", "slo-aware"]
+    );
     assert_eq!(number(&report.rows[0], "lp_throughput_norm"), 0.0);
     for r in &report.rows {
         let a = number(r, "hp_slo_attainment");
         assert!((0.0..=1.0).contains(&a), "{r:?}");
         assert!(number(r, "utilization") > 0.0, "{r:?}");
     }
-    assert!(number(&report.rows[1], "lp_throughput_norm") > 0.0, "timeslice runs LP");
+    assert!(
+        number(&report.rows[1], "lp_throughput_norm") > 0.0,
+        "timeslice runs LP"
+    );
     assert_eq!(report.checks.len(), 2);
 }
