@@ -2,7 +2,7 @@
  * links -lOpenCL only, so the shim can only reach it through LD_PRELOAD.
  *
  *   vecprog check N WORK ITERS        results checksum, profiling, and bad-input status codes
- *   vecprog fg N WORK PERIOD_US REQS  open-loop requests (write, kernel, blocking read): latencies
+ *   vecprog fg N WORK PERIOD_US REQS [K]  open-loop requests (write, K kernels, blocking read)
  *   vecprog bg N WORK                 saturating kernel loop until SIGTERM: throughput
  *   vecprog overhead N WORK CALLS     mean time of one clEnqueueNDRangeKernel call (ns)
  *
@@ -156,7 +156,7 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-static int fg(size_t n, cl_uint work, double period_us, int requests) {
+static int fg(size_t n, cl_uint work, double period_us, int requests, int kernels) {
   cl_int err;
   cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, NULL, &err);
   CHECK(err);
@@ -178,7 +178,8 @@ static int fg(size_t n, cl_uint work, double period_us, int requests) {
       nanosleep(&s, NULL);
     }
     CHECK(clEnqueueWriteBuffer(q, da, CL_FALSE, 0, n * sizeof(float), host, 0, NULL, NULL));
-    CHECK(clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, 0, NULL, NULL));
+    for (int k = 0; k < kernels; k++)
+      CHECK(clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, 0, NULL, NULL));
     float result[4];
     CHECK(clEnqueueReadBuffer(q, da, CL_TRUE, 0, sizeof result, result, 0, NULL, NULL));
     sum ^= checksum(result, 4);
@@ -257,7 +258,7 @@ static int overhead(size_t n, cl_uint work, int calls) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: vecprog check N WORK ITERS | fg N WORK PERIOD_US REQS | bg N WORK"
+    fprintf(stderr, "usage: vecprog check N WORK ITERS | fg N WORK PERIOD_US REQS [K] | bg N WORK"
                     " | overhead N WORK CALLS\n");
     return 2;
   }
@@ -265,7 +266,8 @@ int main(int argc, char **argv) {
   cl_uint work = (cl_uint)strtoul(argv[3], NULL, 10);
   setup();
   if (!strcmp(argv[1], "check") && argc == 5) return check(n, work, atoi(argv[4]));
-  if (!strcmp(argv[1], "fg") && argc == 6) return fg(n, work, atof(argv[4]), atoi(argv[5]));
+  if (!strcmp(argv[1], "fg") && (argc == 6 || argc == 7))
+    return fg(n, work, atof(argv[4]), atoi(argv[5]), argc == 7 ? atoi(argv[6]) : 1);
   if (!strcmp(argv[1], "bg") && argc == 4) return bg(n, work);
   if (!strcmp(argv[1], "overhead") && argc == 5) return overhead(n, work, atoi(argv[4]));
   fprintf(stderr, "bad arguments\n");
