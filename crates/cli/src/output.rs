@@ -85,21 +85,41 @@ pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// A real backend this build has: key, description, capability table.
+/// A real backend this build has: key, description, capability table, and whether it can be
+/// used here.
 struct Backend {
-    key: &'static str,
+    key: String,
     name: String,
+    available: bool,
     caps: xsched_core::Capabilities,
 }
 
-/// The real backends available on this machine.
+/// The real backends of this build: the CPU device, and each OpenCL device (or one absent
+/// OpenCL row saying why, when libOpenCL or a platform is missing).
 fn backends() -> Vec<Backend> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    vec![Backend {
-        key: "cpu",
+    let mut all = vec![Backend {
+        key: "cpu".into(),
         name: format!("built-in CPU device ({cpus} hardware threads here; workers configurable)"),
+        available: true,
         caps: xsched_backend_cpu::CpuDevice::capabilities(),
-    }]
+    }];
+    let caps = xsched_backend_opencl::capabilities();
+    match xsched_backend_opencl::devices() {
+        Ok(devices) => all.extend(devices.into_iter().enumerate().map(|(i, d)| Backend {
+            key: format!("opencl:{i}"),
+            name: format!("{} ({})", d.name, d.platform),
+            available: true,
+            caps: caps.clone(),
+        })),
+        Err(e) => all.push(Backend {
+            key: "opencl".into(),
+            name: format!("absent: {e}"),
+            available: false,
+            caps,
+        }),
+    }
+    all
 }
 
 /// Print each available backend's capability table, then the simulated profiles.
@@ -111,10 +131,10 @@ pub fn print_devices(json: bool) -> Result<()> {
             .iter()
             .map(|b| {
                 serde_json::json!({
-                    "backend": b.key,
+                    "backend": b.key.split(':').next().unwrap_or_default(),
                     "key": b.key,
                     "name": b.name,
-                    "available": true,
+                    "available": b.available,
                     "capabilities": b.caps,
                 })
             })
@@ -144,8 +164,8 @@ pub fn print_devices(json: bool) -> Result<()> {
     ]);
     for b in &real {
         t.add_row([
-            b.key.to_string(),
-            b.key.to_string(),
+            b.key.split(':').next().unwrap_or_default().to_string(),
+            b.key.clone(),
             b.name.clone(),
             b.caps.max_level.to_string(),
             b.caps.native_arbitration.clone(),

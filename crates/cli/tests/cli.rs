@@ -92,13 +92,44 @@ fn bad_scenario_fails_with_file_line_and_field() {
 }
 
 #[test]
+fn devices_reports_opencl_absent_without_an_opencl_platform() {
+    // ocl-icd reads its vendor list from OCL_ICD_VENDORS: an empty folder is a machine with the
+    // loader but no OpenCL implementation.
+    let empty = std::env::temp_dir().join(format!("xsched-no-icd-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_xsched"))
+        .args(["devices", "--json"])
+        .env("OCL_ICD_VENDORS", &empty)
+        .output()
+        .expect("xsched runs");
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let opencl: Vec<_> = doc
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|d| d["backend"] == "opencl")
+        .collect();
+    assert_eq!(opencl.len(), 1, "{opencl:?}");
+    assert_eq!(opencl[0]["available"], false);
+    assert!(
+        opencl[0]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("absent"))
+    );
+    assert_eq!(opencl[0]["capabilities"]["max_level"], 1);
+}
+
+#[test]
 fn devices_lists_the_cpu_backend_and_ten_simulated_profiles() {
     let out = xsched(&["devices", "--json"]);
     assert!(out.status.success());
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let list = doc.as_array().expect("array");
-    assert_eq!(list.len(), 11);
     assert_eq!(list[0]["backend"], "cpu");
+    let opencl = list.iter().filter(|d| d["backend"] == "opencl").count();
+    assert!(opencl >= 1, "OpenCL is listed, present or absent");
+    assert_eq!(list.len(), 11 + opencl);
     assert_eq!(list[0]["capabilities"]["max_level"], 3);
     let sims = list.iter().filter(|d| d["backend"] == "sim").count();
     assert_eq!(sims, 10);

@@ -1,0 +1,24 @@
+//! # xsched-backend-opencl
+//!
+//! OpenCL under xsched: an in-order `cl_command_queue` as a Level-1 [`HwQueue`]
+//! ([`OclQueue`]): launching enqueues (or opens the gate of a command enqueued earlier), and a
+//! completion is reported from the command's event callback, so progressive launching keeps
+//! only a bounded amount of work in the device's queue.
+//!
+//! libOpenCL is opened at run time (`opencl3`/`cl3` with their `dynamic` feature): a program
+//! using this crate builds and runs where OpenCL is not installed, and [`devices`] then reports
+//! [`OclError::Unavailable`]. The same code drives GPUs, NPUs and FPGAs with an OpenCL driver;
+//! it is tested on POCL (CPU).
+//!
+//! [`HwQueue`]: xsched_runtime::HwQueue
+
+mod device;
+mod error;
+mod event;
+mod queue;
+
+pub use cl3;
+pub use device::{FIRST_DEVICE_ID, OclDevice, capabilities, device_id_of, devices};
+pub use error::OclError;
+pub use event::Event;
+pub use queue::{EnqueueFn, OclCommand, OclQueue};

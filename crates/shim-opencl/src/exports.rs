@@ -1,0 +1,291 @@
+//! The OpenCL entry points the shim replaces. Each has the exact C signature of the real one;
+//! everything else (including `clFlush`, `clFinish`, `clWaitForEvents`: the commands and events
+//! are real, so the real functions are right) goes to the real library untouched.
+//!
+//! Real entry points come from `cl3`, which opens `libOpenCL.so.1` and looks symbols up in that
+//! library and its dependencies only, so these exports never call themselves.
+
+#![allow(non_snake_case)]
+
+use crate::gate::Call;
+use crate::guard;
+use crate::state::shim;
+use cl3::error_codes::CL_SUCCESS;
+use cl3::types::{
+    CL_FALSE, cl_bool, cl_command_queue, cl_command_queue_properties, cl_context, cl_device_id,
+    cl_event, cl_int, cl_kernel, cl_mem, cl_queue_properties, cl_uint,
+};
+use std::ffi::c_void;
+use xsched_backend_opencl::cl3;
+
+/// A new queue: schedule it (or leave it unscheduled, logged), and report the status.
+///
+/// # Safety
+/// `errcode_ret` is NULL or writable.
+unsafe fn created(
+    result: Result<cl_command_queue, cl_int>,
+    errcode_ret: *mut cl_int,
+) -> cl_command_queue {
+    let (queue, code) = match result {
+        Ok(queue) => {
+            guard::quietly("scheduling a new queue", || {
+                if let Some(s) = shim() {
+                    s.adopt(queue);
+                }
+            });
+            (queue, CL_SUCCESS)
+        }
+        Err(code) => (std::ptr::null_mut(), code),
+    };
+    if !errcode_ret.is_null() {
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { errcode_ret.write(code) };
+    }
+    queue
+}
+
+/// `clCreateCommandQueue` (OpenCL 1.x): the real queue, put under an XQueue if in-order.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clCreateCommandQueue(
+    context: cl_context,
+    device: cl_device_id,
+    properties: cl_command_queue_properties,
+    errcode_ret: *mut cl_int,
+) -> cl_command_queue {
+    // SAFETY: arguments passed on unchanged under the caller's contract.
+    let result = unsafe { cl3::command_queue::create_command_queue(context, device, properties) };
+    // SAFETY: `errcode_ret` under the caller's contract.
+    unsafe { created(result, errcode_ret) }
+}
+
+/// `clCreateCommandQueueWithProperties` (OpenCL 2.0+): as `clCreateCommandQueue`.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clCreateCommandQueueWithProperties(
+    context: cl_context,
+    device: cl_device_id,
+    properties: *const cl_queue_properties,
+    errcode_ret: *mut cl_int,
+) -> cl_command_queue {
+    // SAFETY: arguments passed on unchanged under the caller's contract.
+    let result = unsafe {
+        cl3::command_queue::create_command_queue_with_properties(context, device, properties)
+    };
+    // SAFETY: `errcode_ret` under the caller's contract.
+    unsafe { created(result, errcode_ret) }
+}
+
+/// `clReleaseCommandQueue`: on the application's last reference, drain the XQueue first.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_int {
+    guard::quietly("releasing a queue", || {
+        if let Some(s) = shim() {
+            s.release(queue);
+        }
+    });
+    // SAFETY: passed on unchanged under the caller's contract.
+    match unsafe { cl3::command_queue::release_command_queue(queue) } {
+        Ok(()) => CL_SUCCESS,
+        Err(code) => code,
+    }
+}
+
+fn call(
+    queue: cl_command_queue,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event_out: *mut cl_event,
+    blocking: bool,
+) -> Call {
+    Call {
+        queue,
+        num_events,
+        wait_list,
+        event_out,
+        blocking,
+    }
+}
+
+/// `clEnqueueNDRangeKernel`, scheduled.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueNDRangeKernel(
+    queue: cl_command_queue,
+    kernel: cl_kernel,
+    work_dim: cl_uint,
+    global_work_offset: *const usize,
+    global_work_size: *const usize,
+    local_work_size: *const usize,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
+        unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                queue,
+                kernel,
+                work_dim,
+                global_work_offset,
+                global_work_size,
+                local_work_size,
+                n,
+                list,
+            )
+        }
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+}
+
+/// `clEnqueueTask`, scheduled.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueTask(
+    queue: cl_command_queue,
+    kernel: cl_kernel,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
+        unsafe { cl3::command_queue::enqueue_task(queue, kernel, n, list) }
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+}
+
+/// `clEnqueueReadBuffer`, scheduled; a blocking read returns when the data is there.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueReadBuffer(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    blocking_read: cl_bool,
+    offset: usize,
+    size: usize,
+    ptr: *mut c_void,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged but non-blocking (the shim waits).
+        unsafe {
+            cl3::command_queue::enqueue_read_buffer(
+                queue, buffer, CL_FALSE, offset, size, ptr, n, list,
+            )
+        }
+    };
+    let blocking = blocking_read != CL_FALSE;
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+}
+
+/// `clEnqueueWriteBuffer`, scheduled; a blocking write returns when the data was taken.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueWriteBuffer(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    blocking_write: cl_bool,
+    offset: usize,
+    size: usize,
+    ptr: *const c_void,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged but non-blocking (the shim waits).
+        unsafe {
+            cl3::command_queue::enqueue_write_buffer(
+                queue, buffer, CL_FALSE, offset, size, ptr, n, list,
+            )
+        }
+    };
+    let blocking = blocking_write != CL_FALSE;
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+}
+
+/// `clEnqueueCopyBuffer`, scheduled.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueCopyBuffer(
+    queue: cl_command_queue,
+    src: cl_mem,
+    dst: cl_mem,
+    src_offset: usize,
+    dst_offset: usize,
+    size: usize,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
+        unsafe {
+            cl3::command_queue::enqueue_copy_buffer(
+                queue, src, dst, src_offset, dst_offset, size, n, list,
+            )
+        }
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+}
+
+/// `clEnqueueFillBuffer`, scheduled.
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueFillBuffer(
+    queue: cl_command_queue,
+    buffer: cl_mem,
+    pattern: *const c_void,
+    pattern_size: usize,
+    offset: usize,
+    size: usize,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let real = |n: cl_uint, list: *const cl_event| {
+        // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
+        unsafe {
+            cl3::command_queue::enqueue_fill_buffer(
+                queue,
+                buffer,
+                pattern,
+                pattern_size,
+                offset,
+                size,
+                n,
+                list,
+            )
+        }
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+}

@@ -1,0 +1,202 @@
+//! The shim under an unchanged OpenCL C program (`tests/c/vecprog.c`, built here with the
+//! system compiler and linked with `-lOpenCL` only) on POCL: identical results with and without
+//! it, status codes passed back unchanged, direct forwarding when xsched cannot start, and a
+//! foreground and a background process scheduled through the daemon.
+//!
+//! Without OpenCL or a C compiler these tests fail under CI (`CI=true`) and are skipped
+//! elsewhere, saying why (`scripts/test.sh` installs POCL, the loader and the headers).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Setup {
+    program: PathBuf,
+    shim: PathBuf,
+}
+
+fn skip(why: &str) -> Option<Setup> {
+    assert!(
+        std::env::var("CI").is_err(),
+        "CI needs this (scripts/test.sh installs it): {why}"
+    );
+    eprintln!("skipped: {why} (scripts/test.sh installs POCL and the OpenCL headers)");
+    None
+}
+
+/// The test program, compiled for this test process, and the shim library.
+fn setup() -> Option<Setup> {
+    if let Err(e) = xsched_backend_opencl::devices() {
+        return skip(&e.to_string());
+    }
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/vecprog.c");
+    let program =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("vecprog-{}", std::process::id()));
+    let built = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wno-deprecated-declarations", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .args(["-lOpenCL", "-lm"])
+        .output();
+    match built {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => return skip(&format!("cc: {}", String::from_utf8_lossy(&out.stderr))),
+        Err(e) => return skip(&format!("no C compiler (cc): {e}")),
+    }
+    // The cdylib is built beside this test's executable (target/<profile>/deps).
+    let exe = std::env::current_exe().expect("test executable");
+    let shim = exe
+        .parent()
+        .expect("deps folder")
+        .join("libxsched_opencl.so");
+    assert!(shim.exists(), "{} was not built", shim.display());
+    Some(Setup { program, shim })
+}
+
+impl Setup {
+    fn command(&self, args: &[&str], shim: bool) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(args);
+        for var in [
+            "XSCHED_SCHEDULER",
+            "XSCHED_PRIORITY",
+            "XSCHED_SOCKET",
+            "LD_PRELOAD",
+        ] {
+            c.env_remove(var);
+        }
+        if shim {
+            c.env("LD_PRELOAD", &self.shim).env("XSCHED_LOG", "info");
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str], shim: bool, env: &[(&str, &str)]) -> Output {
+        let mut c = self.command(args, shim);
+        c.envs(env.iter().copied());
+        let out = c.output().expect("the test program runs");
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+fn json(out: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(out);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+const CHECK: [&str; 4] = ["check", "4096", "50", "12"];
+
+#[test]
+fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim() {
+    let Some(s) = setup() else { return };
+    let native = s.run(&CHECK, false, &[]);
+    let shimmed = s.run(&CHECK, true, &[]);
+    assert_eq!(json(&shimmed.stdout), json(&native.stdout));
+    let doc = json(&native.stdout);
+    assert_eq!(doc["read_status"], 0);
+    assert_eq!(doc["profiled"], true, "profiling events keep real times");
+    assert_eq!(doc["errors"]["queue"], -36, "CL_INVALID_COMMAND_QUEUE");
+    assert_eq!(doc["errors"]["work_dim"], -53, "CL_INVALID_WORK_DIMENSION");
+    let log = String::from_utf8_lossy(&shimmed.stderr);
+    assert_eq!(
+        log.matches("scheduled as XQueue").count(),
+        2,
+        "the in-order and the profiling queue are scheduled: {log}"
+    );
+    assert_eq!(
+        log.matches("passed through unscheduled").count(),
+        1,
+        "one line for the out-of-order queue: {log}"
+    );
+}
+
+#[test]
+fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
+    let Some(s) = setup() else { return };
+    let native = json(&s.run(&CHECK, false, &[]).stdout);
+    for (var, value, says) in [
+        ("XSCHED_SCHEDULER", "remote", "shim disabled"),
+        ("XSCHED_PRIORITY", "high", "passed through unscheduled"),
+    ] {
+        let out = s.run(&CHECK, true, &[(var, value)]);
+        assert_eq!(json(&out.stdout), native, "{var}={value}");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains(says) && log.contains(var), "{log}");
+    }
+}
+
+/// A foreground run's JSON, with a background process beside it when `bg` is set.
+fn fg_beside(
+    s: &Setup,
+    shim: bool,
+    env: &[(&str, &str)],
+    bg: bool,
+) -> (serde_json::Value, Option<serde_json::Value>) {
+    let background = bg.then(|| {
+        let mut c = s.command(&["bg", "16384", "100"], shim);
+        c.envs(env.iter().copied())
+            .env("XSCHED_PRIORITY", "0")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().expect("background starts");
+        // Wait for its first line: it is running.
+        let mut first = [0u8; 1];
+        let stdout = child.stdout.as_mut().expect("stdout");
+        std::io::Read::read_exact(stdout, &mut first).expect("background started");
+        child
+    });
+    let fg = s.run(
+        &["fg", "16384", "100", "6000", "60"],
+        shim,
+        &[env, &[("XSCHED_PRIORITY", "10")]].concat(),
+    );
+    let bg = background.map(|child| {
+        let pid = child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(killed.is_ok_and(|k| k.success()));
+        let out = child.wait_with_output().expect("background ends");
+        assert!(out.status.success(), "background failed");
+        json(&out.stdout)
+    });
+    (json(&fg.stdout), bg)
+}
+
+#[test]
+fn foreground_and_background_processes_under_the_daemon() {
+    let Some(s) = setup() else { return };
+    let sock = std::env::temp_dir().join(format!("xsched-ocl-{}.sock", std::process::id()));
+    let daemon = xsched_daemon::Daemon::bind(&sock, "hpf")
+        .expect("daemon binds")
+        .spawn()
+        .expect("daemon runs");
+    let path = sock.to_str().expect("utf-8 path");
+    let global = [("XSCHED_SCHEDULER", "global"), ("XSCHED_SOCKET", path)];
+    let (alone, _) = fg_beside(&s, false, &[], false);
+    let (native, native_bg) = fg_beside(&s, false, &[], true);
+    let (shimmed, shimmed_bg) = fg_beside(&s, true, &global, true);
+    daemon.stop();
+    for run in [&native, &shimmed] {
+        assert_eq!(
+            run["checksum"], alone["checksum"],
+            "same results in every mode"
+        );
+        assert_eq!(run["requests"], 60);
+    }
+    for bg in [native_bg, shimmed_bg] {
+        let bg = bg.expect("background ran");
+        assert!(bg["kernels"].as_u64() > Some(0), "{bg}");
+    }
+    // Timing is measured in scripts/bench-opencl.sh (docs/BENCHMARKS.md); here it is reported.
+    let p99 = |v: &serde_json::Value| v["p99_us"].as_f64().unwrap_or(f64::NAN);
+    eprintln!(
+        "fg P99: standalone {:.0} us, native {:.2}x, shim+daemon {:.2}x",
+        p99(&alone),
+        p99(&native) / p99(&alone),
+        p99(&shimmed) / p99(&alone)
+    );
+}
