@@ -110,30 +110,59 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// Whether a slice of `len` (+ `margin`) may start now under `policy`.
+    /// Whether LP work of `len` (+ `margin`) may start now under `policy`.
     fn admits(s: &Service, policy: Policy, len: Duration, margin: Duration) -> bool {
+        match policy {
+            Policy::Standalone => false,
+            Policy::Timeslice => true,
+            Policy::Priority(_) => s.phase.is_none(),
+            Policy::SloAware(_) => Shared::window(s) >= len + margin,
+        }
+    }
+
+    /// The predicted idle window from now (`slo-aware`): zero while an HP kernel is on the
+    /// device; in a CPU phase, the 10th percentile of the gaps learned at that position less
+    /// the time already spent; with no request in flight, the learned time to the next
+    /// arrival plus its pre-processing.
+    fn window(s: &Service) -> Duration {
         let now = Instant::now();
-        let need = len + margin;
-        let window = |pos: usize, since: Instant| {
-            let predicted = s.gaps.get(pos).map_or(Nanos::ZERO, GapLearner::predict);
-            Duration::from_nanos(predicted.0).saturating_sub(now - since)
+        let learned = |pos: usize| {
+            Duration::from_nanos(s.gaps.get(pos).map_or(Nanos::ZERO, GapLearner::predict).0)
         };
-        match (policy, s.phase) {
-            (Policy::Standalone, _) => false,
-            (Policy::Timeslice, _) => true,
-            (Policy::Priority(_), phase) => phase.is_none(),
-            (Policy::SloAware(_), Some(None)) => false,
-            (Policy::SloAware(_), Some(Some((since, pos)))) => window(pos, since) >= need,
-            (Policy::SloAware(_), None) => {
+        match s.phase {
+            Some(None) => Duration::ZERO,
+            Some(Some((since, pos))) => learned(pos).saturating_sub(now - since),
+            None => {
                 let next = s.last_arrival.map_or(Duration::ZERO, |a| {
                     Duration::from_nanos(s.interarrival.predict().0).saturating_sub(now - a)
                 });
-                let pre = s.gaps.first().map_or(Nanos::ZERO, GapLearner::predict);
-                next + Duration::from_nanos(pre.0) >= need
+                next + learned(0)
             }
         }
     }
+
+    /// The LP work to issue now beside `queued` work already issued: a slice (or whole
+    /// kernel) where the policy admits one; for `slo-aware`, as many slices as the window
+    /// holds, merged into one launch, up to [`MERGE_SLICES`].
+    fn next_work(
+        s: &Service,
+        policy: Policy,
+        slice: Duration,
+        queued: Duration,
+        margin: Duration,
+    ) -> Option<Duration> {
+        if let Policy::SloAware(_) = policy {
+            let room = Shared::window(s).saturating_sub(queued + margin);
+            let slices = (room.as_nanos() / slice.as_nanos().max(1)).min(MERGE_SLICES);
+            return (slices > 0).then(|| slice * slices as u32);
+        }
+        Shared::admits(s, policy, queued + slice, margin).then_some(slice)
+    }
 }
+
+/// The most slices one `slo-aware` launch merges (a long window takes fewer, longer launches:
+/// each costs the CPU device a few wake-ups).
+const MERGE_SLICES: u128 = 8;
 
 /// What one policy measured.
 struct Measured {
@@ -230,7 +259,7 @@ fn serve(hp: &XQueue<CpuQueue>, reqs: &[HpRequest], shared: &Shared, warmup: u32
 }
 
 /// The LP job: slices (or whole kernels) each admitted by the policy, paced so that the
-/// device holds at most one queued LP slice behind the running one (the second is admitted
+/// device holds at most one queued LP launch behind the running one (the second is admitted
 /// only when the window holds both); returns when and how much LP work completed.
 fn harvest(
     lp: &XQueue<CpuQueue>,
@@ -243,32 +272,32 @@ fn harvest(
         Policy::Timeslice => p.lp_kernel,
         Policy::Standalone => return Vec::new(),
     };
-    let kernel = Arc::new(Spin::new(len));
     let mut done = Vec::new();
-    let mut inflight: VecDeque<CommandHandle> = VecDeque::new();
+    let mut inflight: VecDeque<(CommandHandle, Duration)> = VecDeque::new();
     loop {
-        let (admitted, finished) = {
+        let (work, finished) = {
             let s = shared
                 .service
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let ahead = u32::try_from(inflight.len())
-                .unwrap_or(u32::MAX)
-                .saturating_add(1);
-            (
-                inflight.len() < 2 && Shared::admits(&s, policy, len * ahead, p.margin),
-                s.done,
-            )
+            let queued = inflight.iter().map(|(_, d)| *d).sum();
+            let work = if inflight.len() < 2 {
+                Shared::next_work(&s, policy, len, queued, p.margin)
+            } else {
+                None
+            };
+            (work, s.done)
         };
-        if admitted && !finished {
-            if let Ok(h) = lp.submit(CpuCommand::Kernel(kernel.clone())) {
-                inflight.push_back(h);
+        if let (Some(work), false) = (work, finished) {
+            let kernel = Arc::new(Spin::new(work));
+            if let Ok(h) = lp.submit(CpuCommand::Kernel(kernel)) {
+                inflight.push_back((h, work));
             }
             continue;
         }
-        if let Some(h) = inflight.pop_front() {
+        if let Some((h, work)) = inflight.pop_front() {
             if h.wait().is_ok() {
-                done.push((Instant::now(), len));
+                done.push((Instant::now(), work));
             }
             continue;
         }
