@@ -81,6 +81,24 @@ fn commands_of_a_queue_complete_in_order() {
     assert_eq!(done, (0..50).collect::<Vec<_>>());
 }
 
+/// The value of `count` once it has not changed for 20 ms (at most 2 s).
+fn settled(count: impl Fn() -> u32) -> u32 {
+    let mut last = count();
+    let mut stable_since = std::time::Instant::now();
+    let start = stable_since;
+    while stable_since.elapsed() < Duration::from_millis(20)
+        && start.elapsed() < Duration::from_secs(2)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+        let now = count();
+        if now != last {
+            last = now;
+            stable_since = std::time::Instant::now();
+        }
+    }
+    last
+}
+
 #[test]
 fn interrupted_kernels_resume_without_redoing_work() {
     for workers in [1, 2] {
@@ -95,10 +113,11 @@ fn interrupted_kernels_resume_without_redoing_work() {
         let mut interrupts = 0;
         while log.len() < 2 {
             q.interrupt().expect("interrupt");
-            // Stopped: once the tiles in progress end, no more run until restore.
-            std::thread::sleep(Duration::from_millis(2));
-            let before = saxpy.total() + matmul.total();
-            std::thread::sleep(Duration::from_millis(3));
+            // Stopped: once the tiles in progress end, no more run until restore. Wait for
+            // that (a worker the OS descheduled mid-tile may finish it late on a loaded
+            // machine), then check nothing more runs.
+            let before = settled(|| saxpy.total() + matmul.total());
+            std::thread::sleep(Duration::from_millis(5));
             assert_eq!(
                 saxpy.total() + matmul.total(),
                 before,
