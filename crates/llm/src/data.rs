@@ -81,42 +81,23 @@ pub struct Loaded {
 /// Read a prompt file, keeping records of `model` (all models when `None`); with a model, each
 /// prompt text is kept once (the first answer).
 pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Loaded, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let (all, skipped) = parse_lines(path, 0, strict, parse_line)?;
     let mut records = Vec::new();
-    let mut skipped = Vec::new();
     let mut models = std::collections::BTreeSet::new();
     let mut prompts_kept = std::collections::HashSet::new();
     let mut duplicates = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_line(line) {
-            Ok(r) => {
-                models.insert(r.model.clone());
-                match model {
-                    None => records.push(r),
-                    Some(m) if m == r.model => {
-                        if prompts_kept.insert(r.prompt.clone()) {
-                            records.push(r);
-                        } else {
-                            duplicates += 1;
-                        }
-                    }
-                    Some(_) => {}
+    for r in all {
+        models.insert(r.model.clone());
+        match model {
+            None => records.push(r),
+            Some(m) if m == r.model => {
+                if prompts_kept.insert(r.prompt.clone()) {
+                    records.push(r);
+                } else {
+                    duplicates += 1;
                 }
             }
-            Err(message) if strict => {
-                return Err(DataError::Malformed {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message,
-                });
-            }
-            Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
+            Some(_) => {}
         }
     }
     if records.is_empty()
@@ -133,6 +114,40 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
         skipped,
         duplicates,
     })
+}
+
+/// Parse every non-empty line of `path` after the first `header` lines with `parse`; a line
+/// that fails is rejected (`strict`: the error names file and line) or skipped and reported
+/// as `file:line: message`.
+fn parse_lines<T>(
+    path: &Path,
+    header: usize,
+    strict: bool,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<(Vec<T>, Vec<String>), DataError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut parsed = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(header) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse(line) {
+            Ok(v) => parsed.push(v),
+            Err(message) if strict => {
+                return Err(DataError::Malformed {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message,
+                });
+            }
+            Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
+        }
+    }
+    Ok((parsed, skipped))
 }
 
 fn parse_line(line: &str) -> Result<PromptRecord, String> {
@@ -166,28 +181,7 @@ pub struct Arrivals {
 /// Read the arrival times of an Azure trace (its lengths are not used: prompts come from the
 /// prompt files). Malformed lines are skipped and reported, or rejected when `strict`.
 pub fn load_arrivals(path: &Path, strict: bool) -> Result<Arrivals, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut times = Vec::new();
-    let mut skipped = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_timestamp(line) {
-            Ok(t) => times.push(t),
-            Err(message) if strict => {
-                return Err(DataError::Malformed {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    message,
-                });
-            }
-            Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
-        }
-    }
+    let (mut times, skipped) = parse_lines(path, 1, strict, parse_timestamp)?;
     times.sort_by(f64::total_cmp);
     let first = times.first().copied().unwrap_or(0.0);
     times.iter_mut().for_each(|t| *t -= first);
