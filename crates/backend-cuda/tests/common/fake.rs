@@ -13,7 +13,7 @@ pub fn real() -> bool {
     std::env::var("XSCHED_CUDA_REAL").is_ok_and(|v| v == "1")
 }
 
-/// A folder holding the fake as `libcuda.so` and `libcuda.so.1` (built once per process; a C
+/// A folder holding the fake as `libcuda.so`, linked as `libcuda.so.1` (built once per process; a C
 /// compiler is required, as for the other C-based tests).
 pub fn library_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -43,9 +43,8 @@ pub fn library_dir() -> &'static Path {
             "cc: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let versioned = dir.join("libcuda.so.1");
-        let _ = std::fs::remove_file(&versioned);
-        std::fs::copy(&lib, &versioned).expect("libcuda.so.1");
+        // A link, not a copy: both names must load the one driver (same file, same state).
+        std::os::unix::fs::symlink("libcuda.so", dir.join("libcuda.so.1")).expect("libcuda.so.1");
         dir
     })
 }
