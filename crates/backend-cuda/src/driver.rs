@@ -65,7 +65,10 @@ fn open() -> Result<libloading::Library, String> {
                 }
                 errors.push(format!("{name} lacks {}", missing.join(", ")));
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => {
+                let why = std::error::Error::source(&e).map_or(e.to_string(), ToString::to_string);
+                errors.push(why);
+            }
         }
     }
     Err(format!("no usable CUDA driver ({})", errors.join("; ")))

@@ -6,133 +6,14 @@
 
 #[path = "common/fake.rs"]
 mod fake;
+#[path = "common/work.rs"]
+mod work;
 
-use std::ffi::{CString, c_void};
 use std::sync::Arc;
+use work::Work;
 use xsched_backend_cuda::{CudaCommand, CudaError, CudaStream, GATE_DEPTH, sys};
 use xsched_core::Level;
 use xsched_runtime::{HwQueue, QueueOptions, Runtime, RuntimeConfig, SchedulerMode, XQueue};
-
-/// `work(unsigned us, unsigned *out, unsigned tag)`: spins `us` microseconds, then appends
-/// `tag` to `out` (`out[0]` counts). The fake driver implements it natively and ignores the PTX.
-const PTX: &str = r"
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry work(.param .u32 us, .param .u64 out, .param .u32 tag)
-{
-    .reg .pred %p<3>;
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<12>;
-    ld.param.u32 %r1, [us];
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r2, [tag];
-    cvta.to.global.u64 %rd2, %rd1;
-    mov.u64 %rd3, %globaltimer;
-    cvt.u64.u32 %rd4, %r1;
-    mul.lo.u64 %rd5, %rd4, 1000;
-    add.u64 %rd6, %rd3, %rd5;
-SPIN:
-    mov.u64 %rd7, %globaltimer;
-    setp.lt.u64 %p1, %rd7, %rd6;
-    @%p1 bra SPIN;
-    mov.u32 %r3, %tid.x;
-    mov.u32 %r4, %ctaid.x;
-    or.b32 %r5, %r3, %r4;
-    setp.ne.u32 %p2, %r5, 0;
-    @%p2 bra DONE;
-    atom.global.add.u32 %r6, [%rd2], 1;
-    mul.wide.u32 %rd8, %r6, 4;
-    add.u64 %rd9, %rd2, %rd8;
-    st.global.u32 [%rd9+4], %r2;
-DONE:
-    ret;
-}
-";
-
-/// The `work` kernel and an output buffer of `n` tags.
-struct Work {
-    func: usize,
-    out: sys::CUdeviceptr,
-    n: usize,
-}
-
-fn check(call: &'static str, code: sys::CUresult) {
-    CudaError::check(call, code).unwrap_or_else(|e| panic!("{e}"));
-}
-
-impl Work {
-    /// Load the kernel (in the current context) and a zeroed buffer for `n` tags.
-    fn new(n: usize) -> Work {
-        let ptx = CString::new(PTX).expect("no NUL");
-        let mut module: sys::CUmodule = std::ptr::null_mut();
-        // SAFETY: a context is current (CudaStream::new); `ptx` is NUL-terminated PTX text.
-        check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(&mut module, ptx.as_ptr().cast())
-        });
-        let mut func: sys::CUfunction = std::ptr::null_mut();
-        let name = CString::new("work").expect("no NUL");
-        // SAFETY: `module` was loaded above; `func` is a valid out-pointer.
-        check("cuModuleGetFunction", unsafe {
-            sys::cuModuleGetFunction(&mut func, module, name.as_ptr())
-        });
-        let bytes = (n + 1) * 4;
-        let mut out: sys::CUdeviceptr = 0;
-        // SAFETY: a context is current; `out` is a valid out-pointer.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut out, bytes) });
-        // SAFETY: `out` holds `bytes` bytes.
-        check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(out, 0, bytes) });
-        Work {
-            func: func as usize,
-            out,
-            n,
-        }
-    }
-
-    /// A command running `work(us, out, tag)` on whichever stream launches it.
-    fn command(&self, us: u32, tag: u32) -> CudaCommand {
-        let (func, out) = (self.func, self.out);
-        let enqueue = move |stream: sys::CUstream| {
-            let func = func as sys::CUfunction;
-            let (mut us, mut out, mut tag) = (us, out, tag);
-            let mut params: [*mut c_void; 3] = [
-                (&raw mut us).cast(),
-                (&raw mut out).cast(),
-                (&raw mut tag).cast(),
-            ];
-            // SAFETY: `func` is the loaded `work` kernel; `params` points at its three
-            // arguments, which the driver copies before returning.
-            let code = unsafe {
-                sys::cuLaunchKernel(
-                    func,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    0,
-                    stream,
-                    params.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            };
-            CudaError::check("cuLaunchKernel", code)
-        };
-        CudaCommand::Enqueue(Box::new(enqueue))
-    }
-
-    /// The tags in execution order.
-    fn tags(&self) -> Vec<u32> {
-        let mut host = vec![0u32; self.n + 1];
-        // SAFETY: `host` holds n + 1 u32s, the buffer's size.
-        check("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), self.out, host.len() * 4)
-        });
-        let count = host[0] as usize;
-        host[1..=count.min(self.n)].to_vec()
-    }
-}
 
 fn app_runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
