@@ -94,8 +94,8 @@ struct Backend {
     caps: xsched_core::Capabilities,
 }
 
-/// The real backends of this build: the CPU device, and each OpenCL device (or one absent
-/// OpenCL row saying why, when libOpenCL or a platform is missing).
+/// The real backends of this build: the CPU device, each OpenCL device and each CUDA device (or
+/// one absent row per backend saying why, when its library, driver or devices are missing).
 fn backends() -> Vec<Backend> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let mut all = vec![Backend {
@@ -117,6 +117,20 @@ fn backends() -> Vec<Backend> {
             name: format!("absent: {e}"),
             available: false,
             caps,
+        }),
+    }
+    match xsched_backend_cuda::devices() {
+        Ok(devices) => all.extend(devices.into_iter().map(|d| Backend {
+            key: format!("cuda:{}", d.ordinal),
+            name: d.name,
+            available: true,
+            caps: xsched_backend_cuda::capabilities(d.stream_memops),
+        })),
+        Err(e) => all.push(Backend {
+            key: "cuda".into(),
+            name: format!("absent: {e}"),
+            available: false,
+            caps: xsched_backend_cuda::capabilities(true),
         }),
     }
     all

@@ -121,6 +121,34 @@ fn devices_reports_opencl_absent_without_an_opencl_platform() {
 }
 
 #[test]
+fn devices_reports_cuda_absent_without_a_driver_and_never_panics() {
+    // With no libcuda on the library path (this machine, CI), the CUDA row says absent; with a
+    // driver (a GPU machine) each device is listed, at Level 1 or 2.
+    let out = xsched(&["devices", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let cuda: Vec<_> = doc
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|d| d["backend"] == "cuda")
+        .collect();
+    assert!(!cuda.is_empty());
+    for d in &cuda {
+        if d["available"] == false {
+            assert_eq!(cuda.len(), 1, "{cuda:?}");
+            assert!(d["name"].as_str().is_some_and(|n| n.starts_with("absent")));
+        }
+        let level = d["capabilities"]["max_level"].as_u64();
+        assert!(level == Some(1) || level == Some(2), "{d}");
+    }
+}
+
+#[test]
 fn devices_lists_the_cpu_backend_and_ten_simulated_profiles() {
     let out = xsched(&["devices", "--json"]);
     assert!(out.status.success());
@@ -129,7 +157,9 @@ fn devices_lists_the_cpu_backend_and_ten_simulated_profiles() {
     assert_eq!(list[0]["backend"], "cpu");
     let opencl = list.iter().filter(|d| d["backend"] == "opencl").count();
     assert!(opencl >= 1, "OpenCL is listed, present or absent");
-    assert_eq!(list.len(), 11 + opencl);
+    let cuda = list.iter().filter(|d| d["backend"] == "cuda").count();
+    assert!(cuda >= 1, "CUDA is listed, present or absent");
+    assert_eq!(list.len(), 11 + opencl + cuda);
     assert_eq!(list[0]["capabilities"]["max_level"], 3);
     let sims = list.iter().filter(|d| d["backend"] == "sim").count();
     assert_eq!(sims, 10);

@@ -1,0 +1,121 @@
+//! The bookkeeping of one stream's gate, apart from the driver so it can be tested exactly.
+//!
+//! Each gated command waits in the stream for a host-mapped word to reach its sequence number
+//! (`cuStreamWaitValue32`, "greater or equal"). The host raises the word to open gates:
+//! never past a command the XQueue has not launched yet (*permitted*), and, while the stream is
+//! active, at most `depth` commands beyond the last one observed complete, so the device always
+//! has the next command ready but queued work stays behind a closed gate. Deactivating stops the
+//! raising: commands already past their gate finish, the rest wait (Level 2).
+
+/// Gate state of one stream. Sequence numbers start at 1 (the word starts at 0: all closed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Gates {
+    /// The last sequence number handed out.
+    assigned: u32,
+    /// Gates the XQueue has launched (may be opened), in order.
+    permitted: u32,
+    /// Commands observed complete, in order.
+    completed: u32,
+    /// The word's value: gates up to here are open.
+    opened: u32,
+    /// Whether the stream may open gates (false while deactivated).
+    active: bool,
+    /// How many commands past the completed ones may be open.
+    depth: u32,
+}
+
+impl Gates {
+    /// Closed gates, active, with `depth` (at least 1) open beyond the completed commands.
+    pub(crate) fn new(depth: u32) -> Gates {
+        Gates {
+            assigned: 0,
+            permitted: 0,
+            completed: 0,
+            opened: 0,
+            active: true,
+            depth: depth.max(1),
+        }
+    }
+
+    /// The next sequence number, or `None` when the 32-bit word is used up (the stream then runs
+    /// ungated).
+    pub(crate) fn assign(&mut self) -> Option<u32> {
+        let next = self.assigned.checked_add(1)?;
+        self.assigned = next;
+        Some(next)
+    }
+
+    /// The XQueue launched gate `seq` (launches come in order).
+    pub(crate) fn permit(&mut self, seq: u32) {
+        self.permitted = self.permitted.max(seq);
+    }
+
+    /// Gated command `seq` completed (completions come in order).
+    pub(crate) fn complete(&mut self, seq: u32) {
+        self.completed = self.completed.max(seq);
+    }
+
+    /// Stop or resume opening gates.
+    pub(crate) fn set_active(&mut self, active: bool) {
+        self.active = active;
+    }
+
+    /// The new value of the word, if gates should open now.
+    pub(crate) fn open(&mut self) -> Option<u32> {
+        if !self.active {
+            return None;
+        }
+        let target = self
+            .permitted
+            .min(self.completed.saturating_add(self.depth));
+        (target > self.opened).then(|| {
+            self.opened = target;
+            target
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_open_in_order_up_to_depth_beyond_the_completed() {
+        let mut g = Gates::new(2);
+        let seqs: Vec<u32> = (0..4).filter_map(|_| g.assign()).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        assert_eq!(g.open(), None, "nothing launched yet");
+        for s in seqs {
+            g.permit(s);
+        }
+        assert_eq!(g.open(), Some(2), "the running command and the next one");
+        assert_eq!(g.open(), None, "already open");
+        g.complete(1);
+        assert_eq!(g.open(), Some(3));
+        g.complete(3);
+        assert_eq!(g.open(), Some(4), "never past the permitted");
+    }
+
+    #[test]
+    fn deactivated_gates_stay_closed_until_reactivated() {
+        let mut g = Gates::new(1);
+        for _ in 0..3 {
+            let s = g.assign().expect("seq");
+            g.permit(s);
+        }
+        assert_eq!(g.open(), Some(1));
+        g.set_active(false);
+        g.complete(1);
+        assert_eq!(g.open(), None, "queued work stays behind the gate");
+        g.set_active(true);
+        assert_eq!(g.open(), Some(2));
+    }
+
+    #[test]
+    fn the_word_running_out_is_reported() {
+        let mut g = Gates::new(1);
+        g.assigned = u32::MAX - 1;
+        assert_eq!(g.assign(), Some(u32::MAX));
+        assert_eq!(g.assign(), None);
+    }
+}

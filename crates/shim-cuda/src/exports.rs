@@ -1,0 +1,238 @@
+//! The driver entry points the shim replaces, each with the exact C signature of the real one
+//! (both the plain and the `_ptsz` per-thread-default-stream variant, as the driver exports
+//! them). Everything else goes to the driver untouched; event synchronization needs no help,
+//! since the events the application records are real and follow the gated commands in their
+//! stream.
+
+#![allow(non_snake_case)]
+
+use crate::gate;
+use crate::guard::{self, NOT_FOUND, Status};
+use crate::real::real_fn;
+use crate::state::{Key, shim};
+use std::ffi::{c_int, c_uchar, c_uint, c_void};
+use xsched_backend_cuda::sys::{
+    CUdeviceptr, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
+};
+
+/// Defines an exported entry point scheduled through its stream's XQueue.
+macro_rules! scheduled {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), ptsz = $ptsz:expr, stream = |$($s:ident),*| $stream:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the CUDA driver API requires of the caller.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> Status {
+            real_fn!(real, $name, unsafe extern "C" fn($($ty),*) -> Status);
+            let forward = || match real() {
+                // SAFETY: the application's arguments, unchanged, to the real entry point.
+                Some(f) => unsafe { f($($arg),*) },
+                None => NOT_FOUND,
+            };
+            let stream = (|$($s: $ty),*| $stream)($($arg),*);
+            gate::submit(stream, $ptsz, &forward)
+        }
+    };
+}
+
+scheduled!(
+    /// `cuLaunchKernel`, scheduled.
+    cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+        shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
+    ptsz = false, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream)
+);
+scheduled!(
+    /// `cuLaunchKernel_ptsz`, scheduled.
+    cuLaunchKernel_ptsz(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+        shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
+    ptsz = true, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream)
+);
+scheduled!(
+    /// `cuLaunchKernelEx`, scheduled (on the stream its configuration names).
+    cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void),
+    ptsz = false,
+    // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
+    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream)
+);
+scheduled!(
+    /// `cuLaunchKernelEx_ptsz`, scheduled.
+    cuLaunchKernelEx_ptsz(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void),
+    ptsz = true,
+    // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
+    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream)
+);
+scheduled!(
+    /// `cuMemcpyHtoDAsync`, scheduled.
+    cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyHtoDAsync_ptsz`, scheduled.
+    cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyDtoHAsync`, scheduled.
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyDtoHAsync_ptsz`, scheduled.
+    cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyDtoDAsync`, scheduled.
+    cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyDtoDAsync_ptsz`, scheduled.
+    cuMemcpyDtoDAsync_v2_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyAsync` (unified addressing), scheduled.
+    cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemcpyAsync_ptsz`, scheduled.
+    cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemsetD8Async`, scheduled.
+    cuMemsetD8Async(dst: CUdeviceptr, value: c_uchar, n: usize, stream: CUstream),
+    ptsz = false, stream = |_d, _v, _n, stream| Some(stream)
+);
+scheduled!(
+    /// `cuMemsetD8Async_ptsz`, scheduled.
+    cuMemsetD8Async_ptsz(dst: CUdeviceptr, value: c_uchar, n: usize, stream: CUstream),
+    ptsz = true, stream = |_d, _v, _n, stream| Some(stream)
+);
+
+/// Defines an exported entry point that does `$before(key)` on the xsched side, then forwards.
+macro_rules! observed {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $what:literal, |$key:ident| $before:expr, stream = |$($s:ident),*| $stream:expr, ptsz = $ptsz:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the CUDA driver API requires of the caller.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> Status {
+            real_fn!(real, $name, unsafe extern "C" fn($($ty),*) -> Status);
+            let stream: CUstream = (|$($s: $ty),*| $stream)($($arg),*);
+            guard::quietly($what, || {
+                if let Some(shim) = shim() {
+                    let $key = Key::of(stream, $ptsz);
+                    let _: () = $before(shim);
+                }
+            });
+            match real() {
+                // SAFETY: the application's arguments, unchanged, to the real entry point.
+                Some(f) => unsafe { f($($arg),*) },
+                None => NOT_FOUND,
+            }
+        }
+    };
+}
+
+observed!(
+    /// `cuStreamSynchronize`: waits for the stream's XQueue (so queued commands are launched
+    /// promptly), then for the stream itself.
+    cuStreamSynchronize(stream: CUstream), "synchronizing a stream",
+    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.xqueue.wait_all(); },
+    stream = |stream| stream, ptsz = false
+);
+observed!(
+    /// `cuStreamSynchronize_ptsz`: as `cuStreamSynchronize`.
+    cuStreamSynchronize_ptsz(stream: CUstream), "synchronizing a stream",
+    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.xqueue.wait_all(); },
+    stream = |stream| stream, ptsz = true
+);
+observed!(
+    /// `cuStreamDestroy`: drains the stream's XQueue (every command the application issued
+    /// runs), forgets it, and destroys the stream.
+    cuStreamDestroy_v2(stream: CUstream), "destroying a stream",
+    |key| |s: &crate::state::Shim| s.forget(key),
+    stream = |stream| stream, ptsz = false
+);
+observed!(
+    /// `cuStreamBeginCapture`: the stream passes through unscheduled while it is captured.
+    cuStreamBeginCapture_v2(stream: CUstream, mode: c_int), "starting a capture",
+    |key| |s: &crate::state::Shim| s.set_capturing(key, true),
+    stream = |stream, _mode| stream, ptsz = false
+);
+observed!(
+    /// `cuStreamBeginCapture_ptsz`: as `cuStreamBeginCapture`.
+    cuStreamBeginCapture_v2_ptsz(stream: CUstream, mode: c_int), "starting a capture",
+    |key| |s: &crate::state::Shim| s.set_capturing(key, true),
+    stream = |stream, _mode| stream, ptsz = true
+);
+observed!(
+    /// `cuStreamEndCapture`: the stream is scheduled again.
+    cuStreamEndCapture(stream: CUstream, graph: *mut CUgraph), "ending a capture",
+    |key| |s: &crate::state::Shim| s.set_capturing(key, false),
+    stream = |stream, _graph| stream, ptsz = false
+);
+observed!(
+    /// `cuStreamEndCapture_ptsz`: as `cuStreamEndCapture`.
+    cuStreamEndCapture_ptsz(stream: CUstream, graph: *mut CUgraph), "ending a capture",
+    |key| |s: &crate::state::Shim| s.set_capturing(key, false),
+    stream = |stream, _graph| stream, ptsz = true
+);
+observed!(
+    /// `cuGraphLaunch`: graphs pass through unscheduled (one log line per process); they still
+    /// run in stream order after the stream's gated commands.
+    cuGraphLaunch(graph: CUgraphExec, stream: CUstream), "launching a graph",
+    |key| |_: &crate::state::Shim| graph_once(key),
+    stream = |_graph, stream| stream, ptsz = false
+);
+observed!(
+    /// `cuGraphLaunch_ptsz`: as `cuGraphLaunch`.
+    cuGraphLaunch_ptsz(graph: CUgraphExec, stream: CUstream), "launching a graph",
+    |key| |_: &crate::state::Shim| graph_once(key),
+    stream = |_graph, stream| stream, ptsz = true
+);
+
+fn graph_once(_key: Key) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| tracing::info!("graph launches pass through unscheduled"));
+}
+
+/// Defines an exported stream creation that schedules the new stream (reading `XSCHED_*` now).
+macro_rules! creation {
+    ($(#[$doc:meta])* $name:ident(out: *mut CUstream $(, $arg:ident: $ty:ty)*)) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the CUDA driver API requires of the caller.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(out: *mut CUstream $(, $arg: $ty)*) -> Status {
+            real_fn!(real, $name, unsafe extern "C" fn(*mut CUstream $(, $ty)*) -> Status);
+            // SAFETY: the application's arguments, unchanged, to the real entry point.
+            let status = real().map_or(NOT_FOUND, |f| unsafe { f(out $(, $arg)*) });
+            if status == 0 && !out.is_null() {
+                // SAFETY: the driver wrote the new stream to the caller's `out`.
+                let stream = unsafe { out.read() };
+                guard::quietly("scheduling a new stream", || {
+                    if let Some(s) = shim() {
+                        s.adopt(Key::of(stream, false));
+                    }
+                });
+            }
+            status
+        }
+    };
+}
+
+creation!(
+    /// `cuStreamCreate`: the new stream becomes an XQueue.
+    cuStreamCreate(out: *mut CUstream, flags: c_uint)
+);
+creation!(
+    /// `cuStreamCreateWithPriority`: the new stream becomes an XQueue.
+    cuStreamCreateWithPriority(out: *mut CUstream, flags: c_uint, priority: c_int)
+);

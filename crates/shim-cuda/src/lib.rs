@@ -1,0 +1,32 @@
+//! # xsched-shim-cuda
+//!
+//! `libxsched_cuda.so` puts an unchanged CUDA program's streams under xsched:
+//!
+//! ```sh
+//! cargo build --release -p xsched-shim-cuda
+//! LD_PRELOAD=target/release/libxsched_cuda.so XSCHED_PRIORITY=10 python3 infer.py
+//! # across processes: xsched serve & then XSCHED_SCHEDULER=global in each program's environment
+//! ```
+//!
+//! Every stream the program uses (created streams, the legacy default stream per context, the
+//! per-thread default stream per thread) becomes an XQueue, with hints and scheduler from
+//! `XSCHED_*`. Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`), async copies and memsets
+//! are made on the real stream at once behind a gate the XQueue opens when it launches them
+//! (`gate.rs`), so status codes, argument capture and events are the driver's, and a background
+//! stream holds only a bounded amount of work the device may start. The shim also answers
+//! `cuGetProcAddress` and `dlsym` (`procaddr.rs`): the CUDA runtime (and so PyTorch) finds driver
+//! functions that way, not by linking. Graphs and streams under capture pass through
+//! unscheduled with one log line; devices without stream memory operations pass through. No
+//! panic crosses into the program; on an internal failure a call goes straight to the driver.
+//!
+//! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).
+
+mod exports;
+mod gate;
+mod guard;
+mod procaddr;
+mod real;
+mod state;
+
+pub use exports::*;
+pub use procaddr::{cuGetProcAddress, cuGetProcAddress_v2, dlsym};

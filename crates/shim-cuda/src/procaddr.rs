@@ -1,0 +1,214 @@
+//! Handing out the shim's entry points where programs look driver functions up at run time.
+//!
+//! The CUDA runtime does not call driver functions by name: it opens libcuda, looks up
+//! `cuGetProcAddress` with `dlsym` on that library's handle (which never finds a preloaded
+//! library), and asks it for every other entry point. So the shim exports `dlsym` too: a lookup
+//! of `cuGetProcAddress(_v2)` that the real `dlsym` answers gets the shim's version instead, and
+//! that one asks the driver and, when the driver answers with one of the entry points the shim
+//! replaces (compared by address, so versions and per-thread variants match exactly), hands out
+//! the shim's. Every other lookup is the real `dlsym`'s, unchanged.
+
+#![allow(non_snake_case)]
+
+use crate::exports::*;
+use crate::guard::{NOT_FOUND, Status};
+use crate::real::{self, real_fn};
+use std::ffi::{CStr, c_char, c_int, c_void};
+
+/// The replaced entry points that the driver has: (the driver's address, the shim's).
+fn replaced() -> &'static [(usize, usize)] {
+    static TABLE: std::sync::OnceLock<Vec<(usize, usize)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        vec![
+            (c"cuLaunchKernel", cuLaunchKernel as *const () as usize),
+            (
+                c"cuLaunchKernel_ptsz",
+                cuLaunchKernel_ptsz as *const () as usize,
+            ),
+            (c"cuLaunchKernelEx", cuLaunchKernelEx as *const () as usize),
+            (
+                c"cuLaunchKernelEx_ptsz",
+                cuLaunchKernelEx_ptsz as *const () as usize,
+            ),
+            (
+                c"cuMemcpyHtoDAsync_v2",
+                cuMemcpyHtoDAsync_v2 as *const () as usize,
+            ),
+            (
+                c"cuMemcpyHtoDAsync_v2_ptsz",
+                cuMemcpyHtoDAsync_v2_ptsz as *const () as usize,
+            ),
+            (
+                c"cuMemcpyDtoHAsync_v2",
+                cuMemcpyDtoHAsync_v2 as *const () as usize,
+            ),
+            (
+                c"cuMemcpyDtoHAsync_v2_ptsz",
+                cuMemcpyDtoHAsync_v2_ptsz as *const () as usize,
+            ),
+            (
+                c"cuMemcpyDtoDAsync_v2",
+                cuMemcpyDtoDAsync_v2 as *const () as usize,
+            ),
+            (
+                c"cuMemcpyDtoDAsync_v2_ptsz",
+                cuMemcpyDtoDAsync_v2_ptsz as *const () as usize,
+            ),
+            (c"cuMemcpyAsync", cuMemcpyAsync as *const () as usize),
+            (
+                c"cuMemcpyAsync_ptsz",
+                cuMemcpyAsync_ptsz as *const () as usize,
+            ),
+            (c"cuMemsetD8Async", cuMemsetD8Async as *const () as usize),
+            (
+                c"cuMemsetD8Async_ptsz",
+                cuMemsetD8Async_ptsz as *const () as usize,
+            ),
+            (
+                c"cuStreamSynchronize",
+                cuStreamSynchronize as *const () as usize,
+            ),
+            (
+                c"cuStreamSynchronize_ptsz",
+                cuStreamSynchronize_ptsz as *const () as usize,
+            ),
+            (
+                c"cuStreamDestroy_v2",
+                cuStreamDestroy_v2 as *const () as usize,
+            ),
+            (
+                c"cuStreamBeginCapture_v2",
+                cuStreamBeginCapture_v2 as *const () as usize,
+            ),
+            (
+                c"cuStreamBeginCapture_v2_ptsz",
+                cuStreamBeginCapture_v2_ptsz as *const () as usize,
+            ),
+            (
+                c"cuStreamEndCapture",
+                cuStreamEndCapture as *const () as usize,
+            ),
+            (
+                c"cuStreamEndCapture_ptsz",
+                cuStreamEndCapture_ptsz as *const () as usize,
+            ),
+            (c"cuGraphLaunch", cuGraphLaunch as *const () as usize),
+            (
+                c"cuGraphLaunch_ptsz",
+                cuGraphLaunch_ptsz as *const () as usize,
+            ),
+            (c"cuStreamCreate", cuStreamCreate as *const () as usize),
+            (
+                c"cuStreamCreateWithPriority",
+                cuStreamCreateWithPriority as *const () as usize,
+            ),
+            (c"cuGetProcAddress", cuGetProcAddress as *const () as usize),
+            (
+                c"cuGetProcAddress_v2",
+                cuGetProcAddress_v2 as *const () as usize,
+            ),
+        ]
+        .into_iter()
+        .map(|(name, shim)| (real::lookup(name) as usize, shim))
+        .filter(|&(driver, _)| driver != 0)
+        .collect()
+    })
+}
+
+/// The shim's replacement for the driver's entry point at `driver`, if it has one.
+fn replacement(driver: *mut c_void) -> Option<*mut c_void> {
+    replaced()
+        .iter()
+        .find(|&&(d, _)| d == driver as usize)
+        .map(|&(_, shim)| shim as *mut c_void)
+}
+
+/// `dlsym`: the real lookup, except that the driver's `cuGetProcAddress(_v2)` becomes the
+/// shim's.
+///
+/// # Safety
+/// As `dlsym(3)` requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    let Some(real) = real::dlsym() else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the caller's arguments, unchanged, to the C library's dlsym.
+    let found = unsafe { real(handle, symbol) };
+    if found.is_null() || symbol.is_null() {
+        return found;
+    }
+    // SAFETY: `symbol` is a NUL-terminated name by the caller's contract.
+    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
+    match name {
+        b"cuGetProcAddress" => cuGetProcAddress as *const () as *mut c_void,
+        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const () as *mut c_void,
+        _ => found,
+    }
+}
+
+/// Swap the driver's answer in `pfn` for the shim's entry point where it has one.
+///
+/// # Safety
+/// `pfn` is NULL or readable and writable.
+unsafe fn substitute(status: Status, pfn: *mut *mut c_void) -> Status {
+    if status == 0 && !pfn.is_null() {
+        crate::guard::quietly("answering cuGetProcAddress", || {
+            // SAFETY: non-null, and the driver just wrote an entry point there.
+            let driver = unsafe { pfn.read() };
+            if let Some(shim) = replacement(driver) {
+                // SAFETY: as above.
+                unsafe { pfn.write(shim) };
+            }
+        });
+    }
+    status
+}
+
+/// `cuGetProcAddress` (CUDA 11.3 to 12.x): the driver's answer, with the shim's entry points
+/// for those it replaces.
+///
+/// # Safety
+/// As the CUDA driver API requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> Status {
+    real_fn!(
+        real,
+        cuGetProcAddress,
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> Status
+    );
+    // SAFETY: the caller's arguments, unchanged, to the real entry point.
+    let status = real().map_or(NOT_FOUND, |f| unsafe { f(symbol, pfn, version, flags) });
+    // SAFETY: `pfn` is as the caller passed it to the driver.
+    unsafe { substitute(status, pfn) }
+}
+
+/// `cuGetProcAddress_v2` (CUDA 12): as `cuGetProcAddress`.
+///
+/// # Safety
+/// As the CUDA driver API requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status_out: *mut c_int,
+) -> Status {
+    real_fn!(
+        real,
+        cuGetProcAddress_v2,
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> Status
+    );
+    // SAFETY: the caller's arguments, unchanged, to the real entry point.
+    let status = real().map_or(NOT_FOUND, |f| unsafe {
+        f(symbol, pfn, version, flags, status_out)
+    });
+    // SAFETY: `pfn` is as the caller passed it to the driver.
+    unsafe { substitute(status, pfn) }
+}

@@ -1,0 +1,170 @@
+//! The shim under an unchanged CUDA program (`tests/c/cuapp.c`, built here with the system
+//! compiler and linked with `-lcuda` only) on the fake driver
+//! (`crates/backend-cuda/tests/fake/libcuda.c`): identical results and status codes with and
+//! without it, the commands really gated (the fake driver logs every stream wait it executes),
+//! entry points found through `dlsym` + `cuGetProcAddress` replaced by the shim's, the default
+//! streams scheduled, graphs passed through, and direct forwarding when xsched cannot start.
+
+#[path = "../../backend-cuda/tests/common/fake.rs"]
+mod fake;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Setup {
+    program: PathBuf,
+    shim: PathBuf,
+    lib: &'static Path,
+}
+
+/// The test program, compiled against the fake driver, and the shim library.
+fn setup() -> Option<Setup> {
+    if fake::real() {
+        eprintln!("skipped: the shim tests drive the fake driver's kernels");
+        return None;
+    }
+    let lib = fake::library_dir();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cuapp.c");
+    let program =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuapp-{}", std::process::id()));
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .arg("-L")
+        .arg(lib)
+        .args(["-lcuda", "-ldl"])
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The cdylib is built beside this test's executable (target/<profile>/deps).
+    let exe = std::env::current_exe().expect("test executable");
+    let shim = exe.parent().expect("deps folder").join("libxsched_cuda.so");
+    assert!(shim.exists(), "{} was not built", shim.display());
+    Some(Setup { program, shim, lib })
+}
+
+/// One run: its output and what the fake driver executed.
+struct Run {
+    json: serde_json::Value,
+    log: String,
+    driver: String,
+}
+
+impl Setup {
+    fn run(&self, shim: bool, env: &[(&str, &str)], tag: &str) -> Run {
+        let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
+        let _ = std::fs::remove_file(&trace);
+        let mut c = Command::new(&self.program);
+        c.args(["check", "4096", "20"]);
+        for var in [
+            "XSCHED_SCHEDULER",
+            "XSCHED_PRIORITY",
+            "XSCHED_SOCKET",
+            "LD_PRELOAD",
+        ] {
+            c.env_remove(var);
+        }
+        c.env("LD_LIBRARY_PATH", self.lib)
+            .env("FAKE_CUDA_LOG", &trace);
+        if shim {
+            c.env("LD_PRELOAD", &self.shim).env("XSCHED_LOG", "info");
+        }
+        c.envs(env.iter().copied());
+        let out: Output = c.output().expect("the test program runs");
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{tag} failed: {log}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let last = text.lines().last().unwrap_or_default();
+        let json = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let driver = std::fs::read_to_string(&trace).unwrap_or_default();
+        Run { json, log, driver }
+    }
+}
+
+fn waits(driver: &str) -> usize {
+    driver.lines().filter(|l| l.starts_with("wait ")).count()
+}
+
+#[test]
+fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim() {
+    let Some(s) = setup() else { return };
+    let native = s.run(false, &[], "native");
+    let shimmed = s.run(true, &[], "shim");
+    let strip = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        v["proc_is_driver"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(strip(&shimmed.json), strip(&native.json));
+    assert_eq!(
+        native.json["errors"]["launch"], 1,
+        "CUDA_ERROR_INVALID_VALUE"
+    );
+    assert_eq!(native.json["errors"]["ex"], 1);
+    assert_eq!(native.json["proc_is_driver"], true);
+    assert_eq!(
+        shimmed.json["proc_is_driver"], false,
+        "dlsym + cuGetProcAddress hand out the shim's cuLaunchKernel"
+    );
+    assert_eq!(waits(&native.driver), 0);
+    // Every scheduled call waited behind its gate: copies, memset, launches (plain, Ex, found
+    // through cuGetProcAddress on the legacy and per-thread streams) and the readback; the
+    // failing calls add theirs (their gates are in the stream too).
+    assert!(
+        waits(&shimmed.driver) >= 20 + 7,
+        "{} gates: {}",
+        waits(&shimmed.driver),
+        shimmed.driver
+    );
+    let log = &shimmed.log;
+    assert!(
+        log.matches("scheduled as XQueue").count() >= 4,
+        "the created streams, the legacy and the per-thread stream: {log}"
+    );
+    assert!(log.contains("stream 0x1 scheduled"), "legacy stream: {log}");
+    assert!(
+        log.contains("stream 0x2 scheduled"),
+        "per-thread stream: {log}"
+    );
+    assert!(log.contains("captured into a graph"), "{log}");
+    assert_eq!(
+        log.matches("graph launches pass through unscheduled")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        shimmed.driver.contains("graph "),
+        "the graph ran: {}",
+        shimmed.driver
+    );
+}
+
+#[test]
+fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
+    let Some(s) = setup() else { return };
+    let native = s.run(false, &[], "ref");
+    for (var, value, says) in [
+        ("XSCHED_SCHEDULER", "remote", "shim disabled"),
+        ("XSCHED_PRIORITY", "high", "passed through unscheduled"),
+    ] {
+        let out = s.run(true, &[(var, value)], var);
+        assert_eq!(
+            out.json["checksum"], native.json["checksum"],
+            "{var}={value}"
+        );
+        assert_eq!(out.json["errors"], native.json["errors"], "{var}={value}");
+        assert_eq!(waits(&out.driver), 0, "nothing gated: {}", out.driver);
+        assert!(
+            out.log.contains(says) && out.log.contains(var),
+            "{}",
+            out.log
+        );
+    }
+}
