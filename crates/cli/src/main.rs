@@ -203,13 +203,7 @@ enum Command {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("XSCHED_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    xsched_runtime::init_logging(true);
     if let Err(e) = run(Cli::parse()) {
         let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
         eprintln!("error: {}", chain.join(": "));

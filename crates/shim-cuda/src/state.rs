@@ -86,7 +86,7 @@ static SHIM: OnceLock<Option<Shim>> = OnceLock::new();
 /// The shim, or `None` when it could not start (then every call is forwarded).
 pub(crate) fn shim() -> Option<&'static Shim> {
     SHIM.get_or_init(|| {
-        init_logging();
+        xsched_runtime::init_logging(false);
         if let Err(e) = xsched_backend_cuda::probe() {
             tracing::error!("xsched CUDA shim disabled, calls go straight to the driver: {e}");
             return None;
@@ -111,18 +111,6 @@ pub(crate) fn shim() -> Option<&'static Shim> {
         }
     })
     .as_ref()
-}
-
-/// Log to stderr, filtered by `XSCHED_LOG` (default `warn`), unless the program has a
-/// subscriber of its own.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("XSCHED_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
