@@ -67,8 +67,8 @@ fn client(path: &Path) -> Result<UnixStream, DaemonBenchError> {
     Ok(s)
 }
 
-/// One event whose answer is an operation: Ready(high) → Suspend(low), or Idle(high) →
-/// Resume(low).
+/// One event whose answer is an operation: Ready(high) → Suspend(low) (then Protect(high)), or
+/// Idle(high) → Resume(low) (then Unprotect(high)); timed to the first.
 fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchError> {
     let t = Instant::now();
     let msg = if ready {
@@ -77,9 +77,18 @@ fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchEr
         ClientMsg::Idle { queue: 1 }
     };
     write_frame(s, &msg)?;
+    let elapsed = match expect(s)? {
+        DaemonMsg::Suspend { queue: 0 } if ready => t.elapsed(),
+        DaemonMsg::Resume { queue: 0 } if !ready => t.elapsed(),
+        other => return Err(format!("unexpected answer {other:?}").into()),
+    };
+    // The same decision protects the high queue while the low one is suspended (and ends
+    // that): read it so the next round trip starts clean.
     match expect(s)? {
-        DaemonMsg::Suspend { queue: 0 } if ready => Ok(t.elapsed()),
-        DaemonMsg::Resume { queue: 0 } if !ready => Ok(t.elapsed()),
+        DaemonMsg::Protect {
+            queue: 1,
+            protected,
+        } if protected == ready => Ok(elapsed),
         other => Err(format!("unexpected answer {other:?}").into()),
     }
 }

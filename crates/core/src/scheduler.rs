@@ -54,6 +54,25 @@ pub enum Operation {
     Suspend(QueueId),
     /// Launch again (and reactivate/restore).
     Resume(QueueId),
+    /// Other queues on its device are suspended for this ready one, under a policy that lets it
+    /// run until it is idle (`Policy::protects_winners`): launch without the
+    /// progressive-launching limits (threshold, in-flight budget), which exist only so that a
+    /// suspend takes effect quickly (see `LaunchMachine::set_protected`).
+    Protect(QueueId),
+    /// Restore the limits: nobody on the device is suspended for it any more.
+    Unprotect(QueueId),
+}
+
+impl Operation {
+    /// The queue the operation is for.
+    pub fn queue(self) -> QueueId {
+        match self {
+            Operation::Suspend(q)
+            | Operation::Resume(q)
+            | Operation::Protect(q)
+            | Operation::Unprotect(q) => q,
+        }
+    }
 }
 
 /// What a policy sees of one queue.
@@ -79,6 +98,7 @@ pub struct Scheduler {
     queues: Vec<QueueView>,
     index: HashMap<QueueId, usize>,
     suspended: Vec<bool>,
+    protected: Vec<bool>,
     run: Vec<bool>,
     ops: VecDeque<Operation>,
     dirty: bool,
@@ -94,6 +114,7 @@ impl Scheduler {
             queues: Vec::new(),
             index: HashMap::new(),
             suspended: Vec::new(),
+            protected: Vec::new(),
             run: Vec::new(),
             ops: VecDeque::new(),
             dirty: false,
@@ -135,20 +156,20 @@ impl Scheduler {
                     completed: 0,
                 });
                 self.suspended.push(false);
+                self.protected.push(false);
                 self.run.push(true);
             }
             Event::Unregister(queue) => {
                 let slot = self.slot(queue)?;
                 self.queues.swap_remove(slot);
                 self.suspended.swap_remove(slot);
+                self.protected.swap_remove(slot);
                 self.run.swap_remove(slot);
                 self.index.remove(&queue);
                 if let Some(moved) = self.queues.get(slot) {
                     self.index.insert(moved.id, slot);
                 }
-                self.ops.retain(|op| match op {
-                    Operation::Suspend(q) | Operation::Resume(q) => *q != queue,
-                });
+                self.ops.retain(|op| op.queue() != queue);
             }
             Event::Ready(queue) => {
                 let slot = self.slot(queue)?;
@@ -223,6 +244,27 @@ impl Scheduler {
                     Operation::Suspend(q.id)
                 } else {
                     Operation::Resume(q.id)
+                });
+            }
+        }
+        // Under a priority order, a ready, running queue on a device where some queue is
+        // suspended is the one the policy protects.
+        let protects = self.policy.protects_winners();
+        for (i, q) in self.queues.iter().enumerate() {
+            let want = protects
+                && q.ready
+                && !self.suspended[i]
+                && self
+                    .queues
+                    .iter()
+                    .zip(&self.suspended)
+                    .any(|(o, s)| *s && o.device == q.device);
+            if want != self.protected[i] {
+                self.protected[i] = want;
+                self.ops.push_back(if want {
+                    Operation::Protect(q.id)
+                } else {
+                    Operation::Unprotect(q.id)
                 });
             }
         }

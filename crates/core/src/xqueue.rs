@@ -84,6 +84,7 @@ pub struct LaunchMachine {
     config: LaunchConfig,
     level: Level,
     suspended: bool,
+    protected: bool,
     pending: VecDeque<(CommandId, CommandMeta)>,
     in_flight: VecDeque<InFlight>,
     next_id: u64,
@@ -100,6 +101,7 @@ impl LaunchMachine {
             config,
             level,
             suspended: false,
+            protected: false,
             pending: VecDeque::new(),
             in_flight: VecDeque::new(),
             next_id: 0,
@@ -127,18 +129,20 @@ impl LaunchMachine {
     /// The launch conditions other than suspension: work pending, below threshold and budget.
     fn room_to_launch(&self) -> bool {
         !self.pending.is_empty()
-            && (self.in_flight.len() as u64) < u64::from(self.config.threshold())
+            && (self.protected
+                || (self.in_flight.len() as u64) < u64::from(self.config.threshold()))
             && self.budget().is_none_or(|budget| {
                 self.in_flight.len() < MIN_IN_FLIGHT_UNDER_BUDGET || self.inflight_estimate < budget
             })
     }
 
     /// The in-flight time budget in force. It bounds what a Level-1 suspend must drain; at
-    /// Levels 2 and 3 the hardware holds or stops queued work, so it would only cost throughput.
+    /// Levels 2 and 3 the hardware holds or stops queued work, so it would only cost throughput;
+    /// a protected queue is not the one that will be suspended.
     fn budget(&self) -> Option<Nanos> {
         self.config
             .inflight_budget()
-            .filter(|_| self.level == Level::Block)
+            .filter(|_| self.level == Level::Block && !self.protected)
     }
 
     /// The next command to hand to the hardware, if launching is allowed now.
@@ -287,6 +291,18 @@ impl LaunchMachine {
         true
     }
 
+    /// Protect the queue (the scheduler suspended others for it): launch without the threshold
+    /// and the in-flight budget, which only exist so that a suspend bites quickly. Sync points
+    /// every `batch` commands remain, for completion tracking. `false` restores the limits.
+    pub fn set_protected(&mut self, protected: bool) {
+        self.protected = protected;
+    }
+
+    /// Whether the queue is protected (see [`set_protected`](Self::set_protected)).
+    pub fn is_protected(&self) -> bool {
+        self.protected
+    }
+
     /// Change the launch config; takes effect on the next launch.
     pub fn set_config(&mut self, config: LaunchConfig) {
         self.config = config;
@@ -372,6 +388,35 @@ mod tests {
         );
         assert_eq!(m.in_flight(), 2);
         assert!(m.can_launch());
+    }
+
+    #[test]
+    fn a_protected_queue_launches_past_threshold_and_budget_but_keeps_sync_points() {
+        let cfg = cfg(4, 2).with_inflight_budget(Some(Nanos::from_us(1000)));
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..10 {
+            m.submit(cmd_of(600));
+        }
+        m.set_protected(true);
+        let syncs: Vec<bool> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO))
+            .map(|l| l.sync)
+            .collect();
+        assert_eq!(
+            syncs.len(),
+            10,
+            "neither the threshold (4) nor the budget binds"
+        );
+        assert_eq!(
+            syncs.iter().filter(|s| **s).count(),
+            5,
+            "a sync point every batch (2)"
+        );
+        m.set_protected(false);
+        m.submit(cmd_of(600));
+        assert!(
+            m.poll_launch(Nanos::ZERO).is_none(),
+            "limits are back: 10 in flight"
+        );
     }
 
     #[test]

@@ -159,6 +159,7 @@ proptest! {
         let mut prio: HashMap<u32, i32> = HashMap::new();
         let mut ready: HashMap<u32, bool> = HashMap::new();
         let mut suspended: HashMap<u32, bool> = HashMap::new();
+        let mut protected: HashMap<u32, bool> = HashMap::new();
         let device = |q: u32| DeviceId((q % 2) as u16);
         for (q, p) in prios.iter().enumerate() {
             let q = q as u32;
@@ -178,9 +179,22 @@ proptest! {
                 }
             }
             while let Some(op) = s.poll_operation() {
-                let (q, susp) = match op { Operation::Suspend(q) => (q.0, true), Operation::Resume(q) => (q.0, false) };
-                let before = suspended.insert(q, susp).unwrap_or(false);
-                prop_assert_ne!(before, susp, "redundant operation {:?}", op);
+                let (map, q, on) = match op {
+                    Operation::Suspend(q) => (&mut suspended, q.0, true),
+                    Operation::Resume(q) => (&mut suspended, q.0, false),
+                    Operation::Protect(q) => (&mut protected, q.0, true),
+                    Operation::Unprotect(q) => (&mut protected, q.0, false),
+                };
+                let before = map.insert(q, on).unwrap_or(false);
+                prop_assert_ne!(before, on, "redundant operation {:?}", op);
+            }
+            // Protected: ready, running, and something on its device is suspended (for it).
+            for q in prio.keys() {
+                let is_ready = ready.get(q).copied().unwrap_or(false);
+                let runs = !suspended.get(q).copied().unwrap_or(false);
+                let others = suspended.iter().any(|(o, s)| *s && device(*o) == device(*q));
+                let want = is_ready && runs && others;
+                prop_assert_eq!(protected.get(q).copied().unwrap_or(false), want, "queue {} protection", q);
             }
             for d in 0..2u16 {
                 let top = prio.iter()

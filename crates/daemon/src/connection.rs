@@ -121,6 +121,14 @@ fn handle(
                         ops.resumes.fetch_add(1, Relaxed);
                         DaemonMsg::Resume { queue }
                     }
+                    Operation::Protect(_) => DaemonMsg::Protect {
+                        queue,
+                        protected: true,
+                    },
+                    Operation::Unprotect(_) => DaemonMsg::Protect {
+                        queue,
+                        protected: false,
+                    },
                 });
             });
             let result = shared.core.with(|d| {

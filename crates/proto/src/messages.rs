@@ -118,6 +118,14 @@ pub enum DaemonMsg {
     },
     /// The answer to a request that has no other answer.
     Done,
+    /// Lift (`protected`) or restore this queue's progressive-launching limits: others on its
+    /// device are suspended for it (`xsched_core::Operation::Protect`).
+    Protect {
+        /// The client's queue id.
+        queue: u32,
+        /// Whether it is protected now.
+        protected: bool,
+    },
 }
 
 /// One queue as `xsched top` shows it.

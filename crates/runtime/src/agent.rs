@@ -160,6 +160,7 @@ impl Agent {
     fn resume_all(&self) {
         for (&id, q) in &self.queues {
             (q.control)(Operation::Resume(id));
+            (q.control)(Operation::Unprotect(id));
         }
     }
 
@@ -286,6 +287,11 @@ impl Agent {
             Incoming::Msg(_, DaemonMsg::Resume { queue }) => {
                 self.apply(Operation::Resume(QueueId(queue)))
             }
+            Incoming::Msg(_, DaemonMsg::Protect { queue, protected }) => self.apply(if protected {
+                Operation::Protect(QueueId(queue))
+            } else {
+                Operation::Unprotect(QueueId(queue))
+            }),
             Incoming::Msg(_, DaemonMsg::Error { message }) => {
                 tracing::warn!("xsched daemon: {message}");
             }
@@ -295,8 +301,7 @@ impl Agent {
     }
 
     fn apply(&self, op: Operation) {
-        let (Operation::Suspend(q) | Operation::Resume(q)) = op;
-        if let Some(queue) = self.queues.get(&q) {
+        if let Some(queue) = self.queues.get(&op.queue()) {
             (queue.control)(op);
         }
     }

@@ -34,6 +34,8 @@ pub(crate) enum Msg<C> {
     SetLevel(Level, Sender<Result<(), RuntimeError>>),
     /// Change the launch config.
     SetConfig(LaunchConfig),
+    /// Lift or restore the launch limits (`Operation::Protect`).
+    Protect(bool),
     /// Drop every pending command; the count goes back on the channel.
     Cancel(Sender<usize>),
     /// Drain what was submitted, then stop.
@@ -158,6 +160,7 @@ impl<H: HwQueue> Run<H> {
                 let _ = reply.send(result);
             }
             Msg::SetConfig(config) => self.l.machine.set_config(config),
+            Msg::Protect(on) => self.l.machine.set_protected(on),
             Msg::Cancel(reply) => {
                 let n = self.l.machine.cancel_pending();
                 self.payloads.clear();

@@ -209,8 +209,7 @@ impl Dispatcher {
     /// Decide (if anything changed) and apply every resulting operation.
     pub fn dispatch(&mut self) {
         while let Some(op) = self.sched.poll_operation() {
-            let (Operation::Suspend(q) | Operation::Resume(q)) = op;
-            if let Some(control) = self.controls.get(&q) {
+            if let Some(control) = self.controls.get(&op.queue()) {
                 control(op);
             }
         }

@@ -104,10 +104,17 @@ impl<H: HwQueue> XQueue<H> {
         let suspender = Arc::new(Suspender::new(hw.clone(), tracker.clone(), tx.clone()));
         let link = |s: &SchedulerThread| {
             let suspender = suspender.clone();
+            let launcher = tx.clone();
             let control: Control = Box::new(move |op| {
                 let result = match op {
                     Operation::Suspend(_) => suspender.suspend(),
                     Operation::Resume(_) => suspender.resume(),
+                    Operation::Protect(_) | Operation::Unprotect(_) => {
+                        let on = matches!(op, Operation::Protect(_));
+                        // A closed launcher has nothing left to launch.
+                        let _ = launcher.send(Msg::Protect(on));
+                        Ok(())
+                    }
                 };
                 if let Err(e) = result {
                     tracing::warn!("queue {id}: {e}");

@@ -42,6 +42,7 @@ enum Ev {
     Device(u16),
     Observe(u32, u64),
     Apply(u32, bool),
+    Protect(u32, bool),
     Hw(u32, HwEffect),
     SchedTimer,
     Probe(bool),
@@ -289,6 +290,10 @@ impl Sim {
                 Ev::Launch(q) => self.launch(q as usize),
                 Ev::Observe(q, cmd) => self.observe(q as usize, CommandId(cmd)),
                 Ev::Apply(q, suspend) => self.apply(q as usize, suspend),
+                Ev::Protect(q, on) => {
+                    self.xqs[q as usize].m.set_protected(on);
+                    self.kick(q as usize);
+                }
                 Ev::Hw(q, effect) => self.hw_effect(q as usize, effect),
                 Ev::Probe(suspend) => {
                     if !self.probe_step(suspend) {
@@ -350,6 +355,8 @@ impl Sim {
                 let ev = match *op {
                     Operation::Suspend(q) => Ev::Apply(q.0, true),
                     Operation::Resume(q) => Ev::Apply(q.0, false),
+                    Operation::Protect(q) => Ev::Protect(q.0, true),
+                    Operation::Unprotect(q) => Ev::Protect(q.0, false),
                 };
                 self.seq += 1;
                 self.heap.push(Reverse((at, self.seq, ev)));

@@ -22,6 +22,10 @@ impl Policy for Hpf {
         "hpf"
     }
 
+    fn protects_winners(&self) -> bool {
+        true
+    }
+
     fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {
         serve_lowest_rank(queues, run, Scope::PerDevice, &mut self.scratch, |q| {
             Reverse(q.hints.priority)
@@ -36,6 +40,10 @@ pub struct HpfGlobal;
 impl Policy for HpfGlobal {
     fn name(&self) -> &'static str {
         "hpf-global"
+    }
+
+    fn protects_winners(&self) -> bool {
+        true
     }
 
     fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {

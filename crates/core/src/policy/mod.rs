@@ -33,6 +33,15 @@ pub trait Policy: Send {
     fn next_timer(&self) -> Option<Nanos> {
         None
     }
+
+    /// Whether a queue this policy lets run while it suspends others on the device keeps
+    /// running until it goes idle (priority orders), so its launch limits can be lifted
+    /// ([`Operation::Protect`](crate::Operation::Protect)). Not for policies that take the
+    /// device back on a timer (time slices, deadlines): there the running queue must stay
+    /// quick to suspend.
+    fn protects_winners(&self) -> bool {
+        false
+    }
 }
 
 /// Every registered policy name, for help texts and errors.
