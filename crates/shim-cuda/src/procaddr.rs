@@ -15,101 +15,52 @@ use crate::guard::{NOT_FOUND, Status};
 use crate::real::{self, real_fn};
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+/// `(name, the shim's address)` for each listed entry point, the name as a C string.
+macro_rules! entries {
+    ($($f:ident),* $(,)?) => {
+        [$((
+            // The name with its NUL: a valid C string by construction.
+            CStr::from_bytes_with_nul(concat!(stringify!($f), "\0").as_bytes()),
+            $f as *const () as usize,
+        )),*]
+    };
+}
+
 /// The replaced entry points that the driver has: (the driver's address, the shim's).
 fn replaced() -> &'static [(usize, usize)] {
     static TABLE: std::sync::OnceLock<Vec<(usize, usize)>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        vec![
-            (c"cuLaunchKernel", cuLaunchKernel as *const () as usize),
-            (
-                c"cuLaunchKernel_ptsz",
-                cuLaunchKernel_ptsz as *const () as usize,
-            ),
-            (c"cuLaunchKernelEx", cuLaunchKernelEx as *const () as usize),
-            (
-                c"cuLaunchKernelEx_ptsz",
-                cuLaunchKernelEx_ptsz as *const () as usize,
-            ),
-            (
-                c"cuMemcpyHtoDAsync_v2",
-                cuMemcpyHtoDAsync_v2 as *const () as usize,
-            ),
-            (
-                c"cuMemcpyHtoDAsync_v2_ptsz",
-                cuMemcpyHtoDAsync_v2_ptsz as *const () as usize,
-            ),
-            (
-                c"cuMemcpyDtoHAsync_v2",
-                cuMemcpyDtoHAsync_v2 as *const () as usize,
-            ),
-            (
-                c"cuMemcpyDtoHAsync_v2_ptsz",
-                cuMemcpyDtoHAsync_v2_ptsz as *const () as usize,
-            ),
-            (
-                c"cuMemcpyDtoDAsync_v2",
-                cuMemcpyDtoDAsync_v2 as *const () as usize,
-            ),
-            (
-                c"cuMemcpyDtoDAsync_v2_ptsz",
-                cuMemcpyDtoDAsync_v2_ptsz as *const () as usize,
-            ),
-            (c"cuMemcpyAsync", cuMemcpyAsync as *const () as usize),
-            (
-                c"cuMemcpyAsync_ptsz",
-                cuMemcpyAsync_ptsz as *const () as usize,
-            ),
-            (c"cuMemsetD8Async", cuMemsetD8Async as *const () as usize),
-            (
-                c"cuMemsetD8Async_ptsz",
-                cuMemsetD8Async_ptsz as *const () as usize,
-            ),
-            (
-                c"cuStreamSynchronize",
-                cuStreamSynchronize as *const () as usize,
-            ),
-            (
-                c"cuStreamSynchronize_ptsz",
-                cuStreamSynchronize_ptsz as *const () as usize,
-            ),
-            (
-                c"cuStreamDestroy_v2",
-                cuStreamDestroy_v2 as *const () as usize,
-            ),
-            (
-                c"cuStreamBeginCapture_v2",
-                cuStreamBeginCapture_v2 as *const () as usize,
-            ),
-            (
-                c"cuStreamBeginCapture_v2_ptsz",
-                cuStreamBeginCapture_v2_ptsz as *const () as usize,
-            ),
-            (
-                c"cuStreamEndCapture",
-                cuStreamEndCapture as *const () as usize,
-            ),
-            (
-                c"cuStreamEndCapture_ptsz",
-                cuStreamEndCapture_ptsz as *const () as usize,
-            ),
-            (c"cuGraphLaunch", cuGraphLaunch as *const () as usize),
-            (
-                c"cuGraphLaunch_ptsz",
-                cuGraphLaunch_ptsz as *const () as usize,
-            ),
-            (c"cuStreamCreate", cuStreamCreate as *const () as usize),
-            (
-                c"cuStreamCreateWithPriority",
-                cuStreamCreateWithPriority as *const () as usize,
-            ),
-            (c"cuGetProcAddress", cuGetProcAddress as *const () as usize),
-            (
-                c"cuGetProcAddress_v2",
-                cuGetProcAddress_v2 as *const () as usize,
-            ),
+        entries![
+            cuLaunchKernel,
+            cuLaunchKernel_ptsz,
+            cuLaunchKernelEx,
+            cuLaunchKernelEx_ptsz,
+            cuMemcpyHtoDAsync_v2,
+            cuMemcpyHtoDAsync_v2_ptsz,
+            cuMemcpyDtoHAsync_v2,
+            cuMemcpyDtoHAsync_v2_ptsz,
+            cuMemcpyDtoDAsync_v2,
+            cuMemcpyDtoDAsync_v2_ptsz,
+            cuMemcpyAsync,
+            cuMemcpyAsync_ptsz,
+            cuMemsetD8Async,
+            cuMemsetD8Async_ptsz,
+            cuStreamSynchronize,
+            cuStreamSynchronize_ptsz,
+            cuStreamDestroy_v2,
+            cuStreamBeginCapture_v2,
+            cuStreamBeginCapture_v2_ptsz,
+            cuStreamEndCapture,
+            cuStreamEndCapture_ptsz,
+            cuGraphLaunch,
+            cuGraphLaunch_ptsz,
+            cuStreamCreate,
+            cuStreamCreateWithPriority,
+            cuGetProcAddress,
+            cuGetProcAddress_v2,
         ]
         .into_iter()
-        .map(|(name, shim)| (real::lookup(name) as usize, shim))
+        .filter_map(|(name, shim)| Some((real::lookup(name.ok()?) as usize, shim)))
         .filter(|&(driver, _)| driver != 0)
         .collect()
     })
