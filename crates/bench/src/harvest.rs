@@ -21,6 +21,7 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::Nanos;
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_sim::harvest::quantile;
 use xsched_sim::harvest::workload::{GapLearner, HpRequest, HpShape, Span};
 
 /// What the benchmark runs.
@@ -370,13 +371,6 @@ pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
     }
     progress(policies.len(), policies.len());
     Ok(report(&results))
-}
-
-fn quantile(v: &[Duration], q: f64) -> Option<Duration> {
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    let rank = ((s.len() as f64 * q).ceil() as usize).saturating_sub(1);
-    s.get(rank).copied()
 }
 
 fn report(results: &[(Policy, Measured)]) -> Report {

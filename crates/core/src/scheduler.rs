@@ -99,6 +99,8 @@ pub struct Scheduler {
     index: HashMap<QueueId, usize>,
     suspended: Vec<bool>,
     protected: Vec<bool>,
+    /// Devices with a suspended queue, refilled at each decision (kept to avoid allocating).
+    held_devices: Vec<DeviceId>,
     run: Vec<bool>,
     ops: VecDeque<Operation>,
     dirty: bool,
@@ -115,6 +117,7 @@ impl Scheduler {
             index: HashMap::new(),
             suspended: Vec::new(),
             protected: Vec::new(),
+            held_devices: Vec::new(),
             run: Vec::new(),
             ops: VecDeque::new(),
             dirty: false,
@@ -250,15 +253,16 @@ impl Scheduler {
         // Under a priority order, a ready, running queue on a device where some queue is
         // suspended is the one the policy protects.
         let protects = self.policy.protects_winners();
+        self.held_devices.clear();
+        if protects {
+            for (q, _) in self.queues.iter().zip(&self.suspended).filter(|(_, s)| **s) {
+                if !self.held_devices.contains(&q.device) {
+                    self.held_devices.push(q.device);
+                }
+            }
+        }
         for (i, q) in self.queues.iter().enumerate() {
-            let want = protects
-                && q.ready
-                && !self.suspended[i]
-                && self
-                    .queues
-                    .iter()
-                    .zip(&self.suspended)
-                    .any(|(o, s)| *s && o.device == q.device);
+            let want = q.ready && !self.suspended[i] && self.held_devices.contains(&q.device);
             if want != self.protected[i] {
                 self.protected[i] = want;
                 self.ops.push_back(if want {

@@ -134,7 +134,7 @@ impl Outcome {
 }
 
 /// The `q` quantile (nearest rank) of `v`.
-pub fn quantile(v: &[Nanos], q: f64) -> Option<Nanos> {
+pub fn quantile<T: Ord + Copy>(v: &[T], q: f64) -> Option<T> {
     let mut s = v.to_vec();
     s.sort_unstable();
     let rank = ((s.len() as f64 * q).ceil() as usize).saturating_sub(1);
