@@ -2,13 +2,13 @@
 //! launcher threads) as a share of one core, while idle and while a queue runs 10 k commands/s.
 //! Read from Linux's per-thread `/proc/self/task/*/schedstat` (nanoseconds on CPU).
 
-use crate::stats::{columns, round3, row};
 use crate::{Check, Report};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
 
 /// What the experiment runs.
@@ -115,13 +115,13 @@ pub fn run(p: &CpuShareParams, progress: &dyn Fn(usize, usize)) -> Result<Report
     let rate = submitted as f64 / d.at.duration_since(c.at).as_secs_f64();
     progress(2, 2);
     let rows = vec![
-        row(&[
+        cells(&[
             ("phase", json!("idle")),
             ("commands_per_s", json!(0)),
             ("scheduler_pct", json!(round3(idle_sched))),
             ("launchers_pct", json!(round3(idle_launch))),
         ]),
-        row(&[
+        cells(&[
             ("phase", json!("busy")),
             ("commands_per_s", json!(rate.round())),
             ("scheduler_pct", json!(round3(busy_sched))),
@@ -139,6 +139,6 @@ pub fn run(p: &CpuShareParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         columns: columns(&["phase", "commands_per_s", "scheduler_pct", "launchers_pct"]),
         rows,
         checks,
-        events: 0,
+        events: None,
     })
 }

@@ -3,7 +3,7 @@
 //! floor), and the daemon threads' CPU share at 10 k events/s.
 
 use crate::cpu_share::thread_cpu_ns;
-use crate::stats::{self, columns, none, pct_us, round3, row};
+use crate::stats::{none, pct_us};
 use crate::{Check, Report};
 use serde_json::json;
 use std::io::{self, Write};
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xsched_core::{Hint, QueueHints};
 use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_report::{cells, columns, round3};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -132,14 +133,17 @@ pub fn run(
     let echo_thread = std::thread::spawn(move || echo(listener));
     let mut to_echo = UnixStream::connect(&echo_path)?;
     let mut to_daemon = client(daemon.path())?;
-    let (mut floor, mut through) = (stats::new_histogram(), stats::new_histogram());
+    let (mut floor, mut through) = (
+        xsched_report::new_histogram(),
+        xsched_report::new_histogram(),
+    );
     progress(0, 2);
     for i in 0..p.samples {
         // Interleaved, after a pause that lets every thread fall asleep, as between real events.
         std::thread::sleep(Duration::from_micros(200));
-        stats::record(&mut floor, ping(&mut to_echo)?);
+        xsched_report::record_duration(&mut floor, ping(&mut to_echo)?);
         std::thread::sleep(Duration::from_micros(200));
-        stats::record(&mut through, round_trip(&mut to_daemon, i % 2 == 0)?);
+        xsched_report::record_duration(&mut through, round_trip(&mut to_daemon, i % 2 == 0)?);
     }
     if p.samples % 2 == 1 {
         round_trip(&mut to_daemon, false)?;
@@ -181,13 +185,13 @@ pub fn run(
     let ratio = |v: f64, f: f64| if f > 0.0 { round3(v / f) } else { 0.0 };
     let (p50, p99) = (pct_us(&through, 0.5), pct_us(&through, 0.99));
     let rows = vec![
-        row(&[
+        cells(&[
             ("path", json!("raw unix-socket ping-pong (floor)")),
             ("p50_us", json!(floor_p50)),
             ("p99_us", json!(floor_p99)),
             ("ratio_to_floor", json!("1.0 / 1.0")),
         ]),
-        row(&[
+        cells(&[
             ("path", json!("event -> operation through the daemon")),
             ("p50_us", json!(p50)),
             ("p99_us", json!(p99)),
@@ -200,7 +204,7 @@ pub fn run(
                 )),
             ),
         ]),
-        row(&[
+        cells(&[
             (
                 "path",
                 json!(format!(
@@ -224,6 +228,6 @@ pub fn run(
         columns: columns(&["path", "p50_us", "p99_us", "ratio_to_floor"]),
         rows,
         checks,
-        events: 0,
+        events: None,
     })
 }

@@ -9,7 +9,7 @@
 //! xsched (fixed priority, foreground higher) the background is suspended while the foreground
 //! has work, at the chosen level.
 
-use crate::stats::{self, columns, none, pct_us, round3, row};
+use crate::stats::{self, none, pct_us};
 use crate::{Check, Report};
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 
 /// What the experiment runs.
@@ -168,11 +169,14 @@ pub fn foreground(
     let (tx, rx) = crossbeam_channel::unbounded::<(Instant, CommandHandle, bool)>();
     std::thread::scope(|s| {
         let waiter = s.spawn(move || {
-            let mut h = stats::new_histogram();
+            let mut h = xsched_report::new_histogram();
             for (arrival, handle, measured) in rx {
                 let _ = handle.wait();
                 if measured {
-                    stats::record(&mut h, Instant::now().saturating_duration_since(arrival));
+                    xsched_report::record_duration(
+                        &mut h,
+                        Instant::now().saturating_duration_since(arrival),
+                    );
                 }
             }
             h
@@ -195,7 +199,9 @@ pub fn foreground(
             }
         }
         drop(tx);
-        waiter.join().unwrap_or_else(|_| stats::new_histogram())
+        waiter
+            .join()
+            .unwrap_or_else(|_| xsched_report::new_histogram())
     })
 }
 
@@ -211,7 +217,7 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
     };
     let mut merged: Vec<(Histogram<u64>, f64)> = modes
         .iter()
-        .map(|_| (stats::new_histogram(), 0.0))
+        .map(|_| (xsched_report::new_histogram(), 0.0))
         .collect();
     let total = modes.len() * rounds as usize;
     for round in 0..rounds {
@@ -291,7 +297,7 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
                 pass: ratio <= 1.10,
             });
         }
-        rows.push(row(&[
+        rows.push(cells(&[
             ("device", json!("cpu")),
             ("mode", json!(name)),
             ("level", level),
@@ -314,6 +320,6 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
         ]),
         rows,
         checks,
-        events: 0,
+        events: None,
     }
 }

@@ -11,7 +11,7 @@
 //! keeps progress instead of discarding it); the simulator reports them. Unlike the
 //! simulator's, this collector never lets a slice overrun a window on slack, and never kills.
 
-use crate::stats::{columns, none, round3, row};
+use crate::stats::none;
 use crate::{Check, Report};
 use serde_json::json;
 use std::collections::VecDeque;
@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::Nanos;
+use xsched_core::harvest::GapLearner;
+use xsched_report::quantile;
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
-use xsched_sim::harvest::quantile;
-use xsched_sim::harvest::workload::{GapLearner, HpRequest, HpShape, Span};
+use xsched_workload::service::{HpRequest, HpShape, Span};
 
 /// What the benchmark runs.
 #[derive(Clone, Debug)]
@@ -391,7 +393,7 @@ fn report(results: &[(Policy, Measured)]) -> Report {
             Policy::Priority(s) | Policy::SloAware(s) => json!(round3(s.as_secs_f64() * 1e6)),
             _ => none(),
         };
-        rows.push(row(&[
+        rows.push(cells(&[
             ("device", json!("cpu")),
             ("policy", json!(policy.name())),
             ("slice_us", slice),
@@ -456,7 +458,7 @@ fn report(results: &[(Policy, Measured)]) -> Report {
         ]),
         rows,
         checks,
-        events: 0,
+        events: None,
     }
 }
 

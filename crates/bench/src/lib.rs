@@ -27,7 +27,7 @@ pub mod overhead;
 pub mod preempt;
 mod stats;
 
-pub use xsched_sim::{Report, scenario::Check};
+pub use xsched_report::{Check, Report};
 
 /// Every benchmark name, for the CLI.
 pub const NAMES: &[&str] = &[

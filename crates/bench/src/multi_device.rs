@@ -6,7 +6,7 @@
 //! never waits for a preemption.
 
 use crate::fg_bg::{FgBgParams, background};
-use crate::stats::{self, columns, pct_us, round3, row};
+use crate::stats::pct_us;
 use crate::{Check, Report};
 use serde_json::json;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 
 /// What the experiment runs.
@@ -97,7 +98,7 @@ fn run_mode(
     let kernel = Arc::new(Spin::new(p.stage_kernel));
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
-    let mut hist = stats::new_histogram();
+    let mut hist = xsched_report::new_histogram();
     std::thread::scope(|s| {
         for q in &bg {
             s.spawn(|| background(q, &p.background, &stop, &done));
@@ -111,7 +112,10 @@ fn run_mode(
                 stage(q, &kernel, p.stage_kernels);
             }
             if i >= warmup {
-                stats::record(&mut hist, Instant::now().saturating_duration_since(arrival));
+                xsched_report::record_duration(
+                    &mut hist,
+                    Instant::now().saturating_duration_since(arrival),
+                );
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -139,7 +143,7 @@ pub fn run(p: &MultiDeviceParams, progress: &dyn Fn(usize, usize)) -> Result<Rep
             Mode::Native => ("native", json!(null), json!(null)),
             Mode::Policy(name) => ("xsched", json!(name), json!(p.level.number())),
         };
-        rows.push(row(&[
+        rows.push(cells(&[
             ("devices", json!("cpu + cpu")),
             ("mode", json!(name)),
             ("policy", policy),
@@ -170,6 +174,6 @@ pub fn run(p: &MultiDeviceParams, progress: &dyn Fn(usize, usize)) -> Result<Rep
         ]),
         rows,
         checks,
-        events: 0,
+        events: None,
     })
 }

@@ -2,7 +2,7 @@
 //! stream of commands loses against launching them straight onto the hardware queue, at
 //! launch thresholds 1 to 32.
 
-use crate::stats::{self, columns, pct_us, round3, row};
+use crate::stats::pct_us;
 use crate::{Check, Report};
 use serde_json::json;
 use std::sync::{Arc, Condvar, Mutex};
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{CommandId, LaunchConfig};
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{
     CommandError, Completion, CompletionSink, HwQueue, QueueOptions, Runtime, RuntimeConfig,
     RuntimeError, XQueue,
@@ -111,12 +112,12 @@ fn submit_cost(
     let q = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::default())?;
     q.suspend()?;
     let kernel = Arc::new(Spin::new(Duration::from_micros(1)));
-    let mut hist = stats::new_histogram();
+    let mut hist = xsched_report::new_histogram();
     for _ in 0..samples {
         let cmd = CpuCommand::Kernel(kernel.clone());
         let t = Instant::now();
         let h = q.submit(cmd)?;
-        stats::record(&mut hist, t.elapsed());
+        xsched_report::record_duration(&mut hist, t.elapsed());
         drop(h);
     }
     q.cancel_pending()?;
@@ -166,7 +167,7 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
             .config
             .inflight_budget()
             .map_or(json!(null), |b| json!(b.as_us_f64()));
-        rows.push(row(&[
+        rows.push(cells(&[
             ("threshold", json!(name)),
             ("batch", json!(options.config.batch())),
             ("budget_us", budget),
@@ -189,7 +190,7 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
     progress(configs.len(), total);
     let submit = submit_cost(&runtime, &device, p.submit_samples)?;
     let mean_ns = submit.mean();
-    rows.push(row(&[
+    rows.push(cells(&[
         ("threshold", json!("submit call")),
         ("batch", json!(null)),
         ("budget_us", json!(null)),
@@ -218,6 +219,6 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         ]),
         rows,
         checks,
-        events: 0,
+        events: None,
     })
 }

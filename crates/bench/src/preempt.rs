@@ -4,7 +4,7 @@
 //! submission until the urgent command starts on the device. Beside it, the machine's raw
 //! thread wake-up round trip, measured in the same run, is the floor.
 
-use crate::stats::{self, columns, none, pct_us, row};
+use crate::stats::{self, none, pct_us};
 use crate::{Check, Report};
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::{DEFAULT_CHECKPOINT, Spin};
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{Hint, LaunchConfig, Level};
+use xsched_report::{cells, columns};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
 
 /// One configuration of the background queue.
@@ -98,7 +99,7 @@ pub fn measure(
     let kernel = Arc::new(Spin::new(length));
     let stop = AtomicBool::new(false);
     let mut rng = stats::rng(seed);
-    let mut hist = stats::new_histogram();
+    let mut hist = xsched_report::new_histogram();
     std::thread::scope(|s| -> Result<(), RuntimeError> {
         s.spawn(|| {
             // Keep the background saturated: always plenty submitted and not yet done.
@@ -130,7 +131,7 @@ pub fn measure(
             let _ = h.wait();
             let at = started.lock().ok().and_then(|m| *m);
             if let Some(at) = at {
-                stats::record(&mut hist, at.saturating_duration_since(asked));
+                xsched_report::record_duration(&mut hist, at.saturating_duration_since(asked));
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -152,7 +153,7 @@ pub fn wakeup_round_trip(samples: u32) -> Histogram<u64> {
             }
         }
     });
-    let mut hist = stats::new_histogram();
+    let mut hist = xsched_report::new_histogram();
     for _ in 0..samples {
         // Let the echo thread fall asleep, as a launcher or worker would be.
         std::thread::sleep(Duration::from_micros(200));
@@ -160,7 +161,7 @@ pub fn wakeup_round_trip(samples: u32) -> Histogram<u64> {
         if ping_tx.send(()).is_err() || pong_rx.recv().is_err() {
             break;
         }
-        stats::record(&mut hist, t.elapsed());
+        xsched_report::record_duration(&mut hist, t.elapsed());
     }
     drop(ping_tx);
     let _ = echo.join();
@@ -174,7 +175,7 @@ pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
     progress(0, total);
     let floor = wakeup_round_trip(p.samples.max(100));
     let floor_p99 = pct_us(&floor, 0.99);
-    let mut rows = vec![row(&[
+    let mut rows = vec![cells(&[
         ("level", json!("floor")),
         ("config", json!("thread wake-up round trip")),
         ("cmd_us", none()),
@@ -194,13 +195,13 @@ pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
             if v.level == Level::Interrupt {
                 l3_p99.push(p99);
             }
-            rows.push(row(&[
+            rows.push(cells(&[
                 ("level", json!(v.level.number())),
                 ("config", json!(v.name)),
                 ("cmd_us", json!(cmd_us)),
                 ("p50_us", json!(pct_us(&h, 0.5))),
                 ("p99_us", json!(p99)),
-                ("p99_over_cmd", json!(stats::round3(p99 / cmd_us))),
+                ("p99_over_cmd", json!(xsched_report::round3(p99 / cmd_us))),
             ]));
             done += 1;
         }
@@ -231,6 +232,6 @@ pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
         ]),
         rows,
         checks,
-        events: 0,
+        events: None,
     })
 }

@@ -7,8 +7,7 @@ use xsched_llm::embedding::{Embedder, Hashed, MiniLm};
 use xsched_llm::engine::EngineConfig;
 use xsched_llm::experiment::{self, ArrivalShape, SweepParams};
 use xsched_llm::policy;
-use xsched_sim::Report;
-use xsched_sim::scenario::Check;
+use xsched_report::{Check, Report};
 
 /// The Azure arrival traces, by `--arrivals` name.
 const TRACES: &[(&str, &str)] = &[
@@ -152,7 +151,7 @@ pub fn predict_eval(a: &LlmArgs) -> Result<Report> {
                 pass: e.step_10k_us <= 1000.0,
             },
         ],
-        events: 0,
+        events: None,
     })
 }
 
@@ -310,6 +309,6 @@ pub fn run(a: &LlmArgs) -> Result<Report> {
         .collect(),
         rows: points.iter().map(experiment::row).collect(),
         checks,
-        events: 0,
+        events: None,
     })
 }

@@ -4,7 +4,8 @@ use anyhow::Result;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::{Duration, Instant};
-use xsched_sim::{Report, Scenario, profile};
+use xsched_report::Report;
+use xsched_sim::{Scenario, profile};
 
 /// Run `job`, showing a progress bar once it has taken more than a second. The job reports
 /// progress through the function it is given (`done`, `total`).
@@ -43,14 +44,7 @@ fn cell(v: &serde_json::Value) -> String {
 /// Print a report as a table (rows, then checks) or one JSON document.
 pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
     if json {
-        let doc = serde_json::json!({
-            "scenario": title,
-            "experiment": report.experiment,
-            "rows": report.rows,
-            "checks": report.checks,
-            "events": report.events,
-        });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", serde_json::to_string_pretty(&report.document(title))?);
         return Ok(());
     }
     println!("{title} ({})", report.experiment);
@@ -79,8 +73,7 @@ pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
             ]);
         }
         println!("{c}");
-        let met = report.checks.iter().filter(|k| k.pass).count();
-        println!("{met} of {} targets met", report.checks.len());
+        println!("{} of {} targets met", report.met(), report.checks.len());
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! - [`scheduler::Scheduler`]: events in, suspend/resume operations out, timers on request.
 //! - [`policy`]: the policies, one file each, behind one registry.
 //! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
+//! - [`harvest`]: Hummingbird's idle-slice collector (the `slo-aware` policy's machine).
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,7 @@ pub mod command;
 pub mod config;
 pub mod error;
 pub mod gittins;
+pub mod harvest;
 pub mod hint;
 pub mod ids;
 pub mod level;

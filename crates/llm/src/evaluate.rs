@@ -13,6 +13,7 @@ use rand::seq::SliceRandom;
 use rand_pcg::Pcg64Mcg;
 use std::sync::Arc;
 use std::time::Instant;
+use xsched_report::quantile;
 
 /// Predictor quality and cost.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +65,7 @@ pub fn step_latency(pool: &[PromptRecord], n: usize) -> f64 {
     for r in &requests {
         policy.arrive(r);
     }
-    let mut times: Vec<f64> = (0..5)
+    let times: Vec<f64> = (0..5)
         .map(|_| {
             let t = Instant::now();
             let mut order: Vec<(f64, usize)> = requests
@@ -84,8 +85,7 @@ pub fn step_latency(pool: &[PromptRecord], n: usize) -> f64 {
             t.elapsed().as_secs_f64() * 1e6
         })
         .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    quantile(&times, 0.5).unwrap_or(0.0)
 }
 
 fn ranks(v: &[f64]) -> Vec<f64> {
@@ -176,7 +176,7 @@ pub fn evaluate(
         let e = own[i % own.len().max(1)].clone();
         full.learn(e, latency_pool.get(i).map_or(1, |r| r.output_tokens));
     }
-    let mut lat: Vec<f64> = own
+    let lat: Vec<f64> = own
         .iter()
         .take(500)
         .map(|e| {
@@ -186,12 +186,7 @@ pub fn evaluate(
             t.elapsed().as_secs_f64() * 1e6
         })
         .collect();
-    lat.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        lat.get(((lat.len() as f64 * q).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0.0)
-    };
+    let at = |q: f64| quantile(&lat, q).unwrap_or(0.0);
     let n = order.len().max(1) as f64;
     PredictEval {
         requests: order.len(),
@@ -203,7 +198,7 @@ pub fn evaluate(
         latency_p99_us: at(0.99),
         step_10k_us: step_latency(latency_pool, 10_000),
         embed_p50_us: {
-            let mut t: Vec<f64> = order
+            let t: Vec<f64> = order
                 .iter()
                 .take(50)
                 .map(|r| {
@@ -212,8 +207,7 @@ pub fn evaluate(
                     t.elapsed().as_secs_f64() * 1e6
                 })
                 .collect();
-            t.sort_by(f64::total_cmp);
-            t.get(t.len() / 2).copied().unwrap_or(0.0)
+            quantile(&t, 0.5).unwrap_or(0.0)
         },
     }
 }

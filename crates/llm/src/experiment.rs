@@ -14,8 +14,9 @@ use crate::policy;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 use std::sync::Arc;
+use xsched_report::{Row, quantile, round3};
 
 /// What a sweep runs.
 #[derive(Clone, Debug)]
@@ -80,7 +81,7 @@ impl ArrivalShape {
 }
 
 /// One policy at one load.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Point {
     /// Policy name.
     pub policy: String,
@@ -136,20 +137,15 @@ pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f
 
 fn summarize(policy: &str, load: f64, stats: &RunStats) -> Point {
     let n = stats.outcomes.len().max(1) as f64;
-    let mut ttlt: Vec<f64> = stats.outcomes.iter().map(|o| o.ttlt).collect();
-    ttlt.sort_by(f64::total_cmp);
-    let p99 = ttlt
-        .get(((ttlt.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-        .copied()
-        .unwrap_or(0.0);
-    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    let ttlt: Vec<f64> = stats.outcomes.iter().map(|o| o.ttlt).collect();
+    let p99 = quantile(&ttlt, 0.99).unwrap_or(0.0);
     Point {
         policy: policy.to_string(),
         load,
-        ttlt_mean_ms: r3(ttlt.iter().sum::<f64>() / n * 1e3),
-        ttlt_p99_ms: r3(p99 * 1e3),
-        ttft_mean_ms: r3(stats.outcomes.iter().map(|o| o.ttft).sum::<f64>() / n * 1e3),
-        throughput_rps: r3(stats.outcomes.len() as f64 / stats.makespan.max(1e-9)),
+        ttlt_mean_ms: round3(ttlt.iter().sum::<f64>() / n * 1e3),
+        ttlt_p99_ms: round3(p99 * 1e3),
+        ttft_mean_ms: round3(stats.outcomes.iter().map(|o| o.ttft).sum::<f64>() / n * 1e3),
+        throughput_rps: round3(stats.outcomes.len() as f64 / stats.makespan.max(1e-9)),
         preemptions: stats.preemptions,
     }
 }
@@ -209,17 +205,9 @@ pub fn sweep(
     Ok((cap, points))
 }
 
-/// A point as a JSON row.
-pub fn row(p: &Point) -> Map<String, Value> {
-    let v = json!({
-        "policy": p.policy, "load": p.load, "ttlt_mean_ms": p.ttlt_mean_ms,
-        "ttlt_p99_ms": p.ttlt_p99_ms, "ttft_mean_ms": p.ttft_mean_ms,
-        "throughput_rps": p.throughput_rps, "preemptions": p.preemptions,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
+/// A point as a report row.
+pub fn row(p: &Point) -> Row {
+    xsched_report::row(p)
 }
 
 /// The lowest load where FCFS's mean TTLT is at least twice its value at the lowest load.

@@ -7,8 +7,7 @@
 //! device's deactivate/interrupt/restore time. Nothing reads a real clock.
 
 use crate::device::{Device, HwCmd};
-use crate::metrics::{WorkloadMetrics, new_histogram};
-use crate::rng::SimRng;
+use crate::metrics::WorkloadMetrics;
 use crate::spec::{Arrival, QueueMode, SimSpec};
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
@@ -18,6 +17,8 @@ use xsched_core::{
     CommandId, CommandMeta, CoreError, DeviceId, Event, LaunchConfig, LaunchMachine, Level, Nanos,
     Operation, QueueId, ResumeAction, Scheduler, SuspendAction,
 };
+use xsched_report::new_histogram;
+use xsched_workload::SeededRng;
 
 /// Why a run could not start.
 #[derive(Debug, Error)]
@@ -109,7 +110,7 @@ pub struct Sim {
     now: Nanos,
     seq: u64,
     heap: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
-    rng: SimRng,
+    rng: SeededRng,
     devices: Vec<Device>,
     device_next: Vec<Option<Nanos>>,
     xqs: Vec<XQ>,
@@ -133,7 +134,7 @@ impl Sim {
             now: Nanos::ZERO,
             seq: 0,
             heap: BinaryHeap::new(),
-            rng: SimRng::new(spec.seed),
+            rng: SeededRng::new(spec.seed),
             device_next: vec![None; devices.len()],
             devices,
             xqs: Vec::new(),

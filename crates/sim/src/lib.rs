@@ -10,9 +10,8 @@ pub mod engine;
 pub mod harvest;
 pub mod metrics;
 pub mod profile;
-pub mod rng;
 pub mod spec;
 
 pub use engine::{Sim, SimError, SimResult, simulate};
 pub mod scenario;
-pub use scenario::{Report, Scenario, ScenarioError};
+pub use scenario::{Scenario, ScenarioError};

@@ -2,6 +2,7 @@
 
 use hdrhistogram::Histogram;
 use xsched_core::Nanos;
+use xsched_report::{hist_quantile_us, new_histogram};
 
 /// What one workload measured.
 #[derive(Debug, Clone)]
@@ -30,11 +31,6 @@ impl Default for WorkloadMetrics {
     }
 }
 
-/// A histogram for nanosecond values up to an hour, 3 significant digits.
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid")
-}
-
 impl WorkloadMetrics {
     /// Record one latency.
     pub fn record(&mut self, latency: Nanos) {
@@ -43,11 +39,7 @@ impl WorkloadMetrics {
 
     /// The `q` quantile (0..=1) in microseconds; 0 when nothing was recorded.
     pub fn quantile_us(&self, q: f64) -> f64 {
-        if self.latency.is_empty() {
-            0.0
-        } else {
-            self.latency.value_at_quantile(q) as f64 / 1_000.0
-        }
+        hist_quantile_us(&self.latency, q)
     }
 
     /// Mean latency in microseconds.

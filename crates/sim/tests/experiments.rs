@@ -1,6 +1,7 @@
 //! The paper's experiments in virtual time: exact and deterministic, so assert freely.
 
-use xsched_sim::{Report, Scenario};
+use xsched_report::Report;
+use xsched_sim::Scenario;
 
 fn run(src: &str) -> Report {
     let s = Scenario::parse("test.toml", src).unwrap_or_else(|e| panic!("{e}"));

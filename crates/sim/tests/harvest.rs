@@ -3,8 +3,8 @@
 
 use xsched_core::Nanos;
 use xsched_sim::Scenario;
-use xsched_sim::harvest::workload::HpRequest;
 use xsched_sim::harvest::{self, Params, SharePolicy};
+use xsched_workload::service::HpRequest;
 
 fn us(x: u64) -> Nanos {
     Nanos::from_us(x)

@@ -23,10 +23,9 @@
 
 mod spatial;
 mod temporal;
-pub mod workload;
 
-use workload::HpRequest;
 use xsched_core::Nanos;
+use xsched_workload::service::HpRequest;
 
 /// How the device is shared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,16 +128,8 @@ impl Outcome {
 
     /// The P99 latency, `None` without requests.
     pub fn p99(&self) -> Option<Nanos> {
-        quantile(&self.latencies, 0.99)
+        xsched_report::quantile(&self.latencies, 0.99)
     }
-}
-
-/// The `q` quantile (nearest rank) of `v`.
-pub fn quantile<T: Ord + Copy>(v: &[T], q: f64) -> Option<T> {
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    let rank = ((s.len() as f64 * q).ceil() as usize).saturating_sub(1);
-    s.get(rank).copied()
 }
 
 /// Run `policy` on the HP requests with an endless LP job beside them.

@@ -2,11 +2,11 @@
 //! once; while both run, each progresses at `speedup / 2` of its standalone rate (the device's
 //! published two-process throughput), otherwise at full rate. Nothing is ever preempted.
 
-use super::workload::HpRequest;
 use super::{Outcome, Params};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use xsched_core::Nanos;
+use xsched_workload::service::HpRequest;
 
 /// Run the HP requests beside an endless LP job, both always admitted.
 pub(super) fn run(reqs: &[HpRequest], p: &Params) -> Outcome {

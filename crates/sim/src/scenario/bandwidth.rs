@@ -2,7 +2,7 @@
 //! hardware splits about evenly; xsched's bandwidth policy enforces the shares with time slices.
 //! Shares are each process's throughput over its throughput alone on the device.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
@@ -10,6 +10,7 @@ use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Nanos};
+use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,17 +159,17 @@ impl Bandwidth {
                 } else {
                     "xsched"
                 },
-                fg_share: r3(fg),
-                bg_share: r3(bg),
-                total_throughput_ratio: r3(total),
+                fg_share: round3(fg),
+                bg_share: round3(bg),
+                total_throughput_ratio: round3(total),
             }));
         }
         Report {
             experiment: "bandwidth".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events,
+            events: Some(events),
         }
     }
 }

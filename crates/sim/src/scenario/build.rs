@@ -5,7 +5,6 @@ use super::{Ctx, ScenarioError};
 use crate::profile::{self, Profile};
 use crate::spec::{Arrival, DeviceSpec, QueueMode, QueueSpec, SimSpec, StageSpec, WorkloadSpec};
 use rayon::prelude::*;
-use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use toml::Spanned;
 use xsched_core::{Level, Nanos, QueueHints};
@@ -173,19 +172,6 @@ pub(crate) fn fg_standalone(p: &Profile) -> Nanos {
     Nanos(p.fg.cmd_mean().0 * u64::from(p.fg.commands.value))
 }
 
-/// A row object from a serializable struct.
-pub(crate) fn row(r: impl Serialize) -> serde_json::Map<String, serde_json::Value> {
-    match serde_json::to_value(r) {
-        Ok(serde_json::Value::Object(m)) => m,
-        _ => serde_json::Map::new(),
-    }
-}
-
-/// Round for reports (three decimals keeps output stable and readable).
-pub(crate) fn r3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 /// Run `f` over `items` on all cores, in order, ticking progress.
 pub(crate) fn par_map<T: Sync, R: Send>(
     items: &[T],
@@ -201,11 +187,4 @@ pub(crate) fn par_map<T: Sync, R: Send>(
             r
         })
         .collect()
-}
-
-/// The column names of the first row.
-pub(crate) fn columns(rows: &[serde_json::Map<String, serde_json::Value>]) -> Vec<String> {
-    rows.first()
-        .map(|r| r.keys().cloned().collect())
-        .unwrap_or_default()
 }

@@ -1,7 +1,7 @@
 //! Foreground beside a saturating background (XSched Fig. 9): the foreground's open-loop P99
 //! standalone, natively beside the background, and under xsched fixed priority at each level.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
@@ -9,6 +9,7 @@ use crate::spec::{Arrival, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Level, Nanos};
+use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,19 +211,19 @@ impl FgBg {
                 device: p.key,
                 mode: name,
                 level,
-                budget_us: budget.map(|b| r3(b.as_us_f64())),
-                p50_us: r3(p50),
-                p99_us: r3(p99),
-                p99_ratio: r3(ratio),
-                bg_device_share: r3(bg),
+                budget_us: budget.map(|b| round3(b.as_us_f64())),
+                p50_us: round3(p50),
+                p99_us: round3(p99),
+                p99_ratio: round3(ratio),
+                bg_device_share: round3(bg),
             }));
         }
         Report {
             experiment: "fg-bg".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events,
+            events: Some(events),
         }
     }
 }

@@ -2,15 +2,16 @@
 //! endless LP job, under every way of sharing the device (see [`crate::harvest`]), and the
 //! effect of the LP slice length. The SLO is HP's standalone P99 latency × `slo_factor`.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::device::Arbitration;
-use crate::harvest::workload::{HpShape, Span};
 use crate::harvest::{self, Outcome, Params, SharePolicy};
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Level, Nanos};
+use xsched_report::{columns_of, round3, row};
+use xsched_workload::service::{HpRequest, HpShape, Span};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -261,17 +262,17 @@ impl Hummingbird {
         }
         Report {
             experiment: "hummingbird".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events: 0,
+            events: None,
         }
     }
 
     fn run_device(
         &self,
         p: &Profile,
-        hp: &[harvest::workload::HpRequest],
+        hp: &[HpRequest],
     ) -> (Vec<serde_json::Map<String, serde_json::Value>>, Vec<Check>) {
         let standalone = harvest::run(
             SharePolicy::Standalone,
@@ -283,15 +284,15 @@ impl Hummingbird {
         let mut rows = Vec::new();
         let mut by_policy: Vec<(SharePolicy, Outcome)> = Vec::new();
         let mk = |policy: SharePolicy, slice: Option<Nanos>, o: &Outcome| {
-            let delays = harvest::quantile(&o.preempt_delays, 0.99);
+            let delays = xsched_report::quantile(&o.preempt_delays, 0.99);
             row(Row {
                 device: p.key,
                 policy: policy.name(),
-                slice_us: slice.map(|s| r3(s.as_us_f64())),
-                hp_slo_attainment: r3(o.attainment(slo)),
-                lp_throughput_norm: r3(o.lp_throughput_norm()),
-                utilization: r3(o.utilization()),
-                preempt_p99_us: delays.map(|d| r3(d.as_us_f64())),
+                slice_us: slice.map(|s| round3(s.as_us_f64())),
+                hp_slo_attainment: round3(o.attainment(slo)),
+                lp_throughput_norm: round3(o.lp_throughput_norm()),
+                utilization: round3(o.utilization()),
+                preempt_p99_us: delays.map(|d| round3(d.as_us_f64())),
             })
         };
         for policy in SharePolicy::ALL {

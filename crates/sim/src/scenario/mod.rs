@@ -10,12 +10,13 @@ mod multi_device;
 mod overhead;
 mod preempt;
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::path::Path;
 use thiserror::Error;
 use toml::Spanned;
+pub use xsched_report::{Check, Report};
 
 /// A scenario that could not be read or is inconsistent.
 #[derive(Debug, Error)]
@@ -40,34 +41,6 @@ pub enum ScenarioError {
         /// What is wrong, naming the field.
         message: String,
     },
-}
-
-/// A target from the paper or the issue, and whether this run met it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    /// What is checked.
-    pub name: String,
-    /// The target, in words.
-    pub target: String,
-    /// What was measured.
-    pub measured: String,
-    /// Whether the target was met.
-    pub pass: bool,
-}
-
-/// The outcome of a scenario.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// The experiment kind.
-    pub experiment: String,
-    /// Column order for tables.
-    pub columns: Vec<String>,
-    /// One object per row.
-    pub rows: Vec<serde_json::Map<String, serde_json::Value>>,
-    /// Targets and whether they were met.
-    pub checks: Vec<Check>,
-    /// Simulation events processed.
-    pub events: u64,
 }
 
 /// A parsed scenario, ready to run.

@@ -7,7 +7,7 @@
 //! foreground request arrives, so the second device is already clear when the pipeline
 //! reaches it.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
@@ -15,6 +15,7 @@ use crate::spec::{Arrival, DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::Nanos;
+use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,17 +181,17 @@ impl MultiDevice {
             rows.push(row(Row {
                 devices,
                 mode: mode.label(),
-                p50_us: r3(p50),
-                p99_us: r3(p99),
-                p99_ratio: r3(ratio),
+                p50_us: round3(p50),
+                p99_us: round3(p99),
+                p99_ratio: round3(ratio),
             }));
         }
         Report {
             experiment: "multi-device".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events,
+            events: Some(events),
         }
     }
 }

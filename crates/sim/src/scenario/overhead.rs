@@ -3,7 +3,7 @@
 //! natively. The loss comes from the hardware queue running dry while the launcher waits for
 //! a synchronization point, and from the per-command interception cost.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
@@ -11,6 +11,7 @@ use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{LaunchConfig, Level, Nanos};
+use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,15 +158,15 @@ impl Overhead {
                 threshold: c.threshold(),
                 batch: c.batch(),
                 paper_config: paper,
-                overhead_pct: r3(pct),
+                overhead_pct: round3(pct),
             }));
         }
         Report {
             experiment: "overhead".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events,
+            events: Some(events),
         }
     }
 }

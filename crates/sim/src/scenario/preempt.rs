@@ -2,7 +2,7 @@
 //! of length T is suspended at random moments; the latency is the time until the device runs
 //! nothing of it. Rows for the count threshold alone and with xsched's in-flight time budget.
 
-use super::build::{self, r3, row};
+use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
@@ -10,6 +10,7 @@ use crate::spec::{DeviceSpec, ProbeSpec, QueueMode, StageSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{LaunchConfig, Level, Nanos};
+use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -132,7 +133,7 @@ impl Preempt {
         });
         match simulate(s) {
             Ok(r) => {
-                let h = r.preemption.unwrap_or_else(crate::metrics::new_histogram);
+                let h = r.preemption.unwrap_or_else(xsched_report::new_histogram);
                 let q = |x| h.value_at_quantile(x) as f64 / 1e3;
                 (q(0.5), q(0.99), r.events)
             }
@@ -204,18 +205,18 @@ impl Preempt {
                 device: p.key,
                 level: level.number(),
                 threshold: cfg.threshold(),
-                budget_us: budget.map(|b| r3(b.as_us_f64())),
-                cmd_us: r3(t),
-                p50_us: r3(p50),
-                p99_us: r3(p99),
+                budget_us: budget.map(|b| round3(b.as_us_f64())),
+                cmd_us: round3(t),
+                p50_us: round3(p50),
+                p99_us: round3(p99),
             }));
         }
         Report {
             experiment: "preempt-latency".into(),
-            columns: build::columns(&rows),
+            columns: columns_of(&rows),
             rows,
             checks,
-            events,
+            events: Some(events),
         }
     }
 }

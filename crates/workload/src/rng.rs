@@ -1,18 +1,18 @@
-//! Seeded randomness. One generator per simulation, seeded from the scenario, so the same seed
-//! gives the same bytes of output.
+//! Seeded randomness. One generator per run, seeded from the scenario or the benchmark's
+//! parameters, so the same seed gives the same bytes of output.
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use xsched_core::Nanos;
 
-/// The simulation's only source of randomness.
+/// A seeded generator: one per run, so the same seed gives the same bytes of output.
 #[derive(Debug, Clone)]
-pub struct SimRng(Pcg64Mcg);
+pub struct SeededRng(Pcg64Mcg);
 
-impl SimRng {
+impl SeededRng {
     /// A generator from a seed.
-    pub fn new(seed: u64) -> SimRng {
-        SimRng(Pcg64Mcg::seed_from_u64(seed))
+    pub fn new(seed: u64) -> SeededRng {
+        SeededRng(Pcg64Mcg::seed_from_u64(seed))
     }
 
     /// Uniform in `[0, 1)`.

@@ -1,14 +1,15 @@
-//! The high-priority (HP) service whose idle time is harvested: requests made of device
-//! kernels separated by CPU work, and the learner that predicts those idle windows.
+//! The high-priority (HP) service of the harvesting experiments (Hummingbird): requests made of
+//! device kernels separated by CPU work. The simulator runs them in virtual time and
+//! `xsched bench harvest` for real, from the same seeded generator.
 //!
 //! A request arrives, spends `pre` on the CPU (pre-processing), then runs its kernels one after
 //! another with a CPU gap between consecutive ones (framework work, sampling, launch
 //! overhead), and finishes `post` after its last kernel (post-processing). Every part counts in
 //! its latency; only the kernels use the device. Kernel lengths are known to the scheduler (HP
-//! kernels are profiled, as Hummingbird does); gaps are only learned from history.
+//! kernels are profiled, as Hummingbird does); gaps are only learned from history
+//! (`xsched_core::harvest`).
 
-use crate::rng::SimRng;
-use std::collections::VecDeque;
+use crate::rng::SeededRng;
 use xsched_core::Nanos;
 
 /// An inclusive range of durations, drawn uniformly.
@@ -74,7 +75,7 @@ impl HpShape {
     /// The requests of this shape, arriving (Poisson or periodically) at the rate that makes HP
     /// kernels use `device_share` of the device.
     pub fn generate(&self, seed: u64) -> Vec<HpRequest> {
-        let mut rng = SimRng::new(seed);
+        let mut rng = SeededRng::new(seed);
         let work = self.kernel.mean() * f64::from(self.kernels.max(1));
         let mean_gap = Nanos((work / self.device_share.max(1e-6)) as u64);
         let mut t = Nanos::ZERO;
@@ -103,62 +104,6 @@ impl HpShape {
     }
 }
 
-/// Recent idle windows of one kind, and a conservative prediction of the next.
-#[derive(Debug, Clone, Default)]
-pub struct GapLearner {
-    recent: VecDeque<Nanos>,
-}
-
-/// Windows remembered per kind.
-const HISTORY: usize = 64;
-
-impl GapLearner {
-    /// A window of `len` was observed.
-    pub fn observe(&mut self, len: Nanos) {
-        if self.recent.len() == HISTORY {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(len);
-    }
-
-    /// The 10th percentile of recent windows (nine in ten were at least this long), or zero
-    /// before anything was seen: never guess a window that was not observed.
-    pub fn predict(&self) -> Nanos {
-        self.percentile(10).unwrap_or(Nanos::ZERO)
-    }
-
-    /// The 90th percentile of recent windows (how long one may last), `None` before anything
-    /// was seen.
-    pub fn high(&self) -> Option<Nanos> {
-        self.percentile(90)
-    }
-
-    /// The mean of recent windows, `None` before anything was seen.
-    pub fn mean(&self) -> Option<Nanos> {
-        let n = self.recent.len() as u64;
-        (n > 0).then(|| Nanos(self.recent.iter().map(|w| w.0).sum::<u64>() / n))
-    }
-
-    /// The variance of recent windows (ns²), `None` before anything was seen.
-    pub fn variance(&self) -> Option<f64> {
-        let mean = self.mean()?.0 as f64;
-        let n = self.recent.len() as f64;
-        Some(
-            self.recent
-                .iter()
-                .map(|w| (w.0 as f64 - mean).powi(2))
-                .sum::<f64>()
-                / n,
-        )
-    }
-
-    fn percentile(&self, pct: usize) -> Option<Nanos> {
-        let mut v: Vec<Nanos> = self.recent.iter().copied().collect();
-        v.sort_unstable();
-        v.get(v.len() * pct / 100).copied()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,18 +127,5 @@ mod tests {
         assert!((share - 0.5).abs() < 0.02, "{share}");
         assert!(reqs.iter().all(|r| r.gaps.len() == 3));
         assert_eq!(shape.generate(3), reqs, "seeded");
-    }
-
-    #[test]
-    fn the_learner_predicts_a_low_percentile() {
-        let mut l = GapLearner::default();
-        assert_eq!(l.predict(), Nanos::ZERO);
-        for us in 1..=100 {
-            l.observe(Nanos::from_us(us));
-        }
-        // The last 64 windows are 37..=100 us: 10th and 90th percentiles 43 and 94 us.
-        assert_eq!(l.predict(), Nanos::from_us(43));
-        assert_eq!(l.high(), Some(Nanos::from_us(94)));
-        assert_eq!(l.mean(), Some(Nanos(68_500)));
     }
 }

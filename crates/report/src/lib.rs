@@ -1,0 +1,163 @@
+//! # xsched-report
+//!
+//! What every experiment hands back, whoever ran it: the simulator's scenarios (virtual time),
+//! the real-device benchmarks (wall clock) and the LLM sweeps. One [`Report`] type, one way to
+//! build rows, one histogram constructor and one quantile convention, so a figure means the same
+//! thing in every table and the benchmarks need not depend on the simulator to print one.
+//!
+//! The quantile convention is the *nearest rank*: the `q` quantile of `n` values is the
+//! smallest value with at least `⌈q·n⌉` values at or below it (at least one). HDR histograms
+//! answer `value_at_quantile` by the same rule (at their 3-significant-digit resolution), so a
+//! P99 from [`quantile`] over raw values and one from a histogram agree.
+
+mod stats;
+
+pub use stats::{hist_quantile_us, new_histogram, quantile, record_duration};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// One row of a report: column name → value (`null` prints as `-`).
+pub type Row = Map<String, Value>;
+
+/// A target from a paper or an issue, and whether this run met it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// What is checked.
+    pub name: String,
+    /// The target, in words.
+    pub target: String,
+    /// What was measured.
+    pub measured: String,
+    /// Whether the target was met.
+    pub pass: bool,
+}
+
+/// The outcome of one experiment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The experiment, in words.
+    pub experiment: String,
+    /// Column order for tables.
+    pub columns: Vec<String>,
+    /// One object per row.
+    pub rows: Vec<Row>,
+    /// Targets and whether they were met.
+    pub checks: Vec<Check>,
+    /// Simulation events processed (simulated experiments only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
+}
+
+impl Report {
+    /// A report with no events count (a real-device or LLM experiment).
+    pub fn new(experiment: impl Into<String>, columns: Vec<String>, rows: Vec<Row>) -> Report {
+        Report {
+            experiment: experiment.into(),
+            columns,
+            rows,
+            checks: Vec::new(),
+            events: None,
+        }
+    }
+
+    /// The same report with these checks.
+    pub fn with_checks(self, checks: Vec<Check>) -> Report {
+        Report { checks, ..self }
+    }
+
+    /// The report as one JSON document titled `title` (what `--json` prints).
+    pub fn document(&self, title: &str) -> Value {
+        let mut doc = Map::new();
+        doc.insert("scenario".into(), Value::from(title));
+        doc.insert("experiment".into(), Value::from(self.experiment.clone()));
+        doc.insert("rows".into(), Value::from(self.rows.clone()));
+        doc.insert(
+            "checks".into(),
+            serde_json::to_value(&self.checks).unwrap_or(Value::Null),
+        );
+        if let Some(events) = self.events {
+            doc.insert("events".into(), Value::from(events));
+        }
+        Value::Object(doc)
+    }
+
+    /// How many checks passed.
+    pub fn met(&self) -> usize {
+        self.checks.iter().filter(|c| c.pass).count()
+    }
+}
+
+/// A row from a serializable struct (its fields, in order, become the columns).
+pub fn row(r: impl Serialize) -> Row {
+    match serde_json::to_value(r) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+/// A row from `(column, value)` pairs.
+pub fn cells(cells: &[(&str, Value)]) -> Row {
+    cells
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
+}
+
+/// Column names as owned strings.
+pub fn columns(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// The column names of the first row, in its order.
+pub fn columns_of(rows: &[Row]) -> Vec<String> {
+    rows.first()
+        .map(|r| r.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Round to one decimal (microsecond figures).
+pub fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Round to three decimals (ratios and fractions: stable, readable output).
+pub fn round3(x: f64) -> f64 {
+    (x * 1_000.0).round() / 1_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Serialize)]
+    struct R {
+        b: u32,
+        a: Option<f64>,
+    }
+
+    #[test]
+    fn rows_keep_field_order_and_columns_follow_the_first_row() {
+        let rows = vec![row(R { b: 1, a: None }), cells(&[("b", json!(2))])];
+        assert_eq!(columns_of(&rows), vec!["b", "a"]);
+        assert_eq!(rows[0].get("a"), Some(&Value::Null));
+    }
+
+    #[test]
+    fn the_document_carries_events_only_when_counted() {
+        let mut r = Report::new("x", columns(&["b"]), vec![cells(&[("b", json!(1))])]);
+        assert!(r.document("t").get("events").is_none());
+        r.events = Some(7);
+        let doc = r.document("t");
+        assert_eq!(doc["events"], json!(7));
+        assert_eq!(doc["scenario"], json!("t"));
+        assert_eq!(doc["rows"][0]["b"], json!(1));
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(round1(1.26), 1.3);
+        assert_eq!(round3(0.12345), 0.123);
+    }
+}

@@ -1,0 +1,13 @@
+//! # xsched-workload
+//!
+//! What the experiments offer the scheduler, independent of who runs it: a seeded random
+//! generator and the request streams built from it. The simulator replays them in virtual time
+//! and the real-device benchmarks on the CPU device, so both measure the same workload.
+//!
+//! - [`rng::SeededRng`]: the one source of randomness of a run.
+//! - [`service`]: the HP service of the harvesting experiments (requests of kernels and gaps).
+
+pub mod rng;
+pub mod service;
+
+pub use rng::SeededRng;
