@@ -38,4 +38,4 @@ pub use level::Level;
 pub use policy::Policy;
 pub use scheduler::{Event, Operation, QueueView, Scheduler};
 pub use time::Nanos;
-pub use xqueue::{Launch, LaunchMachine, ResumeAction, SuspendAction, Synced};
+pub use xqueue::{HwAction, Launch, LaunchMachine, Synced};

@@ -3,13 +3,21 @@
 //! This is XSched's central mechanism with no I/O in it. Commands are submitted into a software
 //! queue and moved to the hardware queue a few at a time: at most `threshold` in flight, with a
 //! synchronization point every `batch` commands. A driver (launcher thread, simulator) asks
-//! [`LaunchMachine::poll_launch`] what to launch next, waits on [`LaunchMachine::wait_target`]
-//! when it may not launch, and reports observed completions with [`LaunchMachine::on_synced`].
+//! [`LaunchMachine::poll_launch`] what to launch next and reports observed completions with
+//! [`LaunchMachine::on_synced`].
+//!
+//! The machine is the only place that maps a preemption level to what the hardware must do:
+//! [`suspend`](LaunchMachine::suspend), [`resume`](LaunchMachine::resume) and
+//! [`close`](LaunchMachine::close) return a `#[must_use]` [`HwAction`] (deactivate, interrupt,
+//! reactivate, restore, or nothing), and drivers execute exactly that. A resume undoes what the
+//! suspend applied (the level cannot change while suspended); after `close` nothing suspends
+//! the queue again, so a draining queue is never left held.
 //!
 //! Invariants (property-tested): every command completes exactly once and in submission order;
-//! in-flight never exceeds the threshold; a suspended machine launches nothing; resume loses
-//! nothing; whenever launching is blocked while commands are in flight, a synchronization point
-//! is among them, so the driver always has something to wait on.
+//! in-flight never exceeds the threshold unless the queue is protected; a suspended machine
+//! launches nothing; resume loses nothing; whenever launching is blocked while commands are in
+//! flight, a synchronization point is among them, so the driver always has something to wait
+//! on.
 
 use crate::command::CommandMeta;
 use crate::config::LaunchConfig;
@@ -18,7 +26,8 @@ use crate::level::Level;
 use crate::time::Nanos;
 use std::collections::VecDeque;
 
-/// One command handed to the hardware.
+/// One command to hand to the hardware.
+#[must_use = "a polled launch must be handed to the hardware"]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     /// Which command.
@@ -29,25 +38,20 @@ pub struct Launch {
     pub sync: bool,
 }
 
-/// What a suspend asks of the hardware, beyond no longer launching.
+/// What the hardware must do besides launching (or no longer launching).
+#[must_use = "the hardware half of a suspend, resume or close must be executed"]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SuspendAction {
-    /// Nothing (already suspended, or Level 1: in-flight commands drain).
-    None,
-    /// Level 2: hold the queued hardware commands.
+pub enum HwAction {
+    /// Nothing (Level 1, or nothing changed).
+    Nothing,
+    /// Level 2 suspend: hold the queued hardware commands.
     Deactivate,
-    /// Level 3: also stop the running command.
+    /// Level 3 suspend: also stop the running command.
     Interrupt,
-}
-
-/// What a resume asks of the hardware, beyond launching again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResumeAction {
-    /// Nothing (was not suspended, or Level 1).
-    None,
-    /// Level 2: let the hardware start held commands again.
+    /// Undo a deactivate: let the hardware start held commands again.
     Reactivate,
-    /// Level 3: restore the interrupted command (or restart it if idempotent) and reactivate.
+    /// Undo an interrupt: restore the interrupted command (or restart it if idempotent) and
+    /// reactivate.
     Restore,
 }
 
@@ -84,6 +88,7 @@ pub struct LaunchMachine {
     config: LaunchConfig,
     level: Level,
     suspended: bool,
+    closed: bool,
     protected: bool,
     pending: VecDeque<(CommandId, CommandMeta)>,
     in_flight: VecDeque<InFlight>,
@@ -101,6 +106,7 @@ impl LaunchMachine {
             config,
             level,
             suspended: false,
+            closed: false,
             protected: false,
             pending: VecDeque::new(),
             in_flight: VecDeque::new(),
@@ -146,6 +152,7 @@ impl LaunchMachine {
     }
 
     /// The next command to hand to the hardware, if launching is allowed now.
+    #[must_use = "a polled launch must be handed to the hardware"]
     pub fn poll_launch(&mut self, now: Nanos) -> Option<Launch> {
         if !self.can_launch() {
             return None;
@@ -176,28 +183,6 @@ impl LaunchMachine {
             }
         }
         Some(Launch { cmd, meta, sync })
-    }
-
-    /// The synchronization point a blocked launcher should wait on: the oldest one in flight.
-    pub fn wait_target(&self) -> Option<CommandId> {
-        self.in_flight.iter().find(|f| f.sync).map(|f| f.cmd)
-    }
-
-    /// Whether `cmd` carries a synchronization point (the driver observes only those).
-    pub fn is_sync_point(&self, cmd: CommandId) -> bool {
-        self.in_flight.iter().any(|f| f.cmd == cmd && f.sync)
-    }
-
-    /// Make `cmd` (in flight) a synchronization point, e.g. when the application waits on it.
-    /// Returns false if it is not in flight.
-    pub fn mark_sync(&mut self, cmd: CommandId) -> bool {
-        match self.in_flight.iter_mut().find(|f| f.cmd == cmd) {
-            Some(f) => {
-                f.sync = true;
-                true
-            }
-            None => false,
-        }
     }
 
     /// The synchronization point at `cmd` was observed complete at `now`: it and every command
@@ -255,30 +240,39 @@ impl LaunchMachine {
         }
     }
 
-    /// Stop launching. Returns what the hardware must additionally do at this queue's level.
-    pub fn suspend(&mut self) -> SuspendAction {
-        if self.suspended {
-            return SuspendAction::None;
+    /// Stop launching. Returns what the hardware must do at this queue's level (nothing if
+    /// already suspended, or closed).
+    pub fn suspend(&mut self) -> HwAction {
+        if self.suspended || self.closed {
+            return HwAction::Nothing;
         }
         self.suspended = true;
         match self.level {
-            Level::Block => SuspendAction::None,
-            Level::Deactivate => SuspendAction::Deactivate,
-            Level::Interrupt => SuspendAction::Interrupt,
+            Level::Block => HwAction::Nothing,
+            Level::Deactivate => HwAction::Deactivate,
+            Level::Interrupt => HwAction::Interrupt,
         }
     }
 
-    /// Launch again. Returns what the hardware must additionally do at this queue's level.
-    pub fn resume(&mut self) -> ResumeAction {
+    /// Launch again. Returns what the hardware must do to undo the suspend.
+    pub fn resume(&mut self) -> HwAction {
         if !self.suspended {
-            return ResumeAction::None;
+            return HwAction::Nothing;
         }
         self.suspended = false;
         match self.level {
-            Level::Block => ResumeAction::None,
-            Level::Deactivate => ResumeAction::Reactivate,
-            Level::Interrupt => ResumeAction::Restore,
+            Level::Block => HwAction::Nothing,
+            Level::Deactivate => HwAction::Reactivate,
+            Level::Interrupt => HwAction::Restore,
         }
+    }
+
+    /// The queue drains and closes: resume for good (returning what undoes a suspend) and
+    /// refuse every later suspend.
+    pub fn close(&mut self) -> HwAction {
+        let undo = self.resume();
+        self.closed = true;
+        undo
     }
 
     /// Change the level. Only allowed while running (a suspended queue must resume first, so
@@ -296,11 +290,6 @@ impl LaunchMachine {
     /// every `batch` commands remain, for completion tracking. `false` restores the limits.
     pub fn set_protected(&mut self, protected: bool) {
         self.protected = protected;
-    }
-
-    /// Whether the queue is protected (see [`set_protected`](Self::set_protected)).
-    pub fn is_protected(&self) -> bool {
-        self.protected
     }
 
     /// Change the launch config; takes effect on the next launch.
@@ -344,16 +333,6 @@ impl LaunchMachine {
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
-
-    /// Estimated execution time in flight.
-    pub fn inflight_estimate(&self) -> Nanos {
-        self.inflight_estimate
-    }
-
-    /// The measured average command duration, once some completions were observed.
-    pub fn measured_duration(&self) -> Option<Nanos> {
-        self.measured
-    }
 }
 
 #[cfg(test)]
@@ -378,7 +357,6 @@ mod tests {
             .map(|l| l.sync)
             .collect();
         assert_eq!(syncs, vec![false, true, false, true]);
-        assert_eq!(m.wait_target(), Some(CommandId(1)));
         let s = m
             .on_synced(CommandId(1), Nanos::from_us(20))
             .expect("synced");
@@ -499,7 +477,6 @@ mod tests {
         }
         let l = m.poll_launch(Nanos::ZERO).expect("launch");
         m.on_synced(l.cmd, Nanos::from_us(100));
-        assert_eq!(m.measured_duration(), Some(Nanos::from_us(100)));
         let n = std::iter::from_fn(|| m.poll_launch(Nanos::from_us(100))).count();
         assert_eq!(n, 3, "100 us each: the third reaches 300 >= 250");
     }
@@ -507,30 +484,31 @@ mod tests {
     #[test]
     fn suspend_actions_follow_level() {
         for (level, s, r) in [
-            (Level::Block, SuspendAction::None, ResumeAction::None),
+            (Level::Block, HwAction::Nothing, HwAction::Nothing),
             (
                 Level::Deactivate,
-                SuspendAction::Deactivate,
-                ResumeAction::Reactivate,
+                HwAction::Deactivate,
+                HwAction::Reactivate,
             ),
-            (
-                Level::Interrupt,
-                SuspendAction::Interrupt,
-                ResumeAction::Restore,
-            ),
+            (Level::Interrupt, HwAction::Interrupt, HwAction::Restore),
         ] {
             let mut m = LaunchMachine::new(cfg(4, 2), level);
             m.submit(cmd_of(1));
             assert_eq!(m.suspend(), s);
-            assert_eq!(m.suspend(), SuspendAction::None, "idempotent");
+            assert_eq!(m.suspend(), HwAction::Nothing, "idempotent");
             assert!(m.poll_launch(Nanos::ZERO).is_none());
             assert!(
                 !m.set_level(Level::Block),
                 "no level change while suspended"
             );
             assert_eq!(m.resume(), r);
-            assert_eq!(m.resume(), ResumeAction::None);
+            assert_eq!(m.resume(), HwAction::Nothing);
             assert!(m.poll_launch(Nanos::ZERO).is_some());
+            // Closing undoes a suspend and refuses every later one.
+            assert_eq!(m.suspend(), s);
+            assert_eq!(m.close(), r);
+            assert_eq!(m.suspend(), HwAction::Nothing, "closed");
+            assert!(!m.is_suspended());
         }
     }
 
@@ -540,7 +518,7 @@ mod tests {
         for _ in 0..5 {
             m.submit(cmd_of(1));
         }
-        m.poll_launch(Nanos::ZERO);
+        assert!(m.poll_launch(Nanos::ZERO).is_some());
         assert_eq!(m.cancel_pending(), 4);
         assert_eq!(m.in_flight(), 1);
         assert!(!m.is_idle());

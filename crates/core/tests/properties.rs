@@ -37,6 +37,8 @@ fn step() -> impl Strategy<Value = Step> {
 struct Harness {
     m: LaunchMachine,
     hw: VecDeque<CommandId>,
+    /// Launched, not yet observed: each with its synchronization flag.
+    launched: VecDeque<(CommandId, bool)>,
     done_on_device: Vec<CommandId>,
     observed: Vec<CommandId>,
     submitted: u64,
@@ -55,10 +57,11 @@ impl Harness {
                 self.m.config().threshold()
             );
             self.hw.push_back(l.cmd);
+            self.launched.push_back((l.cmd, l.sync));
         }
         if !self.m.is_suspended() && self.m.in_flight() > 0 && !self.m.can_launch() {
             prop_assert!(
-                self.m.wait_target().is_some(),
+                self.wait_target().is_some(),
                 "blocked with nothing to wait on"
             );
         }
@@ -74,8 +77,16 @@ impl Harness {
         self.now += Nanos::from_us(100);
     }
 
+    /// The oldest synchronization point in flight: what a blocked launcher waits on.
+    fn wait_target(&self) -> Option<CommandId> {
+        self.launched
+            .iter()
+            .find(|(_, sync)| *sync)
+            .map(|(c, _)| *c)
+    }
+
     fn observe(&mut self) -> Result<(), TestCaseError> {
-        while let Some(t) = self.m.wait_target() {
+        while let Some(t) = self.wait_target() {
             if !self.done_on_device.contains(&t) {
                 break;
             }
@@ -83,6 +94,7 @@ impl Harness {
             for id in s.first.0..=s.last.0 {
                 self.observed.push(CommandId(id));
             }
+            self.launched.retain(|(c, _)| *c > s.last);
             prop_assert_eq!(s.now_idle, self.m.is_idle());
         }
         Ok(())
@@ -95,6 +107,7 @@ proptest! {
         let mut h = Harness {
             m: LaunchMachine::new(LaunchConfig::new(4, 2).expect("valid"), Level::Block),
             hw: VecDeque::new(),
+            launched: VecDeque::new(),
             done_on_device: Vec::new(),
             observed: Vec::new(),
             submitted: 0,
@@ -110,8 +123,8 @@ proptest! {
                 Step::Launch => h.launch_all()?,
                 Step::DeviceRuns(n) => h.device_runs(n),
                 Step::Observe => h.observe()?,
-                Step::Suspend => { h.m.suspend(); }
-                Step::Resume => { h.m.resume(); }
+                Step::Suspend => { let _hw = h.m.suspend(); }
+                Step::Resume => { let _hw = h.m.resume(); }
                 Step::Reconfigure(t, b, budget) => {
                     let cfg = LaunchConfig::new(t, b).expect("t >= b >= 1")
                         .with_inflight_budget(budget.map(|us| Nanos::from_us(u64::from(us))));
@@ -120,7 +133,7 @@ proptest! {
             }
         }
         // Resume and drain: nothing may be lost.
-        h.m.resume();
+        let _hw = h.m.resume();
         let mut rounds = 0;
         while !h.m.is_idle() {
             h.launch_all()?;

@@ -7,7 +7,8 @@
 //! - [`HwQueue`]: the small trait a backend implements (launch + synchronize for Level 1,
 //!   deactivate/reactivate for Level 2, interrupt/restore for Level 3) with a capability table.
 //! - [`XQueue`]: a preemptible software queue in front of one hardware queue, driven by its own
-//!   launcher thread that owns the launch machine (so the machine needs no lock).
+//!   launcher thread; suspend and resume act on its launch machine directly and execute the
+//!   hardware actions the machine returns.
 //! - [`Runtime`]: creates XQueues and, for `XSCHED_SCHEDULER=local`, runs the in-process
 //!   scheduler thread that feeds the core `Scheduler` events and applies its operations.
 //! - [`QueueOptions`] / [`RuntimeConfig`]: hints, level and launch config from the Rust API or
@@ -26,11 +27,11 @@ mod hwqueue;
 mod latency;
 mod launcher;
 mod logging;
+mod machine;
 mod options;
 mod runtime;
 pub mod scheduler;
 mod shared;
-mod suspend;
 mod xqueue;
 
 pub use completion::{Completion, CompletionSink};

@@ -10,10 +10,10 @@
 use crate::error::{CommandError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
+use crate::machine::SharedMachine;
 use crate::options::QueueOptions;
 use crate::scheduler::{Control, SchedLink, SchedulerThread, StatsSource};
 use crate::shared::{QueueSink, Tracker};
-use crate::suspend::Suspender;
 use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -79,7 +79,7 @@ pub struct XQueue<H: HwQueue> {
     observe: Arc<dyn Fn() + Send + Sync>,
     /// The next command id; held while sending so ids match the launcher's order.
     next_id: Mutex<u64>,
-    suspender: Arc<Suspender<H>>,
+    machine: Arc<SharedMachine<H>>,
     hints: Mutex<QueueHints>,
     sched: Option<SchedLink>,
     thread: Option<JoinHandle<()>>,
@@ -101,18 +101,21 @@ impl<H: HwQueue> XQueue<H> {
             tracker: tracker.clone(),
             launcher: tx.clone(),
         });
-        let suspender = Arc::new(Suspender::new(hw.clone(), tracker.clone(), tx.clone()));
+        let machine = Arc::new(SharedMachine::new(
+            hw.clone(),
+            LaunchMachine::new(options.config, level),
+            tracker.clone(),
+            sink,
+            tx.clone(),
+        ));
         let link = |s: &SchedulerThread| {
-            let suspender = suspender.clone();
-            let launcher = tx.clone();
+            let machine = machine.clone();
             let control: Control = Box::new(move |op| {
                 let result = match op {
-                    Operation::Suspend(_) => suspender.suspend(),
-                    Operation::Resume(_) => suspender.resume(),
+                    Operation::Suspend(_) => machine.suspend(),
+                    Operation::Resume(_) => machine.resume(),
                     Operation::Protect(_) | Operation::Unprotect(_) => {
-                        let on = matches!(op, Operation::Protect(_));
-                        // A closed launcher has nothing left to launch.
-                        let _ = launcher.send(Msg::Protect(on));
+                        machine.protect(matches!(op, Operation::Protect(_)));
                         Ok(())
                     }
                 };
@@ -125,13 +128,10 @@ impl<H: HwQueue> XQueue<H> {
             s.register(id, hw.device(), options.hints, control, stats)
         };
         let launcher = Launcher {
-            hw: hw.clone(),
-            machine: LaunchMachine::new(options.config, level),
+            machine: machine.clone(),
             rx,
             tracker: tracker.clone(),
-            sink,
             sched: scheduler.map(link),
-            suspender: suspender.clone(),
         };
         let sched = scheduler.map(|s| s.link(id));
         let thread = std::thread::Builder::new()
@@ -147,7 +147,7 @@ impl<H: HwQueue> XQueue<H> {
                 let _ = observe_tx.send(Msg::Observe);
             }),
             next_id: Mutex::new(0),
-            suspender,
+            machine,
             hints: Mutex::new(options.hints),
             sched,
             thread: Some(thread),
@@ -249,29 +249,23 @@ impl<H: HwQueue> XQueue<H> {
     /// Suspend launching (and deactivate/interrupt at Levels 2/3). For `app` scheduling; under a
     /// scheduler, its next decision may resume the queue.
     pub fn suspend(&self) -> Result<(), RuntimeError> {
-        Ok(self.suspender.suspend()?)
+        Ok(self.machine.suspend()?)
     }
 
     /// Resume launching (and reactivate/restore).
     pub fn resume(&self) -> Result<(), RuntimeError> {
-        Ok(self.suspender.resume()?)
+        Ok(self.machine.resume()?)
     }
 
     /// Change the preemption level. Fails if the backend lacks it or the queue is suspended.
     pub fn set_level(&self, level: Level) -> Result<(), RuntimeError> {
-        self.hw.capabilities().check_level(level)?;
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        self.tx
-            .send(Msg::SetLevel(level, reply))
-            .map_err(|_| RuntimeError::Closed)?;
-        answer.recv().map_err(|_| RuntimeError::Closed)?
+        self.machine.set_level(level)
     }
 
     /// Change the launch config (validated by [`LaunchConfig::new`]); applies to the next launch.
     pub fn set_config(&self, config: LaunchConfig) -> Result<(), RuntimeError> {
-        self.tx
-            .send(Msg::SetConfig(config))
-            .map_err(|_| RuntimeError::Closed)
+        self.machine.set_config(config);
+        Ok(())
     }
 
     /// Give the scheduler new advice about this queue. Invalid hints are refused and change

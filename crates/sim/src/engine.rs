@@ -14,8 +14,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use thiserror::Error;
 use xsched_core::{
-    CommandId, CommandMeta, CoreError, DeviceId, Event, LaunchConfig, LaunchMachine, Level, Nanos,
-    Operation, QueueId, ResumeAction, Scheduler, SuspendAction,
+    CommandId, CommandMeta, CoreError, DeviceId, Event, HwAction, LaunchConfig, LaunchMachine,
+    Level, Nanos, Operation, QueueId, Scheduler,
 };
 use xsched_report::new_histogram;
 use xsched_workload::SeededRng;
@@ -549,30 +549,36 @@ impl Sim {
     }
 
     fn apply(&mut self, q: usize, suspend: bool) {
+        let action = if suspend {
+            self.xqs[q].m.suspend()
+        } else {
+            self.xqs[q].m.resume()
+        };
+        self.execute(q, action);
+        if !suspend {
+            self.kick(q);
+        }
+    }
+
+    /// Carry out what the launch machine asked of the hardware, after the device's latency.
+    fn execute(&mut self, q: usize, action: HwAction) {
         let dev = &self.spec.devices[self.xqs[q].device];
         let (deactivate, interrupt, restore) = (dev.deactivate, dev.interrupt, dev.restore);
-        if suspend {
-            match self.xqs[q].m.suspend() {
-                SuspendAction::None => {}
-                SuspendAction::Deactivate => {
-                    self.push(
-                        self.now + deactivate,
-                        Ev::Hw(q as u32, HwEffect::Deactivate),
-                    );
-                }
-                SuspendAction::Interrupt => {
-                    self.push(self.now + interrupt, Ev::Hw(q as u32, HwEffect::Interrupt));
-                }
+        match action {
+            HwAction::Nothing => {}
+            HwAction::Deactivate => {
+                self.push(
+                    self.now + deactivate,
+                    Ev::Hw(q as u32, HwEffect::Deactivate),
+                );
             }
-        } else {
-            match self.xqs[q].m.resume() {
-                ResumeAction::None => {}
-                ResumeAction::Reactivate => self.set_hw(q, HwEffect::Restore),
-                ResumeAction::Restore => {
-                    self.push(self.now + restore, Ev::Hw(q as u32, HwEffect::Restore));
-                }
+            HwAction::Interrupt => {
+                self.push(self.now + interrupt, Ev::Hw(q as u32, HwEffect::Interrupt));
             }
-            self.kick(q);
+            HwAction::Reactivate => self.set_hw(q, HwEffect::Restore),
+            HwAction::Restore => {
+                self.push(self.now + restore, Ev::Hw(q as u32, HwEffect::Restore));
+            }
         }
     }
 
