@@ -8,6 +8,8 @@
 //!
 //! - [`xqueue::LaunchMachine`]: progressive launching and per-level suspend/resume of one XQueue.
 //! - [`scheduler::Scheduler`]: events in, suspend/resume operations out, timers on request.
+//! - [`dispatcher::Dispatcher`]: a scheduler with each queue's driver handle, what the
+//!   simulator, the in-process scheduler thread and the daemon all drive.
 //! - [`policy`]: the policies, one file each, behind one registry.
 //! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 //! - [`harvest`]: Hummingbird's idle-slice collector (the `slo-aware` policy's machine).
@@ -17,6 +19,7 @@
 pub mod capability;
 pub mod command;
 pub mod config;
+pub mod dispatcher;
 pub mod error;
 pub mod gittins;
 pub mod harvest;
@@ -31,6 +34,7 @@ pub mod xqueue;
 pub use capability::Capabilities;
 pub use command::CommandMeta;
 pub use config::LaunchConfig;
+pub use dispatcher::{Dispatcher, QueueSnapshot};
 pub use error::CoreError;
 pub use hint::{Hint, QueueHints};
 pub use ids::{CommandId, DeviceId, QueueId};

@@ -5,6 +5,13 @@
 //! needs the clock and [`Scheduler::handle_timeout`] is called then. Decisions are taken lazily
 //! on the first poll after a batch of events, so events that cancel out at one instant (a
 //! pipeline stage going idle as the next stage becomes ready) produce no operations.
+//!
+//! Every driver feeds the same events: a queue's registration, readiness (it has work or it is
+//! idle), hints and departure. Completions are not events: a policy that needs to know how much
+//! a queue has used the device reads [`QueueView::service`], the time the queue spent ready and
+//! allowed to run, which the scheduler keeps from the `now` of those events alone. That costs
+//! no message per synchronization point, and it is the same figure in the simulator, in
+//! process and under the daemon.
 
 use crate::error::CoreError;
 use crate::hint::{Hint, QueueHints};
@@ -31,13 +38,6 @@ pub enum Event {
     Ready(QueueId),
     /// The queue has nothing pending and nothing in flight.
     Idle(QueueId),
-    /// Commands of the queue were observed complete.
-    Completed {
-        /// The queue.
-        queue: QueueId,
-        /// How many commands.
-        count: u32,
-    },
     /// New advice for a queue.
     Hint {
         /// The queue.
@@ -88,8 +88,9 @@ pub struct QueueView {
     pub ready: bool,
     /// When it last became ready (meaningful while `ready`).
     pub ready_since: Nanos,
-    /// Commands observed complete so far.
-    pub completed: u64,
+    /// Time spent ready and not suspended since it registered, up to the current decision:
+    /// the device time it was allowed (queues the policy lets run together each count it all).
+    pub service: Nanos,
 }
 
 /// Drives a [`Policy`] over the queues it is told about.
@@ -99,6 +100,8 @@ pub struct Scheduler {
     index: HashMap<QueueId, usize>,
     suspended: Vec<bool>,
     protected: Vec<bool>,
+    /// Since when each queue has been ready and running (service accrues from then).
+    running_since: Vec<Option<Nanos>>,
     /// Devices with a suspended queue, refilled at each decision (kept to avoid allocating).
     held_devices: Vec<DeviceId>,
     run: Vec<bool>,
@@ -117,6 +120,7 @@ impl Scheduler {
             index: HashMap::new(),
             suspended: Vec::new(),
             protected: Vec::new(),
+            running_since: Vec::new(),
             held_devices: Vec::new(),
             run: Vec::new(),
             ops: VecDeque::new(),
@@ -156,10 +160,11 @@ impl Scheduler {
                     hints,
                     ready: false,
                     ready_since: now,
-                    completed: 0,
+                    service: Nanos::ZERO,
                 });
                 self.suspended.push(false);
                 self.protected.push(false);
+                self.running_since.push(None);
                 self.run.push(true);
             }
             Event::Unregister(queue) => {
@@ -167,6 +172,7 @@ impl Scheduler {
                 self.queues.swap_remove(slot);
                 self.suspended.swap_remove(slot);
                 self.protected.swap_remove(slot);
+                self.running_since.swap_remove(slot);
                 self.run.swap_remove(slot);
                 self.index.remove(&queue);
                 if let Some(moved) = self.queues.get(slot) {
@@ -182,6 +188,7 @@ impl Scheduler {
                 }
                 q.ready = true;
                 q.ready_since = now;
+                self.account(slot, now);
             }
             Event::Idle(queue) => {
                 let slot = self.slot(queue)?;
@@ -190,11 +197,7 @@ impl Scheduler {
                     return Ok(());
                 }
                 q.ready = false;
-            }
-            Event::Completed { queue, count } => {
-                let slot = self.slot(queue)?;
-                self.queues[slot].completed += u64::from(count);
-                return Ok(());
+                self.account(slot, now);
             }
             Event::Hint { queue, hint } => {
                 let slot = self.slot(queue)?;
@@ -203,6 +206,17 @@ impl Scheduler {
         }
         self.dirty = true;
         Ok(())
+    }
+
+    /// Bank the service of queue `slot` up to `now` and restart its clock if it runs.
+    fn account(&mut self, slot: usize, now: Nanos) {
+        let q = &mut self.queues[slot];
+        if let Some(since) = self.running_since[slot].take() {
+            q.service += now.saturating_sub(since);
+        }
+        if q.ready && !self.suspended[slot] {
+            self.running_since[slot] = Some(now);
+        }
     }
 
     fn slot(&self, queue: QueueId) -> Result<usize, CoreError> {
@@ -237,16 +251,24 @@ impl Scheduler {
     fn decide(&mut self) {
         self.dirty = false;
         self.decisions += 1;
+        let now = self.now;
+        for slot in 0..self.queues.len() {
+            if self.running_since[slot].is_some() {
+                self.account(slot, now);
+            }
+        }
         self.run.fill(true);
         self.policy.schedule(self.now, &self.queues, &mut self.run);
-        for (i, q) in self.queues.iter().enumerate() {
+        for i in 0..self.queues.len() {
             let want_suspended = !self.run[i];
             if want_suspended != self.suspended[i] {
                 self.suspended[i] = want_suspended;
+                self.account(i, now);
+                let id = self.queues[i].id;
                 self.ops.push_back(if want_suspended {
-                    Operation::Suspend(q.id)
+                    Operation::Suspend(id)
                 } else {
-                    Operation::Resume(q.id)
+                    Operation::Resume(id)
                 });
             }
         }
@@ -279,6 +301,11 @@ impl Scheduler {
         self.index.get(&queue).map(|&i| self.suspended[i])
     }
 
+    /// Whether the scheduler currently has `queue` protected.
+    pub fn is_protected(&self, queue: QueueId) -> Option<bool> {
+        self.index.get(&queue).map(|&i| self.protected[i])
+    }
+
     /// The queues as the policy sees them.
     pub fn queues(&self) -> &[QueueView] {
         &self.queues
@@ -296,5 +323,50 @@ impl std::fmt::Debug for Scheduler {
             .field("policy", &self.policy.name())
             .field("queues", &self.queues.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::by_name;
+
+    fn service_of(s: &Scheduler, q: u32) -> Nanos {
+        s.queues()
+            .iter()
+            .find(|v| v.id == QueueId(q))
+            .map_or(Nanos::ZERO, |v| v.service)
+    }
+
+    #[test]
+    fn service_is_the_time_ready_and_running() {
+        let mut s = Scheduler::new(by_name("hpf").expect("registered"));
+        for (q, priority) in [(0, 1), (1, 9)] {
+            let hints = QueueHints {
+                priority,
+                ..QueueHints::default()
+            };
+            s.handle_event(
+                Nanos::ZERO,
+                Event::Register {
+                    queue: QueueId(q),
+                    device: DeviceId(0),
+                    hints,
+                },
+            )
+            .expect("fresh");
+        }
+        let mut at = |t: u64, e: Event| {
+            s.handle_event(Nanos(t), e).expect("known");
+            while s.poll_operation().is_some() {}
+        };
+        at(0, Event::Ready(QueueId(0)));
+        at(10, Event::Ready(QueueId(1))); // low is suspended from 10 ...
+        at(30, Event::Idle(QueueId(1))); // ... to 30
+        at(50, Event::Idle(QueueId(0)));
+        s.handle_timeout(Nanos(80));
+        let _ = s.poll_operation();
+        assert_eq!(service_of(&s, 0), Nanos(30));
+        assert_eq!(service_of(&s, 1), Nanos(20));
     }
 }

@@ -1,16 +1,15 @@
 //! One client connection: handshake, then frames in on this thread, each handled inline on the
-//! shared scheduler; operations for any client are written straight to its socket.
+//! shared scheduler; answers and operations go out through the connection's outbox.
 
+use crate::core::Target;
+use crate::outbox::Outbox;
 use crate::peer::Peer;
-use crate::registry::Writer;
 use crate::server::Shared;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use xsched_core::{DeviceId, Event, Operation, QueueId, policy};
-use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame};
+use xsched_core::{DeviceId, Event, QueueId, policy};
+use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame, write_frame};
 use xsched_runtime::clock;
-use xsched_runtime::scheduler::Control;
 
 pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
     let peer = match Peer::of(&stream) {
@@ -20,16 +19,25 @@ pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
             return;
         }
     };
-    let (Ok(mut reader), Ok(writer)) = (stream.try_clone(), stream.try_clone()) else {
+    let Ok(mut reader) = stream.try_clone() else {
         return;
     };
-    let writer = Arc::new(Writer::new(writer));
     match read_frame::<ClientMsg>(&mut reader) {
         Ok(Some(ClientMsg::Hello { version })) if version == VERSION => {
-            writer.send(&DaemonMsg::Welcome { version: VERSION });
+            let mut welcome = &stream;
+            if write_frame(&mut welcome, &DaemonMsg::Welcome { version: VERSION }).is_err() {
+                return;
+            }
+            let outbox = match start_writer(conn, &stream) {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::warn!("connection {conn}: cannot start its writer: {e}");
+                    return;
+                }
+            };
             shared.registry.add_client(conn, peer.clone());
             tracing::info!("client {} ({}) connected", peer.pid, peer.name);
-            read_loop(shared, conn, &peer, &writer, &mut reader);
+            read_loop(shared, conn, &peer, &outbox, &mut reader);
             let queues = shared.registry.remove_client(conn);
             let now = clock::now();
             shared.core.with(|d| {
@@ -43,28 +51,43 @@ pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
                 peer.name
             );
         }
-        Ok(Some(ClientMsg::Hello { version })) => writer.send(&DaemonMsg::Error {
-            message: format!(
-                "protocol version {version} unsupported; this daemon speaks {VERSION}"
-            ),
-        }),
+        Ok(Some(ClientMsg::Hello { version })) => {
+            let mut refusal = &stream;
+            let _ = write_frame(
+                &mut refusal,
+                &DaemonMsg::Error {
+                    message: format!(
+                        "protocol version {version} unsupported; this daemon speaks {VERSION}"
+                    ),
+                },
+            );
+        }
         other => tracing::warn!("connection {conn}: bad handshake: {other:?}"),
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The connection's outbox, with its writer thread started.
+fn start_writer(conn: u64, stream: &UnixStream) -> std::io::Result<Arc<Outbox>> {
+    let (outbox, writer) = Outbox::new(stream.try_clone()?)?;
+    std::thread::Builder::new()
+        .name(format!("xsched-out-{conn}"))
+        .spawn(move || writer.run())?;
+    Ok(Arc::new(outbox))
 }
 
 fn read_loop(
     shared: &Shared,
     conn: u64,
     peer: &Peer,
-    writer: &Arc<Writer>,
+    outbox: &Arc<Outbox>,
     reader: &mut UnixStream,
 ) {
     loop {
         match read_frame::<ClientMsg>(reader) {
             Ok(Some(msg)) => {
-                if let Some(answer) = handle(shared, conn, peer, writer, msg) {
-                    writer.send(&answer);
+                if let Some(answer) = handle(shared, conn, peer, outbox, msg) {
+                    outbox.send(answer);
                 }
             }
             Ok(None) => return,
@@ -89,7 +112,7 @@ fn handle(
     shared: &Shared,
     conn: u64,
     peer: &Peer,
-    writer: &Arc<Writer>,
+    outbox: &Arc<Outbox>,
     msg: ClientMsg,
 ) -> Option<DaemonMsg> {
     let reg = &shared.registry;
@@ -109,33 +132,15 @@ fn handle(
             hints,
         } => {
             let (id, old) = reg.add_queue(conn, queue);
-            let out = writer.clone();
-            let ops = shared.ops.clone();
-            let control: Control = Box::new(move |op| {
-                out.send(&match op {
-                    Operation::Suspend(_) => {
-                        ops.suspends.fetch_add(1, Relaxed);
-                        DaemonMsg::Suspend { queue }
-                    }
-                    Operation::Resume(_) => {
-                        ops.resumes.fetch_add(1, Relaxed);
-                        DaemonMsg::Resume { queue }
-                    }
-                    Operation::Protect(_) => DaemonMsg::Protect {
-                        queue,
-                        protected: true,
-                    },
-                    Operation::Unprotect(_) => DaemonMsg::Protect {
-                        queue,
-                        protected: false,
-                    },
-                });
-            });
+            let target = Target {
+                outbox: outbox.clone(),
+                queue,
+            };
             let result = shared.core.with(|d| {
                 if let Some(old) = old {
                     let _ = d.event(now, Event::Unregister(old));
                 }
-                d.register(id, DeviceId(device), hints, control)
+                d.register(now, id, DeviceId(device), hints, target)
             });
             result.err().and_then(|e| error(e.to_string()))
         }
@@ -150,7 +155,7 @@ fn handle(
             None => error(format!("unknown queue {queue}")),
         },
         ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
-            name: shared.core.with(|d| d.snapshot().1).to_string(),
+            name: shared.core.with(|d| d.policy_name()).to_string(),
         }),
         ClientMsg::SetPolicy { name } => match policy::by_name(&name) {
             Ok(p) => {
@@ -189,7 +194,7 @@ fn handle(
             }
         }
         ClientMsg::Top => {
-            let (queues, _) = shared.core.with(|d| d.snapshot());
+            let (queues, _) = shared.core.snapshot();
             let rows = queues
                 .iter()
                 .filter_map(|q| {

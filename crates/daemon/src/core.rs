@@ -1,14 +1,28 @@
-//! The daemon's scheduler: one [`Dispatcher`] behind a mutex, driven inline by the connection
-//! threads (an event and the operations it causes cost one thread wake-up: the reader's), plus
-//! a timer thread for policies that ask for the clock.
+//! The daemon's scheduler: one core [`Dispatcher`] behind a mutex, driven inline by the
+//! connection threads (an event and the operations it causes cost one thread wake-up: the
+//! reader's), plus a timer thread for policies that ask for the clock.
+//!
+//! Each queue's handle is its client's [`Outbox`]: operations are decided under the lock and
+//! queued there, still in decision order, and written to the socket by the connection's writer
+//! thread after the lock is released. No socket I/O happens under the lock.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
-use xsched_core::Nanos;
+use crate::outbox::Outbox;
+use crate::server::OpCounters;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use xsched_core::{Dispatcher, Nanos, Operation};
+use xsched_proto::DaemonMsg;
 use xsched_runtime::clock;
-use xsched_runtime::scheduler::Dispatcher;
+
+/// Where a queue's operations go: its client's outbox, under the client's own queue id.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) queue: u32,
+}
 
 struct Inner {
-    dispatcher: Dispatcher,
+    dispatcher: Dispatcher<Target>,
     /// The deadline the timer thread sleeps until, if any.
     armed: Option<Nanos>,
     stopping: bool,
@@ -18,10 +32,34 @@ struct Inner {
 pub(crate) struct Core {
     inner: Mutex<Inner>,
     timer: Condvar,
+    ops: Arc<OpCounters>,
+}
+
+/// Queue one operation on its client's outbox.
+fn send(ops: &OpCounters, target: &Target, op: Operation) {
+    let queue = target.queue;
+    target.outbox.send(match op {
+        Operation::Suspend(_) => {
+            ops.suspends.fetch_add(1, Relaxed);
+            DaemonMsg::Suspend { queue }
+        }
+        Operation::Resume(_) => {
+            ops.resumes.fetch_add(1, Relaxed);
+            DaemonMsg::Resume { queue }
+        }
+        Operation::Protect(_) => DaemonMsg::Protect {
+            queue,
+            protected: true,
+        },
+        Operation::Unprotect(_) => DaemonMsg::Protect {
+            queue,
+            protected: false,
+        },
+    });
 }
 
 impl Core {
-    pub(crate) fn new(dispatcher: Dispatcher) -> Core {
+    pub(crate) fn new(dispatcher: Dispatcher<Target>, ops: Arc<OpCounters>) -> Core {
         Core {
             inner: Mutex::new(Inner {
                 dispatcher,
@@ -29,6 +67,7 @@ impl Core {
                 stopping: false,
             }),
             timer: Condvar::new(),
+            ops,
         }
     }
 
@@ -38,12 +77,12 @@ impl Core {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Run `f` on the dispatcher, apply the operations it caused, and wake the timer thread if
+    /// Run `f` on the dispatcher, queue the operations it caused, and wake the timer thread if
     /// the policy now wants the clock sooner.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dispatcher) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dispatcher<Target>) -> R) -> R {
         let mut inner = self.lock();
         let r = f(&mut inner.dispatcher);
-        inner.dispatcher.dispatch();
+        inner.dispatcher.dispatch(|t, op| send(&self.ops, t, op));
         let next = inner.dispatcher.next_timer();
         if next.is_some_and(|n| inner.armed.is_none_or(|a| n < a)) {
             self.timer.notify_one();
@@ -51,12 +90,17 @@ impl Core {
         r
     }
 
+    /// Every queue with its decision, and the policy's name.
+    pub(crate) fn snapshot(&self) -> (Vec<xsched_core::QueueSnapshot>, &'static str) {
+        self.with(|d| (d.snapshot(|_, _| {}), d.policy_name()))
+    }
+
     /// The timer thread's body: sleep until the policy's next timer, fire it, repeat.
     pub(crate) fn run_timers(&self) {
         let mut inner = self.lock();
         loop {
             if inner.stopping {
-                inner.dispatcher.resume_all();
+                inner.dispatcher.release_all(|t, op| send(&self.ops, t, op));
                 return;
             }
             let next = inner.dispatcher.next_timer();
@@ -65,7 +109,7 @@ impl Core {
             inner = match next {
                 Some(t) if t <= now => {
                     inner.dispatcher.timeout(now);
-                    inner.dispatcher.dispatch();
+                    inner.dispatcher.dispatch(|t, op| send(&self.ops, t, op));
                     continue;
                 }
                 Some(t) => {

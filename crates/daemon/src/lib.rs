@@ -1,11 +1,12 @@
 //! # xsched-daemon
 //!
-//! `xsched serve`: one core [`Scheduler`](xsched_core::Scheduler) (in the same
-//! [`Dispatcher`](xsched_runtime::scheduler::Dispatcher) the in-process scheduler thread runs)
-//! for every process that connects over a Unix socket. Each client connection has a thread
-//! that reads its frames and handles each one inline on the shared scheduler, writing the
-//! resulting operations straight to the affected clients' sockets (with a write timeout, so a
-//! stuck client cannot hold the daemon): an event costs one thread wake-up in the daemon. A
+//! `xsched serve`: one core [`Dispatcher`](xsched_core::Dispatcher) (the one the in-process
+//! scheduler thread and the simulator drive) for every process that connects over a Unix
+//! socket. Each client connection has a thread that reads its frames and handles each one
+//! inline on the shared scheduler: an event costs one thread wake-up in the daemon. The
+//! resulting operations are queued, in decision order, on the affected clients' outboxes and
+//! written by each connection's writer thread after the scheduler's lock is released, so a
+//! client that stops reading holds up nobody (it is disconnected when its queue fills). A
 //! timer thread serves policies that ask for the clock. Who a client is comes from the
 //! socket's peer credentials. A client that disconnects, dies, or sends a frame that does not decode loses
 //! its connection and its queues at once; nobody else is affected.
@@ -13,6 +14,7 @@
 mod connection;
 mod core;
 mod metrics;
+mod outbox;
 mod peer;
 mod registry;
 mod server;

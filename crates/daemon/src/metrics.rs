@@ -52,7 +52,7 @@ fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 
 /// The metrics text.
 pub(crate) fn render(shared: &Shared) -> String {
-    let (queues, policy) = shared.core.with(|d| d.snapshot());
+    let (queues, policy) = shared.core.snapshot();
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -2,33 +2,10 @@
 
 use crate::peer::Peer;
 use std::collections::HashMap;
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use xsched_core::QueueId;
-use xsched_proto::{DaemonMsg, QueueStats, write_frame};
-
-/// The sending half of a client connection. Writes are short frames into the socket buffer;
-/// a write timeout bounds how long a stuck client can hold anyone up, and a failed write shuts
-/// the connection so its reader cleans up.
-pub(crate) struct Writer(Mutex<UnixStream>);
-
-impl Writer {
-    pub(crate) fn new(stream: UnixStream) -> Writer {
-        let _ = stream.set_write_timeout(Some(std::time::Duration::from_millis(200)));
-        Writer(Mutex::new(stream))
-    }
-
-    pub(crate) fn send(&self, msg: &DaemonMsg) {
-        let mut s = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if write_frame(&mut *s, msg).is_err() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
+use xsched_proto::QueueStats;
 
 /// One client connection.
 struct Client {

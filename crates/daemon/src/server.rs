@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use thiserror::Error;
-use xsched_core::{CoreError, policy};
-use xsched_runtime::scheduler::Dispatcher;
+use xsched_core::{CoreError, Dispatcher, policy};
 
 /// Why the daemon could not start.
 #[derive(Debug, Error)]
@@ -72,11 +71,12 @@ impl Daemon {
             path: path.to_path_buf(),
             source,
         })?;
+        let ops: Arc<OpCounters> = Arc::default();
         let shared = Arc::new(Shared {
-            core: Core::new(Dispatcher::new(policy)),
+            core: Core::new(Dispatcher::new(policy), ops.clone()),
             registry: Registry::default(),
             stopping: AtomicBool::new(false),
-            ops: Arc::default(),
+            ops,
         });
         let timers = shared.clone();
         std::thread::Builder::new()

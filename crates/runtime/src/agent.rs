@@ -266,7 +266,7 @@ impl Agent {
                 self.queues.remove(&q);
                 ClientMsg::Unregister { queue: q.0 }
             }
-            Event::Register { .. } | Event::Completed { .. } => return,
+            Event::Register { .. } => return,
         };
         self.send(&msg);
     }

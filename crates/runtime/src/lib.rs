@@ -13,8 +13,9 @@
 //!   scheduler thread that feeds the core `Scheduler` events and applies its operations.
 //! - [`QueueOptions`] / [`RuntimeConfig`]: hints, level and launch config from the Rust API or
 //!   from `XSCHED_*` environment variables.
-//! - [`scheduler::SchedulerThread`]: the scheduler thread, also what the daemon runs; with
-//!   `XSCHED_SCHEDULER=global` a client agent stands in its place and reports to the daemon.
+//! - [`scheduler::SchedulerThread`]: the in-process scheduler thread over the core's
+//!   `Dispatcher`; with `XSCHED_SCHEDULER=global` a client agent stands in its place and
+//!   reports to the daemon.
 
 #![forbid(unsafe_code)]
 

@@ -1,19 +1,18 @@
-//! The scheduler thread: the in-process scheduler (`XSCHED_SCHEDULER=local`), and the daemon's.
+//! The scheduler thread: the in-process scheduler (`XSCHED_SCHEDULER=local`).
 //!
-//! It owns a core [`Scheduler`]: queues send it events over a channel, it runs the policy, and
-//! applies each resulting operation through the queue's [`Control`]. It sleeps in a channel
-//! receive (with a deadline when the policy asked for a timer), so an idle scheduler costs no
-//! CPU. The same thread serves the daemon, where a queue's `Control` sends the operation to
-//! its client process instead of to a launcher.
+//! It owns a core [`Dispatcher`] whose handles are the queues' [`Control`]s: queues send it
+//! events over a channel, it runs the policy, and applies each resulting operation through the
+//! queue's control. It sleeps in a channel receive (with a deadline when the policy asked for a
+//! timer), so an idle scheduler costs no CPU. The daemon drives the same core dispatcher from
+//! its connections (`xsched-daemon`).
 
 use crate::clock;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use xsched_core::{
-    CoreError, DeviceId, Event, Nanos, Operation, Policy, QueueHints, QueueId, QueueView,
-    Scheduler, policy,
+    CoreError, DeviceId, Dispatcher, Event, Nanos, Operation, Policy, QueueHints, QueueId,
+    QueueSnapshot, policy,
 };
 use xsched_proto::QueueStats;
 
@@ -22,15 +21,6 @@ pub type Control = Box<dyn Fn(Operation) + Send>;
 
 /// Reads a queue's statistics (for the daemon's `xsched top`).
 pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
-
-/// A queue as the scheduler sees it, with its current decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueSnapshot {
-    /// What the policy sees.
-    pub view: QueueView,
-    /// Whether the scheduler has it suspended.
-    pub suspended: bool,
-}
 
 /// A message to a scheduling thread (the local scheduler or the client agent).
 pub(crate) enum SchedMsg {
@@ -157,110 +147,12 @@ impl std::fmt::Debug for SchedulerThread {
     }
 }
 
-/// The core scheduler together with the controls of its queues: what the scheduler thread
-/// drives from its channel, and what the daemon drives from its connections.
-pub struct Dispatcher {
-    sched: Scheduler,
-    controls: HashMap<QueueId, Control>,
+/// Apply an operation through its queue's control.
+fn apply(control: &Control, op: Operation) {
+    control(op);
 }
 
-impl Dispatcher {
-    /// A dispatcher running `policy`.
-    pub fn new(policy: Box<dyn Policy>) -> Dispatcher {
-        Dispatcher {
-            sched: Scheduler::new(policy),
-            controls: HashMap::new(),
-        }
-    }
-
-    /// A new queue, whose operations `control` applies.
-    pub fn register(
-        &mut self,
-        queue: QueueId,
-        device: DeviceId,
-        hints: QueueHints,
-        control: Control,
-    ) -> Result<(), CoreError> {
-        self.sched.handle_event(
-            clock::now(),
-            Event::Register {
-                queue,
-                device,
-                hints,
-            },
-        )?;
-        self.controls.insert(queue, control);
-        Ok(())
-    }
-
-    /// Feed one event observed at `at`.
-    pub fn event(&mut self, at: Nanos, event: Event) -> Result<(), CoreError> {
-        if let Event::Unregister(q) = event {
-            self.controls.remove(&q);
-        }
-        self.sched.handle_event(at, event)
-    }
-
-    /// Replace the policy.
-    pub fn set_policy(&mut self, policy: Box<dyn Policy>) {
-        self.sched.set_policy(policy);
-    }
-
-    /// Decide (if anything changed) and apply every resulting operation.
-    pub fn dispatch(&mut self) {
-        while let Some(op) = self.sched.poll_operation() {
-            if let Some(control) = self.controls.get(&op.queue()) {
-                control(op);
-            }
-        }
-    }
-
-    /// When the policy next needs [`timeout`](Self::timeout).
-    pub fn next_timer(&mut self) -> Option<Nanos> {
-        self.sched.poll_timeout()
-    }
-
-    /// The clock reached the time [`next_timer`](Self::next_timer) asked for.
-    pub fn timeout(&mut self, now: Nanos) {
-        self.sched.handle_timeout(now);
-    }
-
-    /// Every queue with its current decision, and the policy's name.
-    pub fn snapshot(&mut self) -> (Vec<QueueSnapshot>, &'static str) {
-        self.dispatch();
-        let queues = self
-            .sched
-            .queues()
-            .iter()
-            .map(|v| QueueSnapshot {
-                view: *v,
-                suspended: self.sched.is_suspended(v.id) == Some(true),
-            })
-            .collect();
-        (queues, self.sched.policy_name())
-    }
-
-    /// Resume every suspended queue (nobody will schedule them after this).
-    pub fn resume_all(&mut self) {
-        for q in self.sched.queues() {
-            if self.sched.is_suspended(q.id) == Some(true)
-                && let Some(control) = self.controls.get(&q.id)
-            {
-                control(Operation::Resume(q.id));
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Dispatcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dispatcher")
-            .field("scheduler", &self.sched)
-            .finish()
-    }
-}
-
-fn run(mut d: Dispatcher, rx: &Receiver<SchedMsg>) {
+fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>) {
     loop {
         let msg = match d.next_timer() {
             Some(at) => rx.recv_deadline(clock::instant_of(at)),
@@ -282,12 +174,12 @@ fn run(mut d: Dispatcher, rx: &Receiver<SchedMsg>) {
             Err(RecvTimeoutError::Timeout) => d.timeout(clock::now()),
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        d.dispatch();
+        d.dispatch(apply);
     }
 }
 
 /// Apply one message; false means shut down.
-fn handle(d: &mut Dispatcher, msg: SchedMsg) -> bool {
+fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
     let result = match msg {
         SchedMsg::Register {
             queue,
@@ -295,18 +187,19 @@ fn handle(d: &mut Dispatcher, msg: SchedMsg) -> bool {
             hints,
             control,
             stats: _,
-        } => d.register(queue, device, hints, control),
+        } => d.register(clock::now(), queue, device, hints, control),
         SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::SetPolicy(policy, _) => {
             d.set_policy(policy);
             Ok(())
         }
         SchedMsg::Snapshot(reply) => {
-            let _ = reply.send(d.snapshot());
+            let queues = d.snapshot(apply);
+            let _ = reply.send((queues, d.policy_name()));
             Ok(())
         }
         SchedMsg::Shutdown => {
-            d.resume_all();
+            d.release_all(apply);
             return false;
         }
     };

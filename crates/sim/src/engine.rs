@@ -1,5 +1,5 @@
 //! The deterministic event loop: virtual time, a heap of `(time, sequence)` events, and the
-//! core's `LaunchMachine`s and `Scheduler` driven exactly as the real runtime drives them.
+//! core's `LaunchMachine`s and `Dispatcher` driven exactly as the real runtime drives them.
 //!
 //! Per command the loop handles a launch (after the launcher's CPU cost), a device completion,
 //! and for synchronization points an observation (after the sync cost). Scheduler operations
@@ -14,8 +14,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use thiserror::Error;
 use xsched_core::{
-    CommandId, CommandMeta, CoreError, DeviceId, Event, HwAction, LaunchConfig, LaunchMachine,
-    Level, Nanos, Operation, QueueId, Scheduler,
+    CommandId, CommandMeta, CoreError, DeviceId, Dispatcher, Event, HwAction, LaunchConfig,
+    LaunchMachine, Level, Nanos, Operation, QueueId,
 };
 use xsched_report::new_histogram;
 use xsched_workload::SeededRng;
@@ -114,7 +114,7 @@ pub struct Sim {
     devices: Vec<Device>,
     device_next: Vec<Option<Nanos>>,
     xqs: Vec<XQ>,
-    sched: Option<Scheduler>,
+    sched: Option<Dispatcher<u32>>,
     sched_timer: Option<Nanos>,
     metrics: Vec<WorkloadMetrics>,
     probe: Option<ProbeState>,
@@ -151,7 +151,7 @@ impl Sim {
                 queue: "*".into(),
                 source,
             })?;
-            sim.sched = Some(Scheduler::new(policy));
+            sim.sched = Some(Dispatcher::new(policy));
         }
         for qi in 0..sim.spec.queues.len() {
             sim.add_queue(qi)?;
@@ -230,13 +230,12 @@ impl Sim {
             }
         };
         if let Some(s) = self.sched.as_mut().filter(|_| scheduled) {
-            s.handle_event(
+            s.register(
                 Nanos::ZERO,
-                Event::Register {
-                    queue: QueueId(qi as u32),
-                    device: DeviceId(q.device as u16),
-                    hints: q.hints,
-                },
+                QueueId(qi as u32),
+                DeviceId(q.device as u16),
+                q.hints,
+                qi as u32,
             )
             .map_err(core_err)?;
         }
@@ -284,7 +283,7 @@ impl Sim {
                     }
                     self.sched_timer = None;
                     if let Some(s) = self.sched.as_mut() {
-                        s.handle_timeout(t);
+                        s.timeout(t);
                     }
                 }
                 Ev::Arrival(w) => self.arrival(w as usize),
@@ -336,37 +335,19 @@ impl Sim {
         let Some(s) = self.sched.as_mut() else {
             return;
         };
-        let mut ops = [None; 8];
-        loop {
-            let mut n = 0;
-            while n < ops.len() {
-                match s.poll_operation() {
-                    Some(op) => {
-                        ops[n] = Some(op);
-                        n += 1;
-                    }
-                    None => break,
-                }
-            }
-            if n == 0 {
-                break;
-            }
-            let at = self.now + self.spec.sched_latency;
-            for op in ops.iter().take(n).flatten() {
-                let ev = match *op {
-                    Operation::Suspend(q) => Ev::Apply(q.0, true),
-                    Operation::Resume(q) => Ev::Apply(q.0, false),
-                    Operation::Protect(q) => Ev::Protect(q.0, true),
-                    Operation::Unprotect(q) => Ev::Protect(q.0, false),
-                };
-                self.seq += 1;
-                self.heap.push(Reverse((at, self.seq, ev)));
-            }
-        }
-        let Some(s) = self.sched.as_mut() else {
-            return;
-        };
-        if let Some(t) = s.poll_timeout() {
+        let at = self.now + self.spec.sched_latency;
+        let (heap, seq) = (&mut self.heap, &mut self.seq);
+        s.dispatch(|&q, op| {
+            let ev = match op {
+                Operation::Suspend(_) => Ev::Apply(q, true),
+                Operation::Resume(_) => Ev::Apply(q, false),
+                Operation::Protect(_) => Ev::Protect(q, true),
+                Operation::Unprotect(_) => Ev::Protect(q, false),
+            };
+            *seq += 1;
+            heap.push(Reverse((at, *seq, ev)));
+        });
+        if let Some(t) = s.next_timer() {
             let t = t.max(self.now);
             if self.sched_timer != Some(t) {
                 self.sched_timer = Some(t);
@@ -381,7 +362,7 @@ impl Sim {
         }
         if let Some(s) = self.sched.as_mut() {
             // Queues were registered at set-up, so the core cannot reject these events.
-            let _ = s.handle_event(self.now, event);
+            let _ = s.event(self.now, event);
         }
     }
 
@@ -518,7 +499,6 @@ impl Sim {
         let Some(synced) = xq.m.on_synced(cmd, now) else {
             return;
         };
-        let count = synced.last.0 - synced.first.0 + 1;
         let mut finished: [Option<StageEnd>; 4] = [None; 4];
         loop {
             let mut n = 0;
@@ -535,13 +515,6 @@ impl Sim {
                 self.stage_done(s.workload as usize, s.stage as usize, s.arrival);
             }
         }
-        self.notify(
-            q,
-            Event::Completed {
-                queue: QueueId(q as u32),
-                count: count as u32,
-            },
-        );
         if self.xqs[q].m.is_idle() {
             self.notify(q, Event::Idle(QueueId(q as u32)));
         }

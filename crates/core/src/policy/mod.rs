@@ -129,7 +129,7 @@ pub(crate) mod test_util {
             },
             ready,
             ready_since: Nanos::ZERO,
-            completed: 0,
+            service: Nanos::ZERO,
         }
     }
 
