@@ -54,10 +54,10 @@ pub enum Operation {
     Suspend(QueueId),
     /// Launch again (and reactivate/restore).
     Resume(QueueId),
-    /// Other queues on its device are suspended for this ready one, under a policy that lets it
-    /// run until it is idle (`Policy::protects_winners`): launch without the
-    /// progressive-launching limits (threshold, in-flight budget), which exist only so that a
-    /// suspend takes effect quickly (see `LaunchMachine::set_protected`).
+    /// Other queues on its device are suspended for this ready one, and the policy can never
+    /// suspend it for another (`Policy::protectable`): launch without the progressive-launching
+    /// limits (threshold, in-flight budget), which exist only so that a suspend takes effect
+    /// quickly (see `LaunchMachine::set_protected`).
     Protect(QueueId),
     /// Restore the limits: nobody on the device is suspended for it any more.
     Unprotect(QueueId),
@@ -100,6 +100,8 @@ pub struct Scheduler {
     index: HashMap<QueueId, usize>,
     suspended: Vec<bool>,
     protected: Vec<bool>,
+    /// What the policy marked protectable at the last decision (kept to avoid allocating).
+    protectable: Vec<bool>,
     /// Since when each queue has been ready and running (service accrues from then).
     running_since: Vec<Option<Nanos>>,
     /// Devices with a suspended queue, refilled at each decision (kept to avoid allocating).
@@ -120,6 +122,7 @@ impl Scheduler {
             index: HashMap::new(),
             suspended: Vec::new(),
             protected: Vec::new(),
+            protectable: Vec::new(),
             running_since: Vec::new(),
             held_devices: Vec::new(),
             run: Vec::new(),
@@ -272,19 +275,22 @@ impl Scheduler {
                 });
             }
         }
-        // Under a priority order, a ready, running queue on a device where some queue is
-        // suspended is the one the policy protects.
-        let protects = self.policy.protects_winners();
+        // A ready, running queue that the policy can never suspend for another, on a device
+        // where some queue is suspended for it, launches without limits.
+        self.protectable.clear();
+        self.protectable.resize(self.queues.len(), false);
+        self.policy.protectable(&self.queues, &mut self.protectable);
         self.held_devices.clear();
-        if protects {
-            for (q, _) in self.queues.iter().zip(&self.suspended).filter(|(_, s)| **s) {
-                if !self.held_devices.contains(&q.device) {
-                    self.held_devices.push(q.device);
-                }
+        for (q, _) in self.queues.iter().zip(&self.suspended).filter(|(_, s)| **s) {
+            if !self.held_devices.contains(&q.device) {
+                self.held_devices.push(q.device);
             }
         }
         for (i, q) in self.queues.iter().enumerate() {
-            let want = q.ready && !self.suspended[i] && self.held_devices.contains(&q.device);
+            let want = self.protectable[i]
+                && q.ready
+                && !self.suspended[i]
+                && self.held_devices.contains(&q.device);
             if want != self.protected[i] {
                 self.protected[i] = want;
                 self.ops.push_back(if want {

@@ -1,4 +1,5 @@
-//! Property tests of the core's invariants: the XQueue launch machine and the HPF scheduler.
+//! Property tests of the core's invariants: the XQueue launch machine and the HPF scheduler
+//! (`protection.rs` checks the two together).
 
 use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
@@ -201,12 +202,17 @@ proptest! {
                 let before = map.insert(q, on).unwrap_or(false);
                 prop_assert_ne!(before, on, "redundant operation {:?}", op);
             }
-            // Protected: ready, running, and something on its device is suspended (for it).
-            for q in prio.keys() {
+            // Protected: ready, running, something on its device is suspended (for it), and it
+            // alone holds the highest priority registered on its device (nobody can preempt it).
+            for (q, p) in &prio {
                 let is_ready = ready.get(q).copied().unwrap_or(false);
                 let runs = !suspended.get(q).copied().unwrap_or(false);
                 let others = suspended.iter().any(|(o, s)| *s && device(*o) == device(*q));
-                let want = is_ready && runs && others;
+                let strict_top = prio
+                    .iter()
+                    .filter(|(o, _)| *o != q && device(**o) == device(*q))
+                    .all(|(_, op)| op < p);
+                let want = is_ready && runs && others && strict_top;
                 prop_assert_eq!(protected.get(q).copied().unwrap_or(false), want, "queue {} protection", q);
             }
             for d in 0..2u16 {

@@ -15,6 +15,7 @@ use std::cmp::Reverse;
 #[derive(Debug, Default)]
 pub struct Hpf {
     scratch: Vec<(DeviceId, Reverse<i32>)>,
+    tops: Vec<Top>,
 }
 
 impl Policy for Hpf {
@@ -22,8 +23,8 @@ impl Policy for Hpf {
         "hpf"
     }
 
-    fn protects_winners(&self) -> bool {
-        true
+    fn protectable(&mut self, queues: &[QueueView], protect: &mut [bool]) {
+        mark_strict_top(queues, protect, Scope::PerDevice, &mut self.tops);
     }
 
     fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {
@@ -33,17 +34,62 @@ impl Policy for Hpf {
     }
 }
 
+/// The highest priority registered in a scope, and how many queues have it.
+#[derive(Debug, Clone, Copy)]
+struct Top {
+    scope: DeviceId,
+    priority: i32,
+    holders: u32,
+}
+
+/// Mark the queues that alone hold the highest priority of their scope, ready or not: no queue
+/// can ever preempt them under fixed priority while priorities stay as they are.
+fn mark_strict_top(queues: &[QueueView], protect: &mut [bool], scope: Scope, tops: &mut Vec<Top>) {
+    tops.clear();
+    let key = |q: &QueueView| match scope {
+        Scope::PerDevice => q.device,
+        Scope::Global => DeviceId(0),
+    };
+    for q in queues {
+        let (k, p) = (key(q), q.hints.priority);
+        match tops.iter_mut().find(|t| t.scope == k) {
+            Some(t) if p > t.priority => {
+                *t = Top {
+                    scope: k,
+                    priority: p,
+                    holders: 1,
+                }
+            }
+            Some(t) if p == t.priority => t.holders += 1,
+            Some(_) => {}
+            None => tops.push(Top {
+                scope: k,
+                priority: p,
+                holders: 1,
+            }),
+        }
+    }
+    for (q, protect) in queues.iter().zip(protect.iter_mut()) {
+        let k = key(q);
+        *protect = tops
+            .iter()
+            .any(|t| t.scope == k && t.priority == q.hints.priority && t.holders == 1);
+    }
+}
+
 /// Fixed priority, compared across all devices.
 #[derive(Debug, Default)]
-pub struct HpfGlobal;
+pub struct HpfGlobal {
+    tops: Vec<Top>,
+}
 
 impl Policy for HpfGlobal {
     fn name(&self) -> &'static str {
         "hpf-global"
     }
 
-    fn protects_winners(&self) -> bool {
-        true
+    fn protectable(&mut self, queues: &[QueueView], protect: &mut [bool]) {
+        mark_strict_top(queues, protect, Scope::Global, &mut self.tops);
     }
 
     fn schedule(&mut self, _now: Nanos, queues: &[QueueView], run: &mut [bool]) {
@@ -105,7 +151,7 @@ mod tests {
             view(2, 1, 10, false),
         ];
         assert_eq!(
-            decide(&mut HpfGlobal, Nanos::ZERO, &qs),
+            decide(&mut HpfGlobal::default(), Nanos::ZERO, &qs),
             vec![true, false, true]
         );
     }

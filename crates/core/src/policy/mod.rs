@@ -34,14 +34,15 @@ pub trait Policy: Send {
         None
     }
 
-    /// Whether a queue this policy lets run while it suspends others on the device keeps
-    /// running until it goes idle (priority orders), so its launch limits can be lifted
-    /// ([`Operation::Protect`](crate::Operation::Protect)). Not for policies that take the
-    /// device back on a timer (time slices, deadlines): there the running queue must stay
-    /// quick to suspend.
-    fn protects_winners(&self) -> bool {
-        false
-    }
+    /// Set `protect[i]` (all start `false`) for each queue whose launch limits may be lifted
+    /// while it runs and others on its device are suspended for it
+    /// ([`Operation::Protect`](crate::Operation::Protect)). The limits (threshold, in-flight
+    /// budget) exist only so that a suspend takes effect quickly, so a queue may be marked only
+    /// if this policy can never suspend it for another queue, ready or not, as queues are now
+    /// (a strict priority top); otherwise the queue that preempts it would wait for its whole
+    /// backlog. Never for policies that take the device back on a timer (time slices,
+    /// deadlines).
+    fn protectable(&mut self, _queues: &[QueueView], _protect: &mut [bool]) {}
 }
 
 /// Every registered policy name, for help texts and errors.
@@ -57,7 +58,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
     let policy: Box<dyn Policy> = match (base, arg) {
         ("fcfs", None) => Box::new(Fcfs),
         ("hpf", None) => Box::new(Hpf::default()),
-        ("hpf-global", None) => Box::new(HpfGlobal),
+        ("hpf-global", None) => Box::new(HpfGlobal::default()),
         ("bandwidth", None) => Box::new(Bandwidth::default()),
         ("laxity", None) => Box::new(Laxity::default()),
         ("kedf", None) => Box::new(KEarliestDeadline::new(1)),
