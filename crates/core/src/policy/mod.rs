@@ -5,16 +5,20 @@
 //! once for all of them. Share policies keep a little state and ask for timers.
 
 mod bandwidth;
+mod cfs;
 mod fcfs;
 mod hpf;
 mod kedf;
 mod laxity;
+mod mlfq;
 
 pub use bandwidth::Bandwidth;
+pub use cfs::Cfs;
 pub use fcfs::Fcfs;
 pub use hpf::{Hpf, HpfGlobal};
 pub use kedf::KEarliestDeadline;
 pub use laxity::Laxity;
+pub use mlfq::Mlfq;
 
 use crate::error::CoreError;
 use crate::ids::DeviceId;
@@ -46,7 +50,16 @@ pub trait Policy: Send {
 }
 
 /// Every registered policy name, for help texts and errors.
-pub const NAMES: &[&str] = &["fcfs", "hpf", "hpf-global", "bandwidth", "laxity", "kedf"];
+pub const NAMES: &[&str] = &[
+    "fcfs",
+    "hpf",
+    "hpf-global",
+    "bandwidth",
+    "laxity",
+    "kedf",
+    "cfs",
+    "mlfq",
+];
 
 /// Build a policy by name. `kedf` takes an optional `:k` suffix (`kedf:2`), default 1.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
@@ -62,6 +75,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
         ("bandwidth", None) => Box::new(Bandwidth::default()),
         ("laxity", None) => Box::new(Laxity::default()),
         ("kedf", None) => Box::new(KEarliestDeadline::new(1)),
+        ("cfs", None) => Box::new(Cfs::default()),
+        ("mlfq", None) => Box::new(Mlfq::default()),
         ("kedf", Some(k)) => match k.parse::<usize>() {
             Ok(k) if k >= 1 => Box::new(KEarliestDeadline::new(k)),
             _ => return Err(unknown()),
