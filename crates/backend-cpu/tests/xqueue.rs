@@ -265,3 +265,32 @@ fn global_mode_without_a_daemon_runs_unscheduled_and_loses_nothing() {
     q.wait_all().expect("all complete");
     assert_eq!(ran.load(Ordering::SeqCst), 50);
 }
+
+#[test]
+fn slo_aware_in_process_refuses_queues_until_one_has_an_slo() {
+    use xsched_core::Nanos;
+    let runtime = Runtime::new(RuntimeConfig {
+        policy: "slo-aware".into(),
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let device = CpuDevice::new(1).expect("device");
+    let err = runtime
+        .create_queue(Arc::new(device.create_queue()), QueueOptions::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("XSCHED_POLICY=slo-aware") && err.contains("XSCHED_SLO_US"),
+        "{err}"
+    );
+    let hp = QueueOptions::default()
+        .with_hint(Hint::Slo(Nanos::from_ms(5)))
+        .expect("valid SLO");
+    let _hp = runtime
+        .create_queue(Arc::new(device.create_queue()), hp)
+        .expect("the SLO queue");
+    let _lp = runtime
+        .create_queue(Arc::new(device.create_queue()), QueueOptions::default())
+        .expect("now other queues are fine");
+}

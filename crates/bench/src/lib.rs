@@ -14,7 +14,9 @@
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
 //! - [`multi_device`]: a pipeline across two devices under one policy per device vs one
 //!   policy across both.
-//! - [`harvest`]: Hummingbird's idle-time harvesting beside an HP service with gaps.
+//! - [`harvest`]: Hummingbird's idle-time harvesting beside an HP service with gaps: the
+//!   collector driven cooperatively, and the `slo-aware` policy in process and through the
+//!   daemon with two processes (`harvest-daemon`).
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 
@@ -38,4 +40,5 @@ pub const NAMES: &[&str] = &[
     "daemon",
     "multi-device",
     "harvest",
+    "harvest-daemon",
 ];

@@ -118,24 +118,54 @@ fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
     };
     p.shape.requests = 12;
     let report = harvest::run(&p, &no_progress).expect("runs");
-    let policies: Vec<&str> = report
+    let rows: Vec<(&str, &str)> = report
         .rows
         .iter()
-        .map(|r| r["policy"].as_str().expect("policy"))
+        .map(|r| {
+            (
+                r["driver"].as_str().expect("driver"),
+                r["policy"].as_str().expect("policy"),
+            )
+        })
         .collect();
     assert_eq!(
-        policies,
-        ["standalone", "timeslice", "priority", "slo-aware"]
+        rows,
+        [
+            ("collector", "standalone"),
+            ("collector", "timeslice"),
+            ("collector", "priority"),
+            ("collector", "slo-aware"),
+            ("policy", "standalone"),
+            ("policy", "standalone (again)"),
+            ("policy", "hpf"),
+            ("policy", "slo-aware:between-requests"),
+            ("policy", "slo-aware"),
+        ]
     );
-    assert_eq!(number(&report.rows[0], "lp_throughput_norm"), 0.0);
     for r in &report.rows {
         let a = number(r, "hp_slo_attainment");
         assert!((0.0..=1.0).contains(&a), "{r:?}");
         assert!(number(r, "utilization") > 0.0, "{r:?}");
+        if r["policy"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("standalone"))
+        {
+            assert_eq!(number(r, "lp_throughput_norm"), 0.0, "HP alone: {r:?}");
+        }
     }
     assert!(
         number(&report.rows[1], "lp_throughput_norm") > 0.0,
         "timeslice runs LP"
     );
-    assert_eq!(report.checks.len(), 2);
+    assert!(
+        number(&report.rows[6], "lp_throughput_norm") > 0.0,
+        "hpf lets LP run while HP is idle"
+    );
+    let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("policy slo-aware attainment")),
+        "{names:?}"
+    );
 }

@@ -222,6 +222,12 @@ enum XschedStatus xsched_queue_set_laxity_us(const struct XschedQueue *queue, ui
 // `queue` must be NULL or a live handle.
 enum XschedStatus xsched_queue_set_deadline_us(const struct XschedQueue *queue, uint64_t us);
 
+// Request latency target in microseconds (for `slo-aware`: the queues it protects).
+//
+// # Safety
+// `queue` must be NULL or a live handle.
+enum XschedStatus xsched_queue_set_slo_us(const struct XschedQueue *queue, uint64_t us);
+
 // A snapshot of the queue.
 //
 // # Safety

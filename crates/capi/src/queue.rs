@@ -278,6 +278,18 @@ pub unsafe extern "C" fn xsched_queue_set_deadline_us(
     hint(queue, Hint::Deadline(Nanos::from_us(us)))
 }
 
+/// Request latency target in microseconds (for `slo-aware`: the queues it protects).
+///
+/// # Safety
+/// `queue` must be NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xsched_queue_set_slo_us(
+    queue: *const XschedQueue,
+    us: u64,
+) -> XschedStatus {
+    hint(queue, Hint::Slo(Nanos::from_us(us)))
+}
+
 /// A snapshot of the queue.
 ///
 /// # Safety

@@ -120,6 +120,7 @@ fn core_status(e: &CoreError) -> XschedStatus {
     match e {
         CoreError::InvalidLaunchConfig { .. } => XschedStatus::InvalidConfig,
         CoreError::InvalidLevel(_) | CoreError::UnknownPolicy(_) => XschedStatus::InvalidArgument,
+        CoreError::NoSloQueue { .. } => XschedStatus::Environment,
         CoreError::UnsupportedLevel { .. } => XschedStatus::UnsupportedLevel,
         CoreError::InvalidHint(_) => XschedStatus::InvalidHint,
         CoreError::UnknownQueue(_) | CoreError::DuplicateQueue(_) => XschedStatus::Internal,
@@ -132,7 +133,7 @@ impl From<RuntimeError> for Failure {
             RuntimeError::Core(c) => core_status(c),
             RuntimeError::Hw(HwError::Unsupported(_)) => XschedStatus::UnsupportedLevel,
             RuntimeError::Hw(_) | RuntimeError::Spawn(_) => XschedStatus::Internal,
-            RuntimeError::Env { .. } => XschedStatus::Environment,
+            RuntimeError::Env { .. } | RuntimeError::Policy { .. } => XschedStatus::Environment,
             RuntimeError::Suspended => XschedStatus::Suspended,
             RuntimeError::Closed => XschedStatus::Closed,
             RuntimeError::UnknownCommand(_) => XschedStatus::UnknownCommand,

@@ -32,6 +32,12 @@ pub fn run(
             p.shape.requests = samples.unwrap_or(p.shape.requests);
             harvest::run(&p, tick)?
         }
+        "harvest-daemon" => {
+            let mut p = harvest::HarvestParams::default();
+            p.shape.requests = samples.unwrap_or(p.shape.requests);
+            let exe = std::env::current_exe()?;
+            harvest::run_processes(&exe, &p, tick)?
+        }
         "daemon" => {
             let mut p = daemon_rtt::DaemonRttParams::default();
             p.samples = samples.unwrap_or(p.samples);

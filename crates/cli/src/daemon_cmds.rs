@@ -151,6 +151,11 @@ pub enum Role {
     Fg,
     /// The demo's background training loop until standard input closes; print its progress.
     Bg,
+    /// The harvesting benchmark's HP service (`--requests` measured); print its latencies.
+    HpService,
+    /// The harvesting benchmark's LP job (`--kernel-us` kernels) until standard input closes;
+    /// print when each kernel completed.
+    Lp,
 }
 
 /// How a worker runs.
@@ -173,6 +178,22 @@ pub struct WorkerArgs {
 /// `xsched worker`: a client process with one queue configured from `XSCHED_*` (use
 /// `XSCHED_SCHEDULER=global` to put it under the daemon). Prints one JSON line.
 pub fn worker(args: WorkerArgs) -> Result<()> {
+    let harvest = |line: Result<serde_json::Value, xsched_runtime::RuntimeError>| -> Result<()> {
+        println!("{}", line.context("running the harvest worker")?);
+        Ok(())
+    };
+    match args.role {
+        Role::HpService => {
+            let mut p = xsched_bench::harvest::HarvestParams::default();
+            p.shape.requests = args.requests;
+            return harvest(xsched_bench::harvest::hp_service_process(&p));
+        }
+        Role::Lp => {
+            let kernel = Duration::from_micros(args.kernel_us);
+            return harvest(xsched_bench::harvest::lp_process(kernel));
+        }
+        _ => {}
+    }
     let runtime = Runtime::from_env().context("configuring the runtime from XSCHED_*")?;
     let device = match args.core {
         Some(core) => CpuDevice::pinned(1, core)?,
@@ -184,7 +205,7 @@ pub fn worker(args: WorkerArgs) -> Result<()> {
         ..fg_bg::FgBgParams::default()
     };
     let line = match args.role {
-        Role::Batch => batch(&queue, args)?,
+        Role::Batch | Role::HpService | Role::Lp => batch(&queue, args)?,
         Role::Fg => {
             let h = fg_bg::foreground(&queue, &params, || {});
             serde_json::json!({

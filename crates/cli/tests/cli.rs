@@ -49,6 +49,41 @@ fn two_process_demo_has_the_same_rows() {
 }
 
 #[test]
+fn harvest_through_the_daemon_runs_two_processes_under_each_policy() {
+    let out = xsched(&["bench", "harvest-daemon", "--samples", "10", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = doc["rows"].as_array().expect("rows");
+    let daemon: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["driver"] == "daemon")
+        .filter_map(|r| r["policy"].as_str())
+        .collect();
+    assert_eq!(
+        daemon,
+        [
+            "standalone",
+            "standalone (again)",
+            "hpf",
+            "slo-aware:between-requests",
+            "slo-aware"
+        ]
+    );
+    let hpf = rows
+        .iter()
+        .find(|r| r["driver"] == "daemon" && r["policy"] == "hpf")
+        .expect("hpf row");
+    assert!(
+        hpf["lp_throughput_norm"].as_f64().is_some_and(|v| v > 0.0),
+        "the LP process ran: {hpf}"
+    );
+}
+
+#[test]
 fn bench_rejects_an_unknown_name() {
     let out = xsched(&["bench", "nope"]);
     assert!(!out.status.success());

@@ -68,9 +68,10 @@ impl<C> Dispatcher<C> {
         self.sched.handle_event(now, event)
     }
 
-    /// Replace the policy; the next dispatch re-decides every queue.
-    pub fn set_policy(&mut self, policy: Box<dyn Policy>) {
-        self.sched.set_policy(policy);
+    /// Replace the policy; the next dispatch re-decides every queue. Refused if the policy
+    /// cannot work with the registered queues (`Policy::check`).
+    pub fn set_policy(&mut self, policy: Box<dyn Policy>) -> Result<(), CoreError> {
+        self.sched.set_policy(policy)
     }
 
     /// The running policy's name.

@@ -40,4 +40,14 @@ pub enum CoreError {
     /// A hint whose value makes no sense (zero share, zero slice, ...).
     #[error("invalid hint: {0}")]
     InvalidHint(&'static str),
+    /// A policy that protects queues with an SLO, and no queue has one.
+    #[error(
+        "policy `{policy}` protects queues that have an SLO hint (XSCHED_SLO_US), and none of the {queues} queue(s) has one"
+    )]
+    NoSloQueue {
+        /// The policy.
+        policy: &'static str,
+        /// How many queues were checked.
+        queues: usize,
+    },
 }

@@ -18,6 +18,10 @@ pub enum Hint {
     Laxity(Nanos),
     /// Relative deadline from the moment the queue becomes ready (for deadline policies).
     Deadline(Nanos),
+    /// Latency target of one request of this queue (`slo-aware`): a request is a run of the
+    /// queue's busy periods separated by short idle gaps, timed from its first command (the
+    /// scheduler cannot see work done before it); must be positive.
+    Slo(Nanos),
 }
 
 /// The hints in force for one queue.
@@ -33,6 +37,8 @@ pub struct QueueHints {
     pub laxity: Option<Nanos>,
     /// Relative deadline, if set.
     pub deadline: Option<Nanos>,
+    /// Request latency target, if set (the queues `slo-aware` protects).
+    pub slo: Option<Nanos>,
 }
 
 impl Default for QueueHints {
@@ -43,6 +49,7 @@ impl Default for QueueHints {
             time_slice: None,
             laxity: None,
             deadline: None,
+            slo: None,
         }
     }
 }
@@ -60,6 +67,8 @@ impl QueueHints {
             Hint::TimeSlice(t) => self.time_slice = Some(t),
             Hint::Laxity(l) => self.laxity = Some(l),
             Hint::Deadline(d) => self.deadline = Some(d),
+            Hint::Slo(Nanos::ZERO) => return Err(CoreError::InvalidHint("SLO must be positive")),
+            Hint::Slo(t) => self.slo = Some(t),
         }
         Ok(())
     }
@@ -74,6 +83,7 @@ mod tests {
         let mut h = QueueHints::default();
         assert!(h.apply(Hint::Share(0)).is_err());
         assert!(h.apply(Hint::TimeSlice(Nanos::ZERO)).is_err());
+        assert!(h.apply(Hint::Slo(Nanos::ZERO)).is_err());
         assert_eq!(h, QueueHints::default());
         h.apply(Hint::Priority(7)).expect("valid");
         h.apply(Hint::Share(75)).expect("valid");

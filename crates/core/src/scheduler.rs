@@ -138,10 +138,13 @@ impl Scheduler {
         self.policy.name()
     }
 
-    /// Replace the policy at run time; the next poll re-decides every queue.
-    pub fn set_policy(&mut self, policy: Box<dyn Policy>) {
+    /// Replace the policy at run time; the next poll re-decides every queue. A policy that
+    /// cannot work with the registered queues (`Policy::check`) is refused and changes nothing.
+    pub fn set_policy(&mut self, policy: Box<dyn Policy>) -> Result<(), CoreError> {
+        policy.check(&self.queues)?;
         self.policy = policy;
         self.dirty = true;
+        Ok(())
     }
 
     /// Feed one event observed at `now`.

@@ -157,13 +157,12 @@ fn handle(
         ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
             name: shared.core.with(|d| d.policy_name()).to_string(),
         }),
-        ClientMsg::SetPolicy { name } => match policy::by_name(&name) {
-            Ok(p) => {
-                shared.core.with(|d| d.set_policy(p));
-                Some(DaemonMsg::Policy { name })
+        ClientMsg::SetPolicy { name } => {
+            match policy::by_name(&name).and_then(|p| shared.core.with(|d| d.set_policy(p))) {
+                Ok(()) => Some(DaemonMsg::Policy { name }),
+                Err(e) => error(e.to_string()),
             }
-            Err(e) => error(e.to_string()),
-        },
+        }
         ClientMsg::HintProcess { pid, queue, hint } => {
             let targets: Vec<_> = reg
                 .of_process(pid)

@@ -10,6 +10,7 @@ pub(crate) const SHARE: &str = "XSCHED_SHARE";
 pub(crate) const TIMESLICE_US: &str = "XSCHED_TIMESLICE_US";
 pub(crate) const LAXITY_US: &str = "XSCHED_LAXITY_US";
 pub(crate) const DEADLINE_US: &str = "XSCHED_DEADLINE_US";
+pub(crate) const SLO_US: &str = "XSCHED_SLO_US";
 pub(crate) const LEVEL: &str = "XSCHED_LEVEL";
 pub(crate) const THRESHOLD: &str = "XSCHED_THRESHOLD";
 pub(crate) const BATCH: &str = "XSCHED_BATCH";
@@ -69,6 +70,9 @@ pub(crate) fn hints(lookup: Lookup) -> Result<Vec<Hint>, RuntimeError> {
     }
     if let Some(d) = micros(lookup, DEADLINE_US)? {
         hints.push(Hint::Deadline(d));
+    }
+    if let Some(s) = micros(lookup, SLO_US)? {
+        hints.push(Hint::Slo(s));
     }
     Ok(hints)
 }
@@ -147,6 +151,7 @@ mod tests {
             (TIMESLICE_US, "2000"),
             (LAXITY_US, "100"),
             (DEADLINE_US, "900"),
+            (SLO_US, "11000"),
             (LEVEL, "2"),
             (THRESHOLD, "4"),
             (INFLIGHT_US, "0"),
@@ -157,6 +162,7 @@ mod tests {
         assert_eq!(o.hints.time_slice, Some(Nanos::from_us(2000)));
         assert_eq!(o.hints.laxity, Some(Nanos::from_us(100)));
         assert_eq!(o.hints.deadline, Some(Nanos::from_us(900)));
+        assert_eq!(o.hints.slo, Some(Nanos::from_ms(11)));
         assert_eq!(o.level, Some(Level::Deactivate));
         assert_eq!((o.config.threshold(), o.config.batch()), (4, 4));
         assert_eq!(o.config.inflight_budget(), None, "0 turns the budget off");

@@ -50,6 +50,15 @@ pub enum RuntimeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The policy in force (`XSCHED_POLICY`) cannot work with the queues (for example
+    /// `slo-aware` without a queue that has an SLO).
+    #[error("XSCHED_POLICY={policy}: {source}")]
+    Policy {
+        /// The policy's name.
+        policy: String,
+        /// What the queues lack.
+        source: CoreError,
+    },
     /// The operation needs a running queue (e.g. changing the level of a suspended queue).
     #[error("the queue is suspended; resume it first")]
     Suspended,

@@ -105,8 +105,8 @@ impl Default for QueueOptions {
 
 impl QueueOptions {
     /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
-    /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_LEVEL`, `XSCHED_THRESHOLD`,
-    /// `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off).
+    /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
+    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off).
     pub fn from_env() -> Result<QueueOptions, RuntimeError> {
         QueueOptions::from_lookup(&env::process_lookup)
     }

@@ -9,15 +9,20 @@ use crate::hwqueue::HwQueue;
 use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
 use crate::scheduler::SchedulerThread;
 use crate::xqueue::XQueue;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use xsched_core::{QueueId, policy};
+use std::sync::{Arc, Mutex};
+use xsched_core::{DeviceId, Nanos, QueueHints, QueueId, QueueView, policy};
+
+/// Distinct hint sets remembered for policy checks (enough for any real mix of queues).
+const REMEMBERED_HINTS: usize = 64;
 
 /// Creates XQueues and schedules them.
 pub struct Runtime {
     config: RuntimeConfig,
     local: Option<SchedulerThread>,
     next_queue: AtomicU32,
+    /// The distinct hints of the queues created so far, for the local policy's check.
+    hints_seen: Mutex<Vec<QueueHints>>,
 }
 
 impl Runtime {
@@ -41,6 +46,7 @@ impl Runtime {
             config,
             local,
             next_queue: AtomicU32::new(0),
+            hints_seen: Mutex::new(Vec::new()),
         })
     }
 
@@ -54,24 +60,69 @@ impl Runtime {
         &self.config
     }
 
-    /// Put an XQueue in front of `hw`. Fails if the level is beyond the backend's capabilities.
+    /// Put an XQueue in front of `hw`. Fails if the level is beyond the backend's capabilities,
+    /// or if the local policy cannot work with this queue and those created before it (for
+    /// `slo-aware`: create the queue with an SLO first).
     pub fn create_queue<H: HwQueue>(
         &self,
         hw: Arc<H>,
         options: QueueOptions,
     ) -> Result<XQueue<H>, RuntimeError> {
-        let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
         let scheduler = if options.scheduled {
             self.local.as_ref()
         } else {
             None
         };
+        if scheduler.is_some() && self.config.scheduler == SchedulerMode::Local {
+            self.check_policy(&self.config.policy, Some(options.hints))?;
+        }
+        let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
         XQueue::start(id, hw, options, scheduler)
+    }
+
+    /// Whether policy `name` can work with the queues created so far (and `new`, which is then
+    /// remembered).
+    fn check_policy(&self, name: &str, new: Option<QueueHints>) -> Result<(), RuntimeError> {
+        let mut seen = self
+            .hints_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let added = new.filter(|h| !seen.contains(h) && seen.len() < REMEMBERED_HINTS);
+        if let Some(h) = added {
+            seen.push(h);
+        }
+        let views: Vec<QueueView> = seen
+            .iter()
+            .enumerate()
+            .map(|(i, &hints)| QueueView {
+                id: QueueId(i as u32),
+                device: DeviceId(0),
+                hints,
+                ready: false,
+                ready_since: Nanos::ZERO,
+                service: Nanos::ZERO,
+            })
+            .collect();
+        let result = policy::by_name(name)?.check(&views);
+        if result.is_err()
+            && let Some(h) = added
+        {
+            // A refused queue does not count as created.
+            seen.retain(|s| *s != h);
+        }
+        result.map_err(|source| RuntimeError::Policy {
+            policy: name.to_string(),
+            source,
+        })
     }
 
     /// Switch the scheduler's policy at run time (in `global` mode: the daemon's).
     pub fn set_policy(&mut self, name: &str) -> Result<(), RuntimeError> {
         match &self.local {
+            Some(local) if self.config.scheduler == SchedulerMode::Local => {
+                self.check_policy(name, None)?;
+                local.set_policy(name)?;
+            }
             Some(local) => local.set_policy(name)?,
             None => drop(policy::by_name(name)?),
         }

@@ -189,10 +189,7 @@ fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
             stats: _,
         } => d.register(clock::now(), queue, device, hints, control),
         SchedMsg::Event(at, event) => d.event(at, event),
-        SchedMsg::SetPolicy(policy, _) => {
-            d.set_policy(policy);
-            Ok(())
-        }
+        SchedMsg::SetPolicy(policy, _) => d.set_policy(policy),
         SchedMsg::Snapshot(reply) => {
             let queues = d.snapshot(apply);
             let _ = reply.send((queues, d.policy_name()));

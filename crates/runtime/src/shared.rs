@@ -193,25 +193,45 @@ impl Tracker {
         self.lock().settled(id)
     }
 
-    /// Block until command `id` is observed complete (or cancelled); `observe` asks the launcher
-    /// to look at the hardware watermark once, for a command that finished before we watched.
-    pub(crate) fn wait(&self, id: u64, observe: &dyn Fn()) -> Result<(), CommandError> {
+    /// Block until command `id` is observed complete (or cancelled), or until `deadline`
+    /// (`None`: no deadline; then the answer is always `Some`); `observe` asks the launcher to
+    /// look at the hardware watermark once, for a command that finished before we watched.
+    pub(crate) fn wait(
+        &self,
+        id: u64,
+        observe: &dyn Fn(),
+        deadline: Option<std::time::Instant>,
+    ) -> Option<Result<(), CommandError>> {
         if let Some(done) = self.outcome_if_settled(id) {
-            return done;
+            return Some(done);
         }
         self.watch();
         observe();
         let mut o = self.lock();
         while !o.settled(id) && !o.closed {
-            o = self
-                .cond
-                .wait(o)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            o = match deadline {
+                None => self
+                    .cond
+                    .wait(o)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    self.cond
+                        .wait_timeout(o, left)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0
+                }
+            };
         }
         let result = if o.settled(id) {
-            o.outcome(id)
+            Some(o.outcome(id))
+        } else if o.closed {
+            Some(Err(CommandError::Lost))
         } else {
-            Err(CommandError::Lost)
+            None
         };
         drop(o);
         self.unwatch();

@@ -53,7 +53,16 @@ impl CommandHandle {
 
     /// Block until the command completed; its outcome.
     pub fn wait(&self) -> Result<(), CommandError> {
-        self.tracker.wait(self.id.0, &*self.observe)
+        self.tracker
+            .wait(self.id.0, &*self.observe, None)
+            .unwrap_or(Err(CommandError::Lost))
+    }
+
+    /// Like [`wait`](Self::wait), but give up after `timeout`: `None` if the command has not
+    /// completed by then (a suspended queue holds its commands).
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> Option<Result<(), CommandError>> {
+        let deadline = std::time::Instant::now() + timeout;
+        self.tracker.wait(self.id.0, &*self.observe, Some(deadline))
     }
 
     /// Whether the command has completed (or was cancelled), without blocking.

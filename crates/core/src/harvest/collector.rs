@@ -121,6 +121,8 @@ pub struct Collector {
     interarrival: GapLearner,
     last_arrival: Option<Nanos>,
     requests: Vec<Request>,
+    /// Kernel lists of finished requests, reused by new ones (no allocation per request).
+    spare: Vec<Vec<Nanos>>,
     /// HP kernel time queued, not yet started.
     queued: Nanos,
 }
@@ -135,6 +137,7 @@ impl Collector {
             interarrival: GapLearner::default(),
             last_arrival: None,
             requests: Vec::new(),
+            spare: Vec::new(),
             queued: Nanos::ZERO,
         }
     }
@@ -164,10 +167,13 @@ impl Collector {
         if let Some(last) = self.last_arrival.replace(now) {
             self.interarrival.observe(now.saturating_sub(last));
         }
+        let mut list = self.spare.pop().unwrap_or_default();
+        list.clear();
+        list.extend_from_slice(kernels);
         self.requests.push(Request {
             key,
             arrival: now,
-            kernels: kernels.to_vec(),
+            kernels: list,
             phase: Phase::Gap {
                 next: 0,
                 since: now,
@@ -252,12 +258,20 @@ impl Collector {
         self.gap_mut(position).observe(tail);
         let kernels = r.kernels.iter().fold(Nanos::ZERO, |a, &b| a + b);
         self.alone.observe(r.cpu + kernels + tail);
+        self.spare.push(r.kernels);
         Some(now.saturating_sub(r.arrival))
     }
 
     /// HP requests in flight.
     pub fn in_flight(&self) -> usize {
         self.requests.len()
+    }
+
+    /// Whether an HP kernel is queued or running.
+    pub fn hp_on_device(&self) -> bool {
+        self.requests
+            .iter()
+            .any(|r| matches!(r.phase, Phase::Device { .. }))
     }
 
     /// The predicted idle window from `now`: the shortest of every in-flight request's current
@@ -279,11 +293,15 @@ impl Collector {
         window
     }
 
-    /// The LP work to issue now on an idle device with no HP kernel queued, `left` being what
-    /// remains of the current LP kernel. A window of several slices takes paced slices (a long
-    /// one, [`MERGE_SLICES`] or more, one merged launch); a shorter window takes a shorter
-    /// launch of whole tiles; with no window, one slice runs when every slack covers the delay.
+    /// The LP work to issue now, `left` being what remains of the current LP kernel; nothing
+    /// while an HP kernel is queued or running. A window of several slices takes paced slices
+    /// (a long one, [`MERGE_SLICES`] or more, one merged launch); a shorter window takes a
+    /// shorter launch of whole tiles; with no window, one slice runs when every slack covers
+    /// the delay.
     pub fn grant(&self, now: Nanos, left: Nanos) -> Option<Grant> {
+        if self.hp_on_device() {
+            return None;
+        }
         let c = &self.cfg;
         let window = self.window(now);
         let merged = window.saturating_sub(c.launch_overhead).0 / c.slice.0.max(1);
@@ -327,7 +345,7 @@ impl Collector {
 
     /// Whether a request arriving now would still meet its deadline after `delay`, judging its
     /// length by the longest recent requests (their 90th percentile alone).
-    fn arrival_slack_covers(&self, delay: Nanos) -> bool {
+    pub fn arrival_slack_covers(&self, delay: Nanos) -> bool {
         match self.alone.high() {
             Some(alone) => alone + delay + self.cfg.margin <= self.cfg.slo,
             None => false,
@@ -366,5 +384,97 @@ impl Collector {
         let later = Nanos((mean + Z_P99 * var.sqrt()) as u64);
         let kernels = r.kernels.iter().skip(next).fold(Nanos::ZERO, |a, &b| a + b);
         Some(kernels.saturating_add(gap_left).saturating_add(later))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(x: u64) -> Nanos {
+        Nanos::from_us(x)
+    }
+
+    fn collector(slo_us: u64) -> Collector {
+        Collector::new(CollectorConfig {
+            slo: us(slo_us),
+            margin: us(50),
+            launch_overhead: us(10),
+            slice: us(100),
+            tile: us(10),
+        })
+    }
+
+    /// Ten requests at 0, 20 ms, 40 ms ...: `pre` us of pre-processing, two 1 ms kernels with
+    /// `gap` us between them, 100 us of post-processing. Returns the time the last one ended.
+    fn learn(c: &mut Collector, pre: u64, gap: u64) -> Nanos {
+        let mut t = Nanos::ZERO;
+        for r in 0..10u64 {
+            t = us(20_000 * r);
+            c.arrive(t, r, &[us(1000), us(1000)]);
+            t += us(pre);
+            for k in 0..2 {
+                if k == 1 {
+                    t += us(gap);
+                }
+                c.kernel_queued(t, r);
+                c.kernel_started(r);
+                t += us(1000);
+                c.kernel_done(t, r);
+            }
+            t += us(100);
+            c.finish(t, r);
+        }
+        t
+    }
+
+    #[test]
+    fn windows_take_merged_paced_or_fitted_launches_by_length() {
+        let mut c = collector(100_000);
+        let end = learn(&mut c, 300, 2_000);
+        // Idle after the last request (4.4 ms after it arrived): the next arrives 20 ms after it
+        // and pre-processes for 300 us, a window of 15.9 ms: 158 slices of 100 us, merged.
+        assert_eq!(c.grant(end, Nanos::MAX), Some(Grant::Merged(us(15_800))));
+        // Inside the next request's gap (learned: 500 us) four paced slices of 110 us fit; in
+        // a 60 us gap, 50 us of whole tiles.
+        for (gap, want) in [(500u64, "paced"), (60, "fitted")] {
+            let mut c = collector(100_000);
+            learn(&mut c, 300, gap);
+            let t = us(200_000);
+            c.arrive(t, 99, &[us(1000), us(1000)]);
+            c.kernel_queued(t + us(300), 99);
+            c.kernel_started(99);
+            assert_eq!(
+                c.grant(t + us(300), Nanos::MAX),
+                None,
+                "never while HP is on the device"
+            );
+            let done = t + us(1300);
+            c.kernel_done(done, 99);
+            let g = c.grant(done, Nanos::MAX);
+            match (want, g) {
+                ("paced", Some(Grant::Paced { slices, .. })) => assert_eq!(slices, 4),
+                ("fitted", Some(Grant::Fitted(n))) => assert_eq!(n, us(50)),
+                _ => panic!("a {gap} us gap: {g:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn slack_decides_wait_or_kill_and_overruns() {
+        // A tight SLO (2.15 ms for requests of 2.1 ms alone): no slack for anything.
+        let mut c = collector(2_150);
+        let end = learn(&mut c, 0, 0);
+        c.arrive(end, 50, &[us(1000), us(1000)]);
+        assert!(!c.slack_covers(end, us(500)), "no slack for a 500 us wait");
+        assert!(!c.arrival_slack_covers(us(500)));
+        // A loose one: waits are admitted, and one slice beyond a window that is gone.
+        let mut c = collector(10_000);
+        learn(&mut c, 0, 0);
+        let due = us(200_001);
+        assert!(c.arrival_slack_covers(us(500)));
+        assert_eq!(c.grant(due, Nanos::MAX), Some(Grant::Overrun(us(100))));
+        c.arrive(due, 50, &[us(1000), us(1000)]);
+        assert!(c.slack_covers(due, us(500)));
     }
 }

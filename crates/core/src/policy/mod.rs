@@ -11,6 +11,7 @@ mod hpf;
 mod kedf;
 mod laxity;
 mod mlfq;
+mod slo_aware;
 
 pub use bandwidth::Bandwidth;
 pub use cfs::Cfs;
@@ -19,6 +20,7 @@ pub use hpf::{Hpf, HpfGlobal};
 pub use kedf::KEarliestDeadline;
 pub use laxity::Laxity;
 pub use mlfq::Mlfq;
+pub use slo_aware::SloAware;
 
 use crate::error::CoreError;
 use crate::ids::DeviceId;
@@ -47,6 +49,12 @@ pub trait Policy: Send {
     /// backlog. Never for policies that take the device back on a timer (time slices,
     /// deadlines).
     fn protectable(&mut self, _queues: &[QueueView], _protect: &mut [bool]) {}
+
+    /// Whether the policy can do its job with these queues: an error says what they lack
+    /// (checked when a policy is chosen, and when an in-process queue is created).
+    fn check(&self, _queues: &[QueueView]) -> Result<(), CoreError> {
+        Ok(())
+    }
 }
 
 /// Every registered policy name, for help texts and errors.
@@ -59,9 +67,11 @@ pub const NAMES: &[&str] = &[
     "kedf",
     "cfs",
     "mlfq",
+    "slo-aware",
 ];
 
-/// Build a policy by name. `kedf` takes an optional `:k` suffix (`kedf:2`), default 1.
+/// Build a policy by name. `kedf` takes an optional `:k` suffix (`kedf:2`), default 1;
+/// `slo-aware:between-requests` is `slo-aware`'s baseline (LP only between HP requests).
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
     let unknown = || CoreError::UnknownPolicy(name.to_string());
     let (base, arg) = match name.split_once(':') {
@@ -77,6 +87,8 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
         ("kedf", None) => Box::new(KEarliestDeadline::new(1)),
         ("cfs", None) => Box::new(Cfs::default()),
         ("mlfq", None) => Box::new(Mlfq::default()),
+        ("slo-aware", None) => Box::new(SloAware::harvest()),
+        ("slo-aware", Some("between-requests")) => Box::new(SloAware::between_requests()),
         ("kedf", Some(k)) => match k.parse::<usize>() {
             Ok(k) if k >= 1 => Box::new(KEarliestDeadline::new(k)),
             _ => return Err(unknown()),
@@ -168,6 +180,8 @@ mod tests {
             assert_eq!(p.name(), *name);
         }
         assert_eq!(by_name("kedf:3").map(|p| p.name()).ok(), Some("kedf"));
+        assert!(by_name("slo-aware:between-requests").is_ok());
+        assert!(by_name("slo-aware:nonsense").is_err());
         assert!(by_name("kedf:0").is_err());
         assert!(by_name("nope").is_err());
         let msg = by_name("nope")

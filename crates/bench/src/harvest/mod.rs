@@ -1,0 +1,524 @@
+//! Hummingbird's harvesting on the real CPU device: an HP inference service whose requests are
+//! kernels separated by CPU work (`xsched_workload::service`, the simulator's service), beside
+//! an endless LP job. Three ways to run it, each against its own HP-alone reference (the SLO is
+//! that reference's P99 latency, Hummingbird's definition):
+//!
+//! - `collector` rows: the LP job is cooperative, as Hummingbird's LP slices are: it asks the
+//!   core's collector ([`xsched_core::harvest::Collector`], the machine the simulator's harvest
+//!   model drives) what to launch, and HP kernels kill LP work the slack does not cover
+//!   (`cooperative.rs`). Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
+//!   to one core: the OS time-slices them, the CPU's native sharing), `priority` (LP slices only
+//!   while no HP request is in flight; Hummingbird's temporal-sharing baseline, request
+//!   arrivals known) and `slo-aware` (the collector's grants) per slice length.
+//! - `policy` rows: an ordinary LP job and the HP service on two XQueues scheduled in process
+//!   by `XSCHED_POLICY` (`scheduled.rs`): `hpf` (XSched's fixed priority), the `slo-aware`
+//!   policy, and its `slo-aware:between-requests` baseline. The policy sees only the queues.
+//! - `daemon` rows (`run_processes`, `xsched bench harvest-daemon`): the same policies with the
+//!   HP service and the LP job as two processes under `xsched serve` (`processes.rs`).
+//!
+//! `spatial` and `reset` have no CPU-device counterpart (one core cannot run two kernels at
+//! once, and the device's Level 3 keeps progress instead of discarding it); the simulator
+//! reports them.
+
+mod cooperative;
+mod processes;
+mod scheduled;
+mod service;
+
+pub use processes::{ProcessError, hp_service_process, lp_process};
+
+use crate::stats::none;
+use crate::{Check, Report};
+use cooperative::Admission;
+use serde_json::json;
+use service::HpMeasured;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsched_backend_cpu::{CpuDevice, CpuQueue};
+use xsched_core::Nanos;
+use xsched_core::harvest::CollectorConfig;
+use xsched_report::{cells, columns, quantile, round3};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_workload::service::{HpRequest, HpShape, Span};
+
+/// What the benchmark runs.
+#[derive(Clone, Debug)]
+pub struct HarvestParams {
+    /// The HP service (requests, kernels, gaps, pre/post-processing, device share).
+    pub shape: HpShape,
+    /// LP slice lengths for the cooperative `slo-aware` rows (the first also for `priority`
+    /// and as the LP job's kernel length under the policies).
+    pub slices: Vec<Duration>,
+    /// LP kernel length under `timeslice` (whole kernels, not sliced).
+    pub lp_kernel: Duration,
+    /// Device time an LP launch costs here (the CPU device's thread wake-ups).
+    pub launch_overhead: Duration,
+    /// Slack the collector keeps in reserve when LP may delay HP.
+    pub margin: Duration,
+    /// Requests run first and not measured.
+    pub warmup: u32,
+    /// Seed of the HP requests.
+    pub seed: u64,
+    /// Run the `policy` rows too.
+    pub policies: bool,
+}
+
+impl Default for HarvestParams {
+    /// About a minute: 400 inference requests (8 × 0.7–0.9 ms kernels, 20–60 µs gaps, 2–4 ms
+    /// pre-processing, 0.2–0.5 ms post-processing, periodic, HP using half the device), as in
+    /// `scenarios/hummingbird-inference.toml`; LP slices of 200 µs and 500 µs.
+    fn default() -> Self {
+        HarvestParams {
+            shape: HpShape {
+                kernels: 8,
+                kernel: Span::us(700, 900),
+                gap: Span::us(20, 60),
+                pre: Span::us(2000, 4000),
+                post: Span::us(200, 500),
+                device_share: 0.5,
+                poisson: false,
+                requests: 400,
+            },
+            slices: vec![Duration::from_micros(200), Duration::from_micros(500)],
+            lp_kernel: Duration::from_millis(5),
+            launch_overhead: Duration::from_micros(100),
+            margin: Duration::from_micros(500),
+            warmup: 20,
+            seed: 1,
+            policies: true,
+        }
+    }
+}
+
+/// The HP requests of a run (warm-up included).
+pub(crate) fn requests(p: &HarvestParams) -> Vec<HpRequest> {
+    HpShape {
+        requests: p.shape.requests + p.warmup,
+        ..p.shape.clone()
+    }
+    .generate(p.seed)
+}
+
+/// What one row measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Measured {
+    pub(crate) hp: HpMeasured,
+    /// LP work completed inside the window.
+    pub(crate) lp_work: Duration,
+    /// The measured window.
+    pub(crate) window: Duration,
+}
+
+impl Measured {
+    fn of(hp: HpMeasured, lp_done: &[(Instant, Duration)]) -> Measured {
+        let (from, until) = (hp.from, hp.until);
+        let window = match (from, until) {
+            (Some(f), Some(u)) => u.saturating_duration_since(f),
+            _ => Duration::ZERO,
+        };
+        let lp_work = lp_done
+            .iter()
+            .filter(|(t, _)| from.is_some_and(|f| *t >= f) && until.is_some_and(|u| *t <= u))
+            .map(|(_, d)| *d)
+            .sum();
+        Measured {
+            hp,
+            lp_work,
+            window,
+        }
+    }
+
+    fn attainment(&self, slo: Duration) -> f64 {
+        let l = &self.hp.latencies;
+        l.iter().filter(|x| **x <= slo).count() as f64 / l.len().max(1) as f64
+    }
+
+    fn lp_norm(&self) -> f64 {
+        self.lp_work.as_secs_f64() / self.window.as_secs_f64().max(1e-9)
+    }
+
+    fn utilization(&self) -> f64 {
+        (self.hp.kernel_time.as_secs_f64() + self.lp_work.as_secs_f64())
+            / self.window.as_secs_f64().max(1e-9)
+    }
+
+    fn p99(&self) -> Duration {
+        quantile(&self.hp.latencies, 0.99).unwrap_or(Duration::MAX)
+    }
+}
+
+/// The cooperative rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cooperative {
+    Standalone,
+    Timeslice,
+    Priority(Duration),
+    SloAware(Duration),
+}
+
+impl Cooperative {
+    fn name(self) -> &'static str {
+        match self {
+            Cooperative::Standalone => "standalone",
+            Cooperative::Timeslice => "timeslice",
+            Cooperative::Priority(_) => "priority",
+            Cooperative::SloAware(_) => "slo-aware",
+        }
+    }
+
+    fn slice(self) -> Option<Duration> {
+        match self {
+            Cooperative::Priority(s) | Cooperative::SloAware(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// The policies the `policy` and `daemon` rows run, after HP alone twice.
+const POLICIES: [&str; 3] = ["hpf", "slo-aware:between-requests", "slo-aware"];
+
+/// The second HP-alone row: how far a run's attainment strays from the SLO of another run of
+/// the very same thing (the noise floor of "within 0.01" on this machine).
+const AGAIN: &str = "standalone (again)";
+
+/// The SLO the HP queue is given under `slo-aware`: the request latency target less the most
+/// pre-processing, which happens before a request's first kernel where no scheduler can see it.
+fn slo_hint(p: &HarvestParams, alone: &Measured) -> Duration {
+    alone
+        .p99()
+        .saturating_sub(Duration::from_nanos(p.shape.pre.hi.0))
+}
+
+/// What an HP kernel took beyond its length, at the median, when HP ran alone.
+fn kernel_overhead(alone: &Measured) -> Duration {
+    quantile(&alone.hp.kernel_waits, 0.5).unwrap_or(Duration::ZERO)
+}
+
+fn run_cooperative(
+    p: &HarvestParams,
+    row: Cooperative,
+    reqs: &[HpRequest],
+    slo: Duration,
+    overhead: Duration,
+) -> Result<Measured, RuntimeError> {
+    // One worker pinned to core 0 is the device; under `timeslice` LP gets a second device on
+    // the same core, so the OS scheduler time-slices the two.
+    let device = CpuDevice::pinned(1, 0)?;
+    let lp_device = match row {
+        Cooperative::Timeslice => Some(CpuDevice::pinned(1, 0)?),
+        _ => None,
+    };
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let hp = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::native())?;
+    let lp_hw = lp_device.as_ref().unwrap_or(&device).create_queue();
+    // Level 3, so an HP kernel can kill (interrupt) LP work; nobody else suspends it.
+    let lp_options = QueueOptions {
+        level: Some(xsched_core::Level::Interrupt),
+        ..QueueOptions::native()
+    };
+    let lp = runtime.create_queue(Arc::new(lp_hw), lp_options)?;
+    let start = Instant::now() + Duration::from_millis(20);
+    let ns = |d: Duration| Nanos(d.as_nanos() as u64);
+    let slice = row.slice().unwrap_or(p.lp_kernel);
+    let shared = cooperative::Shared::new(
+        CollectorConfig {
+            slo: ns(slo),
+            margin: ns(p.margin),
+            launch_overhead: ns(p.launch_overhead),
+            slice: ns(slice),
+            tile: ns(p.launch_overhead),
+        },
+        start,
+        &lp,
+        overhead,
+        matches!(row, Cooperative::SloAware(_)),
+    );
+    let (hp_m, lp_done) = std::thread::scope(|s| {
+        let lp_thread = match row {
+            Cooperative::Standalone => None,
+            Cooperative::Timeslice => Some(s.spawn(|| timeslice_lp(&lp, p.lp_kernel, &shared))),
+            Cooperative::Priority(_) => {
+                Some(s.spawn(|| cooperative::run_lp(&shared, Admission::BetweenRequests, slice)))
+            }
+            Cooperative::SloAware(_) => {
+                Some(s.spawn(|| cooperative::run_lp(&shared, Admission::Collector, slice)))
+            }
+        };
+        let m = service::serve(&hp, reqs, p.warmup, start, &shared);
+        shared.finish_service();
+        let lp_done = match lp_thread.map(|t| t.join()) {
+            None => Vec::new(),
+            Some(Ok(done)) => done,
+            // A broken benchmark must not report "no LP work".
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+        };
+        (m, lp_done)
+    });
+    Ok(Measured::of(hp_m, &lp_done))
+}
+
+/// `timeslice`: whole LP kernels back to back on the second device until HP is done.
+fn timeslice_lp(
+    lp: &XQueue<CpuQueue>,
+    kernel: Duration,
+    shared: &cooperative::Shared<'_>,
+) -> Vec<(Instant, Duration)> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            shared.wait_until_done();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        scheduled::lp_job(lp, kernel, &stop)
+    })
+}
+
+/// Run every row; rows `{device, driver, policy, slice_us, hp_slo_attainment,
+/// lp_throughput_norm, utilization, preempt_p99_us}` (the last: P99 of how much longer than its
+/// length an HP kernel took, from submit to observed completion).
+pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+    let reqs = requests(p);
+    let mut rows = vec![Cooperative::Standalone, Cooperative::Timeslice];
+    if let Some(&first) = p.slices.first() {
+        rows.push(Cooperative::Priority(first));
+    }
+    rows.extend(p.slices.iter().map(|&s| Cooperative::SloAware(s)));
+    let policy_rows = if p.policies { POLICIES.len() + 2 } else { 0 };
+    let total = rows.len() + policy_rows;
+    progress(0, total);
+    let alone = run_cooperative(
+        p,
+        Cooperative::Standalone,
+        &reqs,
+        Duration::MAX,
+        Duration::ZERO,
+    )?;
+    let (slo, overhead) = (alone.p99(), kernel_overhead(&alone));
+    let mut coop = vec![(Cooperative::Standalone, alone)];
+    for (i, &row) in rows.iter().enumerate().skip(1) {
+        progress(i, total);
+        coop.push((row, run_cooperative(p, row, &reqs, slo, overhead)?));
+    }
+    let mut policies = Vec::new();
+    if p.policies {
+        let lp_kernel = p.slices.first().copied();
+        let (hp, lp) = scheduled::run("hpf", &reqs, p.warmup, Duration::ZERO, None)?;
+        let alone = Measured::of(hp, &lp);
+        let hint = slo_hint(p, &alone);
+        policies.push(("standalone", alone));
+        progress(rows.len() + 1, total);
+        let (hp, lp) = scheduled::run("hpf", &reqs, p.warmup, Duration::ZERO, None)?;
+        policies.push((AGAIN, Measured::of(hp, &lp)));
+        for (i, policy) in POLICIES.iter().enumerate() {
+            progress(rows.len() + 2 + i, total);
+            let (hp, lp) = scheduled::run(policy, &reqs, p.warmup, hint, lp_kernel)?;
+            policies.push((*policy, Measured::of(hp, &lp)));
+        }
+    }
+    progress(total, total);
+    Ok(report(p, &coop, &policies, &[]))
+}
+
+/// The `daemon` rows: HP and LP as two processes of `exe` (the `xsched` binary) under a daemon.
+pub fn run_processes(
+    exe: &Path,
+    p: &HarvestParams,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Report, ProcessError> {
+    let reqs = requests(p);
+    // The cooperative `priority` row is the baseline of the LP target; it runs in process.
+    let alone = run_cooperative(
+        p,
+        Cooperative::Standalone,
+        &reqs,
+        Duration::MAX,
+        Duration::ZERO,
+    )?;
+    let slice = p
+        .slices
+        .first()
+        .copied()
+        .unwrap_or(Duration::from_micros(200));
+    let overhead = kernel_overhead(&alone);
+    let prio = run_cooperative(
+        p,
+        Cooperative::Priority(slice),
+        &reqs,
+        alone.p99(),
+        overhead,
+    )?;
+    let daemon = processes::run(exe, p, &POLICIES, |m| slo_hint(p, m), progress)?;
+    Ok(report(
+        p,
+        &[
+            (Cooperative::Standalone, alone),
+            (Cooperative::Priority(slice), prio),
+        ],
+        &[],
+        &daemon,
+    ))
+}
+
+fn row_of(
+    driver: &str,
+    policy: &str,
+    slice: Option<Duration>,
+    m: &Measured,
+    slo: Duration,
+) -> xsched_report::Row {
+    cells(&[
+        ("device", json!("cpu")),
+        ("driver", json!(driver)),
+        ("policy", json!(policy)),
+        (
+            "slice_us",
+            slice.map_or(none(), |s| json!(round3(s.as_secs_f64() * 1e6))),
+        ),
+        ("hp_slo_attainment", json!(round3(m.attainment(slo)))),
+        ("lp_throughput_norm", json!(round3(m.lp_norm()))),
+        ("utilization", json!(round3(m.utilization()))),
+        (
+            "preempt_p99_us",
+            json!(quantile(&m.hp.kernel_waits, 0.99).map(|d| round3(d.as_secs_f64() * 1e6))),
+        ),
+    ])
+}
+
+/// The targets for one driver's slo-aware row: attainment within 0.01 of HP alone, LP
+/// at least twice the `priority` baseline's.
+fn targets(
+    what: &str,
+    m: &Measured,
+    alone: &Measured,
+    again: Option<&Measured>,
+    slo: Duration,
+    prio: Option<&Measured>,
+) -> Vec<Check> {
+    let (a, a0) = (m.attainment(slo), alone.attainment(slo));
+    let floor = again.map_or(String::new(), |g| {
+        format!("; HP alone again: {:.3}", g.attainment(slo))
+    });
+    let mut checks = vec![Check {
+        name: format!("cpu {what} attainment vs standalone"),
+        target: "within 0.01".into(),
+        measured: format!(
+            "{a:.3} vs {a0:.3} (SLO {:.0} us{floor})",
+            slo.as_secs_f64() * 1e6
+        ),
+        pass: a >= a0 - 0.01,
+    }];
+    if let Some(prio) = prio {
+        let (lp, lp0) = (m.lp_norm(), prio.lp_norm());
+        checks.push(Check {
+            name: format!("cpu {what} LP vs priority"),
+            target: ">= 2x priority".into(),
+            measured: format!("{lp:.3} vs {lp0:.3} ({:.2}x)", lp / lp0.max(1e-9)),
+            pass: lp >= 2.0 * lp0,
+        });
+    }
+    checks
+}
+
+fn report(
+    p: &HarvestParams,
+    coop: &[(Cooperative, Measured)],
+    policies: &[(&str, Measured)],
+    daemon: &[(&str, Measured)],
+) -> Report {
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    let find = |name: &str| coop.iter().find(|(r, _)| r.name() == name).map(|(_, m)| m);
+    let prio = find("priority");
+    if let Some(alone) = find("standalone") {
+        let slo = alone.p99();
+        for (r, m) in coop {
+            let shown = match r {
+                Cooperative::Timeslice => Some(p.lp_kernel),
+                _ => r.slice(),
+            };
+            rows.push(row_of("collector", r.name(), shown, m, slo));
+        }
+        for (r, m) in coop
+            .iter()
+            .filter(|(r, _)| matches!(r, Cooperative::SloAware(_)))
+        {
+            let us = r.slice().map_or(0, |s| s.as_micros());
+            checks.extend(targets(
+                &format!("collector slo-aware ({us} us)"),
+                m,
+                alone,
+                None,
+                slo,
+                prio,
+            ));
+            if let Some(ts) = find("timeslice") {
+                checks.push(Check {
+                    name: format!("cpu collector slo-aware ({us} us) LP vs timeslice"),
+                    target: "above".into(),
+                    measured: format!(
+                        "{:.3} vs {:.3} (timeslice attainment {:.3})",
+                        m.lp_norm(),
+                        ts.lp_norm(),
+                        ts.attainment(slo)
+                    ),
+                    pass: m.lp_norm() > ts.lp_norm(),
+                });
+            }
+        }
+    }
+    let lp_kernel = p.slices.first().copied();
+    for (driver, list) in [("policy", policies), ("daemon", daemon)] {
+        let Some((_, alone)) = list.iter().find(|(n, _)| *n == "standalone") else {
+            continue;
+        };
+        let slo = alone.p99();
+        for (name, m) in list {
+            let slice = POLICIES.contains(name).then_some(lp_kernel).flatten();
+            rows.push(row_of(driver, name, slice, m, slo));
+        }
+        if let Some((_, m)) = list.iter().find(|(n, _)| *n == "slo-aware") {
+            let again = list.iter().find(|(n, _)| *n == AGAIN).map(|(_, m)| m);
+            checks.extend(targets(
+                &format!("{driver} slo-aware"),
+                m,
+                alone,
+                again,
+                slo,
+                prio,
+            ));
+            for other in ["hpf", "slo-aware:between-requests"] {
+                if let Some((_, o)) = list.iter().find(|(n, _)| *n == other) {
+                    checks.push(Check {
+                        name: format!("cpu {driver} slo-aware vs {other}"),
+                        target: "reported".into(),
+                        measured: format!(
+                            "attainment {:.3} vs {:.3}, LP {:.3} vs {:.3}",
+                            m.attainment(slo),
+                            o.attainment(slo),
+                            m.lp_norm(),
+                            o.lp_norm()
+                        ),
+                        pass: true,
+                    });
+                }
+            }
+        }
+    }
+    Report {
+        experiment: "harvest (cpu device)".into(),
+        columns: columns(&[
+            "device",
+            "driver",
+            "policy",
+            "slice_us",
+            "hp_slo_attainment",
+            "lp_throughput_norm",
+            "utilization",
+            "preempt_p99_us",
+        ]),
+        rows,
+        checks,
+        events: None,
+    }
+}

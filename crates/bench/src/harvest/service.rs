@@ -1,0 +1,102 @@
+//! The HP service of the harvesting benchmark on real threads: each request's pre-processing,
+//! kernels (each waited for), gaps and post-processing, against the wall clock. What it does is
+//! reported to an [`Observer`] as it happens (the cooperative rows feed the core's collector
+//! from it; under a scheduling policy nobody listens: the policy sees the queue).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsched_backend_cpu::kernels::Spin;
+use xsched_backend_cpu::{CpuCommand, CpuQueue};
+use xsched_core::Nanos;
+use xsched_runtime::XQueue;
+use xsched_workload::service::HpRequest;
+
+/// Hears what the HP service does, when it does it.
+pub(crate) trait Observer: Sync {
+    /// A request arrived with these kernels.
+    fn arrive(&self, _at: Instant, _kernels: &[Nanos]) {}
+    /// Its next kernel is submitted.
+    fn kernel_queued(&self, _at: Instant) {}
+    /// That kernel completed.
+    fn kernel_done(&self, _at: Instant) {}
+    /// The request completed (post-processing done).
+    fn finish(&self, _at: Instant) {}
+}
+
+/// Nobody listens.
+pub(crate) struct Unobserved;
+
+impl Observer for Unobserved {}
+
+/// What the HP service measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HpMeasured {
+    /// Each measured request's latency, from its scheduled arrival.
+    pub(crate) latencies: Vec<Duration>,
+    /// Kernel time of the measured requests.
+    pub(crate) kernel_time: Duration,
+    /// Per kernel, how much longer than its length it took from submit to completion.
+    pub(crate) kernel_waits: Vec<Duration>,
+    /// The measured window: from the first measured arrival to the last completion.
+    pub(crate) from: Option<Instant>,
+    pub(crate) until: Option<Instant>,
+}
+
+pub(crate) fn dur(n: Nanos) -> Duration {
+    Duration::from_nanos(n.0)
+}
+
+/// Wait until `until` by sleeping (a short CPU gap becomes the OS's wake-up time, tens of µs
+/// longer: spinning instead would take the second of this machine's two cores from the
+/// device's launcher threads).
+fn pause_until(until: Instant) {
+    let far = until.saturating_duration_since(Instant::now());
+    if !far.is_zero() {
+        std::thread::sleep(far);
+    }
+}
+
+/// Run every request (the first `warmup` unmeasured) starting at `start`.
+pub(crate) fn serve(
+    hp: &XQueue<CpuQueue>,
+    reqs: &[HpRequest],
+    warmup: u32,
+    start: Instant,
+    observer: &dyn Observer,
+) -> HpMeasured {
+    let mut m = HpMeasured::default();
+    for (i, r) in reqs.iter().enumerate() {
+        let measured = i >= warmup as usize;
+        let arrival = start + dur(r.arrival);
+        pause_until(arrival);
+        if measured && m.from.is_none() {
+            m.from = Some(arrival);
+        }
+        observer.arrive(arrival, &r.kernels);
+        pause_until(arrival + dur(r.pre));
+        for (k, &len) in r.kernels.iter().enumerate() {
+            observer.kernel_queued(Instant::now());
+            let kernel = Arc::new(Spin::new(dur(len)));
+            let submitted = Instant::now();
+            if let Ok(h) = hp.submit(CpuCommand::Kernel(kernel)) {
+                let _ = h.wait();
+            }
+            let finished = Instant::now();
+            observer.kernel_done(finished);
+            if measured {
+                m.kernel_time += dur(len);
+                m.kernel_waits
+                    .push((finished - submitted).saturating_sub(dur(len)));
+            }
+            let gap = r.gaps.get(k).copied().unwrap_or(r.post);
+            pause_until(finished + dur(gap));
+        }
+        let done = Instant::now();
+        observer.finish(done);
+        if measured {
+            m.latencies.push(done - arrival);
+        }
+    }
+    m.until = Some(Instant::now());
+    m
+}
