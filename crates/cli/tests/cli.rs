@@ -10,16 +10,21 @@ fn xsched(args: &[&str]) -> std::process::Output {
         .expect("xsched runs")
 }
 
-/// The rows of a CPU demo run with `args`, checked for the common shape: standalone, native,
-/// then xsched at Levels 1, 2, 3, each with positive percentiles and ratio.
-fn cpu_demo_rows(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = xsched(args);
+/// The JSON document a successful run printed.
+fn document(out: &std::process::Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+/// The rows of a CPU demo run with `args`, checked for the common shape: standalone, native,
+/// then xsched at Levels 1, 2, 3, each with positive percentiles and ratio.
+fn cpu_demo_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = xsched(args);
+    let doc = document(&out);
     let rows = doc["rows"].as_array().expect("rows").clone();
     let modes: Vec<&str> = rows.iter().filter_map(|r| r["mode"].as_str()).collect();
     assert_eq!(
@@ -51,12 +56,7 @@ fn two_process_demo_has_the_same_rows() {
 #[test]
 fn harvest_through_the_daemon_runs_two_processes_under_each_policy() {
     let out = xsched(&["bench", "harvest-daemon", "--samples", "10", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = document(&out);
     let rows = doc["rows"].as_array().expect("rows");
     let daemon: Vec<&str> = rows
         .iter()
@@ -94,12 +94,7 @@ fn bench_rejects_an_unknown_name() {
 #[test]
 fn simulated_demo_json_has_the_three_modes() {
     let out = xsched(&["demo", "--json", "--device", "npu3720"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = document(&out);
     let rows = doc["rows"].as_array().expect("rows");
     for mode in ["standalone", "native", "xsched"] {
         assert!(rows.iter().any(|r| r["mode"] == mode), "no {mode} row");

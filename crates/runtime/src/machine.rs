@@ -120,33 +120,31 @@ impl<H: HwQueue> SharedMachine<H> {
         synced
     }
 
-    /// Stop launching, and stop the hardware as the machine says.
-    pub(crate) fn suspend(&self) -> Result<(), HwError> {
+    /// Change the machine's suspension with `f` and execute, under the lock, what it asks
+    /// of the hardware.
+    fn act(&self, f: impl FnOnce(&mut LaunchMachine) -> HwAction) -> Result<(), HwError> {
         let mut q = self.lock();
-        let action = q.machine.suspend();
+        let action = f(&mut q.machine);
         let result = execute(&*self.hw, action);
         self.publish(&q);
         result
     }
 
+    /// Stop launching, and stop the hardware as the machine says.
+    pub(crate) fn suspend(&self) -> Result<(), HwError> {
+        self.act(LaunchMachine::suspend)
+    }
+
     /// Undo the suspend on the hardware as the machine says, and launch again.
     pub(crate) fn resume(&self) -> Result<(), HwError> {
-        let mut q = self.lock();
-        let action = q.machine.resume();
-        let result = execute(&*self.hw, action);
-        self.publish(&q);
-        drop(q);
+        let result = self.act(LaunchMachine::resume);
         self.wake_launcher();
         result
     }
 
     /// The queue drains and closes: undo any suspension for good.
     pub(crate) fn close(&self) -> Result<(), HwError> {
-        let mut q = self.lock();
-        let action = q.machine.close();
-        let result = execute(&*self.hw, action);
-        self.publish(&q);
-        result
+        self.act(LaunchMachine::close)
     }
 
     /// Lift or restore the launch limits (`Operation::Protect`).

@@ -190,6 +190,17 @@ fn slo_hint(p: &HarvestParams, alone: &Measured) -> Duration {
         .saturating_sub(Duration::from_nanos(p.shape.pre.hi.0))
 }
 
+/// HP alone, natively, in this process: the cooperative rows' reference.
+fn alone_in_process(p: &HarvestParams, reqs: &[HpRequest]) -> Result<Measured, RuntimeError> {
+    run_cooperative(
+        p,
+        Cooperative::Standalone,
+        reqs,
+        Duration::MAX,
+        Duration::ZERO,
+    )
+}
+
 /// What an HP kernel took beyond its length, at the median, when HP ran alone.
 fn kernel_overhead(alone: &Measured) -> Duration {
     quantile(&alone.hp.kernel_waits, 0.5).unwrap_or(Duration::ZERO)
@@ -287,13 +298,7 @@ pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
     let policy_rows = if p.policies { POLICIES.len() + 2 } else { 0 };
     let total = rows.len() + policy_rows;
     progress(0, total);
-    let alone = run_cooperative(
-        p,
-        Cooperative::Standalone,
-        &reqs,
-        Duration::MAX,
-        Duration::ZERO,
-    )?;
+    let alone = alone_in_process(p, &reqs)?;
     let (slo, overhead) = (alone.p99(), kernel_overhead(&alone));
     let mut coop = vec![(Cooperative::Standalone, alone)];
     for (i, &row) in rows.iter().enumerate().skip(1) {
@@ -328,13 +333,7 @@ pub fn run_processes(
 ) -> Result<Report, ProcessError> {
     let reqs = requests(p);
     // The cooperative `priority` row is the baseline of the LP target; it runs in process.
-    let alone = run_cooperative(
-        p,
-        Cooperative::Standalone,
-        &reqs,
-        Duration::MAX,
-        Duration::ZERO,
-    )?;
+    let alone = alone_in_process(p, &reqs)?;
     let slice = p
         .slices
         .first()

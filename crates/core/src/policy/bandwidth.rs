@@ -7,10 +7,10 @@
 //! to the least virtual time among the queues that were already ready (CFS's rule).
 
 use super::Policy;
+use super::vtime::VirtualTimes;
 use crate::ids::{DeviceId, QueueId};
 use crate::scheduler::QueueView;
 use crate::time::Nanos;
-use std::collections::HashMap;
 
 /// XSched's reference time slice.
 pub const DEFAULT_SLICE: Nanos = Nanos::from_ms(5);
@@ -24,19 +24,12 @@ struct Holder {
     contended: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Account {
-    /// Device time received divided by share weight, in nanoseconds.
-    vtime: f64,
-    ready: bool,
-}
-
 /// The bandwidth-partition policy.
 #[derive(Debug)]
 pub struct Bandwidth {
     default_slice: Nanos,
     holders: Vec<Holder>,
-    accounts: HashMap<QueueId, Account>,
+    vtimes: VirtualTimes,
 }
 
 impl Default for Bandwidth {
@@ -51,7 +44,7 @@ impl Bandwidth {
         Bandwidth {
             default_slice: slice,
             holders: Vec::new(),
-            accounts: HashMap::new(),
+            vtimes: VirtualTimes::default(),
         }
     }
 
@@ -62,34 +55,8 @@ impl Bandwidth {
                 .find(|q| q.id == h.owner)
                 .map_or(1, |q| q.hints.share.max(1));
             let used = now.saturating_sub(h.since).0 as f64;
-            if let Some(a) = self.accounts.get_mut(&h.owner) {
-                a.vtime += used / f64::from(share);
-            }
+            self.vtimes.charge(h.owner, used, f64::from(share));
             h.since = now;
-        }
-    }
-
-    fn admit_newly_ready(&mut self, queues: &[QueueView]) {
-        for q in queues {
-            let floor = queues
-                .iter()
-                .filter(|o| o.device == q.device && o.id != q.id)
-                .filter_map(|o| self.accounts.get(&o.id).filter(|a| a.ready))
-                .map(|a| a.vtime)
-                .fold(f64::INFINITY, f64::min);
-            let a = self.accounts.entry(q.id).or_default();
-            if q.ready && !a.ready && floor.is_finite() && a.vtime < floor {
-                a.vtime = floor;
-            }
-        }
-        for q in queues {
-            if let Some(a) = self.accounts.get_mut(&q.id) {
-                a.ready = q.ready;
-            }
-        }
-        if self.accounts.len() > 2 * queues.len() + 16 {
-            self.accounts
-                .retain(|id, _| queues.iter().any(|q| q.id == *id));
         }
     }
 }
@@ -101,7 +68,7 @@ impl Policy for Bandwidth {
 
     fn schedule(&mut self, now: Nanos, queues: &[QueueView], run: &mut [bool]) {
         self.charge_holders(now, queues);
-        self.admit_newly_ready(queues);
+        self.vtimes.admit_newly_ready(queues, |_| 0.0);
         // Drop holders whose owner is gone or idle, or whose slice ended.
         self.holders
             .retain(|h| h.slice_end > now && queues.iter().any(|q| q.id == h.owner && q.ready));
@@ -109,7 +76,7 @@ impl Policy for Bandwidth {
             if self.holders.iter().any(|h| h.device == q.device) {
                 continue;
             }
-            let vtime = |id: &QueueId| self.accounts.get(id).map_or(0.0, |a| a.vtime);
+            let vtime = |id: &QueueId| self.vtimes.of(*id);
             let pick = queues
                 .iter()
                 .filter(|o| o.ready && o.device == q.device)

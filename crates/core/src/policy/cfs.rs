@@ -11,6 +11,7 @@
 //! as it has work: weighted fairness over time with low latency for intermittent work.
 
 use super::Policy;
+use super::vtime::VirtualTimes;
 use crate::ids::{DeviceId, QueueId};
 use crate::scheduler::QueueView;
 use crate::time::Nanos;
@@ -19,19 +20,12 @@ use std::collections::HashMap;
 /// How far (in virtual time) the running queue may get ahead before it yields.
 pub const DEFAULT_GRANULARITY: Nanos = Nanos::from_ms(4);
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Account {
-    /// Service received divided by weight, in nanoseconds.
-    vtime: f64,
-    /// The service already charged.
-    charged: Nanos,
-    ready: bool,
-}
-
 /// The CFS-like policy.
 #[derive(Debug, Default)]
 pub struct Cfs {
-    accounts: HashMap<QueueId, Account>,
+    vtimes: VirtualTimes,
+    /// The service already charged, per queue.
+    charged: HashMap<QueueId, Nanos>,
     /// Per device, the queue that holds it.
     holders: Vec<(DeviceId, QueueId)>,
     next: Option<Nanos>,
@@ -47,41 +41,22 @@ fn granularity(q: &QueueView) -> f64 {
 
 impl Cfs {
     fn vtime(&self, id: QueueId) -> f64 {
-        self.accounts.get(&id).map_or(0.0, |a| a.vtime)
+        self.vtimes.of(id)
     }
 
-    /// Charge what each queue used since the last decision, and place queues that just woke.
+    /// Charge what each queue used since the last decision, and place queues that just woke
+    /// no further behind the least-served busy queue than one granularity.
     fn charge(&mut self, queues: &[QueueView]) {
         for q in queues {
-            let a = self.accounts.entry(q.id).or_default();
-            let used = q.service.saturating_sub(a.charged);
-            a.charged = q.service;
-            a.vtime += used.0 as f64 / weight(q);
+            let charged = self.charged.entry(q.id).or_default();
+            let used = q.service.saturating_sub(*charged);
+            *charged = q.service;
+            self.vtimes.charge(q.id, used.0 as f64, weight(q));
         }
-        for q in queues.iter().filter(|q| q.ready) {
-            if self.accounts.get(&q.id).is_some_and(|a| a.ready) {
-                continue;
-            }
-            // Woke up: no further behind the least-served busy queue than one granularity.
-            let floor = queues
-                .iter()
-                .filter(|o| o.device == q.device && o.id != q.id && o.ready)
-                .filter(|o| self.accounts.get(&o.id).is_some_and(|a| a.ready))
-                .map(|o| self.vtime(o.id))
-                .fold(f64::INFINITY, f64::min);
-            if let Some(a) = self.accounts.get_mut(&q.id)
-                && floor.is_finite()
-            {
-                a.vtime = a.vtime.max(floor - granularity(q) / weight(q));
-            }
-        }
-        for q in queues {
-            if let Some(a) = self.accounts.get_mut(&q.id) {
-                a.ready = q.ready;
-            }
-        }
-        if self.accounts.len() > 2 * queues.len() + 16 {
-            self.accounts
+        self.vtimes
+            .admit_newly_ready(queues, |q| granularity(q) / weight(q));
+        if self.charged.len() > 2 * queues.len() + 16 {
+            self.charged
                 .retain(|id, _| queues.iter().any(|q| q.id == *id));
         }
     }

@@ -12,6 +12,7 @@ mod kedf;
 mod laxity;
 mod mlfq;
 mod slo_aware;
+mod vtime;
 
 pub use bandwidth::Bandwidth;
 pub use cfs::Cfs;
