@@ -10,8 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xsched_core::{Hint, QueueHints};
-use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHints, client, read_frame, write_frame};
 use xsched_report::{cells, columns, round3};
 
 /// What the experiment runs.
@@ -48,13 +47,12 @@ fn expect(s: &mut UnixStream) -> Result<DaemonMsg, DaemonBenchError> {
 
 /// A client with two queues on one device: `low` (priority 0, ready) and `high` (priority 10).
 fn client(path: &Path) -> Result<UnixStream, DaemonBenchError> {
-    let mut s = UnixStream::connect(path)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write_frame(&mut s, &ClientMsg::Hello { version: VERSION })?;
-    expect(&mut s)?;
-    let mut high = QueueHints::default();
-    high.apply(Hint::Priority(10))?;
-    for (queue, hints) in [(0, QueueHints::default()), (1, high)] {
+    let mut s = client::connect(path, Duration::from_secs(5))?;
+    let high = WireHints {
+        priority: 10,
+        ..WireHints::default()
+    };
+    for (queue, hints) in [(0, WireHints::default()), (1, high)] {
         write_frame(
             &mut s,
             &ClientMsg::Register {

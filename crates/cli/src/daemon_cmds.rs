@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,7 +11,7 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_bench::fg_bg;
 use xsched_core::Hint;
-use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, client};
 use xsched_runtime::{QueueOptions, Runtime, XQueue};
 
 /// `xsched serve`: run the daemon in the foreground until killed.
@@ -34,25 +33,8 @@ pub fn serve(socket: &Path, policy: &str, metrics: Option<&str>) -> Result<()> {
 
 /// One request to the daemon, one answer.
 fn request(socket: &Path, msg: &ClientMsg) -> Result<DaemonMsg> {
-    let mut s = UnixStream::connect(socket).with_context(|| {
-        format!(
-            "no daemon at {} (start one with `xsched serve`)",
-            socket.display()
-        )
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write_frame(&mut s, &ClientMsg::Hello { version: VERSION })?;
-    match read_frame::<DaemonMsg>(&mut s)? {
-        Some(DaemonMsg::Welcome { .. }) => {}
-        Some(DaemonMsg::Error { message }) => bail!("daemon refused: {message}"),
-        other => bail!("unexpected handshake answer: {other:?}"),
-    }
-    write_frame(&mut s, msg)?;
-    match read_frame::<DaemonMsg>(&mut s)? {
-        Some(DaemonMsg::Error { message }) => bail!("daemon: {message}"),
-        Some(answer) => Ok(answer),
-        None => bail!("the daemon closed the connection"),
-    }
+    let mut s = client::connect(socket, Duration::from_secs(5))?;
+    Ok(client::request(&mut s, msg)?)
 }
 
 /// `xsched top`: every queue the daemon schedules.
@@ -136,6 +118,7 @@ pub fn policy(socket: &Path, set: Option<&str>) -> Result<()> {
 
 /// `xsched hint`: advise the daemon about another process's queues.
 pub fn hint(socket: &Path, pid: u32, queue: Option<u32>, hint: Hint) -> Result<()> {
+    let hint = hint.into();
     match request(socket, &ClientMsg::HintProcess { pid, queue, hint })? {
         DaemonMsg::Done => Ok(()),
         other => bail!("unexpected answer: {other:?}"),

@@ -208,7 +208,7 @@ fn garbage_and_truncated_frames_close_only_their_connection() {
     let mut s = UnixStream::connect(&sock).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    s.write_all(&[2, 0, 0, 0, 0, 1]).expect("hello"); // ClientMsg::Hello { version: 1 }
+    s.write_all(&[2, 0, 0, 0, 0, 2]).expect("hello"); // ClientMsg::Hello { version: 2 }
     let mut welcome = [0u8; 16];
     assert!(s.read(&mut welcome).expect("welcome") > 0);
     s.write_all(&[4, 0, 0, 0, 0xee, 0xee, 0xee, 0xee])

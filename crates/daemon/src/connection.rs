@@ -131,6 +131,10 @@ fn handle(
             device,
             hints,
         } => {
+            let hints = match hints.to_core() {
+                Ok(h) => h,
+                Err(e) => return error(format!("queue {queue}: {e}")),
+            };
             let (id, old) = reg.add_queue(conn, queue);
             let target = Target {
                 outbox: outbox.clone(),
@@ -146,7 +150,10 @@ fn handle(
         }
         ClientMsg::Ready { queue } => on_queue(queue, &Event::Ready),
         ClientMsg::Idle { queue } => on_queue(queue, &Event::Idle),
-        ClientMsg::Hint { queue, hint } => on_queue(queue, &|q| Event::Hint { queue: q, hint }),
+        ClientMsg::Hint { queue, hint } => on_queue(queue, &|q| Event::Hint {
+            queue: q,
+            hint: hint.into(),
+        }),
         ClientMsg::Unregister { queue } => match reg.remove_queue(conn, queue) {
             Some(q) => {
                 let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
@@ -176,9 +183,15 @@ fn handle(
                 return error(format!("process {pid} belongs to another user"));
             }
             let result = shared.core.with(|d| {
-                targets
-                    .iter()
-                    .try_for_each(|&(_, _, q)| d.event(now, Event::Hint { queue: q, hint }))
+                targets.iter().try_for_each(|&(_, _, q)| {
+                    d.event(
+                        now,
+                        Event::Hint {
+                            queue: q,
+                            hint: hint.into(),
+                        },
+                    )
+                })
             });
             match result {
                 Ok(()) => Some(DaemonMsg::Done),
@@ -203,7 +216,7 @@ fn handle(
                         process: owner.name,
                         device: q.view.device.0,
                         queue: local,
-                        hints: q.view.hints,
+                        hints: q.view.hints.into(),
                         ready: q.view.ready,
                         suspended: q.suspended,
                         stats,

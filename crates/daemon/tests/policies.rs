@@ -2,33 +2,16 @@
 
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
-use xsched_core::{Hint, Nanos, QueueHints};
 use xsched_daemon::Daemon;
-use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_proto::client::{self, ClientError};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, write_frame};
 
-fn client(socket: &std::path::Path) -> UnixStream {
-    let mut s = UnixStream::connect(socket).expect("daemon");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write_frame(&mut s, &ClientMsg::Hello { version: VERSION }).expect("hello");
-    assert!(matches!(
-        read_frame::<DaemonMsg>(&mut s),
-        Ok(Some(DaemonMsg::Welcome { .. }))
-    ));
-    s
-}
-
-/// Send `msg` and return the next answer that is not an operation.
+/// Send `msg` and return the answer, or the daemon's refusal as `Error`.
 fn ask(s: &mut UnixStream, msg: &ClientMsg) -> DaemonMsg {
-    write_frame(s, msg).expect("send");
-    loop {
-        match read_frame::<DaemonMsg>(s).expect("answer") {
-            Some(
-                DaemonMsg::Suspend { .. } | DaemonMsg::Resume { .. } | DaemonMsg::Protect { .. },
-            ) => {}
-            Some(answer) => return answer,
-            None => panic!("the daemon closed the connection"),
-        }
+    match client::request(s, msg) {
+        Ok(answer) => answer,
+        Err(ClientError::Refused(message)) => DaemonMsg::Error { message },
+        Err(e) => panic!("{e}"),
     }
 }
 
@@ -39,13 +22,13 @@ fn slo_aware_needs_a_queue_with_an_slo_and_unknown_names_are_refused() {
         .expect("bind")
         .spawn()
         .expect("serve");
-    let mut c = client(&socket);
+    let mut c = client::connect(&socket, Duration::from_secs(5)).expect("daemon");
     write_frame(
         &mut c,
         &ClientMsg::Register {
             queue: 0,
             device: 0,
-            hints: QueueHints::default(),
+            hints: WireHints::default(),
         },
     )
     .expect("register");
@@ -68,7 +51,7 @@ fn slo_aware_needs_a_queue_with_an_slo_and_unknown_names_are_refused() {
         DaemonMsg::Policy { name: "hpf".into() },
         "nothing changed, and the connection stays"
     );
-    let slo = Hint::Slo(Nanos::from_ms(10));
+    let slo = WireHint::SloNs(10_000_000);
     write_frame(
         &mut c,
         &ClientMsg::Hint {

@@ -60,8 +60,7 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ClientMsg, DaemonMsg};
-    use xsched_core::{Hint, QueueHints};
+    use crate::{ClientMsg, DaemonMsg, WireHint, WireHints};
 
     #[test]
     fn round_trip_and_clean_end() {
@@ -70,11 +69,11 @@ mod tests {
             ClientMsg::Register {
                 queue: 3,
                 device: 1,
-                hints: QueueHints::default(),
+                hints: WireHints::default(),
             },
             ClientMsg::Hint {
                 queue: 3,
-                hint: Hint::Priority(-4),
+                hint: WireHint::Priority(-4),
             },
         ];
         let mut buf = Vec::new();

@@ -8,13 +8,19 @@
 //! that one).
 //!
 //! Queue ids on the wire are the *client's* ids; the daemon maps them to its own. Who a client
-//! is (pid, uid) comes from the socket's peer credentials, never from a message.
+//! is (pid, uid) comes from the socket's peer credentials, never from a message. Messages are
+//! made of this crate's own types ([`WireHints`], [`WireHint`]), not the core's, and a
+//! golden-bytes test pins the encoding of every message to [`VERSION`]. [`client::connect`] is
+//! the one client-side handshake.
 
+pub mod client;
 mod codec;
 mod messages;
+mod wire;
 
 pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
 pub use messages::{ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION};
+pub use wire::{WireHint, WireHints};
 
 /// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else
 /// `/tmp/xsched-<uid>.sock` (the uid from `$UID`/`$USER` is not trusted for anything; it only

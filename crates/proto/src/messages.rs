@@ -1,10 +1,12 @@
-//! The messages. Adding a variant at the end is compatible; anything else bumps [`VERSION`].
+//! The messages, made only of the protocol's own types. Any change to their encoding bumps
+//! [`VERSION`]; the golden-bytes test (`tests/golden.rs`) fails until it does.
 
+use crate::wire::{WireHint, WireHints};
 use serde::{Deserialize, Serialize};
-use xsched_core::{Hint, QueueHints};
 
-/// The protocol version; a daemon refuses clients of another version.
-pub const VERSION: u16 = 1;
+/// The protocol version; a daemon refuses clients of another version. 2: hints are the
+/// protocol's own types (with the SLO hint), and `Stats` and `Protect` exist.
+pub const VERSION: u16 = 2;
 
 /// From a client (an application's runtime, or an operator command) to the daemon.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,7 +23,7 @@ pub enum ClientMsg {
         /// The device (queues on one device compete).
         device: u16,
         /// Hints in force from the start.
-        hints: QueueHints,
+        hints: WireHints,
     },
     /// The queue has work.
     Ready {
@@ -38,7 +40,7 @@ pub enum ClientMsg {
         /// The client's queue id.
         queue: u32,
         /// The hint.
-        hint: Hint,
+        hint: WireHint,
     },
     /// The queue is gone.
     Unregister {
@@ -59,7 +61,7 @@ pub enum ClientMsg {
         /// Its queue id (as that process numbers them); `None` hints every queue of it.
         queue: Option<u32>,
         /// The hint.
-        hint: Hint,
+        hint: WireHint,
     },
     /// Operator: a snapshot of every queue.
     Top,
@@ -140,7 +142,7 @@ pub struct TopRow {
     /// The process's queue id.
     pub queue: u32,
     /// Hints in force.
-    pub hints: QueueHints,
+    pub hints: WireHints,
     /// Whether it has work.
     pub ready: bool,
     /// Whether the scheduler has it suspended.

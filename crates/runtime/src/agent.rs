@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use xsched_core::{DeviceId, Event, Operation, QueueHints, QueueId};
-use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client, read_frame, write_frame};
 
 /// How often to try reaching an absent daemon.
 const RECONNECT_EVERY: Duration = Duration::from_millis(200);
@@ -129,16 +129,7 @@ impl Agent {
     }
 
     fn handshake(&self) -> Result<UnixStream, String> {
-        let mut s = UnixStream::connect(&self.socket).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .map_err(|e| e.to_string())?;
-        write_frame(&mut s, &ClientMsg::Hello { version: VERSION }).map_err(|e| e.to_string())?;
-        match read_frame::<DaemonMsg>(&mut s) {
-            Ok(Some(DaemonMsg::Welcome { .. })) => {}
-            Ok(Some(DaemonMsg::Error { message })) => return Err(message),
-            Ok(other) => return Err(format!("unexpected handshake answer {other:?}")),
-            Err(e) => return Err(e.to_string()),
-        }
+        let s = client::connect(&self.socket, HANDSHAKE_TIMEOUT).map_err(|e| e.to_string())?;
         s.set_read_timeout(None).map_err(|e| e.to_string())?;
         Ok(s)
     }
@@ -196,7 +187,7 @@ impl Agent {
                 let register = ClientMsg::Register {
                     queue: id.0,
                     device: q.device.0,
-                    hints: q.hints,
+                    hints: q.hints.into(),
                 };
                 let ready = q.ready.then_some(ClientMsg::Ready { queue: id.0 });
                 std::iter::once(register).chain(ready)
@@ -229,7 +220,7 @@ impl Agent {
                 self.send(&ClientMsg::Register {
                     queue: queue.0,
                     device: device.0,
-                    hints,
+                    hints: hints.into(),
                 });
             }
             SchedMsg::Event(_, event) => self.event(event),
@@ -259,7 +250,7 @@ impl Agent {
                 }
                 ClientMsg::Hint {
                     queue: queue.0,
-                    hint,
+                    hint: WireHint::from(hint),
                 }
             }
             Event::Unregister(q) => {
