@@ -21,4 +21,4 @@ pub use cl3;
 pub use device::{FIRST_DEVICE_ID, OclDevice, capabilities, device_id_of, devices};
 pub use error::OclError;
 pub use event::Event;
-pub use queue::{EnqueueFn, OclCommand, OclQueue};
+pub use queue::{EnqueueFn, Gate, OclCommand, OclQueue};

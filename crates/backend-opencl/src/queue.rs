@@ -3,11 +3,13 @@
 //! A command reaches the device in one of two ways, both completed through an event callback:
 //!
 //! - [`OclCommand::Enqueue`]: launching performs the enqueue (Rust programs using xsched).
-//! - [`OclCommand::Gated`]: the command was enqueued earlier behind a user event (the *gate*)
-//!   and launching opens the gate. The interception shim uses this: the application's call is
-//!   enqueued at once, so the real library validates it and its error codes reach the
-//!   application unchanged, kernel arguments are captured at the call as OpenCL requires, and
-//!   the device still receives the command only when the XQueue launches it.
+//! - [`OclCommand::Gated`]: the command was enqueued earlier behind a user event (the *gate*,
+//!   made by [`OclQueue::enqueue_gated`]) and launching opens the gate. The interception shim
+//!   uses this: the application's call is enqueued at once, so the real library validates it
+//!   and its error codes reach the application unchanged, kernel arguments are captured at the
+//!   call as OpenCL requires, and the device still receives the command only when the XQueue
+//!   launches it. A gated command dropped without being launched opens its gate, so the
+//!   application's command still runs (the CUDA backend's `Ticket` keeps the same contract).
 //!
 //! OpenCL has no portable way to hold queued commands or stop a running kernel, so Levels 2
 //! and 3 refuse (the trait's defaults).
@@ -28,13 +30,47 @@ pub type EnqueueFn = Box<dyn FnOnce(cl_command_queue) -> Result<Event, cl_int> +
 pub enum OclCommand {
     /// Launching calls the function, which enqueues on the queue.
     Enqueue(EnqueueFn),
-    /// Already enqueued, waiting on `gate` (a user event); launching completes the gate.
+    /// Already enqueued, waiting on `gate`; launching opens the gate.
     Gated {
         /// The user event the command waits for.
-        gate: Event,
+        gate: Gate,
         /// The command's own event.
         event: Event,
     },
+}
+
+/// The user event a gated command waits for: opened when the command is launched, or when it
+/// is dropped without being launched (so the application's command is never left waiting).
+pub struct Gate(Option<Event>);
+
+impl Gate {
+    /// A new, closed gate in `context`.
+    pub fn new(context: cl3::types::cl_context) -> Result<Gate, OclError> {
+        Ok(Gate(Some(Event::user(context)?)))
+    }
+
+    /// The event to put in a wait list.
+    pub fn raw(&self) -> cl3::types::cl_event {
+        self.0.as_ref().map_or(std::ptr::null_mut(), Event::raw)
+    }
+
+    /// Let the command run.
+    pub fn open(mut self) -> Result<(), OclError> {
+        match self.0.take() {
+            Some(e) => e.set_status(CL_COMPLETE),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if let Some(e) = self.0.take()
+            && let Err(err) = e.set_status(CL_COMPLETE)
+        {
+            tracing::error!("cannot open the gate of a dropped command: {err}");
+        }
+    }
 }
 
 impl std::fmt::Debug for OclCommand {
@@ -71,6 +107,8 @@ pub struct OclQueue {
     /// The last launched command's event, for `synchronize`.
     last: Mutex<Option<Event>>,
     queue: RawQueue,
+    /// The queue's context (a handle, kept as an address: it is only passed back to OpenCL).
+    context: usize,
     device: DeviceId,
     caps: Capabilities,
 }
@@ -87,6 +125,10 @@ impl OclQueue {
             cl3::command_queue::get_command_queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)
                 .map_err(|c| OclError::call("clGetCommandQueueInfo", c))?;
         let device = device::device_id_of(isize::from(info) as cl3::types::cl_device_id)?;
+        let context: isize =
+            cl3::command_queue::get_command_queue_info(raw, cl3::command_queue::CL_QUEUE_CONTEXT)
+                .map_err(|c| OclError::call("clGetCommandQueueInfo", c))?
+                .into();
         // SAFETY: `raw` is valid by the caller's contract.
         unsafe { cl3::command_queue::retain_command_queue(raw) }
             .map_err(|c| OclError::call("clRetainCommandQueue", c))?;
@@ -94,6 +136,7 @@ impl OclQueue {
             retired: Arc::default(),
             last: Mutex::new(None),
             queue: RawQueue(raw),
+            context: context as usize,
             device,
             caps: device::capabilities(),
         })
@@ -102,6 +145,30 @@ impl OclQueue {
     /// The raw queue (still owned by `self`).
     pub fn raw(&self) -> cl_command_queue {
         self.queue.0
+    }
+
+    /// Make an enqueue now behind a new gate: `call` is the real enqueue given the wait list to
+    /// use (`waits`, the application's events, with the gate after them) and returns the
+    /// command's event or the library's status. Returns that status, or the event with the
+    /// gated command to submit; `Err` when no gate could be made (nothing was enqueued).
+    pub fn enqueue_gated(
+        &self,
+        waits: &[cl3::types::cl_event],
+        call: impl FnOnce(&[cl3::types::cl_event]) -> Result<cl3::types::cl_event, cl3::types::cl_int>,
+    ) -> Result<Result<(Event, OclCommand), cl3::types::cl_int>, OclError> {
+        let gate = Gate::new(self.context as cl3::types::cl_context)?;
+        let mut list = Vec::with_capacity(waits.len() + 1);
+        list.extend_from_slice(waits);
+        list.push(gate.raw());
+        Ok(match call(&list) {
+            Err(code) => Err(code),
+            Ok(raw) => {
+                // SAFETY: the real enqueue handed us one reference to the command's event.
+                let event = unsafe { Event::from_raw(raw) };
+                let app = event.retained()?;
+                Ok((app, OclCommand::Gated { gate, event }))
+            }
+        })
     }
 
     fn fail(done: Completion, e: &OclError) {
@@ -128,7 +195,7 @@ impl HwQueue for OclQueue {
                 Err(code) => return Self::fail(done, &OclError::call("clEnqueue*", code)),
             },
             OclCommand::Gated { gate, event } => {
-                if let Err(e) = gate.set_status(CL_COMPLETE) {
+                if let Err(e) = gate.open() {
                     return Self::fail(done, &e);
                 }
                 event

@@ -197,11 +197,15 @@ fn a_gated_command_reaches_the_device_only_when_launched() {
         .expect("xqueue");
     q.suspend().expect("suspend");
     let kernel = record_kernel(&cl, &log, &next, 7);
-    let gate = Event::user(cl.context.get()).expect("gate");
-    let event = enqueue(cl.queue.get(), &kernel, &[gate.raw()]).expect("enqueued behind the gate");
+    let (mine, gated) = q
+        .hw()
+        .enqueue_gated(&[], |waits| {
+            enqueue(cl.queue.get(), &kernel, waits).map(Event::into_raw)
+        })
+        .expect("a gate")
+        .expect("enqueued behind the gate");
     cl.queue.flush().expect("flush");
-    let mine = event.retained().expect("retain");
-    let handle = q.submit(OclCommand::Gated { gate, event }).expect("submit");
+    let handle = q.submit(gated).expect("submit");
     std::thread::sleep(Duration::from_millis(50));
     assert_ne!(status(&mine), CL_COMPLETE, "suspended: not launched yet");
     assert!(!handle.is_done());

@@ -7,13 +7,14 @@
 #![allow(non_snake_case)]
 
 use crate::gate;
-use crate::guard::{self, NOT_FOUND, Status};
 use crate::real::real_fn;
+use crate::real::{NOT_FOUND, Status};
 use crate::state::{Key, shim};
 use std::ffi::{c_int, c_uchar, c_uint, c_void};
 use xsched_backend_cuda::sys::{
     CUdeviceptr, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
 };
+use xsched_interpose::guard;
 
 /// Defines an exported entry point scheduled through its stream's XQueue.
 macro_rules! scheduled {
@@ -124,7 +125,7 @@ macro_rules! observed {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> Status {
             real_fn!(real, $name, unsafe extern "C" fn($($ty),*) -> Status);
             let stream: CUstream = (|$($s: $ty),*| $stream)($($arg),*);
-            guard::quietly($what, || {
+            guard::quietly("CUDA", $what, || {
                 if let Some(shim) = shim() {
                     let $key = Key::of(stream, $ptsz);
                     let _: () = $before(shim);
@@ -143,13 +144,13 @@ observed!(
     /// `cuStreamSynchronize`: waits for the stream's XQueue (so queued commands are launched
     /// promptly), then for the stream itself.
     cuStreamSynchronize(stream: CUstream), "synchronizing a stream",
-    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.xqueue.wait_all(); },
+    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
     stream = |stream| stream, ptsz = false
 );
 observed!(
     /// `cuStreamSynchronize_ptsz`: as `cuStreamSynchronize`.
     cuStreamSynchronize_ptsz(stream: CUstream), "synchronizing a stream",
-    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.xqueue.wait_all(); },
+    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
     stream = |stream| stream, ptsz = true
 );
 observed!(
@@ -217,9 +218,9 @@ macro_rules! creation {
             if status == 0 && !out.is_null() {
                 // SAFETY: the driver wrote the new stream to the caller's `out`.
                 let stream = unsafe { out.read() };
-                guard::quietly("scheduling a new stream", || {
+                guard::quietly("CUDA", "scheduling a new stream", || {
                     if let Some(s) = shim() {
-                        s.adopt(Key::of(stream, false));
+                        let _ = s.adopt(Key::of(stream, false));
                     }
                 });
             }

@@ -6,9 +6,10 @@
 //! the command only when the XQueue launches it. Calls the shim does not intercept still run in
 //! stream order after the gated ones.
 
-use crate::guard::{self, Status};
+use crate::real::Status;
 use crate::state::{Key, shim};
 use xsched_backend_cuda::{CudaCommand, sys};
+use xsched_interpose::{gated, guard};
 
 /// Make `real` (the application's call, unchanged) on `stream` through its XQueue if the stream
 /// is scheduled, else forward it. `stream` is `None` when the call names no readable stream
@@ -19,24 +20,17 @@ pub(crate) fn submit(
     real: &dyn Fn() -> Status,
 ) -> Status {
     guard::call(
+        "CUDA",
         |real| {
             let scheduled = stream.and_then(|h| shim().and_then(|s| s.stream(Key::of(h, ptsz))));
-            let Some(scheduled) = scheduled else {
+            let Some(xqueue) = scheduled else {
                 return real();
             };
-            let (status, ticket) = match scheduled.xqueue.hw().enqueue(|_| real()) {
-                Ok(made) => made,
-                Err(e) => {
-                    tracing::warn!("{e}: call forwarded unscheduled");
-                    return real();
-                }
-            };
-            // From here the call is in the stream: whatever happens, its gate opens (a ticket
-            // that is dropped unlaunched still lets its command run).
-            if let Err(e) = scheduled.xqueue.submit(CudaCommand::Enqueued(ticket)) {
-                tracing::warn!("{e}: command runs unscheduled");
-            }
-            status
+            let made = xqueue
+                .hw()
+                .enqueue(|_| real())
+                .map(|(status, ticket)| (status, CudaCommand::Enqueued(ticket)));
+            gated::submit(&xqueue, made, real)
         },
         real,
     )

@@ -23,7 +23,6 @@
 
 mod exports;
 mod gate;
-mod guard;
 mod procaddr;
 mod real;
 mod state;

@@ -11,8 +11,8 @@
 #![allow(non_snake_case)]
 
 use crate::exports::*;
-use crate::guard::{NOT_FOUND, Status};
 use crate::real::{self, real_fn};
+use crate::real::{NOT_FOUND, Status};
 use std::ffi::{CStr, c_char, c_int, c_void};
 
 /// `(name, the shim's address)` for each listed entry point, the name as a C string.
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 /// `pfn` is NULL or readable and writable.
 unsafe fn substitute(status: Status, pfn: *mut *mut c_void) -> Status {
     if status == 0 && !pfn.is_null() {
-        crate::guard::quietly("answering cuGetProcAddress", || {
+        xsched_interpose::guard::quietly("CUDA", "answering cuGetProcAddress", || {
             // SAFETY: non-null, and the driver just wrote an entry point there.
             let driver = unsafe { pfn.read() };
             if let Some(shim) = replacement(driver) {

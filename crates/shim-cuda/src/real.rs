@@ -8,6 +8,13 @@
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
 
+/// A driver status code, as the C API returns it (kept as a plain integer: the application gets
+/// exactly what the driver said).
+pub(crate) type Status = u32;
+
+/// `CUDA_ERROR_NOT_FOUND`: what an entry point the driver lacks returns.
+pub(crate) const NOT_FOUND: Status = 500;
+
 /// The C signature of `dlsym`.
 pub(crate) type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 

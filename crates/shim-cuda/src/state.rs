@@ -1,21 +1,20 @@
-//! The shim's process-wide state: one xsched runtime (configured from `XSCHED_*`) and the
-//! application's streams by key.
-//!
-//! A preloaded library cannot be handed state by the program it is loaded into, so this is the
-//! one global, created on first use. If the runtime or the driver cannot start (a bad
-//! `XSCHED_*` value, no usable driver), the shim says so once and forwards every call unchanged.
+//! The shim's process-wide interposer (`xsched-interpose`), keyed by which real stream a handle
+//! means, and the streams being captured into a graph. If the runtime or the driver cannot
+//! start (a bad `XSCHED_*` value, no usable driver), the shim says so once and forwards every
+//! call unchanged.
 //!
 //! Streams are scheduled on first use (or at creation): a created stream by its handle, the
 //! legacy default stream per context, the per-thread default stream per context and thread.
 //! A stream that cannot be scheduled (a bad per-queue `XSCHED_*` value, Level 1 only) passes
 //! through with one log line; a stream being captured into a graph passes through while it is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use xsched_backend_cuda::{CudaStream, sys};
 use xsched_core::Level;
-use xsched_runtime::{HwQueue, QueueOptions, Runtime, XQueue};
+use xsched_interpose::Interposer;
+use xsched_runtime::{HwQueue, QueueOptions, XQueue};
 
 /// `CU_STREAM_LEGACY`.
 const LEGACY: usize = 0x1;
@@ -24,9 +23,9 @@ const PER_THREAD: usize = 0x2;
 
 /// Which real stream a handle means: (normalised handle, context for the default streams,
 /// thread for the per-thread one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    handle: usize,
+    pub(crate) handle: usize,
     context: usize,
     thread: u64,
 }
@@ -42,6 +41,12 @@ fn current_context() -> usize {
     // SAFETY: the driver was probed when the shim started; `context` is a valid out-pointer.
     let _ = unsafe { sys::cuCtxGetCurrent(&mut context) };
     context as usize
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stream {:#x}", self.handle)
+    }
 }
 
 impl Key {
@@ -66,18 +71,9 @@ impl Key {
     }
 }
 
-/// One scheduled application stream.
-pub(crate) struct Scheduled {
-    pub(crate) xqueue: XQueue<CudaStream>,
-}
-
-/// The runtime and the application's streams.
+/// The interposer (`xsched-interpose`), and the streams being captured into a graph.
 pub(crate) struct Shim {
-    runtime: Runtime,
-    streams: RwLock<HashMap<Key, Arc<Scheduled>>>,
-    /// Streams left unscheduled (logged once each).
-    passed: Mutex<HashSet<Key>>,
-    /// Streams being captured into a graph.
+    streams: Interposer<Key, CudaStream>,
     capturing: Mutex<HashSet<Key>>,
 }
 
@@ -86,29 +82,13 @@ static SHIM: OnceLock<Option<Shim>> = OnceLock::new();
 /// The shim, or `None` when it could not start (then every call is forwarded).
 pub(crate) fn shim() -> Option<&'static Shim> {
     SHIM.get_or_init(|| {
-        xsched_runtime::init_logging(false);
-        if let Err(e) = xsched_backend_cuda::probe() {
-            tracing::error!("xsched CUDA shim disabled, calls go straight to the driver: {e}");
-            return None;
-        }
-        match Runtime::from_env() {
-            Ok(runtime) => {
-                tracing::info!(
-                    "xsched CUDA shim: scheduler {}",
-                    runtime.config().scheduler.name()
-                );
-                Some(Shim {
-                    runtime,
-                    streams: RwLock::default(),
-                    passed: Mutex::default(),
-                    capturing: Mutex::default(),
-                })
-            }
-            Err(e) => {
-                tracing::error!("xsched CUDA shim disabled, calls go straight to the driver: {e}");
-                None
-            }
-        }
+        let streams = Interposer::start("CUDA", || {
+            xsched_backend_cuda::probe().map_err(|e| e.to_string())
+        })?;
+        Some(Shim {
+            streams,
+            capturing: Mutex::default(),
+        })
     })
     .as_ref()
 }
@@ -120,78 +100,46 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Shim {
     /// The scheduled stream behind `key` (scheduling it now if it is new), or `None` if it
     /// passes through.
-    pub(crate) fn stream(&self, key: Key) -> Option<Arc<Scheduled>> {
-        if let Some(s) = self
-            .streams
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-        {
-            return (!lock(&self.capturing).contains(&key)).then(|| s.clone());
+    pub(crate) fn stream(&self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+        if lock(&self.capturing).contains(&key) {
+            return None;
         }
-        if lock(&self.passed).contains(&key) || lock(&self.capturing).contains(&key) {
+        if let Some(s) = self.streams.get(key) {
+            return Some(s);
+        }
+        if self.streams.passed(key) {
             return None;
         }
         self.adopt(key)
     }
 
     /// Put a stream under an XQueue, or leave it unscheduled with one log line.
-    pub(crate) fn adopt(&self, key: Key) -> Option<Arc<Scheduled>> {
-        let mut streams = self
-            .streams
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(s) = streams.get(&key) {
-            return Some(s.clone());
-        }
-        match self.schedule(key) {
-            Ok(scheduled) => {
-                tracing::info!(
-                    "stream {:#x} scheduled as XQueue {} on device {}",
-                    key.handle,
-                    scheduled.xqueue.id(),
-                    scheduled.xqueue.hw().device().0
+    pub(crate) fn adopt(&self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+        self.streams.adopt(key, |runtime| {
+            let options = QueueOptions::from_env().map_err(|e| e.to_string())?;
+            // SAFETY: the handle is the application's live stream (or a default stream) in the
+            // current context; it is forgotten when the application destroys it (`forget`),
+            // and the per-thread stream is only ever enqueued on from its own thread
+            // (`gate.rs`).
+            let hw = unsafe { CudaStream::wrap(key.handle as sys::CUstream) }
+                .map_err(|e| e.to_string())?;
+            if hw.capabilities().max_level < Level::Deactivate {
+                return Err(
+                    "the device has no stream memory operations to gate commands with".into(),
                 );
-                let scheduled = Arc::new(scheduled);
-                streams.insert(key, scheduled.clone());
-                Some(scheduled)
             }
-            Err(e) => {
-                tracing::warn!("stream {:#x} passed through unscheduled: {e}", key.handle);
-                lock(&self.passed).insert(key);
-                None
-            }
-        }
-    }
-
-    fn schedule(&self, key: Key) -> Result<Scheduled, String> {
-        let options = QueueOptions::from_env().map_err(|e| e.to_string())?;
-        // SAFETY: the handle is the application's live stream (or a default stream) in the
-        // current context; it is forgotten when the application destroys it (`forget`), and the
-        // per-thread stream is only ever enqueued on from its own thread (`gate.rs`).
-        let hw =
-            unsafe { CudaStream::wrap(key.handle as sys::CUstream) }.map_err(|e| e.to_string())?;
-        if hw.capabilities().max_level < Level::Deactivate {
-            return Err("the device has no stream memory operations to gate commands with".into());
-        }
-        let xqueue = self
-            .runtime
-            .create_queue(Arc::new(hw), options)
-            .map_err(|e| e.to_string())?;
-        Ok(Scheduled { xqueue })
+            runtime
+                .create_queue(Arc::new(hw), options)
+                .map_err(|e| e.to_string())
+        })
     }
 
     /// The application destroys the stream: drain and forget its XQueue.
     pub(crate) fn forget(&self, key: Key) {
-        let removed = self
-            .streams
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&key);
-        lock(&self.passed).remove(&key);
         lock(&self.capturing).remove(&key);
-        // Dropping the last Arc drains the XQueue: every command the application issued runs.
-        drop(removed);
+        // Dropping the last reference drains the XQueue: every command the application issued
+        // runs.
+        drop(self.streams.forget(key));
     }
 
     /// A capture into a graph begins (`true`) or ends on the stream.

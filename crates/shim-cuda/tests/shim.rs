@@ -28,7 +28,13 @@ fn setup() -> Option<Setup> {
     let program =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuapp-{}", std::process::id()));
     let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
+        .args([
+            "-O2",
+            "-Wall",
+            "-I",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../interpose/c"),
+            "-o",
+        ])
         .arg(&program)
         .arg(&source)
         .arg("-L")
@@ -62,12 +68,7 @@ impl Setup {
         let _ = std::fs::remove_file(&trace);
         let mut c = Command::new(&self.program);
         c.args(["check", "4096", "20"]);
-        for var in [
-            "XSCHED_SCHEDULER",
-            "XSCHED_PRIORITY",
-            "XSCHED_SOCKET",
-            "LD_PRELOAD",
-        ] {
+        for var in xsched_interpose::STEERING_VARS {
             c.env_remove(var);
         }
         c.env("LD_LIBRARY_PATH", self.lib)

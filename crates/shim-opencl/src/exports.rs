@@ -7,9 +7,8 @@
 
 #![allow(non_snake_case)]
 
-use crate::gate::Call;
-use crate::guard;
-use crate::state::shim;
+use crate::gate::{self, Call};
+use crate::state::{self, shim};
 use cl3::error_codes::CL_SUCCESS;
 use cl3::types::{
     CL_FALSE, cl_bool, cl_command_queue, cl_command_queue_properties, cl_context, cl_device_id,
@@ -17,6 +16,7 @@ use cl3::types::{
 };
 use std::ffi::c_void;
 use xsched_backend_opencl::cl3;
+use xsched_interpose::guard;
 
 /// A new queue: schedule it (or leave it unscheduled, logged), and report the status.
 ///
@@ -28,9 +28,9 @@ unsafe fn created(
 ) -> cl_command_queue {
     let (queue, code) = match result {
         Ok(queue) => {
-            guard::quietly("scheduling a new queue", || {
+            guard::quietly("OpenCL", "scheduling a new queue", || {
                 if let Some(s) = shim() {
-                    s.adopt(queue);
+                    state::adopt(s, queue);
                 }
             });
             (queue, CL_SUCCESS)
@@ -86,9 +86,9 @@ pub unsafe extern "C" fn clCreateCommandQueueWithProperties(
 /// As the OpenCL specification requires of the caller.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_int {
-    guard::quietly("releasing a queue", || {
+    guard::quietly("OpenCL", "releasing a queue", || {
         if let Some(s) = shim() {
-            s.release(queue);
+            state::release(s, queue);
         }
     });
     // SAFETY: passed on unchanged under the caller's contract.
@@ -146,7 +146,7 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
         }
     };
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
 }
 
 /// `clEnqueueTask`, scheduled.
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn clEnqueueTask(
         unsafe { cl3::command_queue::enqueue_task(queue, kernel, n, list) }
     };
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
 }
 
 /// `clEnqueueReadBuffer`, scheduled; a blocking read returns when the data is there.
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn clEnqueueReadBuffer(
     };
     let blocking = blocking_read != CL_FALSE;
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
 }
 
 /// `clEnqueueWriteBuffer`, scheduled; a blocking write returns when the data was taken.
@@ -224,7 +224,7 @@ pub unsafe extern "C" fn clEnqueueWriteBuffer(
     };
     let blocking = blocking_write != CL_FALSE;
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
 }
 
 /// `clEnqueueCopyBuffer`, scheduled.
@@ -252,7 +252,7 @@ pub unsafe extern "C" fn clEnqueueCopyBuffer(
         }
     };
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
 }
 
 /// `clEnqueueFillBuffer`, scheduled.
@@ -287,5 +287,5 @@ pub unsafe extern "C" fn clEnqueueFillBuffer(
         }
     };
     // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { guard::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
 }

@@ -1,20 +1,19 @@
-//! How an intercepted enqueue becomes an XQueue command.
+//! How an intercepted enqueue becomes an XQueue command (`xsched_interpose::gated`).
 //!
 //! The application's call is made on the real queue at once, with one more event in its wait
-//! list: a *gate* (a user event) that the XQueue completes when it launches the command. So the
-//! real library checks the call and its status code goes back to the application unchanged;
-//! kernel arguments are captured at the call, as OpenCL requires; the event the application
-//! gets is the command's real event (valid in wait lists, `clWaitForEvents`, profiling); and
-//! commands the shim does not intercept, enqueued later on the same in-order queue, still run
-//! after the gated ones. A blocking call is made non-blocking and then waited for, since its
-//! gate opens only after the call returns.
+//! list: a gate (a user event, made by the backend) that the XQueue completes when it launches
+//! the command. So the real library checks the call and its status code goes back to the
+//! application unchanged; kernel arguments are captured at the call, as OpenCL requires; the
+//! event the application gets is the command's real event (valid in wait lists,
+//! `clWaitForEvents`, profiling); and commands the shim does not intercept, enqueued later on
+//! the same in-order queue, still run after the gated ones. A blocking call is made
+//! non-blocking and then waited for, since its gate opens only after the call returns.
 
-use crate::state::shim;
+use crate::state::scheduled;
 use cl3::error_codes::CL_SUCCESS;
-use cl3::event::CL_COMPLETE;
 use cl3::types::{cl_command_queue, cl_event, cl_int, cl_uint};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use xsched_backend_opencl::{Event, OclCommand, OclError, cl3};
+use xsched_backend_opencl::{Event, cl3};
+use xsched_interpose::{gated, guard};
 
 /// The real enqueue, given the wait list to use, never blocking; returns the command's event.
 pub(crate) type Real<'a> = &'a dyn Fn(cl_uint, *const cl_event) -> Result<cl_event, cl_int>;
@@ -44,7 +43,7 @@ unsafe fn give(event: Event, out: *mut cl_event) {
 ///
 /// # Safety
 /// The call's pointers are as OpenCL allows (they are passed on unchanged).
-pub(crate) unsafe fn forward(call: &Call, real: Real<'_>) -> cl_int {
+unsafe fn forward(call: &Call, real: Real<'_>) -> cl_int {
     let event = match real(call.num_events, call.wait_list) {
         // SAFETY: the real enqueue handed us one reference.
         Ok(raw) => unsafe { Event::from_raw(raw) },
@@ -68,74 +67,47 @@ fn wait(event: &Event) -> cl_int {
     }
 }
 
-/// Enqueue `call` through its XQueue if its queue is scheduled, else forward it.
+/// Enqueue `call` through its XQueue if its queue is scheduled, else forward it; no panic
+/// reaches the application, and a call made is never made twice.
 ///
 /// # Safety
 /// The call's pointers are as OpenCL allows: `wait_list` points to `num_events` events when
 /// both are non-zero, `event_out` is NULL or writable.
 pub(crate) unsafe fn enqueue(call: &Call, real: Real<'_>) -> cl_int {
-    let scheduled = shim().and_then(|s| s.get(call.queue));
-    // An inconsistent wait list goes to the real library as is: it reports the error.
-    let consistent = call.wait_list.is_null() == (call.num_events == 0);
-    let (Some(scheduled), true) = (scheduled, consistent) else {
-        // SAFETY: forwarded unchanged, under the caller's contract.
-        return unsafe { forward(call, real) };
-    };
-    let gate = match Event::user(scheduled.context()) {
-        Ok(gate) => gate,
-        Err(e) => {
-            tracing::warn!("{e}: command forwarded unscheduled");
-            // SAFETY: as above.
-            return unsafe { forward(call, real) };
-        }
-    };
-    let mut list = Vec::with_capacity(call.num_events as usize + 1);
-    if call.num_events > 0 {
-        // SAFETY: non-null with `num_events` entries (checked consistent above; the caller's
-        // contract for the rest).
-        list.extend_from_slice(unsafe {
-            std::slice::from_raw_parts(call.wait_list, call.num_events as usize)
-        });
-    }
-    list.push(gate.raw());
-    let event = match real(list.len() as cl_uint, list.as_ptr()) {
-        // SAFETY: the real enqueue handed us one reference.
-        Ok(raw) => unsafe { Event::from_raw(raw) },
-        Err(code) => return code,
-    };
-    // From here the command is in the real queue: whatever happens, the application gets its
-    // event and the gate opens.
-    let opener = gate.retained();
-    let blocker = if call.blocking {
-        event.retained().ok()
-    } else {
-        None
-    };
-    if !call.event_out.is_null() {
-        match event.retained() {
-            // SAFETY: `event_out` is non-null and writable by the caller's contract.
-            Ok(app) => unsafe { give(app, call.event_out) },
-            Err(e) => tracing::error!("cannot hand the application its event: {e}"),
-        }
-    }
-    let command = OclCommand::Gated { gate, event };
-    match catch_unwind(AssertUnwindSafe(|| scheduled.xqueue.submit(command))) {
-        Ok(Ok(_handle)) => {}
-        Ok(Err(e)) => {
-            tracing::warn!("{e}: command runs unscheduled");
-            open(opener);
-        }
-        Err(_) => {
-            tracing::error!("internal panic in the OpenCL shim: command runs unscheduled");
-            open(opener);
-        }
-    }
-    blocker.as_ref().map_or(CL_SUCCESS, wait)
-}
-
-/// Let a command that could not be scheduled run at once.
-fn open(opener: Result<Event, OclError>) {
-    if let Err(e) = opener.and_then(|g| g.set_status(CL_COMPLETE)) {
-        tracing::error!("cannot open a gate: {e}");
-    }
+    // SAFETY: the call's pointers are passed on unchanged, under the caller's contract.
+    let forwarded = || unsafe { forward(call, real) };
+    guard::call_made(
+        "OpenCL",
+        |made| {
+            // An inconsistent wait list goes to the real library as is: it reports the error.
+            let consistent = call.wait_list.is_null() == (call.num_events == 0);
+            let Some(xqueue) = scheduled(call.queue).filter(|_| consistent) else {
+                return made(forwarded());
+            };
+            let waits = if call.num_events == 0 {
+                &[][..]
+            } else {
+                // SAFETY: non-null with `num_events` entries (checked consistent above; the
+                // caller's contract for the rest).
+                unsafe { std::slice::from_raw_parts(call.wait_list, call.num_events as usize) }
+            };
+            let (gated, blocker) = match xqueue
+                .hw()
+                .enqueue_gated(waits, |list| real(list.len() as cl_uint, list.as_ptr()))
+            {
+                Ok(Err(code)) => return made(code),
+                Ok(Ok((event, command))) => {
+                    made(CL_SUCCESS);
+                    let blocker = call.blocking.then(|| event.retained().ok()).flatten();
+                    // SAFETY: `event_out` is the application's, NULL or writable.
+                    unsafe { give(event, call.event_out) };
+                    (Ok((CL_SUCCESS, command)), blocker)
+                }
+                Err(e) => (Err(e), None),
+            };
+            let status = gated::submit(&xqueue, gated, || made(forwarded()));
+            blocker.as_ref().map_or(status, wait)
+        },
+        &forwarded,
+    )
 }

@@ -15,13 +15,12 @@
 //! queue and a foreground one waits only for that. Out-of-order and on-device queues pass
 //! through unscheduled, with one log line. Status codes, events and blocking behaviour are the
 //! real library's; no panic crosses into the program, and an internal failure makes a call go
-//! straight to OpenCL.
+//! straight to OpenCL (the interposer, guard and gate contract are `xsched-interpose`'s).
 //!
 //! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).
 
 mod exports;
 mod gate;
-mod guard;
 mod state;
 
 pub use exports::{

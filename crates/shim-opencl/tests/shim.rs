@@ -32,7 +32,14 @@ fn setup() -> Option<Setup> {
     let program =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("vecprog-{}", std::process::id()));
     let built = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wno-deprecated-declarations", "-o"])
+        .args([
+            "-O2",
+            "-Wall",
+            "-Wno-deprecated-declarations",
+            "-I",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../interpose/c"),
+            "-o",
+        ])
         .arg(&program)
         .arg(&source)
         .args(["-lOpenCL", "-lm"])
@@ -56,12 +63,7 @@ impl Setup {
     fn command(&self, args: &[&str], shim: bool) -> Command {
         let mut c = Command::new(&self.program);
         c.args(args);
-        for var in [
-            "XSCHED_SCHEDULER",
-            "XSCHED_PRIORITY",
-            "XSCHED_SOCKET",
-            "LD_PRELOAD",
-        ] {
+        for var in xsched_interpose::STEERING_VARS {
             c.env_remove(var);
         }
         if shim {

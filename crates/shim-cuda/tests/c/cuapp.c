@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checksum.h" /* crates/interpose/c */
+
 typedef int CUresult;
 typedef uint64_t CUdeviceptr;
 typedef void *CUstream, *CUfunction, *CUmodule, *CUcontext, *CUevent, *CUgraph, *CUgraphExec;
@@ -56,16 +58,6 @@ typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned,
       exit(1);                                                                        \
     }                                                                                 \
   } while (0)
-
-static uint32_t checksum(const float *v, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, &v[i], sizeof bits);
-    h = (h ^ bits) * 16777619u;
-  }
-  return h;
-}
 
 static int check(unsigned n, int iters) {
   CUcontext ctx;

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "checksum.h" /* crates/interpose/c */
+
 static const char *SOURCE =
     "__kernel void vec(__global float *a, __global const float *b, uint work) {\n"
     "  size_t i = get_global_id(0);\n"
@@ -71,16 +73,6 @@ static void set_args(cl_mem a, cl_mem b, cl_uint work) {
   CHECK(clSetKernelArg(kernel, 0, sizeof(cl_mem), &a));
   CHECK(clSetKernelArg(kernel, 1, sizeof(cl_mem), &b));
   CHECK(clSetKernelArg(kernel, 2, sizeof(cl_uint), &work));
-}
-
-static uint32_t checksum(const float *v, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, &v[i], sizeof bits);
-    h = (h ^ bits) * 16777619u;
-  }
-  return h;
 }
 
 static int check(size_t n, cl_uint work, int iters) {
