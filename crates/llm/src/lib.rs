@@ -19,6 +19,8 @@ pub mod embedding;
 pub mod engine;
 pub mod evaluate;
 pub mod experiment;
+#[cfg(feature = "minilm")]
+pub mod minilm;
 pub mod policy;
 pub mod predictor;
 

