@@ -199,9 +199,11 @@ pub fn foreground(
             }
         }
         drop(tx);
-        waiter
-            .join()
-            .unwrap_or_else(|_| xsched_report::new_histogram())
+        match waiter.join() {
+            Ok(h) => h,
+            // A broken benchmark must not report an empty histogram as a result.
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     })
 }
 

@@ -17,6 +17,8 @@
 //! - [`harvest`]: Hummingbird's idle-time harvesting beside an HP service with gaps: the
 //!   collector driven cooperatively, and the `slo-aware` policy in process and through the
 //!   daemon with two processes (`harvest-daemon`).
+//! - [`two_process`]: the demo as two processes under a daemon (`xsched demo --processes`).
+//! - [`workers`]: what the `xsched worker` processes run.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 
@@ -28,17 +30,7 @@ pub mod multi_device;
 pub mod overhead;
 pub mod preempt;
 mod stats;
+pub mod two_process;
+pub mod workers;
 
 pub use xsched_report::{Check, Report};
-
-/// Every benchmark name, for the CLI.
-pub const NAMES: &[&str] = &[
-    "fg-bg",
-    "preempt",
-    "overhead",
-    "cpu-share",
-    "daemon",
-    "multi-device",
-    "harvest",
-    "harvest-daemon",
-];

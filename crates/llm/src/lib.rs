@@ -13,6 +13,8 @@
 //!   `C = O²/2 + I·O`).
 //! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
 //! - [`experiment`]: capacity, load sweeps, rows.
+//! - [`study`]: the `xsched llm` studies (sweep with its targets, predictor evaluation) as
+//!   library calls.
 
 pub mod data;
 pub mod embedding;
@@ -23,6 +25,7 @@ pub mod experiment;
 pub mod minilm;
 pub mod policy;
 pub mod predictor;
+pub mod study;
 
 /// One request.
 #[derive(Clone, Debug, PartialEq)]

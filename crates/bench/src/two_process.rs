@@ -1,16 +1,17 @@
 //! `xsched demo --processes`: the demo's foreground and background as two separate processes
-//! (this binary's `worker` role), natively and under a daemon this command starts and stops.
+//! (the `xsched` binary's `worker` roles, `workers.rs`), natively and under a daemon this
+//! module starts and stops.
 //!
 //! Each process has its own CPU device; both devices are pinned to core 0, so natively the OS
 //! time-slices their kernels (as a GPU time-slices two contexts). Under xsched the daemon
 //! suspends the background's queue while the foreground has work.
 
-use anyhow::{Context, Result, bail};
+use crate::Report;
+use crate::fg_bg::{self, Mode};
+use crate::harvest::ProcessError;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use xsched_bench::Report;
-use xsched_bench::fg_bg::{self, Mode};
 use xsched_core::Level;
 
 fn worker(exe: &Path, role: &str, requests: u32) -> Command {
@@ -44,16 +45,31 @@ fn configure(c: &mut Command, mode: Mode, socket: &Path, priority: i32) {
     }
 }
 
-fn json_of(out: &std::process::Output, what: &str) -> Result<serde_json::Value> {
+fn json_of(
+    out: &std::process::Output,
+    what: &'static str,
+) -> Result<serde_json::Value, ProcessError> {
     if !out.status.success() {
-        bail!("the {what} process failed ({})", out.status);
+        return Err(ProcessError::Worker(what, out.status.to_string()));
     }
-    serde_json::from_slice(&out.stdout).with_context(|| format!("reading the {what}'s result"))
+    serde_json::from_slice(&out.stdout).map_err(|e| ProcessError::Worker(what, e.to_string()))
 }
 
-/// Run every mode; the same rows as the in-process demo.
-pub fn run(requests: u32, progress: &dyn Fn(usize, usize)) -> Result<Report> {
-    let exe = std::env::current_exe().context("locating the xsched binary")?;
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> ProcessError + '_ {
+    move |source| ProcessError::Io {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// Run every mode with `exe` (the `xsched` binary) as the two processes; the same rows as the
+/// in-process demo.
+pub fn run(
+    exe: &Path,
+    requests: u32,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Report, ProcessError> {
+    let exe = exe.to_path_buf();
     let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
     let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")?.spawn()?;
     let mut modes = vec![Mode::Standalone, Mode::Native];
@@ -70,12 +86,12 @@ pub fn run(requests: u32, progress: &dyn Fn(usize, usize)) -> Result<Report> {
             Some(
                 c.stdin(Stdio::piped())
                     .spawn()
-                    .context("starting the background")?,
+                    .map_err(io("starting the background"))?,
             )
         };
         let mut fg = worker(&exe, "fg", requests);
         configure(&mut fg, mode, &socket, 10);
-        let fg_out = fg.output().context("running the foreground")?;
+        let fg_out = fg.output().map_err(io("running the foreground"))?;
         let fg_json = json_of(&fg_out, "foreground")?;
         let share = match bg {
             None => 0.0,
@@ -86,7 +102,7 @@ pub fn run(requests: u32, progress: &dyn Fn(usize, usize)) -> Result<Report> {
                 }
                 let out = child
                     .wait_with_output()
-                    .context("stopping the background")?;
+                    .map_err(io("stopping the background"))?;
                 let bg_json = json_of(&out, "background")?;
                 let done = bg_json["completed"].as_f64().unwrap_or(0.0);
                 let secs = bg_json["seconds"].as_f64().unwrap_or(1.0).max(1e-9);
