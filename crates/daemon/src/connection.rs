@@ -38,6 +38,7 @@ pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
             shared.registry.add_client(conn, peer.clone());
             tracing::info!("client {} ({}) connected", peer.pid, peer.name);
             read_loop(shared, conn, &peer, &outbox, &mut reader);
+            outbox.close();
             let queues = shared.registry.remove_client(conn);
             let now = clock::now();
             shared.core.with(|d| {
@@ -69,11 +70,12 @@ pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
 
 /// The connection's outbox, with its writer thread started.
 fn start_writer(conn: u64, stream: &UnixStream) -> std::io::Result<Arc<Outbox>> {
-    let (outbox, writer) = Outbox::new(stream.try_clone()?)?;
+    let outbox = Arc::new(Outbox::new(stream.try_clone()?)?);
+    let writer = outbox.clone();
     std::thread::Builder::new()
         .name(format!("xsched-out-{conn}"))
-        .spawn(move || writer.run())?;
-    Ok(Arc::new(outbox))
+        .spawn(move || writer.run_writer())?;
+    Ok(outbox)
 }
 
 fn read_loop(
@@ -87,7 +89,7 @@ fn read_loop(
         match read_frame::<ClientMsg>(reader) {
             Ok(Some(msg)) => {
                 if let Some(answer) = handle(shared, conn, peer, outbox, msg) {
-                    outbox.send(answer);
+                    outbox.send(&answer);
                 }
             }
             Ok(None) => return,

@@ -3,8 +3,9 @@
 //! reader's), plus a timer thread for policies that ask for the clock.
 //!
 //! Each queue's handle is its client's [`Outbox`]: operations are decided under the lock and
-//! queued there, still in decision order, and written to the socket by the connection's writer
-//! thread after the lock is released. No socket I/O happens under the lock.
+//! queued there, in decision order; the deciding thread writes them after releasing the lock,
+//! without blocking (a client whose socket is full gets the rest from its own writer thread).
+//! No socket I/O happens under the lock.
 
 use crate::outbox::Outbox;
 use crate::server::OpCounters;
@@ -35,10 +36,14 @@ pub(crate) struct Core {
     ops: Arc<OpCounters>,
 }
 
-/// Queue one operation on its client's outbox.
-fn send(ops: &OpCounters, target: &Target, op: Operation) {
+/// Queue one operation on its client's outbox (no I/O), and remember the outbox for the flush
+/// after the lock.
+fn queue_op(ops: &OpCounters, target: &Target, op: Operation, touched: &mut Vec<Arc<Outbox>>) {
+    if !touched.iter().any(|o| Arc::ptr_eq(o, &target.outbox)) {
+        touched.push(target.outbox.clone());
+    }
     let queue = target.queue;
-    target.outbox.send(match op {
+    target.outbox.push(&match op {
         Operation::Suspend(_) => {
             ops.suspends.fetch_add(1, Relaxed);
             DaemonMsg::Suspend { queue }
@@ -56,6 +61,13 @@ fn send(ops: &OpCounters, target: &Target, op: Operation) {
             protected: false,
         },
     });
+}
+
+/// Write what the decisions queued, after the lock.
+fn flush(touched: &[Arc<Outbox>]) {
+    for o in touched {
+        o.flush();
+    }
 }
 
 impl Core {
@@ -77,16 +89,23 @@ impl Core {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Run `f` on the dispatcher, queue the operations it caused, and wake the timer thread if
-    /// the policy now wants the clock sooner.
+    /// Run `f` on the dispatcher, queue the operations it caused, wake the timer thread if the
+    /// policy now wants the clock sooner, and write the operations once the lock is released.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dispatcher<Target>) -> R) -> R {
-        let mut inner = self.lock();
-        let r = f(&mut inner.dispatcher);
-        inner.dispatcher.dispatch(|t, op| send(&self.ops, t, op));
-        let next = inner.dispatcher.next_timer();
-        if next.is_some_and(|n| inner.armed.is_none_or(|a| n < a)) {
-            self.timer.notify_one();
-        }
+        let mut touched = Vec::new();
+        let r = {
+            let mut inner = self.lock();
+            let r = f(&mut inner.dispatcher);
+            inner
+                .dispatcher
+                .dispatch(|t, op| queue_op(&self.ops, t, op, &mut touched));
+            let next = inner.dispatcher.next_timer();
+            if next.is_some_and(|n| inner.armed.is_none_or(|a| n < a)) {
+                self.timer.notify_one();
+            }
+            r
+        };
+        flush(&touched);
         r
     }
 
@@ -100,7 +119,12 @@ impl Core {
         let mut inner = self.lock();
         loop {
             if inner.stopping {
-                inner.dispatcher.release_all(|t, op| send(&self.ops, t, op));
+                let mut touched = Vec::new();
+                inner
+                    .dispatcher
+                    .release_all(|t, op| queue_op(&self.ops, t, op, &mut touched));
+                drop(inner);
+                flush(&touched);
                 return;
             }
             let next = inner.dispatcher.next_timer();
@@ -108,9 +132,14 @@ impl Core {
             let now = clock::now();
             inner = match next {
                 Some(t) if t <= now => {
+                    let mut touched = Vec::new();
                     inner.dispatcher.timeout(now);
-                    inner.dispatcher.dispatch(|t, op| send(&self.ops, t, op));
-                    continue;
+                    inner
+                        .dispatcher
+                        .dispatch(|t, op| queue_op(&self.ops, t, op, &mut touched));
+                    drop(inner);
+                    flush(&touched);
+                    self.lock()
                 }
                 Some(t) => {
                     let wait = std::time::Duration::from_nanos(t.saturating_sub(now).0);

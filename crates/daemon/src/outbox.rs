@@ -1,68 +1,138 @@
-//! The sending half of a client connection: a bounded queue of frames and a writer thread
-//! that drains it into the socket.
+//! The sending half of a client connection: frames queued in decision order, written by
+//! whoever decided them once the scheduler's lock is released, without ever blocking on the
+//! client; what the socket does not take at once is left to this connection's writer thread.
 //!
 //! Why: the scheduler decides under one lock for every client, and what it decides for one
-//! client must never wait on another client's socket. Decisions are pushed here under the lock
-//! (a non-blocking push, so they keep the order in which they were taken) and written after
-//! it, by this connection's own thread. A client that stops reading fills its queue; it is then
-//! disconnected (its queues leave the scheduler), and nobody else waits for it.
+//! client must never wait on another client's socket. Decisions are queued here under the lock
+//! (an append to a byte buffer, so they keep the order in which they were taken) and flushed
+//! after it with a non-blocking send: the usual case costs one system call and no thread
+//! wake-up. A client whose socket buffer is full gets the rest from its writer thread, which may
+//! block (up to a write timeout); a client that lets its queue grow past [`LIMIT`] has stopped
+//! reading and is disconnected (its queues then leave the scheduler). Nobody else waits for it.
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use nix::sys::socket::{MsgFlags, send};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use xsched_proto::{DaemonMsg, write_frame};
 
-/// Frames one client may have waiting before it counts as not reading.
-const QUEUE: usize = 4096;
+/// Bytes one client may have waiting before it counts as not reading.
+const LIMIT: usize = 1 << 20;
 
-/// How long one write may block before the client counts as stuck.
+/// How long one blocking write (the writer thread's) may take before the client counts as stuck.
 const WRITE_TIMEOUT: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+struct Pending {
+    /// Encoded frames not yet written, in order.
+    bytes: Vec<u8>,
+    /// The writer thread owns the socket's write side now (it holds bytes taken from here).
+    writer_busy: bool,
+    /// The connection is over: drop everything.
+    closed: bool,
+}
 
 /// A connection's outgoing frames.
 pub(crate) struct Outbox {
-    tx: Sender<DaemonMsg>,
-    /// To cut the connection off when its queue overflows.
+    pending: Mutex<Pending>,
+    wake: Condvar,
     stream: UnixStream,
 }
 
 impl Outbox {
-    /// An outbox writing to `stream`, and the writer thread's body.
-    pub(crate) fn new(stream: UnixStream) -> std::io::Result<(Outbox, Writer)> {
+    /// An outbox writing to `stream`.
+    pub(crate) fn new(stream: UnixStream) -> std::io::Result<Outbox> {
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        let (tx, rx) = crossbeam_channel::bounded(QUEUE);
-        let writer = Writer {
-            rx,
-            stream: stream.try_clone()?,
-        };
-        Ok((Outbox { tx, stream }, writer))
+        Ok(Outbox {
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            stream,
+        })
     }
 
-    /// Queue a frame without blocking. A full queue disconnects the client.
-    pub(crate) fn send(&self, msg: DaemonMsg) {
-        match self.tx.try_send(msg) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                tracing::warn!("a client stopped reading its operations; disconnecting it");
-                let _ = self.stream.shutdown(std::net::Shutdown::Both);
-            }
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn disconnect(&self, p: &mut Pending) {
+        p.closed = true;
+        p.bytes.clear();
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        self.wake.notify_all();
+    }
+
+    /// Queue a frame (in decision order; no I/O). A client far behind is disconnected.
+    pub(crate) fn push(&self, msg: &DaemonMsg) {
+        let mut p = self.lock();
+        if p.closed {
+            return;
+        }
+        if write_frame(&mut p.bytes, msg).is_err() || p.bytes.len() > LIMIT {
+            tracing::warn!("a client stopped reading its operations; disconnecting it");
+            self.disconnect(&mut p);
         }
     }
-}
 
-/// The writer thread of one connection.
-pub(crate) struct Writer {
-    rx: Receiver<DaemonMsg>,
-    stream: UnixStream,
-}
+    /// Write what is queued without blocking; leave the rest to the writer thread.
+    pub(crate) fn flush(&self) {
+        let mut p = self.lock();
+        if p.writer_busy || p.closed || p.bytes.is_empty() {
+            return;
+        }
+        match send(
+            self.stream.as_raw_fd(),
+            &p.bytes,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        ) {
+            Ok(n) => {
+                p.bytes.drain(..n);
+            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+            Err(_) => return self.disconnect(&mut p),
+        }
+        if !p.bytes.is_empty() {
+            p.writer_busy = true;
+            self.wake.notify_all();
+        }
+    }
 
-impl Writer {
-    /// Write frames until every outbox handle is gone or the socket fails (which shuts the
-    /// connection, so its reader cleans up).
-    pub(crate) fn run(mut self) {
-        for msg in &self.rx {
-            if write_frame(&mut self.stream, &msg).is_err() {
-                let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    /// Queue a frame and write it.
+    pub(crate) fn send(&self, msg: &DaemonMsg) {
+        self.push(msg);
+        self.flush();
+    }
+
+    /// The connection ended: stop the writer thread.
+    pub(crate) fn close(&self) {
+        let mut p = self.lock();
+        p.closed = true;
+        self.wake.notify_all();
+    }
+
+    /// The writer thread's body: whenever a flush left bytes behind, write them with blocking
+    /// writes (each bounded by the write timeout; a failure shuts the connection, so its reader
+    /// cleans up); return when the connection closes.
+    pub(crate) fn run_writer(&self) {
+        use std::io::Write;
+        let mut p = self.lock();
+        loop {
+            while !p.closed && !p.writer_busy {
+                p = self.wake.wait(p).unwrap_or_else(PoisonError::into_inner);
+            }
+            if p.closed {
                 return;
+            }
+            let chunk = std::mem::take(&mut p.bytes);
+            drop(p);
+            let written = (&self.stream).write_all(&chunk);
+            p = self.lock();
+            if written.is_err() {
+                self.disconnect(&mut p);
+                return;
+            }
+            if p.bytes.is_empty() {
+                p.writer_busy = false;
             }
         }
     }

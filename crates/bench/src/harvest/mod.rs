@@ -83,7 +83,7 @@ impl Default for HarvestParams {
             slices: vec![Duration::from_micros(200), Duration::from_micros(500)],
             lp_kernel: Duration::from_millis(5),
             launch_overhead: Duration::from_micros(100),
-            margin: Duration::from_micros(500),
+            margin: Duration::from_micros(2000),
             warmup: 20,
             seed: 1,
             policies: true,
