@@ -7,6 +7,8 @@
 
 #[path = "../../backend-cuda/tests/common/fake.rs"]
 mod fake;
+#[path = "../../interpose/tests/support/program.rs"]
+mod program;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -25,32 +27,10 @@ fn setup() -> Option<Setup> {
     }
     let lib = fake::library_dir();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cuapp.c");
-    let program =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuapp-{}", std::process::id()));
-    let out = Command::new("cc")
-        .args([
-            "-O2",
-            "-Wall",
-            "-I",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../interpose/c"),
-            "-o",
-        ])
-        .arg(&program)
-        .arg(&source)
-        .arg("-L")
-        .arg(lib)
-        .args(["-lcuda", "-ldl"])
-        .output()
-        .expect("a C compiler (cc)");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The cdylib is built beside this test's executable (target/<profile>/deps).
-    let exe = std::env::current_exe().expect("test executable");
-    let shim = exe.parent().expect("deps folder").join("libxsched_cuda.so");
-    assert!(shim.exists(), "{} was not built", shim.display());
+    let dir = format!("-L{}", lib.display());
+    let program = program::build("cuapp", &source, &[], &[&dir, "-lcuda", "-ldl"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let shim = program::shim_library("libxsched_cuda.so");
     Some(Setup { program, shim, lib })
 }
 

@@ -6,6 +6,9 @@
 //! Without OpenCL or a C compiler these tests fail under CI (`CI=true`) and are skipped
 //! elsewhere, saying why (`scripts/test.sh` installs POCL, the loader and the headers).
 
+#[path = "../../interpose/tests/support/program.rs"]
+mod program;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -29,33 +32,16 @@ fn setup() -> Option<Setup> {
         return skip(&e.to_string());
     }
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/vecprog.c");
-    let program =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("vecprog-{}", std::process::id()));
-    let built = Command::new("cc")
-        .args([
-            "-O2",
-            "-Wall",
-            "-Wno-deprecated-declarations",
-            "-I",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../interpose/c"),
-            "-o",
-        ])
-        .arg(&program)
-        .arg(&source)
-        .args(["-lOpenCL", "-lm"])
-        .output();
-    match built {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => return skip(&format!("cc: {}", String::from_utf8_lossy(&out.stderr))),
-        Err(e) => return skip(&format!("no C compiler (cc): {e}")),
-    }
-    // The cdylib is built beside this test's executable (target/<profile>/deps).
-    let exe = std::env::current_exe().expect("test executable");
-    let shim = exe
-        .parent()
-        .expect("deps folder")
-        .join("libxsched_opencl.so");
-    assert!(shim.exists(), "{} was not built", shim.display());
+    let program = match program::build(
+        "vecprog",
+        &source,
+        &["-Wno-deprecated-declarations"],
+        &["-lOpenCL", "-lm"],
+    ) {
+        Ok(p) => p,
+        Err(e) => return skip(&e),
+    };
+    let shim = program::shim_library("libxsched_opencl.so");
     Some(Setup { program, shim })
 }
 
