@@ -110,7 +110,6 @@ pub struct Scheduler {
     ops: VecDeque<Operation>,
     dirty: bool,
     now: Nanos,
-    decisions: u64,
 }
 
 impl Scheduler {
@@ -129,7 +128,6 @@ impl Scheduler {
             ops: VecDeque::new(),
             dirty: false,
             now: Nanos::ZERO,
-            decisions: 0,
         }
     }
 
@@ -256,7 +254,6 @@ impl Scheduler {
 
     fn decide(&mut self) {
         self.dirty = false;
-        self.decisions += 1;
         let now = self.now;
         for slot in 0..self.queues.len() {
             if self.running_since[slot].is_some() {
@@ -320,10 +317,6 @@ impl Scheduler {
         &self.queues
     }
 
-    /// How many times the policy was run.
-    pub fn decisions(&self) -> u64 {
-        self.decisions
-    }
 }
 
 impl std::fmt::Debug for Scheduler {

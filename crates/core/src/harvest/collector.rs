@@ -66,13 +66,6 @@ impl Grant {
         }
     }
 
-    /// Device launches it takes.
-    pub fn launches(self) -> u64 {
-        match self {
-            Grant::Paced { slices, .. } => slices,
-            _ => 1,
-        }
-    }
 }
 
 /// Where an in-flight HP request is.
@@ -278,7 +271,7 @@ impl Collector {
     /// gap (the 10th percentile learned at its position, less the time already spent) and of
     /// the time until the next request could need the device (the next arrival, predicted from
     /// recent inter-arrival times, plus its pre-processing).
-    pub fn window(&self, now: Nanos) -> Nanos {
+    fn window(&self, now: Nanos) -> Nanos {
         let predict = |p: usize| self.gap(p).map_or(Nanos::ZERO, GapLearner::predict);
         let since_arrival = self
             .last_arrival
