@@ -114,6 +114,12 @@ int main(void) {
     EXPECT(xsched_queue_set_launch_config(fg, 8, 4, 500), XSCHED_STATUS_OK);
     EXPECT(xsched_queue_set_share(fg, 0), XSCHED_STATUS_INVALID_HINT);
     EXPECT(xsched_queue_set_timeslice_us(fg, 0), XSCHED_STATUS_INVALID_HINT);
+    EXPECT(xsched_queue_set_timeslice_us(fg, 1), XSCHED_STATUS_INVALID_HINT); /* < 100 us */
+    EXPECT(xsched_queue_set_laxity_us(fg, UINT64_MAX), XSCHED_STATUS_OK);   /* saturates */
+    XschedKernel *huge = NULL;
+    EXPECT(xsched_kernel_matmul(100000, 1, 1, &huge), XSCHED_STATUS_INVALID_ARGUMENT);
+    EXPECT(xsched_kernel_saxpy(UINT32_MAX, 1, 1.0f, 1, &huge), XSCHED_STATUS_INVALID_ARGUMENT);
+    if (huge != NULL) { fprintf(stderr, "a refused kernel was created\n"); failures++; }
     EXPECT(xsched_queue_set_level(fg, 2), XSCHED_STATUS_OK);
     EXPECT(xsched_queue_wait(fg, 1000000), XSCHED_STATUS_UNKNOWN_COMMAND);
     EXPECT(xsched_queue_submit_callback(fg, NULL, NULL, NULL), XSCHED_STATUS_NULL_POINTER);

@@ -9,6 +9,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+// The most f32 values one built-in kernel may hold (2^27: 512 MiB). A larger request is
+// refused with `XSCHED_STATUS_INVALID_ARGUMENT` rather than attempted: a failed allocation
+// would abort the host program.
+#define XSCHED_KERNEL_MAX_FLOATS (1 << 27)
+
 // What every C API call returns.
 typedef enum XschedStatus {
   // Success.
@@ -82,7 +87,8 @@ extern "C" {
 enum XschedStatus xsched_kernel_spin(uint64_t duration_us, struct XschedKernel **out);
 
 // An n × n f32 matrix multiply of inputs generated from `seed`, one tile per `rows_per_tile`
-// output rows.
+// output rows. Its three matrices must fit in `XSCHED_KERNEL_MAX_FLOATS` (n up to 6688), else
+// `XSCHED_STATUS_INVALID_ARGUMENT`.
 //
 // # Safety
 // `out` must be valid for writing one pointer.
@@ -92,7 +98,8 @@ enum XschedStatus xsched_kernel_matmul(uint32_t n,
                                        struct XschedKernel **out);
 
 // `y = a·x + y` over `len` elements generated from `seed`, one tile per `chunk` elements. Not
-// idempotent: every run adds `a·x` again.
+// idempotent: every run adds `a·x` again. Its two vectors must fit in
+// `XSCHED_KERNEL_MAX_FLOATS`, else `XSCHED_STATUS_INVALID_ARGUMENT`.
 //
 // # Safety
 // `out` must be valid for writing one pointer.

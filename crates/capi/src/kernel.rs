@@ -1,7 +1,7 @@
 //! The built-in kernels as C handles; their results are read back as checksums.
 
 use crate::ffi::{give, guard, handle, take, write};
-use crate::status::XschedStatus;
+use crate::status::{Failure, XschedStatus};
 use std::sync::Arc;
 use std::time::Duration;
 use xsched_backend_cpu::Kernel;
@@ -16,6 +16,24 @@ pub struct XschedKernel {
 enum Result {
     MatMul(Arc<MatMul>),
     Saxpy(Arc<Saxpy>),
+}
+
+/// The most f32 values one built-in kernel may hold (2^27: 512 MiB). A larger request is
+/// refused with `XSCHED_STATUS_INVALID_ARGUMENT` rather than attempted: a failed allocation
+/// would abort the host program.
+pub const XSCHED_KERNEL_MAX_FLOATS: u64 = 1 << 27;
+
+/// Refuse a kernel of `floats` values (`what` says how they were counted).
+fn check_size(floats: u64, what: &str) -> std::result::Result<(), Failure> {
+    if floats > XSCHED_KERNEL_MAX_FLOATS {
+        return Err(Failure::new(
+            XschedStatus::InvalidArgument,
+            format!(
+                "{what} = {floats} floats exceeds the limit of {XSCHED_KERNEL_MAX_FLOATS} (512 MiB)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A calibrated spin of `duration_us` microseconds in 50 µs checkpointed tiles.
@@ -39,7 +57,8 @@ pub unsafe extern "C" fn xsched_kernel_spin(
 }
 
 /// An n × n f32 matrix multiply of inputs generated from `seed`, one tile per `rows_per_tile`
-/// output rows.
+/// output rows. Its three matrices must fit in `XSCHED_KERNEL_MAX_FLOATS` (n up to 6688), else
+/// `XSCHED_STATUS_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `out` must be valid for writing one pointer.
@@ -51,6 +70,7 @@ pub unsafe extern "C" fn xsched_kernel_matmul(
     out: *mut *mut XschedKernel,
 ) -> XschedStatus {
     guard(|| {
+        check_size(3 * u64::from(n) * u64::from(n), "3·n²")?;
         let m = Arc::new(MatMul::new(n as usize, rows_per_tile as usize, seed));
         let k = XschedKernel {
             kernel: m.clone(),
@@ -62,7 +82,8 @@ pub unsafe extern "C" fn xsched_kernel_matmul(
 }
 
 /// `y = a·x + y` over `len` elements generated from `seed`, one tile per `chunk` elements. Not
-/// idempotent: every run adds `a·x` again.
+/// idempotent: every run adds `a·x` again. Its two vectors must fit in
+/// `XSCHED_KERNEL_MAX_FLOATS`, else `XSCHED_STATUS_INVALID_ARGUMENT`.
 ///
 /// # Safety
 /// `out` must be valid for writing one pointer.
@@ -75,6 +96,7 @@ pub unsafe extern "C" fn xsched_kernel_saxpy(
     out: *mut *mut XschedKernel,
 ) -> XschedStatus {
     guard(|| {
+        check_size(2 * u64::from(len), "2·len")?;
         let s = Arc::new(Saxpy::new(len as usize, chunk as usize, a, seed));
         let k = XschedKernel {
             kernel: s.clone(),

@@ -6,6 +6,10 @@
 //! The dispatcher never calls into it by itself: [`Dispatcher::dispatch`] hands each operation
 //! with its handle to the caller, who applies it — inline, or after releasing a lock. Like the
 //! rest of the core it reads no clock: every call that needs the time takes `now`.
+//!
+//! Timers are spaced by at least [`MIN_TIMER_GAP`]: whatever a policy asks for (a bug, or a
+//! client's hint it failed to bound), a driver that sleeps until [`Dispatcher::next_timer`]
+//! never spins.
 
 use crate::error::CoreError;
 use crate::hint::QueueHints;
@@ -24,10 +28,16 @@ pub struct QueueSnapshot {
     pub suspended: bool,
 }
 
+/// The shortest interval between two timeouts: a policy's timer due sooner after the last
+/// one waits until then.
+pub const MIN_TIMER_GAP: Nanos = Nanos::from_us(20);
+
 /// A scheduler and the handles of its queues.
 pub struct Dispatcher<C> {
     sched: Scheduler,
     handles: HashMap<QueueId, C>,
+    /// When the last timeout fired.
+    last_timeout: Option<Nanos>,
 }
 
 impl<C> Dispatcher<C> {
@@ -36,6 +46,7 @@ impl<C> Dispatcher<C> {
         Dispatcher {
             sched: Scheduler::new(policy),
             handles: HashMap::new(),
+            last_timeout: None,
         }
     }
 
@@ -89,13 +100,19 @@ impl<C> Dispatcher<C> {
         }
     }
 
-    /// When the policy next needs [`timeout`](Self::timeout).
+    /// When the policy next needs [`timeout`](Self::timeout): its own timer, but never sooner
+    /// than [`MIN_TIMER_GAP`] after the last timeout.
     pub fn next_timer(&mut self) -> Option<Nanos> {
-        self.sched.poll_timeout()
+        let t = self.sched.poll_timeout()?;
+        Some(match self.last_timeout {
+            Some(last) => t.max(last + MIN_TIMER_GAP),
+            None => t,
+        })
     }
 
     /// The clock reached the time [`next_timer`](Self::next_timer) asked for.
     pub fn timeout(&mut self, now: Nanos) {
+        self.last_timeout = Some(now);
         self.sched.handle_timeout(now);
     }
 
@@ -190,5 +207,39 @@ mod tests {
         let mut after = Vec::new();
         d.dispatch(|h, op| after.push((*h, op)));
         assert_eq!(after, vec![("high", Operation::Unprotect(QueueId(1)))]);
+    }
+
+    /// A policy that always wants the clock right now (as a bug or an unbounded hint would).
+    struct Impatient;
+
+    impl Policy for Impatient {
+        fn name(&self) -> &'static str {
+            "impatient"
+        }
+        fn schedule(&mut self, _: Nanos, _: &[QueueView], _: &mut [bool]) {}
+        fn next_timer(&self) -> Option<Nanos> {
+            Some(Nanos::ZERO)
+        }
+    }
+
+    #[test]
+    fn timers_are_spaced_even_when_the_policy_asks_for_now() {
+        let mut d: Dispatcher<()> = Dispatcher::new(Box::new(Impatient));
+        d.register(Nanos(1), QueueId(0), DeviceId(0), hints(0), ())
+            .expect("fresh");
+        d.event(Nanos(1), Event::Ready(QueueId(0))).expect("known");
+        d.dispatch(|_, _| {});
+        assert_eq!(
+            d.next_timer(),
+            Some(Nanos::ZERO),
+            "the first timer is the policy's"
+        );
+        let mut now = Nanos::from_ms(1);
+        for _ in 0..5 {
+            d.timeout(now);
+            let next = d.next_timer().expect("still wants the clock");
+            assert_eq!(next, now + MIN_TIMER_GAP);
+            now = next;
+        }
     }
 }

@@ -4,6 +4,10 @@ use crate::error::CoreError;
 use crate::time::Nanos;
 use serde::{Deserialize, Serialize};
 
+/// The shortest time slice a queue may ask for. Below it a share policy would spend its time
+/// switching (and a daemon's timer would fire for every client's whim): refused, not obeyed.
+pub const MIN_TIME_SLICE: Nanos = Nanos::from_us(100);
+
 /// One piece of advice about a queue. Policies read the ones they understand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Hint {
@@ -11,7 +15,7 @@ pub enum Hint {
     Priority(i32),
     /// Bandwidth share weight (e.g. 75 and 25 for a 75:25 split); must be positive.
     Share(u32),
-    /// Time-slice length for share policies; must be positive.
+    /// Time-slice length for share policies; at least [`MIN_TIME_SLICE`].
     TimeSlice(Nanos),
     /// Laxity: after becoming ready the queue runs at its own priority for this long, then
     /// becomes critical.
@@ -61,8 +65,8 @@ impl QueueHints {
             Hint::Priority(p) => self.priority = p,
             Hint::Share(0) => return Err(CoreError::InvalidHint("share must be positive")),
             Hint::Share(s) => self.share = s,
-            Hint::TimeSlice(Nanos::ZERO) => {
-                return Err(CoreError::InvalidHint("time slice must be positive"));
+            Hint::TimeSlice(t) if t < MIN_TIME_SLICE => {
+                return Err(CoreError::InvalidHint("time slice must be at least 100 us"));
             }
             Hint::TimeSlice(t) => self.time_slice = Some(t),
             Hint::Laxity(l) => self.laxity = Some(l),
@@ -83,10 +87,15 @@ mod tests {
         let mut h = QueueHints::default();
         assert!(h.apply(Hint::Share(0)).is_err());
         assert!(h.apply(Hint::TimeSlice(Nanos::ZERO)).is_err());
+        assert!(h.apply(Hint::TimeSlice(Nanos(1))).is_err());
+        assert!(h.apply(Hint::TimeSlice(MIN_TIME_SLICE - Nanos(1))).is_err());
         assert!(h.apply(Hint::Slo(Nanos::ZERO)).is_err());
         assert_eq!(h, QueueHints::default());
         h.apply(Hint::Priority(7)).expect("valid");
         h.apply(Hint::Share(75)).expect("valid");
         assert_eq!((h.priority, h.share), (7, 75));
+        h.apply(Hint::TimeSlice(MIN_TIME_SLICE))
+            .expect("the floor itself is allowed");
+        assert_eq!(h.time_slice, Some(MIN_TIME_SLICE));
     }
 }

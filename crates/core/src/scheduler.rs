@@ -316,7 +316,6 @@ impl Scheduler {
     pub fn queues(&self) -> &[QueueView] {
         &self.queues
     }
-
 }
 
 impl std::fmt::Debug for Scheduler {

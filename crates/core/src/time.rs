@@ -18,14 +18,14 @@ impl Nanos {
     /// The far future: a deadline that never comes.
     pub const MAX: Nanos = Nanos(u64::MAX);
 
-    /// From microseconds.
+    /// From microseconds, saturating at [`Nanos::MAX`] (about 584 years).
     pub const fn from_us(us: u64) -> Nanos {
-        Nanos(us * 1_000)
+        Nanos(us.saturating_mul(1_000))
     }
 
-    /// From milliseconds.
+    /// From milliseconds, saturating at [`Nanos::MAX`].
     pub const fn from_ms(ms: u64) -> Nanos {
-        Nanos(ms * 1_000_000)
+        Nanos(ms.saturating_mul(1_000_000))
     }
 
     /// From fractional microseconds, rounded to the nearest nanosecond; negative or NaN gives zero.
@@ -33,6 +33,7 @@ impl Nanos {
         if us.is_nan() || us <= 0.0 {
             Nanos::ZERO
         } else {
+            // `as` saturates: +inf and values past u64::MAX become Nanos::MAX.
             Nanos((us * 1_000.0).round() as u64)
         }
     }
@@ -53,23 +54,26 @@ impl Nanos {
     }
 }
 
+/// Saturating: a deadline past the end of time is the end of time, never a wrap to the past
+/// (values come from clients and environment variables).
 impl Add for Nanos {
     type Output = Nanos;
     fn add(self, rhs: Nanos) -> Nanos {
-        Nanos(self.0 + rhs.0)
+        self.saturating_add(rhs)
     }
 }
 
 impl AddAssign for Nanos {
     fn add_assign(&mut self, rhs: Nanos) {
-        self.0 += rhs.0;
+        *self = self.saturating_add(rhs);
     }
 }
 
+/// Saturating at zero: an interval that would be negative is empty.
 impl Sub for Nanos {
     type Output = Nanos;
     fn sub(self, rhs: Nanos) -> Nanos {
-        Nanos(self.0 - rhs.0)
+        self.saturating_sub(rhs)
     }
 }
 
@@ -93,5 +97,17 @@ mod tests {
         assert!((Nanos(2_500).as_us_f64() - 2.5).abs() < 1e-12);
         assert_eq!(Nanos(5).saturating_sub(Nanos(9)), Nanos::ZERO);
         assert_eq!(Nanos::MAX.saturating_add(Nanos(1)), Nanos::MAX);
+    }
+
+    #[test]
+    fn huge_inputs_saturate_instead_of_wrapping() {
+        assert_eq!(Nanos::from_us(u64::MAX), Nanos::MAX);
+        assert_eq!(Nanos::from_ms(u64::MAX / 1000), Nanos::MAX);
+        assert_eq!(Nanos::from_us_f64(f64::INFINITY), Nanos::MAX);
+        assert_eq!(Nanos(u64::MAX - 1) + Nanos(5), Nanos::MAX);
+        let mut t = Nanos::MAX;
+        t += Nanos(1);
+        assert_eq!(t, Nanos::MAX);
+        assert_eq!(Nanos(3) - Nanos(7), Nanos::ZERO);
     }
 }

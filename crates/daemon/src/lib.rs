@@ -11,6 +11,7 @@
 //! socket's peer credentials. A client that disconnects, dies, or sends a frame that does not decode loses
 //! its connection and its queues at once; nobody else is affected.
 
+mod accept;
 mod connection;
 mod core;
 mod metrics;

@@ -2,16 +2,27 @@
 //! issued, client counts and queue statistics, in the text exposition format at `/metrics`.
 //!
 //! The endpoint answers plain HTTP/1.0-style GETs, one request per connection, which is all a
-//! Prometheus scraper needs; anything else gets a 404 or 400. It never blocks the scheduler: it
-//! takes a snapshot and formats it outside the scheduler's lock.
+//! Prometheus scraper needs; anything else gets a 404 or 400. Each request has its own thread
+//! (at most [`MAX_CONCURRENT`]; beyond that a 503 at once), a request line longer than
+//! [`MAX_REQUEST_LINE`] is a 400, and reads and writes time out: a scraper that connects and
+//! says nothing delays no other scraper. It never blocks the scheduler: it takes a snapshot and
+//! formats it outside the scheduler's lock.
 
+use crate::accept::AcceptBackoff;
 use crate::server::Shared;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// Requests answered at once.
+pub(crate) const MAX_CONCURRENT: usize = 8;
+/// The longest request line read (bytes).
+pub(crate) const MAX_REQUEST_LINE: u64 = 8 * 1024;
+/// How long a scraper may take to send its request or read the answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serve `/metrics` on `addr` from a background thread. Returns the bound address.
 pub(crate) fn start(
@@ -22,27 +33,79 @@ pub(crate) fn start(
     let local = listener.local_addr()?;
     std::thread::Builder::new()
         .name("xsched-metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if shared.stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let _ = answer(stream, &shared);
-            }
-        })?;
+        .spawn(move || serve(&listener, &shared))?;
     Ok(local)
 }
 
-fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+/// Decrements the count of requests in progress when the request's thread ends, however.
+struct InProgress(Arc<AtomicUsize>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn serve(listener: &TcpListener, shared: &Arc<Shared>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    let mut backoff = AcceptBackoff::default();
+    loop {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                backoff.failed("metrics endpoint", &e);
+                continue;
+            }
+        };
+        backoff.succeeded("metrics endpoint");
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONCURRENT {
+            active.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = respond(
+                stream,
+                "503 Service Unavailable",
+                "too many scrapes at once\n",
+            );
+            continue;
+        }
+        let guard = InProgress(active.clone());
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("xsched-scrape".into())
+            .spawn(move || {
+                let _guard = guard;
+                let _ = answer(stream, &shared);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("metrics endpoint: cannot start a thread: {e}");
+        }
+    }
+}
+
+fn answer(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut request_line = String::new();
-    BufReader::new(&stream).read_line(&mut request_line)?;
+    BufReader::new((&stream).take(MAX_REQUEST_LINE)).read_line(&mut request_line)?;
+    if !request_line.ends_with('\n') {
+        return respond(
+            stream,
+            "400 Bad Request",
+            "request line too long or cut off\n",
+        );
+    }
     let mut parts = request_line.split_whitespace();
-    let (status, body) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => ("200 OK", render(shared)),
-        (Some("GET"), Some(_)) => ("404 Not Found", "only /metrics is served\n".to_string()),
-        _ => ("400 Bad Request", "expected GET /metrics\n".to_string()),
-    };
+    match (parts.next(), parts.next()) {
+        (Some("GET"), Some("/metrics")) => respond(stream, "200 OK", &render(shared)),
+        (Some("GET"), Some(_)) => respond(stream, "404 Not Found", "only /metrics is served\n"),
+        _ => respond(stream, "400 Bad Request", "expected GET /metrics\n"),
+    }
+}
+
+fn respond(mut stream: TcpStream, status: &str, body: &str) -> std::io::Result<()> {
     write!(
         stream,
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -79,3 +79,32 @@ fn metrics_show_queues_and_operations() {
     drop((bg, fg));
     daemon.stop();
 }
+
+#[test]
+fn silent_and_oversized_scrapers_hold_up_no_one() {
+    let socket =
+        std::env::temp_dir().join(format!("xsched-metrics-silent-{}.sock", std::process::id()));
+    let daemon = Daemon::bind(&socket, "hpf").expect("bind");
+    let addr = daemon.serve_metrics("127.0.0.1:0").expect("metrics");
+    let daemon = daemon.spawn().expect("serve");
+    // Scrapers that connect and say nothing: fewer than the concurrency limit, so each holds a
+    // thread (until its read times out) but not the endpoint.
+    let silent: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
+    let started = Instant::now();
+    assert!(get(addr, "/metrics").starts_with("HTTP/1.1 200 OK"));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "a scrape waited behind silent connections ({:?})",
+        started.elapsed()
+    );
+    let mut long = TcpStream::connect(addr).expect("connect");
+    let line = format!("GET /{} HTTP/1.1\r\n\r\n", "x".repeat(20_000));
+    let _ = long.write_all(line.as_bytes());
+    let mut answer = String::new();
+    let _ = long.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    drop(silent);
+    daemon.stop();
+}

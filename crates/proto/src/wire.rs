@@ -115,7 +115,7 @@ mod tests {
         for hint in [
             Hint::Priority(-3),
             Hint::Share(7),
-            Hint::TimeSlice(Nanos(5)),
+            Hint::TimeSlice(Nanos::from_us(150)),
             Hint::Laxity(Nanos(6)),
             Hint::Deadline(Nanos(8)),
             Hint::Slo(Nanos(9)),

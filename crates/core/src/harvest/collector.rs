@@ -65,7 +65,6 @@ impl Grant {
             Grant::Paced { useful, .. } => useful,
         }
     }
-
 }
 
 /// Where an in-flight HP request is.
