@@ -8,8 +8,18 @@ use xsched_core::Hint;
 use xsched_proto::{ClientMsg, DaemonMsg, client};
 
 /// `xsched serve`: run the daemon in the foreground until killed.
-pub fn serve(socket: &Path, policy: &str, metrics: Option<&str>) -> Result<()> {
-    let daemon = xsched_daemon::Daemon::bind(socket, policy).context("starting the daemon")?;
+pub fn serve(
+    socket: &Path,
+    policy: &str,
+    metrics: Option<&str>,
+    config: Option<&Path>,
+) -> Result<()> {
+    let config = match config {
+        Some(path) => xsched_daemon::DaemonConfig::load(path)?,
+        None => xsched_daemon::DaemonConfig::default(),
+    };
+    let daemon =
+        xsched_daemon::Daemon::bind_with(socket, policy, &config).context("starting the daemon")?;
     eprintln!(
         "xsched daemon listening on {} (policy {policy})",
         socket.display()
@@ -24,22 +34,25 @@ pub fn serve(socket: &Path, policy: &str, metrics: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// How long an operator command waits for the daemon at each step.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
 /// One request to the daemon, one answer.
 fn request(socket: &Path, msg: &ClientMsg) -> Result<DaemonMsg> {
-    let mut s = client::connect(socket, Duration::from_secs(5))?;
+    let mut s = client::connect(socket, TIMEOUT)?;
     Ok(client::request(&mut s, msg)?)
 }
 
-/// `xsched top`: every queue the daemon schedules.
+/// `xsched top`: every queue the daemon schedules (that this user may see).
 pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
     loop {
-        let policy = match request(socket, &ClientMsg::GetPolicy)? {
+        let mut s = client::connect(socket, TIMEOUT)?;
+        let policy = match client::request(&mut s, &ClientMsg::GetPolicy)? {
             DaemonMsg::Policy { name } => name,
             other => bail!("unexpected answer: {other:?}"),
         };
-        let DaemonMsg::Top { rows } = request(socket, &ClientMsg::Top)? else {
-            bail!("unexpected answer to top");
-        };
+        let rows = client::top(&mut s)?;
+        drop(s);
         if json {
             let rows: Vec<serde_json::Value> = rows
                 .iter()
@@ -61,7 +74,16 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
             let mut t = Table::new();
             t.load_preset(UTF8_FULL_CONDENSED);
             t.set_header([
-                "pid", "process", "device", "queue", "priority", "share", "state",
+                "pid",
+                "process",
+                "device",
+                "queue",
+                "priority",
+                "share",
+                "state",
+                "in flight",
+                "completed",
+                "P99 us (1 s)",
             ]);
             for r in &rows {
                 let state = match (r.ready, r.suspended) {

@@ -127,6 +127,10 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
         #[arg(long)]
         metrics_addr: Option<String>,
+        /// The daemon's configuration (TOML: authority, socket permissions, limits; see
+        /// docs/DAEMON.md). Without one, the safe defaults apply.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Show every queue the daemon schedules.
     Top {
@@ -418,7 +422,13 @@ fn run(cli: Cli) -> Result<()> {
             socket,
             policy,
             metrics_addr,
-        } => daemon_cmds::serve(&socket.path(), &policy, metrics_addr.as_deref()),
+            config,
+        } => daemon_cmds::serve(
+            &socket.path(),
+            &policy,
+            metrics_addr.as_deref(),
+            config.as_deref(),
+        ),
         Command::Top { socket, once, json } => daemon_cmds::top(&socket.path(), once, json),
         Command::Policy { action, socket } => match action {
             PolicyAction::Get => daemon_cmds::policy(&socket.path(), None),

@@ -2,7 +2,7 @@
 //! processes, a killed client releasing its queues, a daemon restart losing no command, bad
 //! frames closing only their connection, and `xsched top --once --json`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -178,6 +178,30 @@ fn restarting_the_daemon_mid_run_loses_no_command() {
     assert_eq!(result["failed"], 0);
 }
 
+/// What the daemon says on a connection before it closes it: the message of its one `Error`
+/// frame, or `None` if it closes without a word. (The test process is a Rust program: a write
+/// to the closed connection cannot raise SIGPIPE here.)
+fn said_before_closing(s: &UnixStream) -> Option<String> {
+    let mut said = None;
+    loop {
+        match xsched_proto::read_frame::<xsched_proto::DaemonMsg>(&mut &*s) {
+            Ok(Some(xsched_proto::DaemonMsg::Error { message })) => {
+                assert!(said.is_none(), "one reason, then the end");
+                said = Some(message);
+            }
+            Ok(Some(other)) => panic!("unexpected {other:?}"),
+            Ok(None) => return said,
+            // Closing with unread bytes of ours in its buffer resets the connection.
+            Err(xsched_proto::FrameError::Io(e))
+                if e.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                return said;
+            }
+            Err(e) => panic!("the daemon must close cleanly after its reason: {e}"),
+        }
+    }
+}
+
 #[test]
 fn garbage_and_truncated_frames_close_only_their_connection() {
     let sock = socket("garbage");
@@ -188,33 +212,44 @@ fn garbage_and_truncated_frames_close_only_their_connection() {
         || row_of(&top(&sock), bg_pid).is_some(),
         "worker registered",
     );
-    for bytes in [
-        &[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], // length far beyond the limit
-        &[5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff], // not a message
-        &[9, 0, 0, 0, 0],                       // truncated, then hang up
+    for (bytes, why) in [
+        (&[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], "exceeds"), // length beyond the limit
+        (&[5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff], "malformed"), // not a message
+        (&[9, 0, 0, 0, 0], "no handshake"),                  // truncated, then hang up
     ] {
-        let mut s = UnixStream::connect(&sock).expect("connect");
+        let s = UnixStream::connect(&sock).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        s.write_all(bytes).expect("write");
-        if bytes.len() == 5 {
+        (&s).write_all(bytes).expect("write");
+        if why == "no handshake" {
             s.shutdown(std::net::Shutdown::Write).expect("half-close");
         }
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).unwrap_or(0);
-        assert_eq!(n, 0, "the daemon closes a connection that sent a bad frame");
+        let said = said_before_closing(&s).unwrap_or_default();
+        assert!(
+            said.contains(why),
+            "a bad first frame is answered with its reason ({why}), then the connection closes: {said:?}"
+        );
     }
     // After a good handshake too.
-    let mut s = UnixStream::connect(&sock).expect("connect");
+    let s = UnixStream::connect(&sock).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    s.write_all(&[2, 0, 0, 0, 0, 2]).expect("hello"); // ClientMsg::Hello { version: 2 }
-    let mut welcome = [0u8; 16];
-    assert!(s.read(&mut welcome).expect("welcome") > 0);
-    s.write_all(&[4, 0, 0, 0, 0xee, 0xee, 0xee, 0xee])
+    xsched_proto::write_frame(
+        &mut &s,
+        &xsched_proto::ClientMsg::Hello {
+            version: xsched_proto::VERSION,
+        },
+    )
+    .expect("hello");
+    let welcome = xsched_proto::read_frame::<xsched_proto::DaemonMsg>(&mut &s).expect("welcome");
+    assert!(matches!(
+        welcome,
+        Some(xsched_proto::DaemonMsg::Welcome { .. })
+    ));
+    (&s).write_all(&[4, 0, 0, 0, 0xee, 0xee, 0xee, 0xee])
         .expect("garbage");
-    let mut rest = Vec::new();
-    let _ = s.read_to_end(&mut rest);
+    let why = said_before_closing(&s).expect("a reason");
+    assert!(why.contains("malformed"), "{why}");
     assert!(
         row_of(&top(&sock), bg_pid).is_some(),
         "other clients unaffected"

@@ -1,107 +1,153 @@
 //! One client connection: handshake, then frames in on this thread, each handled inline on the
 //! shared scheduler; answers and operations go out through the connection's outbox.
+//!
+//! Every refusal is an `Error` frame on the offending connection that says what was refused and
+//! why; only a frame that does not decode (or a client far behind on its operations) ends the
+//! connection. However the connection ends, even by a panic in its thread, its queues leave the
+//! scheduler ([`Session`]'s drop) and its place in the limits is freed ([`Admitted`]'s drop).
 
+use crate::admission::Admitted;
 use crate::core::Target;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
 use crate::server::Shared;
+use nix::sys::socket::{MsgFlags, send};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use xsched_core::{DeviceId, Event, QueueId, policy};
-use xsched_proto::{ClientMsg, DaemonMsg, TopRow, VERSION, read_frame, write_frame};
+use xsched_core::{DeviceId, Event, Hint, QueueId, policy};
+use xsched_proto::{
+    ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, read_frame,
+    write_frame,
+};
 use xsched_runtime::clock;
 
-pub(crate) fn serve(shared: &Shared, conn: u64, stream: UnixStream) {
-    let peer = match Peer::of(&stream) {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!("connection {conn}: no peer credentials: {e}");
-            return;
-        }
-    };
-    let Ok(mut reader) = stream.try_clone() else {
+/// Serve one accepted connection until it ends.
+pub(crate) fn serve(
+    shared: &Shared,
+    conn: u64,
+    stream: UnixStream,
+    peer: Peer,
+    admitted: Admitted,
+) {
+    let timeout = shared.admission.limits().handshake_timeout();
+    if stream.set_read_timeout(Some(timeout)).is_err()
+        || stream.set_write_timeout(Some(timeout)).is_err()
+    {
         return;
-    };
-    match read_frame::<ClientMsg>(&mut reader) {
-        Ok(Some(ClientMsg::Hello { version })) if version == VERSION => {
-            let mut welcome = &stream;
-            if write_frame(&mut welcome, &DaemonMsg::Welcome { version: VERSION }).is_err() {
-                return;
-            }
-            let outbox = match start_writer(conn, &stream) {
-                Ok(o) => o,
-                Err(e) => {
-                    tracing::warn!("connection {conn}: cannot start its writer: {e}");
-                    return;
-                }
-            };
-            shared.registry.add_client(conn, peer.clone());
-            tracing::info!("client {} ({}) connected", peer.pid, peer.name);
-            read_loop(shared, conn, &peer, &outbox, &mut reader);
-            outbox.close();
-            let queues = shared.registry.remove_client(conn);
-            let now = clock::now();
-            shared.core.with(|d| {
-                for q in queues {
-                    let _ = d.event(now, Event::Unregister(q));
-                }
-            });
+    }
+    match read_frame::<ClientMsg>(&mut &stream) {
+        Ok(Some(ClientMsg::Hello { version })) if version == VERSION => {}
+        Ok(Some(ClientMsg::Hello { version })) => {
             tracing::info!(
-                "client {} ({}) gone; its queues released",
+                "client {} ({}) speaks protocol version {version}; refused",
                 peer.pid,
                 peer.name
             );
+            return refuse(&stream, version_mismatch(version));
         }
-        Ok(Some(ClientMsg::Hello { version })) => {
-            let mut refusal = &stream;
-            let _ = write_frame(
-                &mut refusal,
-                &DaemonMsg::Error {
-                    message: format!(
-                        "protocol version {version} unsupported; this daemon speaks {VERSION}"
-                    ),
-                },
+        Ok(Some(other)) => {
+            return refuse(
+                &stream,
+                format!("the first frame must be Hello, not {}", kind(&other)),
             );
         }
-        other => tracing::warn!("connection {conn}: bad handshake: {other:?}"),
+        Ok(None) => return,
+        Err(e) => {
+            tracing::debug!("connection {conn}: no handshake: {e}");
+            return refuse(&stream, format!("no handshake: {e}"));
+        }
+    }
+    if write_frame(&mut &stream, &DaemonMsg::Welcome { version: VERSION }).is_err()
+        || stream.set_read_timeout(None).is_err()
+    {
+        return;
+    }
+    admitted.shook_hands();
+    let outbox = match Outbox::new(stream) {
+        Ok(o) => Arc::new(o),
+        Err(e) => {
+            tracing::warn!("connection {conn}: {e}");
+            return;
+        }
+    };
+    Session::start(shared, conn, peer, outbox, admitted).read_loop();
+}
+
+/// The refusal of a client of another protocol version. The handshake frames are the same in
+/// every version, so the client can read this.
+pub(crate) fn version_mismatch(version: u16) -> String {
+    format!(
+        "protocol version {version} unsupported: this daemon speaks version {VERSION}; use the \
+         xsched client library of the daemon's release"
+    )
+}
+
+/// Say why, then close (the handshake failed: nothing else is expected).
+fn refuse(stream: &UnixStream, message: String) {
+    let _ = write_frame(
+        &mut xsched_proto::client::NoSigPipe(stream),
+        &DaemonMsg::Error { message },
+    );
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// Refuse a connection from the accept loop, which must not wait: one non-blocking send of the
+/// reason (a new socket's buffer takes it), then close.
+pub(crate) fn refuse_at_once(stream: &UnixStream, message: String) {
+    let mut frame = Vec::new();
+    if write_frame(&mut frame, &DaemonMsg::Error { message }).is_ok() {
+        let _ = send(
+            stream.as_raw_fd(),
+            &frame,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        );
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
-/// The connection's outbox, with its writer thread started.
-fn start_writer(conn: u64, stream: &UnixStream) -> std::io::Result<Arc<Outbox>> {
-    let outbox = Arc::new(Outbox::new(stream.try_clone()?)?);
-    let writer = outbox.clone();
-    std::thread::Builder::new()
-        .name(format!("xsched-out-{conn}"))
-        .spawn(move || writer.run_writer())?;
-    Ok(outbox)
+/// A message's kind, for refusals (never its contents: they may be anything).
+fn kind(msg: &ClientMsg) -> &'static str {
+    match msg {
+        ClientMsg::Hello { .. } => "Hello",
+        ClientMsg::Register { .. } => "Register",
+        ClientMsg::Ready { .. } => "Ready",
+        ClientMsg::Idle { .. } => "Idle",
+        ClientMsg::Hint { .. } => "Hint",
+        ClientMsg::Unregister { .. } => "Unregister",
+        ClientMsg::GetPolicy => "GetPolicy",
+        ClientMsg::SetPolicy { .. } => "SetPolicy",
+        ClientMsg::HintProcess { .. } => "HintProcess",
+        ClientMsg::Top { .. } => "Top",
+        ClientMsg::Stats { .. } => "Stats",
+        ClientMsg::Ping { .. } => "Ping",
+    }
 }
 
-fn read_loop(
-    shared: &Shared,
+/// A connection past its handshake.
+pub(crate) struct Session<'a> {
+    shared: &'a Shared,
     conn: u64,
-    peer: &Peer,
-    outbox: &Arc<Outbox>,
-    reader: &mut UnixStream,
-) {
-    loop {
-        match read_frame::<ClientMsg>(reader) {
-            Ok(Some(msg)) => {
-                if let Some(answer) = handle(shared, conn, peer, outbox, msg) {
-                    outbox.send(&answer);
-                }
+    peer: Peer,
+    outbox: Arc<Outbox>,
+    _admitted: Admitted,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.outbox.close();
+        let queues = self.shared.registry.remove_client(self.conn);
+        let now = clock::now();
+        self.shared.core.with(|d| {
+            for q in queues {
+                let _ = d.event(now, Event::Unregister(q));
             }
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(
-                    "client {} ({}): {e}; closing its connection",
-                    peer.pid,
-                    peer.name
-                );
-                return;
-            }
-        }
+        });
+        tracing::info!(
+            "client {} ({}) gone; its queues released",
+            self.peer.pid,
+            self.peer.name
+        );
     }
 }
 
@@ -109,123 +155,237 @@ fn error(message: String) -> Option<DaemonMsg> {
     Some(DaemonMsg::Error { message })
 }
 
-/// Handle one message; the answer to send back, if any.
-fn handle(
-    shared: &Shared,
-    conn: u64,
-    peer: &Peer,
-    outbox: &Arc<Outbox>,
-    msg: ClientMsg,
-) -> Option<DaemonMsg> {
-    let reg = &shared.registry;
-    let now = clock::now();
-    let on_queue = |local: u32, make: &dyn Fn(QueueId) -> Event| match reg.queue(conn, local) {
-        Some(q) => {
-            let result = shared.core.with(|d| d.event(now, make(q)));
-            result.err().and_then(|e| error(e.to_string()))
+impl<'a> Session<'a> {
+    /// The client `peer` on connection `conn` is in.
+    pub(crate) fn start(
+        shared: &'a Shared,
+        conn: u64,
+        peer: Peer,
+        outbox: Arc<Outbox>,
+        admitted: Admitted,
+    ) -> Session<'a> {
+        shared.registry.add_client(conn, peer.clone());
+        tracing::info!("client {} ({}) connected", peer.pid, peer.name);
+        Session {
+            shared,
+            conn,
+            peer,
+            outbox,
+            _admitted: admitted,
         }
-        None => error(format!("unknown queue {local}")),
-    };
-    match msg {
-        ClientMsg::Hello { .. } => error("already said hello".into()),
-        ClientMsg::Register {
-            queue,
-            device,
-            hints,
-        } => {
-            let hints = match hints.to_core() {
-                Ok(h) => h,
-                Err(e) => return error(format!("queue {queue}: {e}")),
-            };
-            let (id, old) = reg.add_queue(conn, queue);
-            let target = Target {
-                outbox: outbox.clone(),
-                queue,
-            };
-            let result = shared.core.with(|d| {
-                if let Some(old) = old {
-                    let _ = d.event(now, Event::Unregister(old));
+    }
+
+    fn read_loop(&self) {
+        loop {
+            match read_frame::<ClientMsg>(&mut self.outbox.stream()) {
+                Ok(Some(msg)) => {
+                    if let Some(answer) = self.handle(msg) {
+                        self.outbox.send(&answer);
+                    }
                 }
-                d.register(now, id, DeviceId(device), hints, target)
-            });
-            result.err().and_then(|e| error(e.to_string()))
-        }
-        ClientMsg::Ready { queue } => on_queue(queue, &Event::Ready),
-        ClientMsg::Idle { queue } => on_queue(queue, &Event::Idle),
-        ClientMsg::Hint { queue, hint } => on_queue(queue, &|q| Event::Hint {
-            queue: q,
-            hint: hint.into(),
-        }),
-        ClientMsg::Unregister { queue } => match reg.remove_queue(conn, queue) {
-            Some(q) => {
-                let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
-                result.err().and_then(|e| error(e.to_string()))
-            }
-            None => error(format!("unknown queue {queue}")),
-        },
-        ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
-            name: shared.core.with(|d| d.policy_name()).to_string(),
-        }),
-        ClientMsg::SetPolicy { name } => {
-            match policy::by_name(&name).and_then(|p| shared.core.with(|d| d.set_policy(p))) {
-                Ok(()) => Some(DaemonMsg::Policy { name }),
-                Err(e) => error(e.to_string()),
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(
+                        "client {} ({}): {e}; closing its connection",
+                        self.peer.pid,
+                        self.peer.name
+                    );
+                    if matches!(e, FrameError::Malformed(_) | FrameError::TooLarge(_)) {
+                        self.outbox.send(&DaemonMsg::Error {
+                            message: format!("{e}; closing the connection"),
+                        });
+                    }
+                    return;
+                }
             }
         }
-        ClientMsg::HintProcess { pid, queue, hint } => {
-            let targets: Vec<_> = reg
-                .of_process(pid)
-                .into_iter()
-                .filter(|(_, local, _)| queue.is_none_or(|q| q == *local))
-                .collect();
-            if targets.is_empty() {
-                return error(format!("process {pid} has no such queues here"));
-            }
-            if targets.iter().any(|(owner, _, _)| !peer.may_act_on(owner)) {
-                return error(format!("process {pid} belongs to another user"));
-            }
-            let result = shared.core.with(|d| {
-                targets.iter().try_for_each(|&(_, _, q)| {
-                    d.event(
-                        now,
-                        Event::Hint {
-                            queue: q,
-                            hint: hint.into(),
-                        },
-                    )
-                })
-            });
-            match result {
-                Ok(()) => Some(DaemonMsg::Done),
-                Err(e) => error(e.to_string()),
-            }
+    }
+
+    /// A priority this peer may not use, refused with the reason.
+    fn check_hint(&self, hint: WireHint) -> Result<(), String> {
+        match hint {
+            WireHint::Priority(p) => self.shared.authority.check_priority(&self.peer, p),
+            _ => Ok(()),
         }
-        ClientMsg::Stats { queue, stats } => {
-            if reg.set_stats(conn, queue, stats) {
-                None
-            } else {
-                error(format!("unknown queue {queue}"))
+    }
+
+    /// Run an event on one of this connection's queues.
+    fn on_queue(&self, local: u32, make: impl FnOnce(QueueId) -> Event) -> Option<DaemonMsg> {
+        let Some(q) = self.shared.registry.queue(self.conn, local) else {
+            return error(format!("unknown queue {local}"));
+        };
+        let now = clock::now();
+        let result = self.shared.core.with(|d| d.event(now, make(q)));
+        result
+            .err()
+            .and_then(|e| error(format!("queue {local}: {e}")))
+    }
+
+    /// Handle one message; the answer to send back, if any.
+    pub(crate) fn handle(&self, msg: ClientMsg) -> Option<DaemonMsg> {
+        let (shared, reg) = (self.shared, &self.shared.registry);
+        match msg {
+            ClientMsg::Hello { .. } => error("already said hello".into()),
+            ClientMsg::Register {
+                queue,
+                device,
+                hints,
+            } => {
+                let refused = |why: String| error(format!("queue {queue} not registered: {why}"));
+                let hints = match hints.to_core() {
+                    Ok(h) => h,
+                    Err(e) => return refused(e.to_string()),
+                };
+                if let Err(why) = shared.authority.check_priority(&self.peer, hints.priority) {
+                    return refused(why);
+                }
+                let max = shared.admission.limits().max_queues_per_client;
+                let (id, old) = match reg.add_queue(self.conn, queue, max) {
+                    Ok(ids) => ids,
+                    Err(why) => return error(why),
+                };
+                let target = Target {
+                    outbox: self.outbox.clone(),
+                    queue,
+                };
+                let now = clock::now();
+                let result = shared.core.with(|d| {
+                    if let Some(old) = old {
+                        let _ = d.event(now, Event::Unregister(old));
+                    }
+                    d.register(now, id, DeviceId(device), hints, target)
+                });
+                match result {
+                    Ok(()) => None,
+                    Err(e) => {
+                        reg.remove_queue(self.conn, queue);
+                        refused(e.to_string())
+                    }
+                }
             }
+            ClientMsg::Ready { queue } => self.on_queue(queue, Event::Ready),
+            ClientMsg::Idle { queue } => self.on_queue(queue, Event::Idle),
+            ClientMsg::Hint { queue, hint } => match self.check_hint(hint) {
+                Ok(()) => self.on_queue(queue, |q| Event::Hint {
+                    queue: q,
+                    hint: hint.into(),
+                }),
+                Err(why) => error(format!("hint on queue {queue} refused: {why}")),
+            },
+            ClientMsg::Unregister { queue } => match reg.remove_queue(self.conn, queue) {
+                Some(q) => {
+                    let now = clock::now();
+                    let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
+                    result.err().and_then(|e| error(e.to_string()))
+                }
+                None => error(format!("unknown queue {queue}")),
+            },
+            ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
+                name: shared.core.with(|d| d.policy_name()).to_string(),
+            }),
+            ClientMsg::SetPolicy { name } => {
+                if !shared.authority.may_set_policy(&self.peer) {
+                    tracing::warn!(
+                        "uid {} (pid {}) may not set the policy; refused `{}`",
+                        self.peer.uid,
+                        self.peer.pid,
+                        name.escape_debug()
+                    );
+                    return error(format!(
+                        "setting the policy refused: uid {} is not root, the daemon's user, or \
+                         named in authority.set_policy",
+                        self.peer.uid
+                    ));
+                }
+                let result =
+                    policy::by_name(&name).and_then(|p| shared.core.with(|d| d.set_policy(p)));
+                match result {
+                    Ok(()) => Some(DaemonMsg::Policy { name }),
+                    Err(e) => error(e.to_string()),
+                }
+            }
+            ClientMsg::HintProcess { pid, queue, hint } => self.hint_process(pid, queue, hint),
+            ClientMsg::Stats { queue, stats } => {
+                if reg.set_stats(self.conn, queue, stats) {
+                    None
+                } else {
+                    error(format!("unknown queue {queue}"))
+                }
+            }
+            ClientMsg::Top { from } => Some(self.top_page(from)),
+            ClientMsg::Ping { seq } => Some(DaemonMsg::Pong { seq }),
         }
-        ClientMsg::Top => {
-            let (queues, _) = shared.core.snapshot();
-            let rows = queues
+    }
+
+    fn hint_process(&self, pid: u32, queue: Option<u32>, hint: WireHint) -> Option<DaemonMsg> {
+        let authority = &self.shared.authority;
+        let targets: Vec<_> = self
+            .shared
+            .registry
+            .of_process(pid)
+            .into_iter()
+            .filter(|(owner, local, _)| {
+                queue.is_none_or(|q| q == *local) && authority.may_see(&self.peer, owner)
+            })
+            .collect();
+        if targets.is_empty() {
+            return error(format!("process {pid} has no such queues you may see"));
+        }
+        if let Some((owner, _, _)) = targets
+            .iter()
+            .find(|(owner, _, _)| !authority.may_hint(&self.peer, owner))
+        {
+            return error(format!(
+                "hinting process {pid} refused: it belongs to uid {}, and uid {} is not root, \
+                 the daemon's user, or named in authority.hint_others",
+                owner.uid, self.peer.uid
+            ));
+        }
+        if let Err(why) = self.check_hint(hint) {
+            return error(format!("hinting process {pid} refused: {why}"));
+        }
+        let hint: Hint = hint.into();
+        let now = clock::now();
+        let result = self.shared.core.with(|d| {
+            targets
                 .iter()
-                .filter_map(|q| {
-                    let (owner, local, stats) = reg.owner(q.view.id)?;
-                    Some(TopRow {
-                        pid: owner.pid,
-                        process: owner.name,
-                        device: q.view.device.0,
-                        queue: local,
-                        hints: q.view.hints.into(),
-                        ready: q.view.ready,
-                        suspended: q.suspended,
-                        stats,
-                    })
-                })
-                .collect();
-            Some(DaemonMsg::Top { rows })
+                .try_for_each(|&(_, _, q)| d.event(now, Event::Hint { queue: q, hint }))
+        });
+        match result {
+            Ok(()) => Some(DaemonMsg::Done),
+            Err(e) => error(e.to_string()),
         }
+    }
+
+    /// The queues with a daemon id of at least `from` that this peer may see, one page.
+    fn top_page(&self, from: u32) -> DaemonMsg {
+        let (mut queues, _) = self.shared.core.snapshot();
+        queues.retain(|q| q.view.id.0 >= from);
+        queues.sort_unstable_by_key(|q| q.view.id);
+        let mut rows = Vec::with_capacity(TOP_PAGE_ROWS.min(queues.len()));
+        let mut next = None;
+        for q in &queues {
+            let Some((owner, local, stats)) = self.shared.registry.owner(q.view.id) else {
+                continue;
+            };
+            if !self.shared.authority.may_see(&self.peer, &owner) {
+                continue;
+            }
+            if rows.len() == TOP_PAGE_ROWS {
+                next = Some(q.view.id.0);
+                break;
+            }
+            rows.push(TopRow {
+                pid: owner.pid,
+                process: owner.name,
+                device: q.view.device.0,
+                queue: local,
+                hints: q.view.hints.into(),
+                ready: q.view.ready,
+                suspended: q.suspended,
+                stats,
+            });
+        }
+        DaemonMsg::Top { rows, next }
     }
 }

@@ -12,13 +12,21 @@
 //! its connection and its queues at once; nobody else is affected.
 
 mod accept;
+mod admission;
+mod config;
 mod connection;
 mod core;
+#[cfg(test)]
+mod fuzz_tests;
 mod metrics;
 mod outbox;
 mod peer;
 mod registry;
 mod server;
 
+pub use config::{
+    Authority, AuthorityConfig, ConfigError, DaemonConfig, Limits, PriorityRange, PriorityRule,
+    SocketConfig,
+};
 pub use peer::Peer;
 pub use server::{Daemon, DaemonError, RunningDaemon};

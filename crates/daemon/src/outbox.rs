@@ -6,15 +6,20 @@
 //! client must never wait on another client's socket. Decisions are queued here under the lock
 //! (an append to a byte buffer, so they keep the order in which they were taken) and flushed
 //! after it with a non-blocking send: the usual case costs one system call and no thread
-//! wake-up. A client whose socket buffer is full gets the rest from its writer thread, which may
-//! block (up to a write timeout); a client that lets its queue grow past [`LIMIT`] has stopped
-//! reading and is disconnected (its queues then leave the scheduler). Nobody else waits for it.
+//! wake-up. A client whose socket buffer is full gets the rest from its writer thread (started
+//! the first time it is needed), which may block (up to a write timeout); a client that lets its
+//! queue grow past [`LIMIT`] has stopped reading and is disconnected (its queues then leave the
+//! scheduler). Nobody else waits for it.
+//!
+//! The outbox owns the connection's only descriptor; the connection's reader reads through
+//! [`Outbox::stream`].
 
 use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use xsched_proto::client::NoSigPipe;
 use xsched_proto::{DaemonMsg, write_frame};
 
 /// Bytes one client may have waiting before it counts as not reading.
@@ -29,6 +34,8 @@ struct Pending {
     bytes: Vec<u8>,
     /// The writer thread owns the socket's write side now (it holds bytes taken from here).
     writer_busy: bool,
+    /// The writer thread exists.
+    writer_started: bool,
     /// The connection is over: drop everything.
     closed: bool,
 }
@@ -49,6 +56,11 @@ impl Outbox {
             wake: Condvar::new(),
             stream,
         })
+    }
+
+    /// The connection's socket (for reading; writes go through the outbox).
+    pub(crate) fn stream(&self) -> &UnixStream {
+        &self.stream
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
@@ -75,7 +87,7 @@ impl Outbox {
     }
 
     /// Write what is queued without blocking; leave the rest to the writer thread.
-    pub(crate) fn flush(&self) {
+    pub(crate) fn flush(self: &Arc<Self>) {
         let mut p = self.lock();
         if p.writer_busy || p.closed || p.bytes.is_empty() {
             return;
@@ -92,13 +104,24 @@ impl Outbox {
             Err(_) => return self.disconnect(&mut p),
         }
         if !p.bytes.is_empty() {
+            if !p.writer_started {
+                let writer = self.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("xsched-out".into())
+                    .spawn(move || writer.run_writer());
+                if spawned.is_err() {
+                    tracing::warn!("cannot start a writer thread; disconnecting a slow client");
+                    return self.disconnect(&mut p);
+                }
+                p.writer_started = true;
+            }
             p.writer_busy = true;
             self.wake.notify_all();
         }
     }
 
     /// Queue a frame and write it.
-    pub(crate) fn send(&self, msg: &DaemonMsg) {
+    pub(crate) fn send(self: &Arc<Self>, msg: &DaemonMsg) {
         self.push(msg);
         self.flush();
     }
@@ -113,7 +136,7 @@ impl Outbox {
     /// The writer thread's body: whenever a flush left bytes behind, write them with blocking
     /// writes (each bounded by the write timeout; a failure shuts the connection, so its reader
     /// cleans up); return when the connection closes.
-    pub(crate) fn run_writer(&self) {
+    fn run_writer(&self) {
         use std::io::Write;
         let mut p = self.lock();
         loop {
@@ -125,7 +148,7 @@ impl Outbox {
             }
             let chunk = std::mem::take(&mut p.bytes);
             drop(p);
-            let written = (&self.stream).write_all(&chunk);
+            let written = NoSigPipe(&self.stream).write_all(&chunk);
             p = self.lock();
             if written.is_err() {
                 self.disconnect(&mut p);

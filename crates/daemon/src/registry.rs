@@ -1,4 +1,7 @@
 //! Which connection owns which queue: the daemon's map from its queue ids to clients'.
+//!
+//! Daemon queue ids are handed out from a counter that skips ids still in use, so a daemon that
+//! has seen four billion queues come and go never gives one queue another's id.
 
 use crate::peer::Peer;
 use std::collections::HashMap;
@@ -49,20 +52,39 @@ impl Registry {
         );
     }
 
-    /// A daemon queue id for `conn`'s queue `local`, and the previous one if it was registered
-    /// before (which must be unregistered).
-    pub(crate) fn add_queue(&self, conn: u64, local: u32) -> (QueueId, Option<QueueId>) {
-        let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
-        let old = self
-            .clients()
+    /// A daemon queue id for `conn`'s queue `local`, and the previous one if `local` was
+    /// registered before (which must be unregistered). Refused when `conn` already has `max`
+    /// other queues, or is not a client.
+    pub(crate) fn add_queue(
+        &self,
+        conn: u64,
+        local: u32,
+        max: usize,
+    ) -> Result<(QueueId, Option<QueueId>), String> {
+        let mut clients = self.clients();
+        let client = clients
             .get_mut(&conn)
-            .and_then(|c| c.queues.insert(local, id));
+            .ok_or_else(|| "not a client".to_string())?;
+        if !client.queues.contains_key(&local) && client.queues.len() >= max {
+            return Err(format!(
+                "queue {local} refused: this connection already has {max} queues, the daemon's \
+                 limit (limits.max_queues_per_client)"
+            ));
+        }
         let mut owners = self.owners();
+        let id = loop {
+            let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
+            if !owners.contains_key(&id) {
+                break id;
+            }
+        };
+        let old = client.queues.insert(local, id);
         owners.insert(id, (conn, local));
         if let Some(old) = old {
             owners.remove(&old);
+            client.stats.remove(&local);
         }
-        (id, old)
+        Ok((id, old))
     }
 
     /// The daemon's id of `conn`'s queue `local`.
@@ -71,7 +93,10 @@ impl Registry {
     }
 
     pub(crate) fn remove_queue(&self, conn: u64, local: u32) -> Option<QueueId> {
-        let id = self.clients().get_mut(&conn)?.queues.remove(&local)?;
+        let mut clients = self.clients();
+        let client = clients.get_mut(&conn)?;
+        let id = client.queues.remove(&local)?;
+        client.stats.remove(&local);
         self.owners().remove(&id);
         Some(id)
     }
@@ -108,6 +133,32 @@ impl Registry {
         let client = clients.get(&conn)?;
         let stats = client.stats.get(&local).copied().unwrap_or_default();
         Some((client.peer.clone(), local, stats))
+    }
+
+    /// How many queues are registered, and the invariant that every queue has exactly one
+    /// owner and every owner entry a queue (for tests).
+    #[cfg(test)]
+    pub(crate) fn check(&self) -> Result<usize, String> {
+        let clients = self.clients();
+        let owners = self.owners();
+        let mut n = 0;
+        for (&conn, c) in clients.iter() {
+            for (&local, id) in &c.queues {
+                n += 1;
+                if owners.get(id) != Some(&(conn, local)) {
+                    return Err(format!(
+                        "queue {id:?} of connection {conn} has no owner entry"
+                    ));
+                }
+            }
+            if let Some(l) = c.stats.keys().find(|l| !c.queues.contains_key(l)) {
+                return Err(format!("statistics kept for unregistered queue {l}"));
+            }
+        }
+        if owners.len() != n {
+            return Err(format!("{} owner entries for {n} queues", owners.len()));
+        }
+        Ok(n)
     }
 
     /// `conn` reported statistics of its queue `local`; false if it has no such queue.

@@ -1,8 +1,13 @@
-//! The client side of the handshake, written once for every client (the runtime's agent, the
-//! operator commands, the benchmarks): connect, say hello, expect the welcome.
+//! The client side of the protocol, written once for every client (the runtime's agent, the
+//! operator commands, the benchmarks): connect, say hello, expect the welcome; requests; the
+//! paged `Top`. Every write goes through [`NoSigPipe`]: a client runs inside somebody else's
+//! program, and a daemon that went away must cost it an error, never a SIGPIPE.
 
 use crate::codec::{FrameError, read_frame, write_frame};
-use crate::messages::{ClientMsg, DaemonMsg, VERSION};
+use crate::messages::{ClientMsg, DaemonMsg, TopRow, VERSION};
+use nix::sys::socket::{MsgFlags, send};
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,8 +44,36 @@ impl From<std::io::Error> for ClientError {
     }
 }
 
+/// Writes to a socket with `MSG_NOSIGNAL`: a peer that is gone gives `EPIPE`, whatever the host
+/// program does with SIGPIPE (std's own socket writes leave that to the toolchain). Honours the
+/// socket's write timeout.
+pub struct NoSigPipe<'a>(pub &'a UnixStream);
+
+impl Write for NoSigPipe<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        loop {
+            match send(self.0.as_raw_fd(), buf, MsgFlags::MSG_NOSIGNAL) {
+                Ok(n) => return Ok(n),
+                Err(nix::errno::Errno::EINTR) => {}
+                // A timed-out blocking send reports EAGAIN; std calls that `WouldBlock`.
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Write one frame to `s` without any risk of SIGPIPE.
+pub fn send_frame(s: &UnixStream, msg: &ClientMsg) -> Result<(), FrameError> {
+    write_frame(&mut NoSigPipe(s), msg)
+}
+
 /// Connect to the daemon at `path` and shake hands, waiting at most `timeout` for each step;
-/// the stream keeps `timeout` as its read timeout (change it for long-lived connections).
+/// the stream keeps `timeout` as its read and write timeouts (change them for long-lived
+/// connections).
 pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError> {
     let mut s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
         path: path.to_path_buf(),
@@ -48,8 +81,14 @@ pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError
     })?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
-    write_frame(&mut s, &ClientMsg::Hello { version: VERSION })?;
-    match read_frame::<DaemonMsg>(&mut s)? {
+    // A daemon that refuses at once may close before the hello arrives: its reason is still
+    // there to read, so read before reporting a failed write.
+    let sent = send_frame(&s, &ClientMsg::Hello { version: VERSION });
+    let answer = match (sent, read_frame::<DaemonMsg>(&mut s)) {
+        (Err(e), Err(_) | Ok(None)) => return Err(e.into()),
+        (_, answer) => answer?,
+    };
+    match answer {
         Some(DaemonMsg::Welcome { .. }) => Ok(s),
         Some(DaemonMsg::Error { message }) => Err(ClientError::Refused(message)),
         Some(other) => Err(ClientError::Unexpected(format!("{other:?}"))),
@@ -60,15 +99,42 @@ pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError
 /// Send `msg` and return the daemon's answer to it, skipping operations meant for this
 /// client's queues (an operator connection has none, but a client's own queues may).
 pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientError> {
-    write_frame(s, msg)?;
+    send_frame(s, msg)?;
     loop {
         match read_frame::<DaemonMsg>(s)? {
             Some(
-                DaemonMsg::Suspend { .. } | DaemonMsg::Resume { .. } | DaemonMsg::Protect { .. },
+                DaemonMsg::Suspend { .. }
+                | DaemonMsg::Resume { .. }
+                | DaemonMsg::Protect { .. }
+                | DaemonMsg::Pong { .. },
             ) => {}
             Some(DaemonMsg::Error { message }) => return Err(ClientError::Refused(message)),
             Some(answer) => return Ok(answer),
             None => return Err(ClientError::Closed),
+        }
+    }
+}
+
+/// Every queue the daemon shows this client (all of them to an operator with the authority to
+/// see everyone's; otherwise this user's), fetched page by page.
+pub fn top(s: &mut UnixStream) -> Result<Vec<TopRow>, ClientError> {
+    let mut rows = Vec::new();
+    let mut from = 0;
+    loop {
+        match request(s, &ClientMsg::Top { from })? {
+            DaemonMsg::Top { rows: page, next } => {
+                rows.extend(page);
+                match next {
+                    Some(n) if n > from => from = n,
+                    Some(n) => {
+                        return Err(ClientError::Unexpected(format!(
+                            "a Top page from {from} said the next starts at {n}"
+                        )));
+                    }
+                    None => return Ok(rows),
+                }
+            }
+            other => return Err(ClientError::Unexpected(format!("{other:?}"))),
         }
     }
 }

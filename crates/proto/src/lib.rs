@@ -10,8 +10,10 @@
 //! Queue ids on the wire are the *client's* ids; the daemon maps them to its own. Who a client
 //! is (pid, uid) comes from the socket's peer credentials, never from a message. Messages are
 //! made of this crate's own types ([`WireHints`], [`WireHint`]), not the core's, and a
-//! golden-bytes test pins the encoding of every message to [`VERSION`]. [`client::connect`] is
-//! the one client-side handshake.
+//! golden-bytes test pins the encoding of every message to [`VERSION`]; the handshake frames
+//! (`Hello`, `Welcome`, `Error`) are the same in every version, so a refusal is always readable.
+//! [`client::connect`] is the one client-side handshake, and every client write goes through
+//! [`client::NoSigPipe`].
 
 pub mod client;
 mod codec;
@@ -19,12 +21,14 @@ mod messages;
 mod wire;
 
 pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
-pub use messages::{ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION};
+pub use messages::{ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION};
 pub use wire::{WireHint, WireHints};
 
 /// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else
-/// `/tmp/xsched-<uid>.sock` (the uid from `$UID`/`$USER` is not trusted for anything; it only
-/// keeps users' default sockets apart).
+/// `/tmp/xsched-<uid>/xsched.sock` (the real uid of this process): a directory only its user may
+/// enter, which the daemon creates with mode 0700 and refuses to use when another user owns it
+/// or others may write to it, so nobody can put an impostor's socket where a user's clients
+/// look.
 pub fn default_socket_path() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("XSCHED_SOCKET") {
         return p.into();
@@ -32,6 +36,5 @@ pub fn default_socket_path() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
         return std::path::Path::new(&dir).join("xsched.sock");
     }
-    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
-    std::path::PathBuf::from(format!("/tmp/xsched-{user}.sock"))
+    std::path::PathBuf::from(format!("/tmp/xsched-{}/xsched.sock", nix::unistd::getuid()))
 }

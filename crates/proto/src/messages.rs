@@ -1,12 +1,24 @@
 //! The messages, made only of the protocol's own types. Any change to their encoding bumps
 //! [`VERSION`]; the golden-bytes test (`tests/golden.rs`) fails until it does.
+//!
+//! The handshake is the same in every version, so that peers of different versions can always
+//! tell each other why they cannot talk: [`ClientMsg::Hello`] is variant 0 of [`ClientMsg`],
+//! [`DaemonMsg::Welcome`] variant 0 and [`DaemonMsg::Error`] variant 5 of [`DaemonMsg`], with
+//! the same fields, forever (the golden test checks them against every older version's file).
+//! New variants go at the end.
 
 use crate::wire::{WireHint, WireHints};
 use serde::{Deserialize, Serialize};
 
-/// The protocol version; a daemon refuses clients of another version. 2: hints are the
-/// protocol's own types (with the SLO hint), and `Stats` and `Protect` exist.
-pub const VERSION: u16 = 2;
+/// The protocol version; a daemon refuses clients of another version with an [`DaemonMsg::Error`]
+/// saying which versions meet. 2: hints are the protocol's own types (with the SLO hint), and
+/// `Stats` and `Protect` exist. 3: `Ping`/`Pong` (the agent's heartbeat), and `Top` is paged.
+pub const VERSION: u16 = 3;
+
+/// Rows in one [`DaemonMsg::Top`] page: the largest possible row (a process name is at most
+/// 16 bytes) encodes in 114 bytes, so a page always fits in a frame
+/// ([`MAX_FRAME`](crate::MAX_FRAME)).
+pub const TOP_PAGE_ROWS: usize = 400;
 
 /// From a client (an application's runtime, or an operator command) to the daemon.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,14 +75,23 @@ pub enum ClientMsg {
         /// The hint.
         hint: WireHint,
     },
-    /// Operator: a snapshot of every queue.
-    Top,
+    /// Operator: one page of the queues, those with a daemon id of at least `from` (start at 0;
+    /// the answer says where the next page starts).
+    Top {
+        /// The first daemon queue id of the page.
+        from: u32,
+    },
     /// Periodic statistics of one of this client's queues (for `xsched top`).
     Stats {
         /// The client's queue id.
         queue: u32,
         /// What the queue reports.
         stats: QueueStats,
+    },
+    /// Are you there? (The agent's heartbeat; the daemon answers [`DaemonMsg::Pong`].)
+    Ping {
+        /// Echoed back.
+        seq: u32,
     },
 }
 
@@ -108,10 +129,12 @@ pub enum DaemonMsg {
         /// Its name.
         name: String,
     },
-    /// The answer to [`ClientMsg::Top`].
+    /// The answer to [`ClientMsg::Top`]: one page, at most [`TOP_PAGE_ROWS`] rows.
     Top {
-        /// One row per queue.
+        /// One row per queue, in daemon-id order.
         rows: Vec<TopRow>,
+        /// Where the next page starts (`from`), or `None` if this was the last.
+        next: Option<u32>,
     },
     /// A request was refused (the connection stays open unless the handshake failed).
     Error {
@@ -127,6 +150,11 @@ pub enum DaemonMsg {
         queue: u32,
         /// Whether it is protected now.
         protected: bool,
+    },
+    /// The answer to [`ClientMsg::Ping`].
+    Pong {
+        /// The ping's `seq`.
+        seq: u32,
     },
 }
 

@@ -22,8 +22,9 @@ fn client_name(m: &ClientMsg) -> &'static str {
         ClientMsg::GetPolicy => "client.get-policy",
         ClientMsg::SetPolicy { .. } => "client.set-policy",
         ClientMsg::HintProcess { .. } => "client.hint-process",
-        ClientMsg::Top => "client.top",
+        ClientMsg::Top { .. } => "client.top",
         ClientMsg::Stats { .. } => "client.stats",
+        ClientMsg::Ping { .. } => "client.ping",
     }
 }
 
@@ -37,6 +38,7 @@ fn daemon_name(m: &DaemonMsg) -> &'static str {
         DaemonMsg::Error { .. } => "daemon.error",
         DaemonMsg::Done => "daemon.done",
         DaemonMsg::Protect { .. } => "daemon.protect",
+        DaemonMsg::Pong { .. } => "daemon.pong",
     }
 }
 
@@ -83,11 +85,12 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             queue: Some(3),
             hint: WireHint::Priority(-1),
         },
-        ClientMsg::Top,
+        ClientMsg::Top { from: 7 },
         ClientMsg::Stats {
             queue: 1,
             stats: stats(),
         },
+        ClientMsg::Ping { seq: 300 },
     ];
     let daemon = [
         DaemonMsg::Welcome { version: VERSION },
@@ -105,6 +108,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
                 suspended: false,
                 stats: stats(),
             }],
+            next: Some(9),
         },
         DaemonMsg::Error {
             message: "no".into(),
@@ -114,6 +118,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             queue: 1,
             protected: true,
         },
+        DaemonMsg::Pong { seq: 300 },
     ];
     let frame = |m: &dyn Fn(&mut Vec<u8>)| {
         let mut b = Vec::new();
@@ -157,8 +162,8 @@ fn every_message_encodes_as_its_version_says() {
     let names: std::collections::BTreeSet<&str> = samples().iter().map(|(n, _)| *n).collect();
     assert_eq!(
         names.len(),
-        19,
-        "one sample per variant (11 client, 8 daemon)"
+        21,
+        "one sample per variant (12 client, 9 daemon)"
     );
     match std::fs::read_to_string(&file) {
         Ok(pinned) => assert!(
@@ -175,4 +180,89 @@ fn every_message_encodes_as_its_version_says() {
             file.display()
         ),
     }
+}
+
+/// The handshake frames, as every version encodes them (a `Hello` naming the peer's own version).
+const HANDSHAKE: [&str; 3] = ["client.hello", "daemon.welcome", "daemon.error"];
+
+/// One version's golden file as name → hex.
+fn pinned(version: u16) -> Option<std::collections::BTreeMap<String, String>> {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("v{version}.txt"));
+    let text = std::fs::read_to_string(file).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, h)| (n.to_string(), h.to_string()))
+            .collect(),
+    )
+}
+
+#[test]
+fn the_handshake_is_the_same_in_every_version() {
+    let now: std::collections::BTreeMap<&str, String> = samples()
+        .iter()
+        .map(|(name, bytes)| (*name, hex(bytes)))
+        .collect();
+    let mut older = 0;
+    for version in 1..VERSION {
+        let Some(old) = pinned(version) else { continue };
+        older += 1;
+        for name in HANDSHAKE {
+            let (old_hex, now_hex) = (&old[name], &now[name]);
+            // Hello and Welcome carry the version number itself (the last byte here: the
+            // versions so far are below 128, one varint byte); the rest must match.
+            let strip = |h: &str| -> String {
+                if name == "daemon.error" {
+                    h.to_string()
+                } else {
+                    h[..h.len() - 2].to_string()
+                }
+            };
+            assert_eq!(
+                strip(old_hex),
+                strip(now_hex),
+                "{name} encodes differently in v{version} and v{VERSION}: peers of those versions \
+                 could not tell each other why they cannot talk"
+            );
+        }
+    }
+    assert!(
+        older >= 1,
+        "an older version's golden file is kept (v2.txt)"
+    );
+}
+
+#[test]
+fn the_largest_top_page_fits_in_a_frame() {
+    let worst = TopRow {
+        pid: u32::MAX,
+        process: "p".repeat(16),
+        device: u16::MAX,
+        queue: u32::MAX,
+        hints: WireHints {
+            priority: i32::MIN,
+            share: u32::MAX,
+            time_slice_ns: Some(u64::MAX),
+            laxity_ns: Some(u64::MAX),
+            deadline_ns: Some(u64::MAX),
+            slo_ns: Some(u64::MAX),
+        },
+        ready: true,
+        suspended: true,
+        stats: QueueStats {
+            in_flight: u64::MAX,
+            completed: u64::MAX,
+            recent_p99_us: f64::MAX,
+        },
+    };
+    let row = postcard::to_allocvec(&worst).expect("encodes").len();
+    assert_eq!(row, 114, "the bound TOP_PAGE_ROWS was chosen by");
+    let page = DaemonMsg::Top {
+        rows: vec![worst; xsched_proto::TOP_PAGE_ROWS],
+        next: Some(u32::MAX),
+    };
+    let mut frame = Vec::new();
+    write_frame(&mut frame, &page).expect("a full page of the largest rows fits in one frame");
 }

@@ -1,0 +1,485 @@
+//! The daemon's configuration file (`xsched serve --config FILE`, TOML): who may do what, the
+//! socket's permissions, and the limits that keep one client from exhausting the daemon.
+//!
+//! Every field has a default that is safe on a shared machine, so no file is needed: only root
+//! and the daemon's own user may switch the policy, hint other users' processes or see them in
+//! `xsched top`; everyone else registers queues with priorities in -100..=100; the socket is
+//! mode 0600. A file names users and `@groups` to widen that. Unknown fields, users and groups
+//! are errors that name the field and line (a misspelt rule must not silently grant nothing).
+//!
+//! ```toml
+//! [socket]
+//! mode = 0o660            # who may connect at all (with `group`)
+//! group = "gpu"
+//!
+//! [authority]
+//! set_policy = ["alice", "@ops"]
+//! hint_others = ["@ops"]
+//! see_all = ["@ops"]
+//! priority = { min = -100, max = 100 }   # everyone not matched below
+//!
+//! [[authority.priorities]]
+//! who = ["@inference"]
+//! min = -100
+//! max = 1000
+//!
+//! [limits]
+//! max_connections = 1024
+//! max_connections_per_user = 256
+//! max_pending_handshakes = 64
+//! max_queues_per_client = 1024
+//! handshake_timeout_ms = 2000
+//! ```
+
+use crate::peer::Peer;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a configuration could not be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid (the message names the field and line).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, and where.
+        message: String,
+    },
+    /// A user or group named in a rule does not exist on this machine.
+    #[error("{field}: no {kind} called `{name}` on this machine")]
+    UnknownName {
+        /// Where it was named.
+        field: String,
+        /// `user` or `group`.
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+}
+
+/// The whole file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// The socket's permissions.
+    pub socket: SocketConfig,
+    /// Who may do what.
+    pub authority: AuthorityConfig,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+/// `[socket]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SocketConfig {
+    /// Permission bits of the socket file (connecting needs write permission).
+    pub mode: u32,
+    /// The group that owns the socket file (with `mode = 0o660`, its members may connect).
+    pub group: Option<String>,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            mode: 0o600,
+            group: None,
+        }
+    }
+}
+
+/// A priority range, both ends included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityRange {
+    /// The lowest priority allowed.
+    pub min: i32,
+    /// The highest priority allowed.
+    pub max: i32,
+}
+
+impl Default for PriorityRange {
+    fn default() -> Self {
+        PriorityRange {
+            min: -100,
+            max: 100,
+        }
+    }
+}
+
+/// A priority range for some users and groups.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityRule {
+    /// User names and `@group` names.
+    pub who: Vec<String>,
+    /// The lowest priority they may use.
+    pub min: i32,
+    /// The highest.
+    pub max: i32,
+}
+
+/// `[authority]`: user names and `@group` names (root and the daemon's own user always may).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthorityConfig {
+    /// Who may switch the policy.
+    pub set_policy: Vec<String>,
+    /// Who may hint other users' processes.
+    pub hint_others: Vec<String>,
+    /// Who sees other users' processes in `xsched top` and may act on them.
+    pub see_all: Vec<String>,
+    /// The priority range of everyone no rule below names.
+    pub priority: PriorityRange,
+    /// Priority ranges for named users and groups (the first matching rule applies).
+    pub priorities: Vec<PriorityRule>,
+}
+
+/// `[limits]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Connections at once, handshaking or not.
+    pub max_connections: usize,
+    /// Connections at once from one user other than root.
+    pub max_connections_per_user: usize,
+    /// Connections that have not finished their handshake; past this the oldest is dropped, so
+    /// connections that never say hello cannot keep out one that does.
+    pub max_pending_handshakes: usize,
+    /// Queues one connection may register.
+    pub max_queues_per_client: usize,
+    /// How long a new connection has to say hello.
+    pub handshake_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            max_connections_per_user: 256,
+            max_pending_handshakes: 64,
+            max_queues_per_client: 1024,
+            handshake_timeout_ms: 2000,
+        }
+    }
+}
+
+impl Limits {
+    /// The handshake timeout.
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms.max(1))
+    }
+}
+
+impl DaemonConfig {
+    /// Read and check the file at `path`.
+    pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let config = DaemonConfig::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: shown,
+            message,
+        })?;
+        config.authority()?;
+        Ok(config)
+    }
+
+    /// Parse a file's text; the error names the field and line.
+    pub fn parse(text: &str) -> Result<DaemonConfig, String> {
+        let config: DaemonConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        if config.socket.mode > 0o777 {
+            return Err(format!(
+                "socket.mode: {:#o} is not a permission mode (0o000..=0o777)",
+                config.socket.mode
+            ));
+        }
+        let ranges = std::iter::once(("authority.priority".to_string(), config.authority.priority))
+            .chain(
+                config
+                    .authority
+                    .priorities
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        (
+                            format!("authority.priorities[{i}]"),
+                            PriorityRange {
+                                min: r.min,
+                                max: r.max,
+                            },
+                        )
+                    }),
+            );
+        for (field, r) in ranges {
+            if r.min > r.max {
+                return Err(format!("{field}: min {} is above max {}", r.min, r.max));
+            }
+        }
+        let l = &config.limits;
+        for (field, v) in [
+            ("limits.max_connections", l.max_connections),
+            (
+                "limits.max_connections_per_user",
+                l.max_connections_per_user,
+            ),
+            ("limits.max_pending_handshakes", l.max_pending_handshakes),
+            ("limits.max_queues_per_client", l.max_queues_per_client),
+        ] {
+            if v == 0 {
+                return Err(format!("{field}: must be at least 1"));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The authority rules with every name resolved to an id.
+    pub fn authority(&self) -> Result<Authority, ConfigError> {
+        let a = &self.authority;
+        Ok(Authority {
+            daemon_uid: nix::unistd::getuid().as_raw(),
+            set_policy: Who::resolve("authority.set_policy", &a.set_policy)?,
+            hint_others: Who::resolve("authority.hint_others", &a.hint_others)?,
+            see_all: Who::resolve("authority.see_all", &a.see_all)?,
+            priority: a.priority,
+            priorities: a
+                .priorities
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    Ok((
+                        Who::resolve(&format!("authority.priorities[{i}].who"), &r.who)?,
+                        PriorityRange {
+                            min: r.min,
+                            max: r.max,
+                        },
+                    ))
+                })
+                .collect::<Result<_, ConfigError>>()?,
+        })
+    }
+
+    /// The gid of `socket.group`, if one is set.
+    pub fn socket_gid(&self) -> Result<Option<u32>, ConfigError> {
+        self.socket
+            .group
+            .as_deref()
+            .map(|g| group_id("socket.group", g))
+            .transpose()
+    }
+}
+
+fn group_id(field: &str, name: &str) -> Result<u32, ConfigError> {
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        _ => Err(ConfigError::UnknownName {
+            field: field.into(),
+            kind: "group",
+            name: name.into(),
+        }),
+    }
+}
+
+/// A set of users and groups, by id.
+#[derive(Clone, Debug, Default)]
+struct Who {
+    uids: Vec<u32>,
+    gids: Vec<u32>,
+}
+
+impl Who {
+    fn resolve(field: &str, names: &[String]) -> Result<Who, ConfigError> {
+        let mut who = Who::default();
+        for name in names {
+            if let Some(group) = name.strip_prefix('@') {
+                who.gids.push(group_id(field, group)?);
+            } else {
+                match nix::unistd::User::from_name(name) {
+                    Ok(Some(u)) => who.uids.push(u.uid.as_raw()),
+                    _ => {
+                        return Err(ConfigError::UnknownName {
+                            field: field.into(),
+                            kind: "user",
+                            name: name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(who)
+    }
+
+    fn contains(&self, peer: &Peer) -> bool {
+        self.uids.contains(&peer.uid) || peer.gids.iter().any(|g| self.gids.contains(g))
+    }
+}
+
+/// Who may do what, resolved: what the daemon consults for every request that needs authority.
+#[derive(Clone, Debug)]
+pub struct Authority {
+    daemon_uid: u32,
+    set_policy: Who,
+    hint_others: Who,
+    see_all: Who,
+    priority: PriorityRange,
+    priorities: Vec<(Who, PriorityRange)>,
+}
+
+/// What the default configuration resolves to: nobody named, the default priority range.
+impl Default for Authority {
+    fn default() -> Self {
+        Authority {
+            daemon_uid: nix::unistd::getuid().as_raw(),
+            set_policy: Who::default(),
+            hint_others: Who::default(),
+            see_all: Who::default(),
+            priority: PriorityRange::default(),
+            priorities: Vec::new(),
+        }
+    }
+}
+
+impl Authority {
+    /// Root or the daemon's own user: every authority, any priority.
+    pub fn is_admin(&self, peer: &Peer) -> bool {
+        peer.uid == 0 || peer.uid == self.daemon_uid
+    }
+
+    /// May `peer` switch the policy?
+    pub fn may_set_policy(&self, peer: &Peer) -> bool {
+        self.is_admin(peer) || self.set_policy.contains(peer)
+    }
+
+    /// May `peer` see `other`'s queues in `top` (and in the metrics)?
+    pub fn may_see(&self, peer: &Peer, other: &Peer) -> bool {
+        peer.uid == other.uid || self.is_admin(peer) || self.see_all.contains(peer)
+    }
+
+    /// May `peer` hint the queues of `other`?
+    pub fn may_hint(&self, peer: &Peer, other: &Peer) -> bool {
+        peer.uid == other.uid || self.is_admin(peer) || self.hint_others.contains(peer)
+    }
+
+    /// The priorities `peer` may use (`None`: any).
+    pub fn priority_range(&self, peer: &Peer) -> Option<PriorityRange> {
+        if self.is_admin(peer) {
+            return None;
+        }
+        Some(
+            self.priorities
+                .iter()
+                .find(|(who, _)| who.contains(peer))
+                .map_or(self.priority, |(_, r)| *r),
+        )
+    }
+
+    /// Refuse `priority` if it is outside `peer`'s range: the refusal says the range.
+    pub fn check_priority(&self, peer: &Peer, priority: i32) -> Result<(), String> {
+        match self.priority_range(peer) {
+            Some(r) if priority < r.min || priority > r.max => Err(format!(
+                "priority {priority} is outside uid {}'s range {}..={} (the daemon's [authority] configuration)",
+                peer.uid, r.min, r.max
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(uid: u32, gids: &[u32]) -> Peer {
+        Peer {
+            pid: 1,
+            uid,
+            gids: gids.to_vec(),
+            name: "p".into(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_safe_for_a_shared_machine() {
+        let a = Authority::default();
+        let me = nix::unistd::getuid().as_raw();
+        let stranger = peer(me.wrapping_add(4242), &[]);
+        let root = peer(0, &[]);
+        assert!(!a.may_set_policy(&stranger));
+        assert!(a.may_set_policy(&root) && a.may_set_policy(&peer(me, &[])));
+        assert!(!a.may_see(&stranger, &root) && a.may_see(&stranger, &stranger));
+        assert!(!a.may_hint(&stranger, &root) && a.may_hint(&root, &stranger));
+        assert_eq!(
+            a.priority_range(&stranger),
+            Some(PriorityRange {
+                min: -100,
+                max: 100
+            })
+        );
+        assert!(a.check_priority(&stranger, 100).is_ok());
+        let refused = a.check_priority(&stranger, 101).expect_err("outside");
+        assert!(refused.contains("-100..=100"), "{refused}");
+        assert!(a.check_priority(&root, i32::MAX).is_ok());
+    }
+
+    #[test]
+    fn rules_name_users_and_groups() {
+        let config = DaemonConfig::parse(
+            r#"
+            [authority]
+            set_policy = ["root", "@root"]
+            priority = { min = 0, max = 5 }
+            [[authority.priorities]]
+            who = ["@root"]
+            min = -1
+            max = 1000
+            "#,
+        )
+        .expect("valid");
+        let a = config.authority().expect("root and its group exist");
+        let member = peer(4242, &[0]);
+        assert!(a.may_set_policy(&member));
+        assert!(!a.may_set_policy(&peer(4242, &[7])));
+        assert_eq!(
+            a.priority_range(&member),
+            Some(PriorityRange { min: -1, max: 1000 })
+        );
+        assert_eq!(
+            a.priority_range(&peer(4242, &[])),
+            Some(PriorityRange { min: 0, max: 5 })
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_field_and_line() {
+        let e = DaemonConfig::parse("[limits]\nmax_conections = 3\n").expect_err("typo");
+        assert!(e.contains("max_conections") && e.contains("line 2"), "{e}");
+        let e = DaemonConfig::parse("[socket]\nmode = 0o7777\n").expect_err("mode");
+        assert!(e.contains("socket.mode"), "{e}");
+        let e = DaemonConfig::parse("[authority]\npriority = { min = 5, max = 1 }\n")
+            .expect_err("range");
+        assert!(e.contains("authority.priority"), "{e}");
+        let e = DaemonConfig::parse("[limits]\nmax_connections = 0\n").expect_err("zero");
+        assert!(e.contains("limits.max_connections"), "{e}");
+        let unknown = DaemonConfig::parse("[authority]\nsee_all = [\"no-such-user-xsched\"]\n")
+            .expect("parses")
+            .authority()
+            .expect_err("unknown user");
+        assert!(
+            unknown.to_string().contains("no-such-user-xsched"),
+            "{unknown}"
+        );
+    }
+}

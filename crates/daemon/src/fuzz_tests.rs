@@ -1,0 +1,295 @@
+//! A stateful fuzz test of the daemon: random interleavings of every client message (valid and
+//! not) from several clients of different users, with disconnects and reconnects, handled by the
+//! daemon's own connection code on its own scheduler and registry. After every step the
+//! daemon's invariants are checked:
+//!
+//! - the registry and the scheduler agree on the queues, each with exactly one owner;
+//! - no client has more queues than the limit, and no unprivileged client sets a priority
+//!   outside its range;
+//! - only an authorized client changes the policy, and a hint on another user's process from an
+//!   unauthorized client changes nothing;
+//! - `Top` shows an unprivileged client only its own user's queues;
+//! - every operation a client receives is for a queue it registered;
+//! - when every client is gone, so is every queue.
+//!
+//! Nothing a client sends may panic the daemon (proptest reports a panic as a failure).
+
+use crate::admission::Admission;
+use crate::config::DaemonConfig;
+use crate::connection::Session;
+use crate::outbox::Outbox;
+use crate::peer::Peer;
+use crate::server::Shared;
+use proptest::prelude::*;
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use xsched_core::policy;
+use xsched_proto::{ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, read_frame};
+
+/// The clients: (pid, uid). Root is the daemon's admin here (the tests run as root or not:
+/// uid 0 is an admin either way); 1000 has two processes; 1001 one.
+const CLIENTS: [(u32, u32); 4] = [(100, 0), (101, 1000), (102, 1000), (103, 1001)];
+const MAX_QUEUES: usize = 6;
+
+#[derive(Clone, Debug)]
+enum Step {
+    Send(usize, ClientMsg),
+    Reconnect(usize),
+}
+
+fn hint() -> impl Strategy<Value = WireHint> {
+    prop_oneof![
+        (-300i32..300).prop_map(WireHint::Priority),
+        (0u32..5).prop_map(WireHint::Share),
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(99_999),
+            Just(5_000_000),
+            Just(u64::MAX)
+        ]
+        .prop_map(WireHint::TimeSliceNs),
+        (0u64..10_000_000).prop_map(WireHint::LaxityNs),
+        (0u64..10_000_000).prop_map(WireHint::DeadlineNs),
+        (0u64..3).prop_map(WireHint::SloNs),
+    ]
+}
+
+fn hints() -> impl Strategy<Value = WireHints> {
+    (
+        -300i32..300,
+        0u32..4,
+        proptest::option::of(prop_oneof![Just(0u64), Just(50), Just(1_000_000)]),
+        proptest::option::of(0u64..1000),
+        proptest::option::of(prop_oneof![Just(0u64), Just(5_000_000)]),
+    )
+        .prop_map(
+            |(priority, share, time_slice_ns, laxity_ns, slo_ns)| WireHints {
+                priority,
+                share,
+                time_slice_ns,
+                laxity_ns,
+                deadline_ns: None,
+                slo_ns,
+            },
+        )
+}
+
+fn message() -> impl Strategy<Value = ClientMsg> {
+    let queue = 0u32..9;
+    let policies = prop_oneof![
+        Just("hpf"),
+        Just("fcfs"),
+        Just("bandwidth"),
+        Just("cfs"),
+        Just("slo-aware"),
+        Just("kedf:2"),
+        Just("no-such-policy"),
+    ];
+    prop_oneof![
+        (0u16..4).prop_map(|version| ClientMsg::Hello { version }),
+        (queue.clone(), 0u16..3, hints()).prop_map(|(queue, device, hints)| {
+            ClientMsg::Register {
+                queue,
+                device,
+                hints,
+            }
+        }),
+        queue.clone().prop_map(|queue| ClientMsg::Ready { queue }),
+        queue.clone().prop_map(|queue| ClientMsg::Idle { queue }),
+        (queue.clone(), hint()).prop_map(|(queue, hint)| ClientMsg::Hint { queue, hint }),
+        queue
+            .clone()
+            .prop_map(|queue| ClientMsg::Unregister { queue }),
+        Just(ClientMsg::GetPolicy),
+        policies.prop_map(|n| ClientMsg::SetPolicy { name: n.into() }),
+        (99u32..105, proptest::option::of(queue.clone()), hint())
+            .prop_map(|(pid, queue, hint)| ClientMsg::HintProcess { pid, queue, hint }),
+        (0u32..40).prop_map(|from| ClientMsg::Top { from }),
+        (queue, 0u64..100).prop_map(|(queue, completed)| ClientMsg::Stats {
+            queue,
+            stats: QueueStats {
+                in_flight: 1,
+                completed,
+                recent_p99_us: 1.0,
+            },
+        }),
+        any::<u32>().prop_map(|seq| ClientMsg::Ping { seq }),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        20 => (0..CLIENTS.len(), message()).prop_map(|(c, m)| Step::Send(c, m)),
+        1 => (0..CLIENTS.len()).prop_map(Step::Reconnect),
+    ]
+}
+
+/// One client: its session, the other end of its socket, what it ever registered.
+struct Client<'a> {
+    session: Option<Session<'a>>,
+    far_end: UnixStream,
+    registered: BTreeSet<u32>,
+}
+
+fn connect<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, c: usize) -> Client<'a> {
+    let (pid, uid) = CLIENTS[c];
+    let (near, far_end) = UnixStream::pair().expect("socket pair");
+    far_end.set_nonblocking(true).expect("nonblocking");
+    let admitted = admission.admit(conn, uid, &near).expect("within limits");
+    admitted.shook_hands();
+    let outbox = Arc::new(Outbox::new(near).expect("outbox"));
+    let peer = Peer {
+        pid,
+        uid,
+        gids: vec![uid],
+        name: format!("client{c}"),
+    };
+    Client {
+        session: Some(Session::start(shared, conn, peer, outbox, admitted)),
+        far_end,
+        registered: BTreeSet::new(),
+    }
+}
+
+/// Every frame waiting at a client's end.
+fn drain(client: &Client<'_>) -> Vec<DaemonMsg> {
+    let mut got = Vec::new();
+    while let Ok(Some(m)) = read_frame::<DaemonMsg>(&mut &client.far_end) {
+        got.push(m);
+    }
+    got
+}
+
+/// The daemon's queues as (owner uid, owner pid, local id, priority), checked to agree with
+/// the registry.
+fn queues(shared: &Shared) -> Result<Vec<(u32, u32, u32, i32)>, String> {
+    let n = shared.registry.check()?;
+    let (snapshot, _) = shared.core.snapshot();
+    if snapshot.len() != n {
+        return Err(format!(
+            "the scheduler has {} queues, the registry {n}",
+            snapshot.len()
+        ));
+    }
+    snapshot
+        .iter()
+        .map(|q| {
+            let (owner, local, _) = shared
+                .registry
+                .owner(q.view.id)
+                .ok_or_else(|| format!("scheduled queue {:?} has no owner", q.view.id))?;
+            Ok((owner.uid, owner.pid, local, q.view.hints.priority))
+        })
+        .collect()
+}
+
+fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let config = DaemonConfig {
+        limits: crate::config::Limits {
+            max_queues_per_client: MAX_QUEUES,
+            ..Default::default()
+        },
+        ..DaemonConfig::default()
+    };
+    let shared = Shared::new(policy::by_name("hpf").expect("hpf"), &config).expect("shared");
+    let admission = shared.admission.clone();
+    let mut next_conn = 0u64;
+    let mut clients: Vec<Client<'_>> = (0..CLIENTS.len())
+        .map(|c| {
+            next_conn += 1;
+            connect(&shared, &admission, next_conn, c)
+        })
+        .collect();
+    for step in steps {
+        let policy_before = shared.core.with(|d| d.policy_name());
+        let before = queues(&shared).map_err(TestCaseError::fail)?;
+        let (c, msg) = match step {
+            Step::Reconnect(c) => {
+                clients[c].session = None;
+                next_conn += 1;
+                clients[c] = connect(&shared, &admission, next_conn, c);
+                continue;
+            }
+            Step::Send(c, msg) => (c, msg),
+        };
+        let (pid, uid) = CLIENTS[c];
+        let admin = uid == 0;
+        if let ClientMsg::Register { queue, .. } = msg {
+            clients[c].registered.insert(queue);
+        }
+        let session = clients[c].session.as_ref().expect("connected");
+        let answer = session.handle(msg.clone());
+        let after = queues(&shared).map_err(TestCaseError::fail)?;
+
+        // Limits, and the priority range of what an unprivileged client set.
+        let mut per_conn: HashMap<u32, usize> = HashMap::new();
+        for q in &after {
+            let &(_, owner_pid, _, priority) = q;
+            *per_conn.entry(owner_pid).or_default() += 1;
+            prop_assert!(
+                admin || before.contains(q) || (-100..=100).contains(&priority),
+                "{:?} from uid {uid} set a priority of {priority}",
+                msg
+            );
+        }
+        prop_assert!(per_conn.values().all(|&n| n <= MAX_QUEUES));
+
+        // Authority.
+        let policy_after = shared.core.with(|d| d.policy_name());
+        if !admin {
+            prop_assert_eq!(policy_before, policy_after, "{:?} changed the policy", msg);
+        }
+        if let ClientMsg::HintProcess { pid: target, .. } = &msg {
+            let target_uid = CLIENTS.iter().find(|(p, _)| p == target).map(|&(_, u)| u);
+            if !admin && target_uid.is_some_and(|u| u != uid) {
+                let refused = matches!(answer, Some(DaemonMsg::Error { .. }));
+                prop_assert!(refused, "{:?} was not refused: {:?}", msg, answer);
+                prop_assert_eq!(&before, &after, "a refused hint changed queues");
+            }
+        }
+        if let Some(DaemonMsg::Top { rows, .. }) = &answer {
+            for r in rows {
+                let row_uid = CLIENTS.iter().find(|(p, _)| *p == r.pid).map(|&(_, u)| u);
+                prop_assert!(
+                    admin || row_uid == Some(uid),
+                    "pid {pid} (uid {uid}) was shown pid {}'s queue",
+                    r.pid
+                );
+            }
+        }
+
+        // Operations only for the client's own queues.
+        for client in &clients {
+            for m in drain(client) {
+                let queue = match m {
+                    DaemonMsg::Suspend { queue }
+                    | DaemonMsg::Resume { queue }
+                    | DaemonMsg::Protect { queue, .. } => queue,
+                    _ => continue,
+                };
+                prop_assert!(
+                    client.registered.contains(&queue),
+                    "an operation for queue {queue}, which this client never registered"
+                );
+            }
+        }
+    }
+    clients.clear();
+    let left = queues(&shared).map_err(TestCaseError::fail)?;
+    prop_assert!(left.is_empty(), "queues outlived their clients: {left:?}");
+    prop_assert_eq!(admission.counted(), (0, 0));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn no_sequence_of_messages_breaks_the_daemons_invariants(
+        steps in proptest::collection::vec(step(), 1..250)
+    ) {
+        run(steps)?;
+    }
+}
