@@ -75,10 +75,15 @@ pub fn send_frame(s: &UnixStream, msg: &ClientMsg) -> Result<(), FrameError> {
 /// the stream keeps `timeout` as its read and write timeouts (change them for long-lived
 /// connections).
 pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError> {
-    let mut s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+    let s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
         path: path.to_path_buf(),
         source,
     })?;
+    handshake(s, timeout)
+}
+
+/// Shake hands on a connected stream (for a client that checks who it connected to first).
+pub fn handshake(mut s: UnixStream, timeout: Duration) -> Result<UnixStream, ClientError> {
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     // A daemon that refuses at once may close before the hello arrives: its reason is still

@@ -18,6 +18,7 @@ pub(crate) const INFLIGHT_US: &str = "XSCHED_INFLIGHT_US";
 pub(crate) const SCHEDULER: &str = "XSCHED_SCHEDULER";
 pub(crate) const POLICY: &str = "XSCHED_POLICY";
 pub(crate) const SOCKET: &str = "XSCHED_SOCKET";
+pub(crate) const DAEMON_UID: &str = "XSCHED_DAEMON_UID";
 
 /// The process environment as a lookup function.
 pub(crate) fn process_lookup(var: &str) -> Option<String> {
@@ -47,6 +48,11 @@ fn parse<T: FromStr>(
             .map(Some)
             .map_err(|_| bad(var, &v, format!("expected {what}"))),
     }
+}
+
+/// `XSCHED_DAEMON_UID`: the user whose daemon the agent also obeys.
+pub(crate) fn daemon_uid(lookup: Lookup) -> Result<Option<u32>, RuntimeError> {
+    parse(lookup, DAEMON_UID, "a numeric user id")
 }
 
 fn micros(lookup: Lookup, var: &'static str) -> Result<Option<Nanos>, RuntimeError> {
@@ -171,6 +177,7 @@ mod tests {
             (SCHEDULER, "app"),
             (POLICY, "kedf:2"),
             (SOCKET, "/tmp/x.sock"),
+            (DAEMON_UID, "996"),
         ]);
         let c = RuntimeConfig::from_lookup(&lookup).expect("valid");
         assert_eq!(c.scheduler, SchedulerMode::App);
@@ -179,6 +186,7 @@ mod tests {
             c.socket.as_deref(),
             Some(std::path::Path::new("/tmp/x.sock"))
         );
+        assert_eq!(c.daemon_uid, Some(996));
     }
 
     #[test]
@@ -200,6 +208,7 @@ mod tests {
             (SCHEDULER, "remote"),
             (POLICY, "nope"),
             (INFLIGHT_US, "1.5"),
+            (DAEMON_UID, "xsched"),
         ] {
             let lookup = vars(&[(var, value)]);
             let err = QueueOptions::from_lookup(&lookup)

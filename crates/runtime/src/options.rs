@@ -45,6 +45,9 @@ pub struct RuntimeConfig {
     pub policy: String,
     /// Daemon socket for [`SchedulerMode::Global`]; `None` means the default path.
     pub socket: Option<PathBuf>,
+    /// A user besides root and this process's own whose daemon the agent obeys
+    /// (`XSCHED_DAEMON_UID`: a daemon run by a dedicated account).
+    pub daemon_uid: Option<u32>,
 }
 
 impl Default for RuntimeConfig {
@@ -53,12 +56,14 @@ impl Default for RuntimeConfig {
             scheduler: SchedulerMode::Local,
             policy: "hpf".to_string(),
             socket: None,
+            daemon_uid: None,
         }
     }
 }
 
 impl RuntimeConfig {
-    /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY` and `XSCHED_SOCKET`.
+    /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY`, `XSCHED_SOCKET` and
+    /// `XSCHED_DAEMON_UID`.
     pub fn from_env() -> Result<RuntimeConfig, RuntimeError> {
         RuntimeConfig::from_lookup(&env::process_lookup)
     }
@@ -75,6 +80,7 @@ impl RuntimeConfig {
             config.policy = policy;
         }
         config.socket = lookup(env::SOCKET).map(PathBuf::from);
+        config.daemon_uid = env::daemon_uid(lookup)?;
         Ok(config)
     }
 }

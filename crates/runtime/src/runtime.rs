@@ -39,7 +39,7 @@ impl Runtime {
                     .socket
                     .clone()
                     .unwrap_or_else(xsched_proto::default_socket_path);
-                Some(agent::start(socket)?)
+                Some(agent::start(socket, config.daemon_uid)?)
             }
         };
         Ok(Runtime {
@@ -50,7 +50,8 @@ impl Runtime {
         })
     }
 
-    /// A runtime configured from `XSCHED_SCHEDULER`, `XSCHED_POLICY` and `XSCHED_SOCKET`.
+    /// A runtime configured from `XSCHED_SCHEDULER`, `XSCHED_POLICY`, `XSCHED_SOCKET` and
+    /// `XSCHED_DAEMON_UID`.
     pub fn from_env() -> Result<Runtime, RuntimeError> {
         Runtime::new(RuntimeConfig::from_env()?)
     }

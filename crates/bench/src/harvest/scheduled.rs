@@ -80,7 +80,7 @@ pub(crate) fn run(
     let runtime = Runtime::new(RuntimeConfig {
         scheduler: SchedulerMode::Local,
         policy: policy.to_string(),
-        socket: None,
+        ..RuntimeConfig::default()
     })?;
     // The HP queue first: `slo-aware` refuses queues while none has an SLO.
     let hp = runtime.create_queue(

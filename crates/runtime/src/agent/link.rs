@@ -1,0 +1,115 @@
+//! One connection to the daemon, on its own thread: connect, check who answers, shake hands,
+//! then read frames and pass them to the agent over a bounded channel. The agent's own thread
+//! never waits on any of this: a daemon that accepts but never answers (stopped, stuck) costs a
+//! link thread its handshake timeout, not the agent its loop.
+//!
+//! Who answers is checked before anything is sent: the socket's peer must run as root, as this
+//! process's user, or as `XSCHED_DAEMON_UID`. Anyone else could have put a socket where this
+//! user's clients look, and obeying its `Suspend`s would hand it this program's device time.
+
+use crossbeam_channel::Sender;
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+use xsched_proto::{DaemonMsg, client, read_frame};
+
+/// Why a link ended (or never began).
+#[derive(Debug)]
+pub(super) enum Down {
+    /// No daemon, or it went away: retry soon.
+    Unreachable(String),
+    /// A daemon (or something) answered and refused, or is not to be trusted: retry rarely.
+    Refused(String),
+}
+
+/// What a link thread reports to the agent, tagged with its generation.
+pub(super) enum Incoming {
+    /// Connected and welcomed: the agent writes on this stream.
+    Up(u64, UnixStream),
+    /// A frame from the daemon.
+    Msg(u64, DaemonMsg),
+    /// The link is over.
+    Down(u64, Down),
+}
+
+/// Which daemon users this process obeys.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Trust {
+    /// This process's user.
+    pub(super) own_uid: u32,
+    /// `XSCHED_DAEMON_UID`, if set.
+    pub(super) daemon_uid: Option<u32>,
+}
+
+impl Trust {
+    fn check(&self, stream: &UnixStream, path: &Path) -> Result<(), Down> {
+        let cred = getsockopt(stream, PeerCredentials)
+            .map_err(|e| Down::Unreachable(format!("no peer credentials: {e}")))?;
+        let uid = cred.uid();
+        if uid == 0 || uid == self.own_uid || Some(uid) == self.daemon_uid {
+            return Ok(());
+        }
+        Err(Down::Refused(format!(
+            "the process answering at {} (pid {}) runs as uid {uid}, which is not root, this \
+             user ({}) or XSCHED_DAEMON_UID; not obeying it",
+            path.display(),
+            cred.pid(),
+            self.own_uid
+        )))
+    }
+}
+
+/// The link thread's body: report `Up`, the frames, then `Down` (exactly once).
+pub(super) fn run(
+    path: &Path,
+    trust: Trust,
+    handshake_timeout: Duration,
+    generation: u64,
+    tx: &Sender<Incoming>,
+) {
+    let down = match connect(path, trust, handshake_timeout) {
+        Ok((stream, reader)) => {
+            if tx.send(Incoming::Up(generation, stream)).is_err() {
+                return;
+            }
+            read(reader, generation, tx)
+        }
+        Err(down) => down,
+    };
+    let _ = tx.send(Incoming::Down(generation, down));
+}
+
+fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(UnixStream, UnixStream), Down> {
+    let stream =
+        UnixStream::connect(path).map_err(|e| Down::Unreachable(format!("connect: {e}")))?;
+    trust.check(&stream, path)?;
+    let stream = client::handshake(stream, timeout).map_err(|e| match e {
+        client::ClientError::Refused(why) => Down::Refused(why),
+        other => Down::Unreachable(other.to_string()),
+    })?;
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| Down::Unreachable(e.to_string()))?;
+    let reader = stream
+        .try_clone()
+        .map_err(|e| Down::Unreachable(format!("cannot clone the socket: {e}")))?;
+    Ok((stream, reader))
+}
+
+/// Forward frames until the connection ends; a full channel makes this thread (not the agent)
+/// wait, and the daemon cuts off a client that falls far behind: the agent then reconnects and
+/// registers everything again.
+fn read(mut stream: UnixStream, generation: u64, tx: &Sender<Incoming>) -> Down {
+    loop {
+        match read_frame::<DaemonMsg>(&mut stream) {
+            Ok(Some(msg)) => {
+                if tx.send(Incoming::Msg(generation, msg)).is_err() {
+                    return Down::Unreachable("the agent stopped".into());
+                }
+            }
+            Ok(None) => return Down::Unreachable("the daemon closed the connection".into()),
+            Err(e) => return Down::Unreachable(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! The client agent (`XSCHED_SCHEDULER=global`): stands in for the scheduler thread and reports
+//! to the daemon instead.
+//!
+//! It consumes the same messages the local scheduler does, forwards them over the daemon's
+//! socket, and applies the daemon's suspend/resume operations through each queue's control.
+//! It remembers every queue (device, hints, readiness), so whenever the daemon is not there to
+//! schedule them the queues run unscheduled, and when it is back they are all registered again:
+//! no command is lost, none runs twice (the agent only ever opens and closes launch gates).
+//!
+//! "Not there" covers more than an absent socket. The agent pings the daemon every
+//! [`PING_EVERY`]; a daemon that has said nothing for [`SILENCE_LIMIT`] (stopped, stuck) is
+//! given up on, and every suspended queue resumes, within a second of its last word (logged
+//! once). Writes time out after [`WRITE_TIMEOUT`] and never raise SIGPIPE in the host program;
+//! connecting and reading happen on a link thread ([`link`]), so this thread never waits for
+//! the daemon. A daemon that refuses (another protocol version, an untrusted user) is retried
+//! every [`REFUSED_RETRY`], not in a tight loop.
+
+mod link;
+
+use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource};
+use crossbeam_channel::{Receiver, Sender, select};
+use link::{Down, Incoming, Trust};
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsched_core::{DeviceId, Event, Operation, QueueHints, QueueId};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client};
+
+/// How soon to try again after the daemon was unreachable.
+const RECONNECT_EVERY: Duration = Duration::from_millis(200);
+/// How soon to try again after a daemon refused this client.
+const REFUSED_RETRY: Duration = Duration::from_secs(5);
+/// How long the handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often to ping a connected daemon.
+const PING_EVERY: Duration = Duration::from_millis(150);
+/// How long a connected daemon may say nothing before it counts as gone. With the ping period
+/// this bounds the time from its last word to every queue resumed at 750 ms.
+const SILENCE_LIMIT: Duration = Duration::from_millis(600);
+/// How long one write to the daemon may block.
+const WRITE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Frames from the daemon waiting for this thread, at most.
+const INCOMING_CAPACITY: usize = 4096;
+/// How often queue statistics go to the daemon.
+const STATS_EVERY: Duration = Duration::from_secs(1);
+
+/// Start the agent thread for the daemon at `socket`, obeying a daemon of root, this user, or
+/// `daemon_uid`.
+pub(crate) fn start(socket: PathBuf, daemon_uid: Option<u32>) -> std::io::Result<SchedulerThread> {
+    let trust = Trust {
+        own_uid: nix::unistd::getuid().as_raw(),
+        daemon_uid,
+    };
+    SchedulerThread::spawn("xsched-agent", move |rx| {
+        Agent::new(Arc::new(socket), trust).run(&rx)
+    })
+}
+
+struct Queue {
+    device: DeviceId,
+    hints: QueueHints,
+    control: Control,
+    stats: StatsSource,
+    ready: bool,
+}
+
+/// The connection, as the agent sees it.
+enum Link {
+    /// None; the next attempt is due then.
+    Down { retry_at: Instant },
+    /// A link thread of this generation is connecting.
+    Connecting,
+    /// Connected: writes go to `writer`.
+    Up {
+        writer: UnixStream,
+        heard: Instant,
+        next_ping: Instant,
+        seq: u32,
+    },
+}
+
+struct Agent {
+    socket: Arc<PathBuf>,
+    trust: Trust,
+    queues: BTreeMap<QueueId, Queue>,
+    link: Link,
+    generation: u64,
+    incoming_tx: Sender<Incoming>,
+    incoming: Receiver<Incoming>,
+    next_stats: Instant,
+    /// The daemon is known to be away (said once, until it is back).
+    warned: bool,
+}
+
+impl Agent {
+    fn new(socket: Arc<PathBuf>, trust: Trust) -> Agent {
+        let (incoming_tx, incoming) = crossbeam_channel::bounded(INCOMING_CAPACITY);
+        let now = Instant::now();
+        Agent {
+            socket,
+            trust,
+            queues: BTreeMap::new(),
+            link: Link::Down { retry_at: now },
+            generation: 0,
+            incoming_tx,
+            incoming,
+            next_stats: now + STATS_EVERY,
+            warned: false,
+        }
+    }
+
+    fn run(mut self, rx: &Receiver<SchedMsg>) {
+        loop {
+            let wake = self.tick(Instant::now());
+            let wait = wake.saturating_duration_since(Instant::now());
+            select! {
+                recv(rx) -> msg => match msg {
+                    Ok(SchedMsg::Shutdown) | Err(_) => break,
+                    Ok(msg) => self.handle(msg),
+                },
+                recv(self.incoming) -> msg => {
+                    if let Ok(msg) = msg {
+                        self.incoming(msg);
+                    }
+                }
+                default(wait) => {}
+            }
+        }
+        self.drop_link();
+        // Nobody will resume a queue after this.
+        self.resume_all();
+    }
+
+    /// Do what is due at `now` (connect, ping, give up on a silent daemon, send statistics);
+    /// returns when to be called next at the latest.
+    fn tick(&mut self, now: Instant) -> Instant {
+        match &mut self.link {
+            Link::Down { retry_at } if *retry_at <= now => self.connect(),
+            Link::Up { heard, .. } if now.duration_since(*heard) >= SILENCE_LIMIT => {
+                self.lost(&format!(
+                    "it has not answered for {} ms",
+                    SILENCE_LIMIT.as_millis()
+                ));
+            }
+            Link::Up { next_ping, seq, .. } if *next_ping <= now => {
+                *next_ping = now + PING_EVERY;
+                *seq = seq.wrapping_add(1);
+                let ping = ClientMsg::Ping { seq: *seq };
+                self.send(&ping);
+            }
+            _ => {}
+        }
+        if matches!(self.link, Link::Up { .. }) && self.next_stats <= now {
+            self.send_stats(now);
+        }
+        match &self.link {
+            Link::Down { retry_at } => *retry_at,
+            Link::Connecting => now + HANDSHAKE_TIMEOUT,
+            Link::Up {
+                heard, next_ping, ..
+            } => (*next_ping)
+                .min(*heard + SILENCE_LIMIT)
+                .min(self.next_stats),
+        }
+    }
+
+    /// Start a link thread.
+    fn connect(&mut self) {
+        self.generation += 1;
+        let (socket, trust, generation) = (self.socket.clone(), self.trust, self.generation);
+        let tx = self.incoming_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("xsched-agent-link".into())
+            .spawn(move || link::run(&socket, trust, HANDSHAKE_TIMEOUT, generation, &tx));
+        match spawned {
+            Ok(_) => self.link = Link::Connecting,
+            Err(e) => self.down(Down::Unreachable(format!("cannot start a thread: {e}"))),
+        }
+    }
+
+    /// Close the connection, if any (its link thread then ends).
+    fn drop_link(&mut self) {
+        if let Link::Up { writer, .. } = &self.link {
+            let _ = writer.shutdown(std::net::Shutdown::Both);
+        }
+        // Frames of the old generation are ignored from here on.
+        self.generation += 1;
+    }
+
+    /// The link is down: run unscheduled, retry later, say so once.
+    fn down(&mut self, why: Down) {
+        self.drop_link();
+        let (why, retry) = match why {
+            Down::Unreachable(why) => (why, RECONNECT_EVERY),
+            Down::Refused(why) => (format!("refused: {why}"), REFUSED_RETRY),
+        };
+        self.link = Link::Down {
+            retry_at: Instant::now() + retry,
+        };
+        if !self.warned {
+            tracing::warn!(
+                "xsched daemon at {} unavailable ({why}); queues run unscheduled until it is back",
+                self.socket.display()
+            );
+            self.warned = true;
+        }
+        self.resume_all();
+    }
+
+    fn lost(&mut self, why: &str) {
+        self.down(Down::Unreachable(why.to_string()));
+    }
+
+    fn resume_all(&self) {
+        for (&id, q) in &self.queues {
+            (q.control)(Operation::Resume(id));
+            (q.control)(Operation::Unprotect(id));
+        }
+    }
+
+    fn send(&mut self, msg: &ClientMsg) {
+        let Link::Up { writer, .. } = &self.link else {
+            return;
+        };
+        if let Err(e) = client::send_frame(writer, msg) {
+            self.lost(&format!("writing: {e}"));
+        }
+    }
+
+    fn send_stats(&mut self, now: Instant) {
+        self.next_stats = now + STATS_EVERY;
+        let msgs: Vec<ClientMsg> = self
+            .queues
+            .iter()
+            .map(|(&id, q)| ClientMsg::Stats {
+                queue: id.0,
+                stats: (q.stats)(),
+            })
+            .collect();
+        for m in &msgs {
+            self.send(m);
+        }
+    }
+
+    fn register_all(&mut self) {
+        let msgs: Vec<ClientMsg> = self
+            .queues
+            .iter()
+            .flat_map(|(&id, q)| {
+                let register = ClientMsg::Register {
+                    queue: id.0,
+                    device: q.device.0,
+                    hints: q.hints.into(),
+                };
+                let ready = q.ready.then_some(ClientMsg::Ready { queue: id.0 });
+                std::iter::once(register).chain(ready)
+            })
+            .collect();
+        for m in &msgs {
+            self.send(m);
+        }
+    }
+
+    fn handle(&mut self, msg: SchedMsg) {
+        match msg {
+            SchedMsg::Register {
+                queue,
+                device,
+                hints,
+                control,
+                stats,
+            } => {
+                self.queues.insert(
+                    queue,
+                    Queue {
+                        device,
+                        hints,
+                        control,
+                        stats,
+                        ready: false,
+                    },
+                );
+                self.send(&ClientMsg::Register {
+                    queue: queue.0,
+                    device: device.0,
+                    hints: hints.into(),
+                });
+            }
+            SchedMsg::Event(_, event) => self.event(event),
+            SchedMsg::SetPolicy(_, name) => self.send(&ClientMsg::SetPolicy { name }),
+            SchedMsg::Snapshot(reply) => {
+                let _ = reply.send((Vec::new(), "global"));
+            }
+            SchedMsg::Shutdown => {}
+        }
+    }
+
+    fn event(&mut self, event: Event) {
+        let msg = match event {
+            Event::Ready(q) => {
+                self.set_ready(q, true);
+                ClientMsg::Ready { queue: q.0 }
+            }
+            Event::Idle(q) => {
+                self.set_ready(q, false);
+                ClientMsg::Idle { queue: q.0 }
+            }
+            Event::Hint { queue, hint } => {
+                if let Some(q) = self.queues.get_mut(&queue)
+                    && q.hints.apply(hint).is_err()
+                {
+                    return;
+                }
+                ClientMsg::Hint {
+                    queue: queue.0,
+                    hint: WireHint::from(hint),
+                }
+            }
+            Event::Unregister(q) => {
+                self.queues.remove(&q);
+                ClientMsg::Unregister { queue: q.0 }
+            }
+            Event::Register { .. } => return,
+        };
+        self.send(&msg);
+    }
+
+    fn set_ready(&mut self, queue: QueueId, ready: bool) {
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.ready = ready;
+        }
+    }
+
+    fn incoming(&mut self, msg: Incoming) {
+        let (Incoming::Up(generation, _)
+        | Incoming::Msg(generation, _)
+        | Incoming::Down(generation, _)) = &msg;
+        if *generation != self.generation {
+            return;
+        }
+        match msg {
+            Incoming::Up(_, writer) => self.up(writer),
+            Incoming::Msg(_, msg) => {
+                if let Link::Up { heard, .. } = &mut self.link {
+                    *heard = Instant::now();
+                }
+                self.obey(msg);
+            }
+            Incoming::Down(_, why) => self.down(why),
+        }
+    }
+
+    fn up(&mut self, writer: UnixStream) {
+        if let Err(e) = writer.set_write_timeout(Some(WRITE_TIMEOUT)) {
+            return self.lost(&e.to_string());
+        }
+        let now = Instant::now();
+        self.link = Link::Up {
+            writer,
+            heard: now,
+            next_ping: now + PING_EVERY,
+            seq: 0,
+        };
+        if std::mem::take(&mut self.warned) {
+            tracing::warn!("xsched daemon at {} is back", self.socket.display());
+        }
+        self.register_all();
+    }
+
+    fn obey(&mut self, msg: DaemonMsg) {
+        match msg {
+            DaemonMsg::Suspend { queue } => self.apply(Operation::Suspend(QueueId(queue))),
+            DaemonMsg::Resume { queue } => self.apply(Operation::Resume(QueueId(queue))),
+            DaemonMsg::Protect { queue, protected } => self.apply(if protected {
+                Operation::Protect(QueueId(queue))
+            } else {
+                Operation::Unprotect(QueueId(queue))
+            }),
+            DaemonMsg::Error { message } => tracing::warn!("xsched daemon: {message}"),
+            _ => {}
+        }
+    }
+
+    fn apply(&self, op: Operation) {
+        if let Some(queue) = self.queues.get(&op.queue()) {
+            (queue.control)(op);
+        }
+    }
+}
