@@ -4,96 +4,11 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const XSCHED: &str = env!("CARGO_BIN_EXE_xsched");
+mod support;
 
-/// A unique socket path for one test.
-fn socket(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("xsched-test-{}-{name}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-/// A running `xsched serve`, killed when dropped.
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(socket: &Path) -> Daemon {
-        let child = Command::new(XSCHED)
-            .args(["serve", "--socket"])
-            .arg(socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("xsched serve starts");
-        wait_for(
-            || UnixStream::connect(socket).is_ok(),
-            "the daemon to listen",
-        );
-        Daemon(child)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(mut ok: impl FnMut() -> bool, what: &str) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A scheduled worker process.
-fn worker(socket: &Path, priority: i32, kernel_us: u64, commands: u32) -> Child {
-    Command::new(XSCHED)
-        .args(["worker", "--kernel-us", &kernel_us.to_string()])
-        .args(["--commands", &commands.to_string()])
-        .env("XSCHED_SCHEDULER", "global")
-        .env("XSCHED_SOCKET", socket)
-        .env("XSCHED_PRIORITY", priority.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("worker starts")
-}
-
-fn finished(child: Child) -> serde_json::Value {
-    let out = child.wait_with_output().expect("worker ends");
-    assert!(out.status.success(), "worker failed");
-    serde_json::from_slice(&out.stdout).expect("worker prints JSON")
-}
-
-/// `xsched top --once --json` rows.
-fn top(socket: &Path) -> Vec<serde_json::Value> {
-    let out = Command::new(XSCHED)
-        .args(["top", "--once", "--json", "--socket"])
-        .arg(socket)
-        .output()
-        .expect("top runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("top prints JSON");
-    assert_eq!(doc["policy"], "hpf");
-    doc["rows"].as_array().cloned().unwrap_or_default()
-}
-
-fn row_of(rows: &[serde_json::Value], pid: u32) -> Option<serde_json::Value> {
-    rows.iter().find(|r| r["pid"] == pid).cloned()
-}
+use support::{Daemon, finished, row_of, socket, top, wait_for, worker};
 
 #[test]
 fn background_process_is_suspended_while_the_foreground_has_work_and_resumed_after() {

@@ -13,20 +13,23 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use thiserror::Error;
 
-/// Why a client could not talk to the daemon.
+/// Why a client could not talk to the daemon. (Each message includes its cause.)
 #[derive(Debug, Error)]
 pub enum ClientError {
     /// Nobody listens at the socket (or it cannot be reached).
-    #[error("no daemon at {path} ({source}); start one with `xsched serve`")]
+    #[error("no daemon at {path} ({error}); start one with `xsched serve`")]
     Connect {
         /// The socket.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
+    /// The daemon accepted the connection but did not answer in time.
+    #[error("the daemon did not answer within {0:?} (is it stopped, or overloaded?)")]
+    NoAnswer(Duration),
     /// The connection failed after it was made.
     #[error("talking to the daemon: {0}")]
-    Frame(#[from] FrameError),
+    Frame(FrameError),
     /// The daemon answered with an error.
     #[error("the daemon refused: {0}")]
     Refused(String),
@@ -42,6 +45,27 @@ impl From<std::io::Error> for ClientError {
     fn from(e: std::io::Error) -> ClientError {
         ClientError::Frame(FrameError::Io(e))
     }
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> ClientError {
+        ClientError::Frame(e)
+    }
+}
+
+/// Read the daemon's next frame; a read that timed out is [`ClientError::NoAnswer`].
+fn answer(s: &mut UnixStream) -> Result<Option<DaemonMsg>, ClientError> {
+    read_frame::<DaemonMsg>(s).map_err(|e| match e {
+        FrameError::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            ClientError::NoAnswer(s.read_timeout().ok().flatten().unwrap_or_default())
+        }
+        other => ClientError::Frame(other),
+    })
 }
 
 /// Writes to a socket with `MSG_NOSIGNAL`: a peer that is gone gives `EPIPE`, whatever the host
@@ -75,9 +99,9 @@ pub fn send_frame(s: &UnixStream, msg: &ClientMsg) -> Result<(), FrameError> {
 /// the stream keeps `timeout` as its read and write timeouts (change them for long-lived
 /// connections).
 pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError> {
-    let s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+    let s = UnixStream::connect(path).map_err(|error| ClientError::Connect {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     handshake(s, timeout)
 }
@@ -89,9 +113,9 @@ pub fn handshake(mut s: UnixStream, timeout: Duration) -> Result<UnixStream, Cli
     // A daemon that refuses at once may close before the hello arrives: its reason is still
     // there to read, so read before reporting a failed write.
     let sent = send_frame(&s, &ClientMsg::Hello { version: VERSION });
-    let answer = match (sent, read_frame::<DaemonMsg>(&mut s)) {
+    let answer = match (sent, answer(&mut s)) {
         (Err(e), Err(_) | Ok(None)) => return Err(e.into()),
-        (_, answer) => answer?,
+        (_, a) => a?,
     };
     match answer {
         Some(DaemonMsg::Welcome { .. }) => Ok(s),
@@ -106,7 +130,7 @@ pub fn handshake(mut s: UnixStream, timeout: Duration) -> Result<UnixStream, Cli
 pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientError> {
     send_frame(s, msg)?;
     loop {
-        match read_frame::<DaemonMsg>(s)? {
+        match answer(s)? {
             Some(
                 DaemonMsg::Suspend { .. }
                 | DaemonMsg::Resume { .. }

@@ -7,18 +7,31 @@ use thiserror::Error;
 /// The largest frame accepted (bytes after the length prefix).
 pub const MAX_FRAME: u32 = 64 * 1024;
 
-/// Why a frame could not be read or written.
+/// Why a frame could not be read or written. (The message includes the cause, so it is not
+/// repeated as a source: an error chain prints it once.)
 #[derive(Debug, Error)]
 pub enum FrameError {
     /// The stream failed or ended inside a frame.
     #[error("i/o: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     /// The length prefix exceeds [`MAX_FRAME`].
     #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
     TooLarge(u32),
     /// The bytes are not a valid message.
     #[error("malformed frame: {0}")]
-    Malformed(#[from] postcard::Error),
+    Malformed(postcard::Error),
+}
+
+impl From<io::Error> for FrameError {
+    fn from(e: io::Error) -> FrameError {
+        FrameError::Io(e)
+    }
+}
+
+impl From<postcard::Error> for FrameError {
+    fn from(e: postcard::Error) -> FrameError {
+        FrameError::Malformed(e)
+    }
 }
 
 /// Write one message as a frame (one `write_all`, so concurrent writers must serialize).

@@ -1,0 +1,274 @@
+//! The daemon shared with clients that misbehave, each test one kind: a 1 ns time slice,
+//! 2 000 silent connections, a client that never reads, a SIGSTOPped daemon, clients of another
+//! protocol version, and a client of another user trying to switch the policy. In each, an
+//! operator's `xsched top --once` answers in time (the figure is printed) and two real worker
+//! processes are still scheduled: the high-priority one runs while the low one is suspended,
+//! and both complete every command.
+
+mod support;
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{Daemon, XSCHED, finished, row_of, socket, timed_top, top, wait_for, worker};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, client, read_frame, write_frame};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A low- and a high-priority worker: the low one is suspended while the high one has work,
+/// and both complete all their commands.
+fn still_scheduling(sock: &Path) {
+    let bg = worker(sock, 0, 2000, 400);
+    let bg_pid = bg.id();
+    wait_for(
+        || row_of(&top(sock), bg_pid).is_some(),
+        "the low worker registered",
+    );
+    let fg = worker(sock, 10, 2000, 100);
+    let fg_pid = fg.id();
+    wait_for(
+        || {
+            let rows = top(sock);
+            row_of(&rows, fg_pid).is_some_and(|r| r["ready"] == true)
+                && row_of(&rows, bg_pid).is_some_and(|r| r["suspended"] == true)
+        },
+        "the low worker suspended while the high one runs",
+    );
+    assert_eq!(finished(fg)["completed"], 100);
+    assert_eq!(finished(bg)["completed"], 400);
+}
+
+fn register(s: &mut UnixStream, queue: u32, hints: WireHints) {
+    write_frame(
+        s,
+        &ClientMsg::Register {
+            queue,
+            device: 0,
+            hints,
+        },
+    )
+    .expect("register");
+}
+
+#[test]
+fn a_one_nanosecond_time_slice_is_refused_and_stalls_nobody() {
+    let sock = socket("hostile-slice");
+    let _daemon = Daemon::start_with(&sock, &["--policy", "bandwidth"]);
+    let mut hostile = client::connect(&sock, WAIT).expect("connect");
+    register(
+        &mut hostile,
+        0,
+        WireHints {
+            time_slice_ns: Some(1),
+            ..WireHints::default()
+        },
+    );
+    let why = client::request(&mut hostile, &ClientMsg::GetPolicy).expect_err("refused");
+    assert!(why.to_string().contains("at least 100 us"), "{why}");
+    let _ = read_frame::<DaemonMsg>(&mut hostile); // the GetPolicy answer
+    register(&mut hostile, 1, WireHints::default());
+    write_frame(&mut hostile, &ClientMsg::Ready { queue: 1 }).expect("ready");
+    write_frame(
+        &mut hostile,
+        &ClientMsg::Hint {
+            queue: 1,
+            hint: WireHint::TimeSliceNs(1),
+        },
+    )
+    .expect("hint");
+    let why = client::request(&mut hostile, &ClientMsg::GetPolicy).expect_err("refused");
+    assert!(why.to_string().contains("at least 100 us"), "{why}");
+    eprintln!("1 ns slice: top answered in {:?}", timed_top(&sock));
+    drop(hostile);
+    let set = Command::new(XSCHED)
+        .args(["policy", "--socket"])
+        .arg(&sock)
+        .args(["set", "hpf"])
+        .status()
+        .expect("policy set");
+    assert!(
+        set.success(),
+        "the daemon still takes the operator's requests"
+    );
+    still_scheduling(&sock);
+}
+
+#[test]
+fn two_thousand_silent_connections_keep_out_nobody() {
+    let sock = socket("hostile-silent");
+    let _daemon = Daemon::start(&sock);
+    let silent: Vec<UnixStream> = (0..2000)
+        .map(|_| UnixStream::connect(&sock).expect("connect"))
+        .collect();
+    eprintln!(
+        "2000 silent connections: top answered in {:?}",
+        timed_top(&sock)
+    );
+    still_scheduling(&sock);
+    drop(silent);
+}
+
+#[test]
+fn a_client_that_never_reads_delays_nobody() {
+    let sock = socket("hostile-deaf");
+    let _daemon = Daemon::start(&sock);
+    let mut deaf = client::connect(&sock, WAIT).expect("connect");
+    register(&mut deaf, 0, WireHints::default());
+    register(
+        &mut deaf,
+        1,
+        WireHints {
+            priority: 10,
+            ..WireHints::default()
+        },
+    );
+    write_frame(&mut deaf, &ClientMsg::Ready { queue: 0 }).expect("ready");
+    // Each Ready/Idle of the high queue makes operations for the low one; none is read.
+    let flood = std::thread::spawn(move || {
+        for i in 0..2_000_000u32 {
+            let queue = 1;
+            let msg = if i % 2 == 0 {
+                ClientMsg::Ready { queue }
+            } else {
+                ClientMsg::Idle { queue }
+            };
+            if write_frame(&mut deaf, &msg).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    eprintln!(
+        "a client that never reads: top answered in {:?}",
+        timed_top(&sock)
+    );
+    still_scheduling(&sock);
+    assert!(
+        flood.join().expect("flood"),
+        "the daemon cut off the client that never read"
+    );
+}
+
+#[test]
+fn a_stopped_daemon_releases_its_clients_and_takes_them_back() {
+    let sock = socket("hostile-stop");
+    let daemon = Daemon::start(&sock);
+    let bg = worker(&sock, 0, 2000, 300);
+    let bg_pid = bg.id();
+    wait_for(|| row_of(&top(&sock), bg_pid).is_some(), "bg registered");
+    let mut fg = worker(&sock, 10, 2000, 1_000_000);
+    let fg_pid = fg.id();
+    wait_for(
+        || row_of(&top(&sock), bg_pid).is_some_and(|r| r["suspended"] == true),
+        "bg suspended by fg",
+    );
+    daemon.signal("STOP");
+    let stopped = Instant::now();
+    // bg's agent gives up on the silent daemon and runs bg unscheduled: it finishes.
+    let bg_done = finished(bg);
+    assert_eq!(bg_done["completed"], 300);
+    eprintln!(
+        "stopped daemon: the suspended worker finished its 300 commands (0.6 s of kernels, \
+         sharing the device with fg) {:?} after SIGSTOP",
+        stopped.elapsed()
+    );
+    // The operator's top cannot be answered, but it says so in time rather than hanging.
+    let started = Instant::now();
+    let refused = support::top_by(Command::new(XSCHED), &sock).expect_err("no answer");
+    let gave_up = started.elapsed();
+    assert!(
+        gave_up < Duration::from_secs(15),
+        "top hung for {gave_up:?}"
+    );
+    assert!(refused.contains("did not answer"), "{refused}");
+    eprintln!(
+        "stopped daemon: top gave up after {gave_up:?}: {}",
+        refused.trim()
+    );
+    daemon.signal("CONT");
+    wait_for(
+        || row_of(&top(&sock), fg_pid).is_some(),
+        "fg registered again after SIGCONT",
+    );
+    eprintln!("after SIGCONT: top answered in {:?}", timed_top(&sock));
+    let _ = fg.kill();
+    let _ = fg.wait();
+    still_scheduling(&sock);
+}
+
+#[test]
+fn clients_of_another_protocol_version_are_told_and_disturb_nobody() {
+    let sock = socket("hostile-version");
+    let _daemon = Daemon::start(&sock);
+    for _ in 0..50 {
+        let mut old = UnixStream::connect(&sock).expect("connect");
+        old.set_read_timeout(Some(WAIT)).expect("timeout");
+        write_frame(&mut old, &ClientMsg::Hello { version: 2 }).expect("hello");
+        match read_frame::<DaemonMsg>(&mut old) {
+            Ok(Some(DaemonMsg::Error { message })) => {
+                assert!(message.contains("version 2 unsupported"), "{message}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    eprintln!(
+        "50 version-2 clients: top answered in {:?}",
+        timed_top(&sock)
+    );
+    still_scheduling(&sock);
+}
+
+#[test]
+fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
+    let euid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("proc"));
+    if euid != 0 {
+        eprintln!("skipped: running a client as another user needs root (CI runs as root)");
+        return;
+    }
+    // A directory and socket the other user can reach; the authority defaults stay.
+    let dir = std::env::temp_dir().join(format!("xsched-test-{}-uid", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).expect("dir");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let config = dir.join("daemon.toml");
+    std::fs::write(&config, "[socket]\nmode = 0o666\n").expect("config");
+    let sock = dir.join("xsched.sock");
+    let config_arg = config.to_string_lossy().into_owned();
+    let _daemon = Daemon::start_with(&sock, &["--config", &config_arg]);
+    let bg = worker(&sock, 0, 2000, 400);
+    wait_for(|| row_of(&top(&sock), bg.id()).is_some(), "bg registered");
+    let nobody = || {
+        let mut c = Command::new(XSCHED);
+        std::os::unix::process::CommandExt::uid(&mut c, 65534);
+        std::os::unix::process::CommandExt::gid(&mut c, 65534);
+        c
+    };
+    let out = nobody()
+        .args(["policy", "--socket"])
+        .arg(&sock)
+        .args(["set", "bandwidth"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "uid 65534 switched the policy");
+    assert!(
+        stderr.contains("setting the policy refused") && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+    let theirs = support::top_by(nobody(), &sock).expect("top as uid 65534");
+    assert_eq!(
+        theirs["rows"].as_array().map(Vec::len),
+        Some(0),
+        "uid 65534 sees no other user's queues"
+    );
+    assert_eq!(theirs["policy"], "hpf", "the policy is unchanged");
+    eprintln!(
+        "another uid refused: top answered in {:?}",
+        timed_top(&sock)
+    );
+    assert_eq!(finished(bg)["completed"], 400);
+    still_scheduling(&sock);
+    let _ = std::fs::remove_dir_all(&dir);
+}
