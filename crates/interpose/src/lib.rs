@@ -8,17 +8,23 @@
 //!   the shim disabled, said once, and every call goes straight to the real library.
 //! - [`guard`]: no panic unwinds into the application; on an internal failure a call is
 //!   forwarded to the real library, once (a call already made is never repeated).
+//! - [`PerProcess`] and [`atfork`]: the shim's state, one per process, so a forked child starts
+//!   clean (its own runtime and daemon connection; the parent's connection closed in it).
 //! - [`gated`]: the gate contract. A backend makes the application's call on the real queue at
 //!   once, behind a gate that opens when the XQueue launches the command, or when the command
 //!   is dropped unlaunched; [`gated::submit`] hands such a command to its XQueue, and forwards
 //!   the call when no gate could be made.
 //!
-//! The crate is safe code: the shims' exports hold the `unsafe` and its `// SAFETY:` comments.
+//! The crate is safe code but for the `pthread_atfork` registration ([`atfork`]); the shims'
+//! exports hold the rest of the `unsafe` and its `// SAFETY:` comments.
 
+pub mod atfork;
 pub mod gated;
 pub mod guard;
+mod per_process;
 mod registry;
 
+pub use per_process::PerProcess;
 pub use registry::Interposer;
 
 /// The environment variables that steer an interposed process beyond its queues' own hints:

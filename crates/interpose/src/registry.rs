@@ -111,6 +111,15 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
         lock(&self.passed).insert(key);
     }
 
+    /// Forget every queue whose key satisfies `pred` (a thread's or a context's queues that went
+    /// away with it); dropping the returned XQueues drains them.
+    pub fn forget_where(&self, pred: impl Fn(&K) -> bool) -> Vec<Arc<XQueue<H>>> {
+        lock(&self.passed).retain(|k| !pred(k));
+        let mut queues = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+        let keys: Vec<K> = queues.keys().filter(|k| pred(k)).copied().collect();
+        keys.iter().filter_map(|k| queues.remove(k)).collect()
+    }
+
     /// The application is done with the real queue `key`: forget it. Dropping the returned
     /// XQueue (the last reference) drains it, so every command the application issued runs.
     pub fn forget(&self, key: K) -> Option<Arc<XQueue<H>>> {

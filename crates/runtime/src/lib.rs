@@ -24,6 +24,7 @@ pub mod clock;
 mod completion;
 mod env;
 mod error;
+pub mod fork;
 mod hwqueue;
 mod latency;
 mod launcher;

@@ -12,7 +12,7 @@ use crate::real::{NOT_FOUND, Status};
 use crate::state::{Key, shim};
 use std::ffi::{c_int, c_uchar, c_uint, c_void};
 use xsched_backend_cuda::sys::{
-    CUdeviceptr, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
+    CUcontext, CUdeviceptr, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
 };
 use xsched_interpose::guard;
 
@@ -144,13 +144,13 @@ observed!(
     /// `cuStreamSynchronize`: waits for the stream's XQueue (so queued commands are launched
     /// promptly), then for the stream itself.
     cuStreamSynchronize(stream: CUstream), "synchronizing a stream",
-    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
+    |key| |s: &'static crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
     stream = |stream| stream, ptsz = false
 );
 observed!(
     /// `cuStreamSynchronize_ptsz`: as `cuStreamSynchronize`.
     cuStreamSynchronize_ptsz(stream: CUstream), "synchronizing a stream",
-    |key| |s: &crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
+    |key| |s: &'static crate::state::Shim| if let Some(q) = s.stream(key) { let _ = q.wait_all(); },
     stream = |stream| stream, ptsz = true
 );
 observed!(
@@ -197,6 +197,30 @@ observed!(
     |key| |_: &crate::state::Shim| graph_once(key),
     stream = |_graph, stream| stream, ptsz = true
 );
+
+/// `cuCtxDestroy`: drains and forgets the context's default streams (the legacy one and every
+/// thread's per-thread one), then destroys the context.
+///
+/// # Safety
+/// As the CUDA driver API requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxDestroy_v2(context: CUcontext) -> Status {
+    real_fn!(
+        real,
+        cuCtxDestroy_v2,
+        unsafe extern "C" fn(CUcontext) -> Status
+    );
+    guard::quietly("CUDA", "releasing a context's streams", || {
+        if let Some(shim) = shim() {
+            shim.forget_context(context as usize);
+        }
+    });
+    match real() {
+        // SAFETY: the application's argument, unchanged, to the real entry point.
+        Some(f) => unsafe { f(context) },
+        None => NOT_FOUND,
+    }
+}
 
 fn graph_once(_key: Key) {
     static SAID: std::sync::Once = std::sync::Once::new();

@@ -56,6 +56,7 @@ fn replaced() -> &'static [(usize, usize)] {
             cuGraphLaunch_ptsz,
             cuStreamCreate,
             cuStreamCreateWithPriority,
+            cuCtxDestroy_v2,
             cuGetProcAddress,
             cuGetProcAddress_v2,
         ]

@@ -7,13 +7,20 @@
 //! legacy default stream per context, the per-thread default stream per context and thread.
 //! A stream that cannot be scheduled (a bad per-queue `XSCHED_*` value, Level 1 only) passes
 //! through with one log line; a stream being captured into a graph passes through while it is.
+//!
+//! Streams that go away without a destroy call are released with what took them: a thread's
+//! per-thread default streams when the thread exits, a context's default streams when
+//! `cuCtxDestroy` destroys it. Each release drains the XQueue first (every command the
+//! application issued runs) and frees its launcher thread and daemon registration. An exiting
+//! thread's thread-local guard only hands its number to the shim's reaper thread: draining (and
+//! logging) cannot happen inside a thread-local destructor, and the exiting thread need not wait.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, Once};
 use xsched_backend_cuda::{CudaStream, sys};
 use xsched_core::Level;
-use xsched_interpose::Interposer;
+use xsched_interpose::{Interposer, PerProcess};
 use xsched_runtime::{HwQueue, QueueOptions, XQueue};
 
 /// `CU_STREAM_LEGACY`.
@@ -50,6 +57,16 @@ impl std::fmt::Debug for Key {
 }
 
 impl Key {
+    /// Whether this is a per-thread default stream of thread `thread`.
+    fn is_per_thread_of(&self, thread: u64) -> bool {
+        self.handle == PER_THREAD && self.thread == thread
+    }
+
+    /// Whether this is a default stream (legacy or per-thread) of context `context`.
+    fn is_default_of(&self, context: usize) -> bool {
+        (self.handle == LEGACY || self.handle == PER_THREAD) && self.context == context
+    }
+
     /// The stream `handle` means in a call from this thread (`ptsz`: a per-thread-default-stream
     /// entry point, where NULL is the per-thread stream rather than the legacy one).
     pub(crate) fn of(handle: sys::CUstream, ptsz: bool) -> Key {
@@ -71,25 +88,35 @@ impl Key {
     }
 }
 
-/// The interposer (`xsched-interpose`), and the streams being captured into a graph.
+/// The interposer (`xsched-interpose`), the streams being captured into a graph, and the
+/// threads that exited with per-thread streams.
 pub(crate) struct Shim {
     streams: Interposer<Key, CudaStream>,
     capturing: Mutex<HashSet<Key>>,
+    exited: Mutex<Vec<u64>>,
+    reap: Condvar,
+    reaper: Once,
 }
 
-static SHIM: OnceLock<Option<Shim>> = OnceLock::new();
+static SHIM: PerProcess<Option<Shim>> = PerProcess::new();
 
-/// The shim, or `None` when it could not start (then every call is forwarded).
+/// This process's shim (a forked child builds its own: streams its parent used pass through in
+/// it until it uses them itself), or `None` when it could not start (then every call is
+/// forwarded).
 pub(crate) fn shim() -> Option<&'static Shim> {
-    SHIM.get_or_init(|| {
+    SHIM.get(|| {
+        xsched_interpose::atfork::register();
         let streams = Interposer::start("CUDA", || {
             xsched_backend_cuda::probe().map_err(|e| e.to_string())
         })?;
         Some(Shim {
             streams,
             capturing: Mutex::default(),
+            exited: Mutex::default(),
+            reap: Condvar::new(),
+            reaper: Once::new(),
         })
-    })
+    })?
     .as_ref()
 }
 
@@ -100,7 +127,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Shim {
     /// The scheduled stream behind `key` (scheduling it now if it is new), or `None` if it
     /// passes through.
-    pub(crate) fn stream(&self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+    pub(crate) fn stream(&'static self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
         if lock(&self.capturing).contains(&key) {
             return None;
         }
@@ -114,7 +141,11 @@ impl Shim {
     }
 
     /// Put a stream under an XQueue, or leave it unscheduled with one log line.
-    pub(crate) fn adopt(&self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+    pub(crate) fn adopt(&'static self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+        if key.handle == PER_THREAD {
+            self.start_reaper();
+            release_on_thread_exit(key.thread);
+        }
         self.streams.adopt(key, |runtime| {
             let options = QueueOptions::from_env().map_err(|e| e.to_string())?;
             // SAFETY: the handle is the application's live stream (or a default stream) in the
@@ -142,6 +173,68 @@ impl Shim {
         drop(self.streams.forget(key));
     }
 
+    /// The context `context` is being destroyed: drain and forget its default streams (first
+    /// those of threads that exited, so each is accounted to its thread; the reaper waits).
+    pub(crate) fn forget_context(&self, context: usize) {
+        let mut exited = lock(&self.exited);
+        self.reap(&mut exited);
+        let gone = self.streams.forget_where(|k| k.is_default_of(context));
+        if !gone.is_empty() {
+            tracing::info!(
+                "context {context:#x} destroyed: its {} default stream(s) released",
+                gone.len()
+            );
+        }
+    }
+
+    /// Thread `thread` is exiting (from its thread-local destructor: no logging, no waiting).
+    fn thread_exited(&self, thread: u64) {
+        lock(&self.exited).push(thread);
+        self.reap.notify_one();
+    }
+
+    /// The reaper thread, started with the first per-thread stream.
+    fn start_reaper(&'static self) {
+        self.reaper.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("xsched-cuda-reaper".into())
+                .spawn(move || {
+                    let mut exited = lock(&self.exited);
+                    loop {
+                        while exited.is_empty() {
+                            exited = self
+                                .reap
+                                .wait(exited)
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        }
+                        self.reap(&mut exited);
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("no reaper thread ({e}): exited threads' streams stay scheduled");
+            }
+        });
+    }
+
+    /// Release the per-thread streams of every thread in `exited` (the list, locked: an exiting
+    /// thread waits to add itself until this is done).
+    fn reap(&self, exited: &mut Vec<u64>) {
+        for thread in exited.drain(..) {
+            self.forget_thread(thread);
+        }
+    }
+
+    /// Thread `thread` exited: drain and forget its per-thread default streams.
+    fn forget_thread(&self, thread: u64) {
+        let gone = self.streams.forget_where(|k| k.is_per_thread_of(thread));
+        if !gone.is_empty() {
+            tracing::info!(
+                "thread {thread} exited: its {} per-thread stream(s) released",
+                gone.len()
+            );
+        }
+    }
+
     /// A capture into a graph begins (`true`) or ends on the stream.
     pub(crate) fn set_capturing(&self, key: Key, capturing: bool) {
         let mut set = lock(&self.capturing);
@@ -156,4 +249,25 @@ impl Shim {
             set.remove(&key);
         }
     }
+}
+
+/// Releases its thread's per-thread default streams when the thread exits (its thread-local
+/// destructor). Holds the thread's number: other thread-locals may be gone by then.
+struct ReleaseOnExit(u64);
+
+impl Drop for ReleaseOnExit {
+    fn drop(&mut self) {
+        if let Some(s) = shim() {
+            s.thread_exited(self.0);
+        }
+    }
+}
+
+/// Arrange for this thread's per-thread streams to be released when it exits (once per thread).
+fn release_on_thread_exit(thread: u64) {
+    thread_local!(static GUARD: std::cell::OnceCell<ReleaseOnExit> = const { std::cell::OnceCell::new() });
+    // A thread already tearing down its thread-locals cannot register one: nothing to do then.
+    let _ = GUARD.try_with(|g| {
+        g.get_or_init(|| ReleaseOnExit(thread));
+    });
 }

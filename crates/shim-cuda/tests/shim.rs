@@ -7,11 +7,13 @@
 
 #[path = "../../backend-cuda/tests/common/fake.rs"]
 mod fake;
+#[path = "../../interpose/tests/support/forks.rs"]
+mod forks;
 #[path = "../../interpose/tests/support/program.rs"]
 mod program;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 struct Setup {
     program: PathBuf,
@@ -28,8 +30,13 @@ fn setup() -> Option<Setup> {
     let lib = fake::library_dir();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cuapp.c");
     let dir = format!("-L{}", lib.display());
-    let program = program::build("cuapp", &source, &[], &[&dir, "-lcuda", "-ldl"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let program = program::build(
+        "cuapp",
+        &source,
+        &[],
+        &[&dir, "-lcuda", "-ldl", "-lpthread"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let shim = program::shim_library("libxsched_cuda.so");
     Some(Setup { program, shim, lib })
 }
@@ -43,11 +50,15 @@ struct Run {
 
 impl Setup {
     fn run(&self, shim: bool, env: &[(&str, &str)], tag: &str) -> Run {
+        self.run_mode(&["check", "4096", "20"], shim, env, tag)
+    }
+
+    fn run_mode(&self, args: &[&str], shim: bool, env: &[(&str, &str)], tag: &str) -> Run {
         let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
         let _ = std::fs::remove_file(&trace);
         let mut c = Command::new(&self.program);
-        c.args(["check", "4096", "20"]);
+        c.args(args);
         for var in xsched_interpose::STEERING_VARS {
             c.env_remove(var);
         }
@@ -148,4 +159,51 @@ fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
             out.log
         );
     }
+}
+
+#[test]
+fn forked_children_start_clean_and_exec_registers_one_agent() {
+    let Some(s) = setup() else { return };
+    forks::check("cuda", |mode, socket| {
+        let mut c = Command::new(&s.program);
+        c.args(["fork", "1024", "800", mode]);
+        for var in xsched_interpose::STEERING_VARS {
+            c.env_remove(var);
+        }
+        c.env("LD_LIBRARY_PATH", s.lib)
+            .env("LD_PRELOAD", &s.shim)
+            .env("XSCHED_SCHEDULER", "global")
+            .env("XSCHED_SOCKET", socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the test program starts")
+    });
+}
+
+#[test]
+fn streams_of_exited_threads_and_destroyed_contexts_are_released() {
+    let Some(s) = setup() else { return };
+    let run = s.run_mode(&["threads", "1024", "5"], true, &[], "threads");
+    assert_eq!(run.json["threads"], 5);
+    let log = &run.log;
+    assert_eq!(
+        log.matches("stream 0x2 scheduled").count(),
+        5,
+        "one per-thread stream per thread: {log}"
+    );
+    assert_eq!(
+        log.matches("exited: its 1 per-thread stream(s) released")
+            .count(),
+        5,
+        "each thread's per-thread stream released when the thread exits: {log}"
+    );
+    assert!(
+        log.contains("destroyed: its 1 default stream(s) released"),
+        "the legacy stream released with its context: {log}"
+    );
+    assert!(
+        waits(&run.driver) >= 6,
+        "the commands were gated: {}",
+        run.driver
+    );
 }

@@ -6,9 +6,9 @@ use cl3::command_queue::{
     CL_QUEUE_REFERENCE_COUNT,
 };
 use cl3::types::{cl_command_queue, cl_ulong};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use xsched_backend_opencl::{OclQueue, cl3};
-use xsched_interpose::Interposer;
+use xsched_interpose::{Interposer, PerProcess};
 use xsched_runtime::{QueueOptions, XQueue};
 
 /// An application's command queue, by handle address.
@@ -30,12 +30,16 @@ impl std::fmt::Debug for QueueKey {
 /// The interposer: queues by handle.
 pub(crate) type Shim = Interposer<QueueKey, OclQueue>;
 
-static SHIM: OnceLock<Option<Shim>> = OnceLock::new();
+static SHIM: PerProcess<Option<Shim>> = PerProcess::new();
 
-/// The shim, or `None` when it could not start (then every call is forwarded).
+/// This process's shim (a forked child builds its own: queues its parent created pass through
+/// in it), or `None` when it could not start (then every call is forwarded).
 pub(crate) fn shim() -> Option<&'static Shim> {
-    SHIM.get_or_init(|| Interposer::start("OpenCL", || Ok(())))
-        .as_ref()
+    SHIM.get(|| {
+        xsched_interpose::atfork::register();
+        Interposer::start("OpenCL", || Ok(()))
+    })?
+    .as_ref()
 }
 
 /// The scheduled queue behind `queue`, if it is one.

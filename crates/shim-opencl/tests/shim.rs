@@ -6,6 +6,8 @@
 //! Without OpenCL or a C compiler these tests fail under CI (`CI=true`) and are skipped
 //! elsewhere, saying why (`scripts/test.sh` installs POCL, the loader and the headers).
 
+#[path = "../../interpose/tests/support/forks.rs"]
+mod forks;
 #[path = "../../interpose/tests/support/program.rs"]
 mod program;
 
@@ -186,5 +188,79 @@ fn foreground_and_background_processes_under_the_daemon() {
         p99(&alone),
         p99(&native) / p99(&alone),
         p99(&shimmed) / p99(&alone)
+    );
+}
+
+#[test]
+fn forked_children_start_clean_and_exec_registers_one_agent() {
+    let Some(s) = setup() else { return };
+    forks::check("opencl", |mode, socket| {
+        let mut c = s.command(&["fork", "4096", "20", "800", mode], true);
+        c.env("XSCHED_SCHEDULER", "global")
+            .env("XSCHED_SOCKET", socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the test program starts")
+    });
+}
+
+#[test]
+fn a_daemon_that_hangs_up_never_raises_sigpipe_in_the_host_program() {
+    use std::os::unix::net::UnixListener;
+    use std::os::unix::process::ExitStatusExt;
+    use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
+    let Some(s) = setup() else { return };
+    // A "daemon" that welcomes each client, reads one frame, and hangs up: every later write
+    // of the client's agent meets a closed socket. The C program keeps SIGPIPE's default
+    // disposition (terminate).
+    let sock = std::env::temp_dir().join(format!("xsched-ocl-pipe-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    let listener = UnixListener::bind(&sock).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let hangups = std::thread::spawn(move || {
+        let mut served = 0u32;
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok((mut c, _)) = listener.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            };
+            let _ = c.set_nonblocking(false);
+            if matches!(
+                read_frame::<ClientMsg>(&mut c),
+                Ok(Some(ClientMsg::Hello { .. }))
+            ) {
+                let _ = write_frame(&mut c, &DaemonMsg::Welcome { version: VERSION });
+                let _ = read_frame::<ClientMsg>(&mut c);
+                served += 1;
+            }
+        }
+        served
+    });
+    let path = sock.to_str().expect("utf-8 path");
+    let mut c = s.command(&["hold", "4096", "20", "1500"], true);
+    let out = c
+        .env("XSCHED_SCHEDULER", "global")
+        .env("XSCHED_SOCKET", path)
+        .output()
+        .expect("the test program runs");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let served = hangups.join().expect("the hanging-up daemon");
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "the host program was killed by signal {:?}: {}",
+        out.status.signal(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        served >= 2,
+        "the agent reconnected after each hang-up ({served} connections)"
     );
 }

@@ -222,6 +222,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { if (d != 0) return
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return d == 0 ? SUCCESS : INVALID_VALUE; }
 static __thread CUcontext current;
 CUresult cuCtxSetCurrent(CUcontext c) { current = c; return SUCCESS; }
+CUresult cuCtxDestroy_v2(CUcontext c) { if (!c) return INVALID_VALUE; if (current == c) current = NULL; return SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *c) { *c = current; return SUCCESS; }
 CUresult cuCtxGetDevice(CUdevice *d) { if (!current) return 201; *d = 0; return SUCCESS; }
 

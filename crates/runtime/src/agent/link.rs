@@ -7,6 +7,7 @@
 //! process's user, or as `XSCHED_DAEMON_UID`. Anyone else could have put a socket where this
 //! user's clients look, and obeying its `Suspend`s would hand it this program's device time.
 
+use crate::fork::Tracked;
 use crossbeam_channel::Sender;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::os::unix::net::UnixStream;
@@ -23,10 +24,25 @@ pub(super) enum Down {
     Refused(String),
 }
 
+/// One descriptor of a connection, closed by a forked child (`crate::fork`).
+pub(super) struct Conn {
+    _tracked: Tracked,
+    pub(super) stream: UnixStream,
+}
+
+impl Conn {
+    fn new(stream: UnixStream) -> Conn {
+        Conn {
+            _tracked: Tracked::new(&stream),
+            stream,
+        }
+    }
+}
+
 /// What a link thread reports to the agent, tagged with its generation.
 pub(super) enum Incoming {
     /// Connected and welcomed: the agent writes on this stream.
-    Up(u64, UnixStream),
+    Up(u64, Conn),
     /// A frame from the daemon.
     Msg(u64, DaemonMsg),
     /// The link is over.
@@ -80,9 +96,10 @@ pub(super) fn run(
     let _ = tx.send(Incoming::Down(generation, down));
 }
 
-fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(UnixStream, UnixStream), Down> {
+fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn), Down> {
     let stream =
         UnixStream::connect(path).map_err(|e| Down::Unreachable(format!("connect: {e}")))?;
+    let tracked = Tracked::new(&stream);
     trust.check(&stream, path)?;
     let stream = client::handshake(stream, timeout).map_err(|e| match e {
         client::ClientError::Refused(why) => Down::Refused(why),
@@ -94,15 +111,19 @@ fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(UnixStream, 
     let reader = stream
         .try_clone()
         .map_err(|e| Down::Unreachable(format!("cannot clone the socket: {e}")))?;
-    Ok((stream, reader))
+    let conn = Conn {
+        _tracked: tracked,
+        stream,
+    };
+    Ok((conn, Conn::new(reader)))
 }
 
 /// Forward frames until the connection ends; a full channel makes this thread (not the agent)
 /// wait, and the daemon cuts off a client that falls far behind: the agent then reconnects and
 /// registers everything again.
-fn read(mut stream: UnixStream, generation: u64, tx: &Sender<Incoming>) -> Down {
+fn read(mut conn: Conn, generation: u64, tx: &Sender<Incoming>) -> Down {
     loop {
-        match read_frame::<DaemonMsg>(&mut stream) {
+        match read_frame::<DaemonMsg>(&mut conn.stream) {
             Ok(Some(msg)) => {
                 if tx.send(Incoming::Msg(generation, msg)).is_err() {
                     return Down::Unreachable("the agent stopped".into());

@@ -19,9 +19,8 @@ mod link;
 
 use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource};
 use crossbeam_channel::{Receiver, Sender, select};
-use link::{Down, Incoming, Trust};
+use link::{Conn, Down, Incoming, Trust};
 use std::collections::BTreeMap;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,7 +73,7 @@ enum Link {
     Connecting,
     /// Connected: writes go to `writer`.
     Up {
-        writer: UnixStream,
+        writer: Conn,
         heard: Instant,
         next_ping: Instant,
         seq: u32,
@@ -183,7 +182,7 @@ impl Agent {
     /// Close the connection, if any (its link thread then ends).
     fn drop_link(&mut self) {
         if let Link::Up { writer, .. } = &self.link {
-            let _ = writer.shutdown(std::net::Shutdown::Both);
+            let _ = writer.stream.shutdown(std::net::Shutdown::Both);
         }
         // Frames of the old generation are ignored from here on.
         self.generation += 1;
@@ -224,7 +223,7 @@ impl Agent {
         let Link::Up { writer, .. } = &self.link else {
             return;
         };
-        if let Err(e) = client::send_frame(writer, msg) {
+        if let Err(e) = client::send_frame(&writer.stream, msg) {
             self.lost(&format!("writing: {e}"));
         }
     }
@@ -352,8 +351,8 @@ impl Agent {
         }
     }
 
-    fn up(&mut self, writer: UnixStream) {
-        if let Err(e) = writer.set_write_timeout(Some(WRITE_TIMEOUT)) {
+    fn up(&mut self, writer: Conn) {
+        if let Err(e) = writer.stream.set_write_timeout(Some(WRITE_TIMEOUT)) {
             return self.lost(&e.to_string());
         }
         let now = Instant::now();

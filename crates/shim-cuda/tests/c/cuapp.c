@@ -4,14 +4,23 @@
  *
  *   cuapp check N ITERS   one JSON line: results checksum, status codes, how entry points found
  *                         through dlsym + cuGetProcAddress relate to the driver's, graph replay
+ *   cuapp hold N MS       one stream in use for MS milliseconds
+ *   cuapp threads N K     K threads each launch on their per-thread default stream and exit;
+ *                         then the legacy stream, then cuCtxDestroy
+ *   cuapp fork N MS stay|exec  a stream in use, then fork: the child sleeps 2*MS without CUDA
+ *                         (stay) or execs `hold N 2*MS` (exec); the parent prints
+ *                         {"pid","child"}, uses its stream MS more and exits
  *
  * Kernels are the fake driver's ("axpy": y = a*x + y; see crates/backend-cuda/tests/fake). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "checksum.h" /* crates/interpose/c */
 
@@ -27,6 +36,7 @@ typedef struct {
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
 CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
@@ -39,6 +49,9 @@ CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
+CUresult cuStreamSynchronize_ptsz(CUstream);
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventSynchronize(CUevent);
@@ -132,8 +145,114 @@ static int check(unsigned n, int iters) {
   return 0;
 }
 
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* A created stream with an axpy ready to launch on it. */
+typedef struct {
+  CUstream s;
+  CUfunction axpy;
+  CUdeviceptr x, y;
+  unsigned n;
+  float a;
+} Work;
+
+static Work work_on_new_stream(unsigned n) {
+  Work w = {.n = n, .a = 0.5f};
+  CUcontext ctx;
+  CUmodule mod;
+  CHECK(cuInit(0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  CHECK(cuModuleLoadData(&mod, "fake image"));
+  CHECK(cuModuleGetFunction(&w.axpy, mod, "axpy"));
+  CHECK(cuMemAlloc_v2(&w.x, n * sizeof(float)));
+  CHECK(cuMemAlloc_v2(&w.y, n * sizeof(float)));
+  CHECK(cuStreamCreate(&w.s, 1));
+  return w;
+}
+
+/* Launch and synchronize on the stream for `ms` milliseconds. */
+static void use_stream(Work *w, double ms) {
+  void *params[] = {&w->y, &w->x, &w->n, &w->a};
+  struct timespec pause = {0, 5000000};
+  for (double until = now_ms() + ms; now_ms() < until;) {
+    CHECK(cuLaunchKernel(w->axpy, 1, 1, 1, 32, 1, 1, 0, w->s, params, NULL));
+    CHECK(cuStreamSynchronize(w->s));
+    nanosleep(&pause, NULL);
+  }
+}
+
+static int hold(unsigned n, double ms) {
+  Work w = work_on_new_stream(n);
+  use_stream(&w, ms);
+  CHECK(cuStreamDestroy_v2(w.s));
+  return 0;
+}
+
+static CUcontext shared_ctx;
+
+static void *per_thread(void *arg) {
+  Work *w = arg;
+  void *params[] = {&w->y, &w->x, &w->n, &w->a};
+  CHECK(cuCtxSetCurrent(shared_ctx));
+  CHECK(cuLaunchKernel_ptsz(w->axpy, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+  CHECK(cuStreamSynchronize_ptsz(NULL));
+  return NULL;
+}
+
+static int threads(unsigned n, int k) {
+  Work w = work_on_new_stream(n);
+  CHECK(cuDevicePrimaryCtxRetain(&shared_ctx, 0));
+  for (int i = 0; i < k; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, per_thread, &w) != 0) { perror("pthread_create"); return 1; }
+    pthread_join(t, NULL);
+  }
+  void *params[] = {&w.y, &w.x, &w.n, &w.a};
+  CHECK(cuLaunchKernel(w.axpy, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+  CHECK(cuStreamSynchronize(NULL));
+  CHECK(cuStreamDestroy_v2(w.s));
+  CHECK(cuCtxDestroy_v2(shared_ctx));
+  printf("{\"mode\":\"threads\",\"threads\":%d}\n", k);
+  return 0;
+}
+
+static int forked(unsigned n, double ms, const char *mode, const char *self) {
+  Work w = work_on_new_stream(n);
+  use_stream(&w, ms / 4);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) { perror("fork"); return 1; }
+  if (child == 0) {
+    if (!strcmp(mode, "exec")) {
+      char n_s[32], ms_s[32];
+      snprintf(n_s, sizeof n_s, "%u", n);
+      snprintf(ms_s, sizeof ms_s, "%.0f", 2 * ms);
+      execl(self, self, "hold", n_s, ms_s, (char *)NULL);
+      perror("exec");
+      _exit(127);
+    }
+    struct timespec t = {(time_t)(2 * ms / 1e3), (long)((2 * ms - 1e3 * (time_t)(2 * ms / 1e3)) * 1e6)};
+    nanosleep(&t, NULL);
+    _exit(0);
+  }
+  printf("{\"mode\":\"fork\",\"pid\":%d,\"child\":%d}\n", (int)getpid(), (int)child);
+  fflush(stdout);
+  use_stream(&w, ms);
+  CHECK(cuStreamDestroy_v2(w.s));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "check")) return check((unsigned)atoi(argv[2]), atoi(argv[3]));
-  fprintf(stderr, "usage: cuapp check N ITERS\n");
+  if (argc == 4 && !strcmp(argv[1], "hold")) return hold((unsigned)atoi(argv[2]), atof(argv[3]));
+  if (argc == 4 && !strcmp(argv[1], "threads")) return threads((unsigned)atoi(argv[2]), atoi(argv[3]));
+  if (argc == 5 && !strcmp(argv[1], "fork"))
+    return forked((unsigned)atoi(argv[2]), atof(argv[3]), argv[4], argv[0]);
+  fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | fork N MS stay|exec\n");
   return 2;
 }

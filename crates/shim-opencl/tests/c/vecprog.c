@@ -5,6 +5,10 @@
  *   vecprog fg N WORK PERIOD_US REQS [K]  open-loop requests (write, K kernels, blocking read)
  *   vecprog bg N WORK                 saturating kernel loop until SIGTERM: throughput
  *   vecprog overhead N WORK CALLS     mean time of one clEnqueueNDRangeKernel call (ns)
+ *   vecprog hold N WORK MS            one queue in use for MS milliseconds
+ *   vecprog fork N WORK MS stay|exec  a queue in use, then fork: the child sleeps 2*MS without
+ *                                     OpenCL (stay) or execs `hold ... 2*MS` (exec); the parent
+ *                                     prints {"pid","child"}, uses its queue MS more and exits
  *
  * N is the vector length and WORK the inner iterations per element (the kernel-length knob).
  * Every mode prints one JSON line on stdout. */
@@ -17,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "checksum.h" /* crates/interpose/c */
 
@@ -248,10 +253,64 @@ static int overhead(size_t n, cl_uint work, int calls) {
   return 0;
 }
 
+/* Use `q` (kernels, then a finish) for `ms` milliseconds. */
+static void use_queue(cl_command_queue q, size_t n, double ms) {
+  size_t global = n;
+  double until = now_us() + ms * 1e3;
+  struct timespec pause = {0, 5000000};
+  while (now_us() < until) {
+    CHECK(clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, 0, NULL, NULL));
+    CHECK(clFinish(q));
+    nanosleep(&pause, NULL);
+  }
+}
+
+static cl_command_queue queue_with_args(size_t n, cl_uint work) {
+  cl_int err;
+  cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, NULL, &err);
+  CHECK(err);
+  set_args(buffer(n), buffer(n), work);
+  return q;
+}
+
+static int hold(size_t n, cl_uint work, double ms) {
+  cl_command_queue q = queue_with_args(n, work);
+  use_queue(q, n, ms);
+  CHECK(clReleaseCommandQueue(q));
+  return 0;
+}
+
+static int forked(size_t n, cl_uint work, double ms, const char *mode, const char *self) {
+  cl_command_queue q = queue_with_args(n, work);
+  use_queue(q, n, ms / 4);
+  fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) { perror("fork"); return 1; }
+  if (child == 0) {
+    if (!strcmp(mode, "exec")) {
+      char n_s[32], w_s[32], ms_s[32];
+      snprintf(n_s, sizeof n_s, "%zu", n);
+      snprintf(w_s, sizeof w_s, "%u", work);
+      snprintf(ms_s, sizeof ms_s, "%.0f", 2 * ms);
+      execl(self, self, "hold", n_s, w_s, ms_s, (char *)NULL);
+      perror("exec");
+      _exit(127);
+    }
+    struct timespec t = {(time_t)(2 * ms / 1e3), (long)(fmod(2 * ms, 1e3) * 1e6)};
+    nanosleep(&t, NULL);
+    _exit(0);
+  }
+  printf("{\"mode\":\"fork\",\"pid\":%d,\"child\":%d}\n", (int)getpid(), (int)child);
+  fflush(stdout);
+  use_queue(q, n, ms);
+  CHECK(clReleaseCommandQueue(q));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: vecprog check N WORK ITERS | fg N WORK PERIOD_US REQS [K] | bg N WORK"
-                    " | overhead N WORK CALLS\n");
+                    " | overhead N WORK CALLS | hold N WORK MS | fork N WORK MS stay|exec\n");
     return 2;
   }
   size_t n = (size_t)strtoul(argv[2], NULL, 10);
@@ -262,6 +321,8 @@ int main(int argc, char **argv) {
     return fg(n, work, atof(argv[4]), atoi(argv[5]), argc == 7 ? atoi(argv[6]) : 1);
   if (!strcmp(argv[1], "bg") && argc == 4) return bg(n, work);
   if (!strcmp(argv[1], "overhead") && argc == 5) return overhead(n, work, atoi(argv[4]));
+  if (!strcmp(argv[1], "hold") && argc == 5) return hold(n, work, atof(argv[4]));
+  if (!strcmp(argv[1], "fork") && argc == 6) return forked(n, work, atof(argv[4]), argv[5], argv[0]);
   fprintf(stderr, "bad arguments\n");
   return 2;
 }
