@@ -21,6 +21,8 @@
 //! - [`workers`]: what the `xsched worker` processes run.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
+//! - [`soak`]: client processes under a daemon that is killed, stopped and restarted while
+//!   clients are killed too: every surviving client's commands run exactly once.
 
 pub mod cpu_share;
 pub mod daemon_rtt;
@@ -29,6 +31,7 @@ pub mod harvest;
 pub mod multi_device;
 pub mod overhead;
 pub mod preempt;
+pub mod soak;
 mod stats;
 pub mod two_process;
 pub mod workers;

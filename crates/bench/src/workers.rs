@@ -27,6 +27,9 @@ pub enum Role {
     /// The harvesting benchmark's LP job (`kernel_us` kernels) until standard input closes;
     /// report when each kernel completed.
     Lp,
+    /// The soak's client: `commands` host commands (at most `window` outstanding), each of
+    /// which counts its own runs; report how many ran exactly once, more, or never.
+    Soak,
 }
 
 /// How a worker runs.
@@ -42,8 +45,10 @@ pub struct WorkerArgs {
     pub kernel_us: u64,
     /// Kernels to submit (batch).
     pub commands: u32,
-    /// Most kernels outstanding (batch).
+    /// Most kernels outstanding (batch, soak).
     pub window: usize,
+    /// Commands per second, paced (soak; 0: unpaced).
+    pub rate: u32,
 }
 
 /// Run the worker; its report.
@@ -55,7 +60,7 @@ pub fn run(args: WorkerArgs) -> Result<Value, RuntimeError> {
             return harvest::hp_service_process(&p);
         }
         Role::Lp => return harvest::lp_process(Duration::from_micros(args.kernel_us)),
-        Role::Batch | Role::Fg | Role::Bg => {}
+        Role::Batch | Role::Fg | Role::Bg | Role::Soak => {}
     }
     let runtime = Runtime::from_env()?;
     let device = match args.core {
@@ -93,6 +98,7 @@ pub fn run(args: WorkerArgs) -> Result<Value, RuntimeError> {
                 "seconds": start.elapsed().as_secs_f64(),
             })
         }
+        Role::Soak => crate::soak::client(&queue, args.commands, args.window, args.rate)?,
         Role::Batch | Role::HpService | Role::Lp => batch(&queue, args)?,
     })
 }

@@ -1,8 +1,9 @@
 //! `xsched bench NAME`: the real-device benchmarks with their default parameters.
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
+use std::time::Duration;
 use xsched_bench::{
-    Report, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt,
+    Report, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt, soak,
 };
 
 /// The benchmarks.
@@ -24,6 +25,53 @@ pub enum Name {
     Harvest,
     /// The harvesting policies with HP and LP as two processes under the daemon.
     HarvestDaemon,
+    /// Client processes under a daemon that is killed, stopped and restarted while clients are
+    /// killed: every surviving client's commands run exactly once.
+    Soak,
+}
+
+/// `xsched bench soak`'s settings (defaults: 8 clients, 1 000 000 commands, 4 client kills, 3
+/// daemon disturbances).
+#[derive(Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Soak (bench soak only)")]
+pub struct SoakArgs {
+    /// Client processes alive at once.
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Commands in all.
+    #[arg(long)]
+    commands: Option<u64>,
+    /// Clients SIGKILLed and replaced during the run.
+    #[arg(long)]
+    kills: Option<usize>,
+    /// Daemon disturbances (SIGKILL + restart, SIGSTOP/SIGCONT alternately).
+    #[arg(long)]
+    restarts: Option<usize>,
+    /// Commands per second each client submits (sets the run's length; the disturbances are
+    /// spread over it).
+    #[arg(long)]
+    rate: Option<u32>,
+    /// Milliseconds a stopped daemon stays stopped.
+    #[arg(long)]
+    stopped_ms: Option<u64>,
+    /// Seed for the order of disturbances and the clients killed.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+impl SoakArgs {
+    fn params(&self) -> soak::SoakParams {
+        let d = soak::SoakParams::default();
+        soak::SoakParams {
+            clients: self.clients.unwrap_or(d.clients),
+            commands: self.commands.unwrap_or(d.commands),
+            kills: self.kills.unwrap_or(d.kills),
+            restarts: self.restarts.unwrap_or(d.restarts),
+            rate: self.rate.unwrap_or(d.rate),
+            stopped_for: self.stopped_ms.map_or(d.stopped_for, Duration::from_millis),
+            seed: self.seed.unwrap_or(d.seed),
+        }
+    }
 }
 
 impl Name {
@@ -38,6 +86,7 @@ impl Name {
 pub fn run(
     name: Name,
     samples: Option<u32>,
+    soak: &SoakArgs,
     tick: &dyn Fn(usize, usize),
 ) -> anyhow::Result<Report> {
     Ok(match name {
@@ -69,6 +118,7 @@ pub fn run(
             let exe = std::env::current_exe()?;
             harvest::run_processes(&exe, &p, tick)?
         }
+        Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {
             let mut p = daemon_rtt::DaemonRttParams::default();
             p.samples = samples.unwrap_or(p.samples);

@@ -107,6 +107,8 @@ enum Command {
         #[arg(long)]
         samples: Option<u32>,
         #[command(flatten)]
+        soak: bench::SoakArgs,
+        #[command(flatten)]
         output: Output,
     },
     /// Run a scenario file (see scenarios/).
@@ -221,6 +223,8 @@ enum RoleArg {
     HpService,
     /// The harvesting benchmark's LP job until standard input closes.
     Lp,
+    /// The soak's client: `--commands` host commands that count their own runs.
+    Soak,
 }
 
 impl From<RoleArg> for Role {
@@ -231,6 +235,7 @@ impl From<RoleArg> for Role {
             RoleArg::Bg => Role::Bg,
             RoleArg::HpService => Role::HpService,
             RoleArg::Lp => Role::Lp,
+            RoleArg::Soak => Role::Soak,
         }
     }
 }
@@ -255,6 +260,9 @@ struct WorkerArgs {
     /// Most kernels outstanding at once (batch).
     #[arg(long, default_value_t = 16)]
     window: usize,
+    /// Commands per second, paced (soak); 0 submits as fast as the window allows.
+    #[arg(long, default_value_t = 0)]
+    rate: u32,
 }
 
 /// `xsched llm`'s prompt sets.
@@ -398,9 +406,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             name,
             samples,
+            soak,
             output,
         } => {
-            let report = output::with_progress(|tick| bench::run(name, samples, tick))
+            let report = output::with_progress(|tick| bench::run(name, samples, &soak, tick))
                 .with_context(|| format!("running benchmark `{}`", name.label()))?;
             output::print_report(&format!("bench {}", name.label()), &report, output.json)
         }
@@ -447,6 +456,7 @@ fn run(cli: Cli) -> Result<()> {
                 kernel_us: w.kernel_us,
                 commands: w.commands,
                 window: w.window,
+                rate: w.rate,
             })
             .context("running the worker")?;
             println!("{report}");
