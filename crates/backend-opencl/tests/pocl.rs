@@ -274,3 +274,30 @@ fn an_invalid_queue_is_refused_with_the_status() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_gated_command_dropped_unlaunched_still_runs_and_finish_returns() {
+    let Some(cl) = opencl() else { return };
+    let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
+    let rt = app_runtime();
+    let q = rt
+        .create_queue(hw(&cl), QueueOptions::default())
+        .expect("xqueue");
+    q.suspend().expect("suspend");
+    let kernel = record_kernel(&cl, &log, &next, 9);
+    let (mine, gated) = q
+        .hw()
+        .enqueue_gated(&[], |waits| {
+            enqueue(cl.queue.get(), &kernel, waits).map(Event::into_raw)
+        })
+        .expect("a gate")
+        .expect("enqueued behind the gate");
+    let handle = q.submit(gated).expect("submit");
+    // The command is cancelled before launch: xsched drops it, and its gate opens, so the
+    // application's real command is not left behind a closed gate (clFinish would hang).
+    assert_eq!(q.cancel_pending().expect("cancel"), 1);
+    assert!(handle.wait().is_err(), "cancelled on the xsched side");
+    cl.queue.finish().expect("clFinish returns");
+    assert_eq!(status(&mine), CL_COMPLETE);
+    assert_eq!(read(&cl, &log, 1), vec![9]);
+}

@@ -221,8 +221,7 @@ fn clients_of_another_protocol_version_are_told_and_disturb_nobody() {
 
 #[test]
 fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
-    let euid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("proc"));
-    if euid != 0 {
+    if !support::is_root() {
         eprintln!("skipped: running a client as another user needs root (CI runs as root)");
         return;
     }
@@ -239,12 +238,7 @@ fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
     let _daemon = Daemon::start_with(&sock, &["--config", &config_arg]);
     let bg = worker(&sock, 0, 2000, 400);
     wait_for(|| row_of(&top(&sock), bg.id()).is_some(), "bg registered");
-    let nobody = || {
-        let mut c = Command::new(XSCHED);
-        std::os::unix::process::CommandExt::uid(&mut c, 65534);
-        std::os::unix::process::CommandExt::gid(&mut c, 65534);
-        c
-    };
+    let nobody = support::as_nobody;
     let out = nobody()
         .args(["policy", "--socket"])
         .arg(&sock)
@@ -270,5 +264,43 @@ fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
     );
     assert_eq!(finished(bg)["completed"], 400);
     still_scheduling(&sock);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_agent_obeys_no_daemon_of_another_user_unless_told_to() {
+    if !support::is_root() {
+        eprintln!("skipped: running a daemon as another user needs root (CI runs as root)");
+        return;
+    }
+    // An "impostor" daemon of uid 65534 in a directory of its own.
+    let dir = std::env::temp_dir().join(format!("xsched-test-{}-impostor", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).expect("dir");
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    let sock = dir.join("xsched.sock");
+    let _daemon = Daemon::start_by(support::as_nobody(), &sock, &[]);
+    // A root client does not obey it: it never registers, and runs unscheduled to the end.
+    let w = support::worker_with(&sock, 0, 1000, 600, &[]);
+    let pid = w.id();
+    let until = Instant::now() + Duration::from_millis(400);
+    while Instant::now() < until {
+        assert!(
+            row_of(&top(&sock), pid).is_none(),
+            "the client registered with another user's daemon"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(finished(w)["completed"], 600);
+    // Told to trust that user (a dedicated daemon account), it registers.
+    let w = support::worker_with(&sock, 0, 1000, 600, &[("XSCHED_DAEMON_UID", "65534")]);
+    let pid = w.id();
+    wait_for(
+        || row_of(&top(&sock), pid).is_some(),
+        "the trusting client registered",
+    );
+    assert_eq!(finished(w)["completed"], 600);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -131,6 +131,8 @@ pub(crate) struct Session<'a> {
     peer: Peer,
     outbox: Arc<Outbox>,
     _admitted: Admitted,
+    /// A refused `Register` was logged already (once per connection: a client may retry).
+    said_refused: std::cell::Cell<bool>,
 }
 
 impl Drop for Session<'_> {
@@ -172,6 +174,19 @@ impl<'a> Session<'a> {
             peer,
             outbox,
             _admitted: admitted,
+            said_refused: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Log a refusal on this connection, the first time only.
+    fn log_refusal(&self, why: &str) {
+        if !self.said_refused.replace(true) {
+            tracing::warn!(
+                "client {} ({}, uid {}): {why} (further refusals on this connection not logged)",
+                self.peer.pid,
+                self.peer.name,
+                self.peer.uid
+            );
         }
     }
 
@@ -231,7 +246,11 @@ impl<'a> Session<'a> {
                 device,
                 hints,
             } => {
-                let refused = |why: String| error(format!("queue {queue} not registered: {why}"));
+                let refused = |why: String| {
+                    let why = format!("queue {queue} not registered: {why}");
+                    self.log_refusal(&why);
+                    error(why)
+                };
                 let hints = match hints.to_core() {
                     Ok(h) => h,
                     Err(e) => return refused(e.to_string()),
@@ -242,7 +261,10 @@ impl<'a> Session<'a> {
                 let max = shared.admission.limits().max_queues_per_client;
                 let (id, old) = match reg.add_queue(self.conn, queue, max) {
                     Ok(ids) => ids,
-                    Err(why) => return error(why),
+                    Err(why) => {
+                        self.log_refusal(&why);
+                        return error(why);
+                    }
                 };
                 let target = Target {
                     outbox: self.outbox.clone(),

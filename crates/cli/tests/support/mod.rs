@@ -27,7 +27,12 @@ impl Daemon {
 
     /// `xsched serve` on `socket` with more arguments (`--policy`, `--config`).
     pub fn start_with(socket: &Path, args: &[&str]) -> Daemon {
-        let child = Command::new(XSCHED)
+        Daemon::start_by(Command::new(XSCHED), socket, args)
+    }
+
+    /// `xsched serve` on `socket` as `command` runs it (another user, say).
+    pub fn start_by(mut command: Command, socket: &Path, args: &[&str]) -> Daemon {
+        let child = command
             .args(["serve", "--socket"])
             .arg(socket)
             .args(args)
@@ -71,16 +76,41 @@ pub fn wait_for(mut ok: impl FnMut() -> bool, what: &str) {
 
 /// A scheduled worker process.
 pub fn worker(socket: &Path, priority: i32, kernel_us: u64, commands: u32) -> Child {
+    worker_with(socket, priority, kernel_us, commands, &[])
+}
+
+/// A scheduled worker process with more environment variables.
+pub fn worker_with(
+    socket: &Path,
+    priority: i32,
+    kernel_us: u64,
+    commands: u32,
+    env: &[(&str, &str)],
+) -> Child {
     Command::new(XSCHED)
         .args(["worker", "--kernel-us", &kernel_us.to_string()])
         .args(["--commands", &commands.to_string()])
         .env("XSCHED_SCHEDULER", "global")
         .env("XSCHED_SOCKET", socket)
         .env("XSCHED_PRIORITY", priority.to_string())
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("worker starts")
+}
+
+/// Whether this process runs as root (needed to run processes as another user).
+pub fn is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+}
+
+/// A command that runs `xsched` as uid and gid 65534 (nobody).
+pub fn as_nobody() -> Command {
+    let mut c = Command::new(XSCHED);
+    std::os::unix::process::CommandExt::uid(&mut c, 65534);
+    std::os::unix::process::CommandExt::gid(&mut c, 65534);
+    c
 }
 
 pub fn finished(child: Child) -> serde_json::Value {
