@@ -45,7 +45,7 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z"))
+        .is_ok_and(|stat| stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"))
 }
 
 /// The parent's and the child's pids from the program's first line.
