@@ -19,6 +19,7 @@
 //!   daemon with two processes (`harvest-daemon`).
 //! - [`two_process`]: the demo as two processes under a daemon (`xsched demo --processes`).
 //! - [`workers`]: what the `xsched worker` processes run.
+//! - [`switches`]: this process's context switches, for wake-ups per command.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 //! - [`soak`]: client processes under a daemon that is killed, stopped and restarted while
@@ -33,6 +34,7 @@ pub mod overhead;
 pub mod preempt;
 pub mod soak;
 mod stats;
+pub mod switches;
 pub mod two_process;
 pub mod workers;
 

@@ -3,7 +3,7 @@
 //! launch thresholds 1 to 32.
 
 use crate::stats::pct_us;
-use crate::{Check, Report};
+use crate::{Check, Report, switches};
 use serde_json::json;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -43,19 +43,23 @@ impl Default for OverheadParams {
     }
 }
 
-/// Counts completions of direct launches.
-#[derive(Default)]
+/// Counts completions of direct launches, and wakes the waiter only at the last one (a wake-up
+/// per completion would slow the device sharing the machine and flatter xsched).
 struct Counter {
     done: Mutex<u64>,
     cond: Condvar,
+    of: u64,
 }
 
 impl CompletionSink for Counter {
     fn complete(&self, _: CommandId, _: bool, _: Result<(), CommandError>) {
-        if let Ok(mut d) = self.done.lock() {
+        let last = self.done.lock().is_ok_and(|mut d| {
             *d += 1;
+            *d >= self.of
+        });
+        if last {
+            self.cond.notify_all();
         }
-        self.cond.notify_all();
     }
 }
 
@@ -74,7 +78,11 @@ impl Counter {
 /// Launch `n` commands straight onto a hardware queue; wall time until all completed.
 fn direct(device: &CpuDevice, kernel: &Arc<Spin>, n: u32) -> Duration {
     let hw = device.create_queue();
-    let counter = Arc::new(Counter::default());
+    let counter = Arc::new(Counter {
+        done: Mutex::new(0),
+        cond: Condvar::new(),
+        of: u64::from(n),
+    });
     let t = Instant::now();
     for i in 0..n {
         let done = Completion::new(counter.clone(), CommandId(u64::from(i)), false);
@@ -154,11 +162,15 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         // One queue per configuration, created (and its launcher thread started) before timing.
         let q = runtime.create_queue(Arc::new(device.create_queue()), *options)?;
         let mut pairs = Vec::new();
+        let (mut direct_switches, mut xsched_switches) = (0u64, 0u64);
         for _ in 0..p.repeats {
-            let d = direct(&device, &kernel, p.commands).as_secs_f64() * 1e3;
-            let x = through_xqueue(&q, &kernel, p.commands)?;
-            pairs.push((d, x.as_secs_f64() * 1e3));
+            let (sd, d) = switches::during(|| direct(&device, &kernel, p.commands));
+            let (sx, x) = switches::during(|| through_xqueue(&q, &kernel, p.commands));
+            direct_switches += sd;
+            xsched_switches += sx;
+            pairs.push((d.as_secs_f64() * 1e3, x?.as_secs_f64() * 1e3));
         }
+        let per_command = |n: u64| n as f64 / f64::from(p.repeats * p.commands);
         let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();
         let loss = median(losses);
         let d = median(pairs.iter().map(|p| p.0).collect());
@@ -174,6 +186,14 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
             ("direct_ms", json!(round3(d))),
             ("xsched_ms", json!(round3(x))),
             ("loss_pct", json!(round3(loss))),
+            (
+                "direct_switches_per_cmd",
+                json!(round3(per_command(direct_switches))),
+            ),
+            (
+                "xsched_switches_per_cmd",
+                json!(round3(per_command(xsched_switches))),
+            ),
         ]));
         if name == "8" {
             checks.push(Check {
@@ -216,6 +236,8 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
             "direct_ms",
             "xsched_ms",
             "loss_pct",
+            "direct_switches_per_cmd",
+            "xsched_switches_per_cmd",
         ]),
         rows,
         checks,

@@ -36,6 +36,10 @@ pub struct Launch {
     pub meta: CommandMeta,
     /// Record a synchronization point (an event) after it: the launcher will wait on it.
     pub sync: bool,
+    /// The synchronization point is there only because nothing else was pending (the tail of
+    /// a burst): a driver may skip observing it once a later command was launched, whose own
+    /// point covers it (the last launched command always has one).
+    pub tail: bool,
 }
 
 /// What the hardware must do besides launching (or no longer launching).
@@ -175,14 +179,21 @@ impl LaunchMachine {
         let long = self.budget().is_some_and(|budget| {
             estimate.0.saturating_mul(MIN_IN_FLIGHT_UNDER_BUDGET as u64) >= budget.0
         });
-        let sync = long || self.since_sync >= self.config.batch() || !self.room_to_launch();
+        let due = long || self.since_sync >= self.config.batch();
+        let sync = due || !self.room_to_launch();
+        let tail = sync && !due && self.pending.is_empty();
         if sync {
             self.since_sync = 0;
             if let Some(last) = self.in_flight.back_mut() {
                 last.sync = true;
             }
         }
-        Some(Launch { cmd, meta, sync })
+        Some(Launch {
+            cmd,
+            meta,
+            sync,
+            tail,
+        })
     }
 
     /// The synchronization point at `cmd` was observed complete at `now`: it and every command

@@ -1,31 +1,26 @@
-//! The launcher thread of one XQueue: it moves submitted commands into the launch machine,
-//! launches what the machine allows, and turns observed completions into the queue's state.
+//! The launcher thread of one XQueue: it turns observed completions into the queue's state and
+//! launches what they make possible (the commands that waited for a synchronization point).
 //!
-//! Submissions and completions arrive as messages, so the launcher never blocks on the
-//! hardware: completions come back from the backend's completion callbacks. Suspend, resume and
-//! reconfiguration do not go through it: they act on the shared machine directly
-//! (`machine.rs`) and wake it when launching may have become possible.
+//! Completions arrive as messages from the backend's completion callbacks, so the launcher never
+//! blocks on the hardware. Submissions, suspend, resume and reconfiguration do not go through
+//! it: they act on the shared machine directly and launch what they allow on their own thread
+//! (`machine.rs`), saving the wake-up a hop through here would cost.
 
 use crate::clock;
 use crate::hwqueue::HwQueue;
-use crate::latency::RecentLatency;
 use crate::machine::SharedMachine;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
-use xsched_core::{CommandId, CommandMeta, Event, QueueId};
+use xsched_core::CommandId;
 
 /// A message to the launcher.
-pub(crate) enum Msg<C> {
-    /// A new command.
-    Submit(C, CommandMeta),
+pub(crate) enum Msg {
     /// The backend finished `cmd` (a sync point, or anything while watched).
     Synced(CommandId),
     /// Look at the hardware watermark now.
     Observe,
-    /// Launching may be possible again (resumed, protected, reconfigured).
-    Wake,
     /// Drop every pending command; the count goes back on the channel.
     Cancel(Sender<usize>),
     /// Drain what was submitted, then stop.
@@ -34,7 +29,7 @@ pub(crate) enum Msg<C> {
 
 pub(crate) struct Launcher<H: HwQueue> {
     pub(crate) machine: Arc<SharedMachine<H>>,
-    pub(crate) rx: Receiver<Msg<H::Command>>,
+    pub(crate) rx: Receiver<Msg>,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) sched: Option<SchedLink>,
 }
@@ -50,8 +45,6 @@ impl Drop for CloseOnExit {
 
 struct Run<H: HwQueue> {
     l: Launcher<H>,
-    latency: RecentLatency,
-    submitted: u64,
     watching: bool,
     closing: bool,
 }
@@ -61,8 +54,6 @@ impl<H: HwQueue> Launcher<H> {
         let _close = CloseOnExit(self.tracker.clone());
         let mut run = Run {
             l: self,
-            latency: RecentLatency::new(clock::now()),
-            submitted: 0,
             watching: false,
             closing: false,
         };
@@ -88,23 +79,8 @@ impl<H: HwQueue> Launcher<H> {
 }
 
 impl<H: HwQueue> Run<H> {
-    /// Tell the scheduler (if any) about this queue.
-    fn event(&self, make: impl FnOnce(QueueId) -> Event) {
-        if let Some(sched) = &self.l.sched {
-            sched.event(make(sched.queue));
-        }
-    }
-
-    fn handle(&mut self, msg: Msg<H::Command>) {
+    fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Submit(cmd, meta) => {
-                self.latency.submitted(clock::now());
-                self.submitted += 1;
-                let was_idle = self.l.machine.submit(cmd, meta);
-                if was_idle && self.l.tracker.claim_ready_report() {
-                    self.event(Event::Ready);
-                }
-            }
             Msg::Synced(cmd) => self.observe(cmd),
             Msg::Observe => {
                 let done = self.l.tracker.hw_done();
@@ -112,12 +88,10 @@ impl<H: HwQueue> Run<H> {
                     self.observe(CommandId(done - 1));
                 }
             }
-            Msg::Wake => {}
             Msg::Cancel(reply) => {
-                let n = self.l.machine.cancel_pending();
-                self.latency.cancelled(n);
-                let first = self.submitted - n as u64;
-                self.l.tracker.publish_cancelled(first..self.submitted);
+                let cancelled = self.l.machine.cancel_pending();
+                let n = cancelled.clone().count();
+                self.l.tracker.publish_cancelled(cancelled);
                 self.settle_in_flight();
                 let _ = reply.send(n);
             }
@@ -137,8 +111,7 @@ impl<H: HwQueue> Run<H> {
     /// Make sure commands already in flight are observed even without a sync point after them
     /// (after a cancel or while closing), and report idleness if nothing is left.
     fn settle_in_flight(&mut self) {
-        if self.l.machine.is_idle() {
-            self.report_idle();
+        if self.l.machine.report_if_idle() {
             return;
         }
         if !self.watching {
@@ -151,21 +124,13 @@ impl<H: HwQueue> Run<H> {
         }
     }
 
-    /// Idle first, then allow the next Ready: a Ready sent after this is ordered after the Idle.
-    fn report_idle(&self) {
-        self.event(Event::Idle);
-        self.l.tracker.reset_ready_report();
-    }
-
     fn observe(&mut self, cmd: CommandId) {
         let now = clock::now();
-        let Some(synced) = self.l.machine.synced(cmd, now) else {
+        let Some(observed) = self.l.machine.synced(cmd, now) else {
             return;
         };
-        if let Some(p99) = self
-            .latency
-            .completed(synced.last.0 - synced.first.0 + 1, now)
-        {
+        let synced = observed.synced;
+        if let Some(p99) = observed.p99 {
             self.l.tracker.publish_recent_p99(p99);
         }
         // The machine published its state first, so whoever the completion wakes sees a query
@@ -173,13 +138,10 @@ impl<H: HwQueue> Run<H> {
         self.l.tracker.publish_done(synced.last.0 + 1);
         // No `Completed` event: policies judge service by time, not completion counts (see
         // `xsched_core::scheduler`), and each event would cost the scheduler a wake-up per
-        // synchronization point.
-        if synced.now_idle {
-            self.report_idle();
-            if self.watching {
-                self.watching = false;
-                self.l.tracker.unwatch();
-            }
+        // synchronization point. (An idle queue was reported idle by the machine.)
+        if synced.now_idle && self.watching {
+            self.watching = false;
+            self.l.tracker.unwatch();
         }
     }
 }

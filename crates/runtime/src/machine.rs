@@ -1,31 +1,41 @@
 //! The launch machine of one XQueue and the payloads it has not launched yet, under one lock
-//! shared by the queue's launcher thread and whoever suspends or resumes it (the scheduler
-//! thread, or the application).
+//! shared by every thread that acts on the queue: the application's submitting threads, the
+//! scheduler (or the application) suspending and resuming it, and the queue's launcher thread.
 //!
-//! Why a lock and not a message to the launcher: a suspend's hardware half (deactivate at
-//! Level 2, interrupt at Level 3) then runs on the thread that decided it, one thread wake-up
-//! sooner than a hop through the launcher would allow. The machine still decides what the
-//! hardware must do (`HwAction`); this module only executes it, under the same lock, so a
-//! suspend and a resume racing from two threads reach the hardware in the order the machine
-//! took them. Critical sections are a few field updates and, when launching, the backend's
-//! non-blocking `launch` calls.
+//! Why a lock and not messages to the launcher: whoever changes the machine launches what it
+//! then allows, on its own thread, at once. A submit into a queue with room under its limits
+//! launches inline (the application's thread opens the gate itself); a resume, a protection or a
+//! new config launches what was waiting, on the thread that decided it; a suspend's hardware half
+//! (deactivate at Level 2, interrupt at Level 3) runs there too. Each of these is a thread
+//! wake-up the launcher hop used to cost. The launcher thread is left with what must wait for
+//! the hardware: launches that become possible when a synchronization point completes. The
+//! machine still decides what the hardware must do (`HwAction`) and what to launch, in order;
+//! this module only executes it, under the same lock, so concurrent submitters, a suspend and a
+//! resume reach the hardware in the order the machine took them. Critical sections are a few
+//! field updates and the backend's non-blocking `launch` calls.
 
+use crate::clock;
 use crate::completion::{Completion, CompletionSink};
 use crate::error::{HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
-use crate::launcher::Msg;
+use crate::latency::RecentLatency;
+use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
-use crossbeam_channel::Sender;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use xsched_core::{
-    CommandId, CommandMeta, HwAction, LaunchConfig, LaunchMachine, Level, Nanos, Synced,
+    CommandId, CommandMeta, Event, HwAction, LaunchConfig, LaunchMachine, Level, Nanos, Synced,
 };
 
-/// The machine and the payloads of its pending commands, in the same order.
+/// The machine and the payloads of its pending commands, in the same order, with the
+/// submission times of the commands not yet observed complete.
 struct Queued<C> {
     machine: LaunchMachine,
     payloads: VecDeque<C>,
+    latency: RecentLatency,
+    /// Commands submitted so far.
+    submitted: u64,
 }
 
 /// One XQueue's launch machine, shared.
@@ -34,8 +44,20 @@ pub(crate) struct SharedMachine<H: HwQueue> {
     queued: Mutex<Queued<H::Command>>,
     tracker: Arc<Tracker>,
     sink: Arc<dyn CompletionSink>,
-    /// Wakes the launcher when launching may have become possible.
-    launcher: Sender<Msg<H::Command>>,
+    /// The sink of tails, whose completions are observed only when nothing later covers them.
+    tail_sink: Arc<dyn CompletionSink>,
+    /// The queue's line to its scheduler, if it has one: Ready and Idle are decided and sent
+    /// under the lock, so they reach the scheduler in the order the machine went through them,
+    /// whichever thread submits or observes.
+    events: Option<SchedLink>,
+}
+
+/// What observing a synchronization point found.
+pub(crate) struct Observed {
+    /// What the machine says completed.
+    pub(crate) synced: Synced,
+    /// The recent P99 (ns) to publish, when a period ended.
+    pub(crate) p99: Option<u64>,
 }
 
 /// Carry out what the launch machine asked of the hardware.
@@ -54,19 +76,41 @@ impl<H: HwQueue> SharedMachine<H> {
         hw: Arc<H>,
         machine: LaunchMachine,
         tracker: Arc<Tracker>,
-        sink: Arc<dyn CompletionSink>,
-        launcher: Sender<Msg<H::Command>>,
+        sinks: [Arc<dyn CompletionSink>; 2],
+        events: Option<SchedLink>,
     ) -> SharedMachine<H> {
+        tracker.publish_batch(machine.config().batch());
+        let [sink, tail_sink] = sinks;
         SharedMachine {
             hw,
             queued: Mutex::new(Queued {
                 machine,
                 payloads: VecDeque::new(),
+                latency: RecentLatency::new(clock::now()),
+                submitted: 0,
             }),
             tracker,
             sink,
-            launcher,
+            tail_sink,
+            events,
         }
+    }
+
+    /// Ready, unless it was reported since the last Idle (the caller holds the lock).
+    fn report_ready(&self) {
+        if let Some(e) = &self.events
+            && self.tracker.claim_ready_report()
+        {
+            e.event(Event::Ready(e.queue()));
+        }
+    }
+
+    /// Idle, then allow the next Ready (the caller holds the lock).
+    fn report_idle(&self) {
+        if let Some(e) = &self.events {
+            e.event(Event::Idle(e.queue()));
+        }
+        self.tracker.reset_ready_report();
     }
 
     fn lock(&self) -> MutexGuard<'_, Queued<H::Command>> {
@@ -84,16 +128,37 @@ impl<H: HwQueue> SharedMachine<H> {
             .publish_state(m.pending(), m.in_flight(), m.is_suspended(), m.level());
     }
 
-    fn wake_launcher(&self) {
-        // A closed launcher has nothing left to launch.
-        let _ = self.launcher.send(Msg::Wake);
+    /// Launch, on this thread, everything the machine allows now, in order.
+    fn launch_locked(&self, q: &mut Queued<H::Command>, now: Nanos) {
+        while let Some(launch) = q.machine.poll_launch(now) {
+            let Some(cmd) = q.payloads.pop_front() else {
+                tracing::error!("launch machine and payload queue disagree; dropping launch");
+                break;
+            };
+            let sink = if launch.tail {
+                &self.tail_sink
+            } else {
+                &self.sink
+            };
+            let done = Completion::new(sink.clone(), launch.cmd, launch.sync);
+            self.tracker.launching(launch.cmd);
+            self.hw.launch(cmd, done);
+        }
     }
 
-    /// Enqueue a command. Returns whether the queue was idle before (report Ready).
-    pub(crate) fn submit(&self, cmd: H::Command, meta: CommandMeta) -> bool {
+    /// Enqueue a command at `now` and launch what the machine allows, on this thread (the
+    /// command itself, when the queue has room and is not suspended). Returns whether the
+    /// queue was idle before (report Ready).
+    pub(crate) fn submit(&self, cmd: H::Command, meta: CommandMeta, now: Nanos) -> bool {
         let mut q = self.lock();
         let (_, was_idle) = q.machine.submit(meta);
+        if was_idle {
+            self.report_ready();
+        }
         q.payloads.push_back(cmd);
+        q.latency.submitted(now);
+        q.submitted += 1;
+        self.launch_locked(&mut q, now);
         self.publish(&q);
         was_idle
     }
@@ -101,23 +166,24 @@ impl<H: HwQueue> SharedMachine<H> {
     /// Launch everything the machine allows now, in order.
     pub(crate) fn launch_ready(&self, now: Nanos) {
         let mut q = self.lock();
-        while let Some(launch) = q.machine.poll_launch(now) {
-            let Some(cmd) = q.payloads.pop_front() else {
-                tracing::error!("launch machine and payload queue disagree; dropping launch");
-                break;
-            };
-            let done = Completion::new(self.sink.clone(), launch.cmd, launch.sync);
-            self.hw.launch(cmd, done);
-        }
+        self.launch_locked(&mut q, now);
         self.publish(&q);
     }
 
-    /// The synchronization point at `cmd` was observed complete at `now`.
-    pub(crate) fn synced(&self, cmd: CommandId, now: Nanos) -> Option<Synced> {
+    /// The synchronization point at `cmd` was observed complete at `now` (an idle queue is
+    /// reported idle).
+    pub(crate) fn synced(&self, cmd: CommandId, now: Nanos) -> Option<Observed> {
         let mut q = self.lock();
         let synced = q.machine.on_synced(cmd, now);
+        if synced.is_some_and(|s| s.now_idle) {
+            self.report_idle();
+        }
+        let observed = synced.map(|synced| Observed {
+            p99: q.latency.completed(synced.last.0 - synced.first.0 + 1, now),
+            synced,
+        });
         self.publish(&q);
-        synced
+        observed
     }
 
     /// Change the machine's suspension with `f` and execute, under the lock, what it asks
@@ -135,10 +201,13 @@ impl<H: HwQueue> SharedMachine<H> {
         self.act(LaunchMachine::suspend)
     }
 
-    /// Undo the suspend on the hardware as the machine says, and launch again.
+    /// Undo the suspend on the hardware as the machine says, and launch what waited (here).
     pub(crate) fn resume(&self) -> Result<(), HwError> {
-        let result = self.act(LaunchMachine::resume);
-        self.wake_launcher();
+        let mut q = self.lock();
+        let action = q.machine.resume();
+        let result = execute(&*self.hw, action);
+        self.launch_locked(&mut q, clock::now());
+        self.publish(&q);
         result
     }
 
@@ -147,10 +216,13 @@ impl<H: HwQueue> SharedMachine<H> {
         self.act(LaunchMachine::close)
     }
 
-    /// Lift or restore the launch limits (`Operation::Protect`).
+    /// Lift or restore the launch limits (`Operation::Protect`), and launch what the lifted
+    /// limits allow (here).
     pub(crate) fn protect(&self, on: bool) {
-        self.lock().machine.set_protected(on);
-        self.wake_launcher();
+        let mut q = self.lock();
+        q.machine.set_protected(on);
+        self.launch_locked(&mut q, clock::now());
+        self.publish(&q);
     }
 
     /// Change the level: the backend must offer it and the queue must not be suspended.
@@ -164,23 +236,37 @@ impl<H: HwQueue> SharedMachine<H> {
         Ok(())
     }
 
-    /// Change the launch config; applies to the next launch.
+    /// Change the launch config, and launch what it now allows (here).
     pub(crate) fn set_config(&self, config: LaunchConfig) {
-        self.lock().machine.set_config(config);
-        self.wake_launcher();
+        let mut q = self.lock();
+        q.machine.set_config(config);
+        self.tracker.publish_batch(config.batch());
+        self.launch_locked(&mut q, clock::now());
+        self.publish(&q);
     }
 
-    /// Drop every pending command; returns how many.
-    pub(crate) fn cancel_pending(&self) -> usize {
+    /// Drop every pending command; the ids of those dropped (the newest ones).
+    pub(crate) fn cancel_pending(&self) -> Range<u64> {
         let mut q = self.lock();
         let n = q.machine.cancel_pending();
         q.payloads.clear();
+        q.latency.cancelled(n);
         self.publish(&q);
-        n
+        q.submitted - n as u64..q.submitted
     }
 
     /// Nothing pending and nothing in flight.
     pub(crate) fn is_idle(&self) -> bool {
         self.lock().machine.is_idle()
+    }
+
+    /// Report Idle if the queue is idle (after a cancel, or when closing); whether it is.
+    pub(crate) fn report_if_idle(&self) -> bool {
+        let q = self.lock();
+        let idle = q.machine.is_idle();
+        if idle {
+            self.report_idle();
+        }
+        idle
     }
 }

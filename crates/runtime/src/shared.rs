@@ -2,17 +2,21 @@
 //! backend's completion callbacks.
 //!
 //! The hot path is lock-free: a completion stores one atomic watermark and, only for a
-//! synchronization point (or while someone waits), sends the launcher one message. The mutex
-//! guards what waiters read (the observed-completion watermark, failures, cancellations) and is
-//! taken once per synchronization point, or on a failure.
+//! synchronization point or the command somebody waits for, sends the launcher one message. The
+//! mutex guards what waiters read (the observed-completion watermark, failures, cancellations,
+//! who waits for what) and is taken once per synchronization point, or on a failure.
+//!
+//! A waiter registers the command it waits for, so completions before it cost nobody a wake-up
+//! (neither the launcher nor the waiter): only the completion of the lowest command anybody
+//! waits for is reported early.
 
 use crate::completion::CompletionSink;
 use crate::error::CommandError;
 use crate::launcher::Msg;
 use crossbeam_channel::Sender;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use xsched_core::{CommandId, Level};
 
@@ -23,6 +27,8 @@ struct Observed {
     failed: HashMap<u64, CommandError>,
     cancelled: Vec<Range<u64>>,
     closed: bool,
+    /// The commands waited for, with how many wait for each.
+    waiting: BTreeMap<u64, u32>,
 }
 
 impl Observed {
@@ -45,8 +51,9 @@ impl Observed {
 pub(crate) struct Tracker {
     /// Every command below this id finished on the hardware (reported by the backend).
     hw_done: AtomicU64,
-    /// While non-zero, every hardware completion is reported to the launcher, not only sync points.
-    watchers: AtomicU32,
+    /// The lowest command anybody waits for (`u64::MAX`: nobody): its completion, and any
+    /// later one, is reported to the launcher even if it is no sync point.
+    wanted: AtomicU64,
     /// A Ready was reported to the scheduler since the last Idle (by the application thread or
     /// the launcher), so the other need not wake the scheduler again.
     ready_reported: AtomicBool,
@@ -56,6 +63,12 @@ pub(crate) struct Tracker {
     level: AtomicU8,
     /// P99 of submit → completion over the last stats period, in nanoseconds.
     recent_p99: AtomicU64,
+    /// The launcher is gone (read without the lock on every submit).
+    closed: AtomicBool,
+    /// Commands launched so far (the newest launched is `launched - 1`).
+    launched: AtomicU64,
+    /// The launch config's batch, for spacing the tails that are observed.
+    batch: AtomicU64,
     observed: Mutex<Observed>,
     cond: Condvar,
 }
@@ -64,13 +77,16 @@ impl Tracker {
     pub(crate) fn new(level: Level) -> Tracker {
         Tracker {
             hw_done: AtomicU64::new(0),
-            watchers: AtomicU32::new(0),
+            wanted: AtomicU64::new(u64::MAX),
             ready_reported: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             suspended: AtomicBool::new(false),
             level: AtomicU8::new(level.number()),
             recent_p99: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            launched: AtomicU64::new(0),
+            batch: AtomicU64::new(1),
             observed: Mutex::new(Observed::default()),
             cond: Condvar::new(),
         }
@@ -88,16 +104,41 @@ impl Tracker {
         self.hw_done.load(Ordering::SeqCst)
     }
 
+    fn store_wanted(&self, o: &Observed) {
+        let lowest = o.waiting.keys().next().copied().unwrap_or(u64::MAX);
+        self.wanted.store(lowest, Ordering::SeqCst);
+    }
+
+    /// Somebody waits for command `id`: report its completion (and later ones) early.
+    fn want(&self, id: u64) {
+        let mut o = self.lock();
+        *o.waiting.entry(id).or_insert(0) += 1;
+        self.store_wanted(&o);
+    }
+
+    fn unwant(&self, id: u64) {
+        let mut o = self.lock();
+        if let Some(n) = o.waiting.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                o.waiting.remove(&id);
+            }
+        }
+        self.store_wanted(&o);
+    }
+
+    /// The launcher must see every completion from now on (after a cancel, while closing).
     pub(crate) fn watch(&self) {
-        self.watchers.fetch_add(1, Ordering::SeqCst);
+        self.want(0);
     }
 
     pub(crate) fn unwatch(&self) {
-        self.watchers.fetch_sub(1, Ordering::SeqCst);
+        self.unwant(0);
     }
 
-    fn watched(&self) -> bool {
-        self.watchers.load(Ordering::SeqCst) > 0
+    /// Whether the completion of `cmd` must be reported even if it is no sync point.
+    fn wanted(&self, cmd: CommandId) -> bool {
+        cmd.0 >= self.wanted.load(Ordering::SeqCst)
     }
 
     fn record_hw_completion(&self, cmd: CommandId, result: Result<(), CommandError>) {
@@ -111,8 +152,9 @@ impl Tracker {
     pub(crate) fn publish_done(&self, upto: u64) {
         let mut o = self.lock();
         o.upto = o.upto.max(upto);
+        let wake = o.waiting.keys().next().is_some_and(|&lowest| lowest < upto);
         drop(o);
-        if self.watched() {
+        if wake {
             self.cond.notify_all();
         }
     }
@@ -128,8 +170,35 @@ impl Tracker {
 
     /// The launcher is gone: nothing more will be observed.
     pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.lock().closed = true;
         self.cond.notify_all();
+    }
+
+    /// Command `cmd` is being launched (before the backend sees it).
+    pub(crate) fn launching(&self, cmd: CommandId) {
+        self.launched.fetch_max(cmd.0 + 1, Ordering::SeqCst);
+    }
+
+    /// The launch config's batch changed.
+    pub(crate) fn publish_batch(&self, batch: u32) {
+        self.batch.store(u64::from(batch.max(1)), Ordering::Relaxed);
+    }
+
+    /// Whether the completion of the tail `cmd` (a synchronization point only because nothing
+    /// else was pending when it launched) must be observed: when it is still the newest
+    /// launched command (nothing else covers it), or when commands wait for room and it ends a
+    /// batch (so room is made a batch at a time, as batch points would). A later launched
+    /// command always carries a synchronization point of its own that covers it.
+    fn tail_needed(&self, cmd: CommandId) -> bool {
+        cmd.0 + 1 >= self.launched.load(Ordering::SeqCst)
+            || (self.pending.load(Ordering::Relaxed) > 0
+                && (cmd.0 + 1).checked_rem(self.batch.load(Ordering::Relaxed)) == Some(0))
+    }
+
+    /// Whether the launcher is gone (a submit would never be observed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     pub(crate) fn publish_state(
@@ -205,7 +274,7 @@ impl Tracker {
         if let Some(done) = self.outcome_if_settled(id) {
             return Some(done);
         }
-        self.watch();
+        self.want(id);
         observe();
         let mut o = self.lock();
         while !o.settled(id) && !o.closed {
@@ -234,7 +303,7 @@ impl Tracker {
             None
         };
         drop(o);
-        self.unwatch();
+        self.unwant(id);
         result
     }
 
@@ -258,16 +327,21 @@ impl Tracker {
     }
 }
 
-/// The completion sink of one XQueue: records, and wakes the launcher when it must look.
-pub(crate) struct QueueSink<C> {
+/// The completion sink of one XQueue: records, and wakes the launcher when it must look. The
+/// queue has two: one for tails (synchronization points only because nothing else was pending),
+/// which are observed only when no later command covers them (`Tracker::tail_needed`), and
+/// one for everything else.
+pub(crate) struct QueueSink {
     pub(crate) tracker: std::sync::Arc<Tracker>,
-    pub(crate) launcher: Sender<Msg<C>>,
+    pub(crate) launcher: Sender<Msg>,
+    pub(crate) tails: bool,
 }
 
-impl<C: Send> CompletionSink for QueueSink<C> {
+impl CompletionSink for QueueSink {
     fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>) {
         self.tracker.record_hw_completion(cmd, result);
-        if sync || self.tracker.watched() {
+        let sync = sync && (!self.tails || self.tracker.tail_needed(cmd));
+        if sync || self.tracker.wanted(cmd) {
             // The launcher may be gone when a queue is torn down; nothing waits then.
             let _ = self.launcher.send(Msg::Synced(cmd));
         }

@@ -83,10 +83,10 @@ impl std::fmt::Debug for CommandHandle {
 pub struct XQueue<H: HwQueue> {
     id: QueueId,
     hw: Arc<H>,
-    tx: Sender<Msg<H::Command>>,
+    tx: Sender<Msg>,
     tracker: Arc<Tracker>,
     observe: Arc<dyn Fn() + Send + Sync>,
-    /// The next command id; held while sending so ids match the launcher's order.
+    /// The next command id; held while submitting so ids match the machine's order.
     next_id: Mutex<u64>,
     machine: Arc<SharedMachine<H>>,
     hints: Mutex<QueueHints>,
@@ -104,18 +104,21 @@ impl<H: HwQueue> XQueue<H> {
         let caps = hw.capabilities();
         let level = options.level.unwrap_or(caps.max_level);
         caps.check_level(level)?;
-        let (tx, rx) = crossbeam_channel::unbounded::<Msg<H::Command>>();
+        let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
         let tracker = Arc::new(Tracker::new(level));
-        let sink = Arc::new(QueueSink {
-            tracker: tracker.clone(),
-            launcher: tx.clone(),
-        });
+        let sink = |tails| -> Arc<dyn crate::completion::CompletionSink> {
+            Arc::new(QueueSink {
+                tracker: tracker.clone(),
+                launcher: tx.clone(),
+                tails,
+            })
+        };
         let machine = Arc::new(SharedMachine::new(
             hw.clone(),
             LaunchMachine::new(options.config, level),
             tracker.clone(),
-            sink,
-            tx.clone(),
+            [sink(false), sink(true)],
+            scheduler.map(|s| s.link(id)),
         ));
         let link = |s: &SchedulerThread| {
             let machine = machine.clone();
@@ -184,25 +187,33 @@ impl<H: HwQueue> XQueue<H> {
         cmd: H::Command,
         meta: CommandMeta,
     ) -> Result<CommandHandle, RuntimeError> {
-        // Tell the scheduler straight away rather than one launcher wake-up later. Sent before
-        // the command reaches the launcher, so it is ordered before that command's Idle; the
-        // launcher reports Ready only if nobody did since the last Idle.
-        if let Some(s) = &self.sched
-            && self.tracker.looks_idle()
-            && self.tracker.claim_ready_report()
-        {
-            s.event(Event::Ready(self.id));
+        // Tell the scheduler before the command reaches the machine, so the Ready is ordered
+        // before that command's Idle; it is reported only if nobody did since the last Idle.
+        if self.tracker.looks_idle() {
+            self.report_ready();
         }
         let mut next = self
             .next_id
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.tx
-            .send(Msg::Submit(cmd, meta))
-            .map_err(|_| RuntimeError::Closed)?;
+        if self.tracker.is_closed() {
+            return Err(RuntimeError::Closed);
+        }
+        // Launched right here when the queue has room and is not suspended (the machine reports
+        // Ready itself if the queue was idle and nobody did).
+        self.machine.submit(cmd, meta, crate::clock::now());
         let id = CommandId(*next);
         *next += 1;
         Ok(self.handle(id))
+    }
+
+    /// Send Ready, unless it was sent since the last Idle.
+    fn report_ready(&self) {
+        if let Some(s) = &self.sched
+            && self.tracker.claim_ready_report()
+        {
+            s.event(Event::Ready(self.id));
+        }
     }
 
     /// Block until command `id` of this queue completed; its outcome. An id never submitted
