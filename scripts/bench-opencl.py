@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 XSCHED = os.path.join(ROOT, "target/release/xsched")
 SHIM = os.path.join(ROOT, "target/release/libxsched_opencl.so")
 SOURCE = os.path.join(ROOT, "crates/shim-opencl/tests/c/vecprog.c")
+INCLUDE = os.path.join(ROOT, "crates/interpose/c")  # checksum.h, shared with the CUDA programs
 N = "16384"
 
 
@@ -74,7 +75,7 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
     prog = os.path.join(tmp, "vecprog")
-    subprocess.run(["cc", "-O2", "-Wno-deprecated-declarations", "-o", prog, SOURCE,
+    subprocess.run(["cc", "-O2", "-Wno-deprecated-declarations", "-I", INCLUDE, "-o", prog, SOURCE,
                     "-lOpenCL", "-lm"], check=True)
     sock = os.path.join(tmp, "xsched.sock")
     daemon = subprocess.Popen([XSCHED, "serve", "--socket", sock],

@@ -1,6 +1,7 @@
 //! Which OpenCL devices this machine has, the ids xsched gives them, and the backend's
 //! capability table.
 
+use crate::demote;
 use crate::error::OclError;
 use cl3::device::CL_DEVICE_TYPE_ALL;
 use cl3::types::cl_device_id;
@@ -20,20 +21,49 @@ pub struct OclDevice {
     pub name: String,
     /// Its platform's name (`CL_PLATFORM_NAME`).
     pub platform: String,
+    /// The device is this machine's CPU (`CL_DEVICE_TYPE_CPU`): its kernels run on this
+    /// process's threads.
+    pub cpu: bool,
 }
 
-/// The OpenCL backend's capability table.
-pub fn capabilities() -> Capabilities {
+/// The OpenCL backend's capability table for a device; `cpu` says whether it is this
+/// machine's CPU. A CPU device offers Level 2 by thread priority where this process may undo
+/// a demotion (see `demote.rs`); every other device, Level 1.
+pub fn capabilities(cpu: bool) -> Capabilities {
+    let native_arbitration = "driver: queues of different contexts and processes run as the \
+                              driver decides (POCL on CPU: concurrently, OS-time-sliced)"
+        .into();
+    if cpu && demote::available() {
+        return Capabilities {
+            max_level: Level::Deactivate,
+            native_arbitration,
+            preemption_unit: "none (Level 2 by thread priority: a deactivated process's device \
+                              threads run SCHED_IDLE, on idle CPU only, until reactivated)"
+                .into(),
+            keeps_state: false,
+            hardware_priority: false,
+        };
+    }
+    let preemption_unit = if cpu {
+        "none (Level 1: launched commands drain; Level 2 by thread priority needs CAP_SYS_NICE \
+         or RLIMIT_NICE >= 20 to undo a demotion)"
+    } else {
+        "none (Level 1: launched commands drain)"
+    };
     Capabilities {
         max_level: Level::Block,
-        native_arbitration:
-            "driver: queues of different contexts and processes run as the driver decides \
-             (POCL on CPU: concurrently, OS-time-sliced)"
-                .into(),
-        preemption_unit: "none (Level 1: launched commands drain)".into(),
+        native_arbitration,
+        preemption_unit: preemption_unit.into(),
         keeps_state: false,
         hardware_priority: false,
     }
+}
+
+/// Whether `raw` is a CPU device (a failed query counts as not).
+pub(crate) fn is_cpu(raw: cl_device_id) -> bool {
+    cl3::device::get_device_info(raw, cl3::device::CL_DEVICE_TYPE)
+        .map(|t| u64::from(t) & cl3::device::CL_DEVICE_TYPE_CPU != 0)
+        .unwrap_or(false)
 }
 
 fn all_raw() -> Result<Vec<cl_device_id>, OclError> {
@@ -76,6 +106,7 @@ pub fn devices() -> Result<Vec<OclDevice>, OclError> {
                 id: id_at(i),
                 name,
                 platform,
+                cpu: is_cpu(d),
             })
         })
         .collect()

@@ -8,10 +8,13 @@
 //! libOpenCL is opened at run time (`opencl3`/`cl3` with their `dynamic` feature): a program
 //! using this crate builds and runs where OpenCL is not installed, and [`devices`] then reports
 //! [`OclError::Unavailable`]. The same code drives GPUs, NPUs and FPGAs with an OpenCL driver;
-//! it is tested on POCL (CPU).
+//! it is tested on POCL (CPU). On a CPU device, whose kernels run on the process's own threads,
+//! Level 2 holds a deactivated queue by thread priority (`SCHED_IDLE`) where the process may
+//! restore it.
 //!
 //! [`HwQueue`]: xsched_runtime::HwQueue
 
+mod demote;
 mod device;
 mod error;
 mod event;

@@ -1,4 +1,4 @@
-//! The hardware queue over one in-order `cl_command_queue`, at Level 1.
+//! The hardware queue over one in-order `cl_command_queue`: Level 1, and Level 2 on a CPU device.
 //!
 //! A command reaches the device in one of two ways, both completed through an event callback:
 //!
@@ -11,16 +11,20 @@
 //!   launches it. A gated command dropped without being launched opens its gate, so the
 //!   application's command still runs (the CUDA backend's `Ticket` keeps the same contract).
 //!
-//! OpenCL has no portable way to hold queued commands or stop a running kernel, so Levels 2
-//! and 3 refuse (the trait's defaults).
+//! OpenCL has no portable way to hold queued commands or stop a running kernel, so on GPUs,
+//! NPUs and FPGAs Levels 2 and 3 refuse (the trait's defaults). On a CPU device the kernels run
+//! on this process's threads, and Level 2 holds them by thread priority (`demote.rs`) where the
+//! process may undo it; Level 3 refuses everywhere.
 
+use crate::demote;
 use crate::device;
 use crate::error::OclError;
 use crate::event::{Event, Retired, complete_on};
 use cl3::event::CL_COMPLETE;
 use cl3::types::{cl_command_queue, cl_int};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use xsched_core::{Capabilities, DeviceId};
+use xsched_core::{Capabilities, DeviceId, Level};
 use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
 
 /// Enqueues one command on the raw queue and returns its event (or the OpenCL status).
@@ -100,7 +104,8 @@ impl Drop for RawQueue {
     }
 }
 
-/// An in-order OpenCL command queue as an xsched hardware queue (Level 1).
+/// An in-order OpenCL command queue as an xsched hardware queue (Level 1; Level 2 on a CPU
+/// device where thread priorities can be restored).
 pub struct OclQueue {
     // Declared first: on drop the retired events go before the queue they belong to.
     retired: Arc<Retired>,
@@ -111,6 +116,10 @@ pub struct OclQueue {
     context: usize,
     device: DeviceId,
     caps: Capabilities,
+    /// Level 2 by thread priority applies (a CPU device, and the process may undo it).
+    holds_by_priority: bool,
+    /// Deactivated (counted in the process's census of held queues).
+    held: AtomicBool,
 }
 
 impl OclQueue {
@@ -124,7 +133,10 @@ impl OclQueue {
         let info =
             cl3::command_queue::get_command_queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)
                 .map_err(|c| OclError::call("clGetCommandQueueInfo", c))?;
-        let device = device::device_id_of(isize::from(info) as cl3::types::cl_device_id)?;
+        let raw_device = isize::from(info) as cl3::types::cl_device_id;
+        let device = device::device_id_of(raw_device)?;
+        let caps = device::capabilities(device::is_cpu(raw_device));
+        let holds_by_priority = caps.max_level >= Level::Deactivate;
         let context: isize =
             cl3::command_queue::get_command_queue_info(raw, cl3::command_queue::CL_QUEUE_CONTEXT)
                 .map_err(|c| OclError::call("clGetCommandQueueInfo", c))?
@@ -132,13 +144,18 @@ impl OclQueue {
         // SAFETY: `raw` is valid by the caller's contract.
         unsafe { cl3::command_queue::retain_command_queue(raw) }
             .map_err(|c| OclError::call("clRetainCommandQueue", c))?;
+        if holds_by_priority {
+            demote::queue_created();
+        }
         Ok(OclQueue {
             retired: Arc::default(),
             last: Mutex::new(None),
             queue: RawQueue(raw),
             context: context as usize,
             device,
-            caps: device::capabilities(),
+            caps,
+            holds_by_priority,
+            held: AtomicBool::new(false),
         })
     }
 
@@ -213,6 +230,27 @@ impl HwQueue for OclQueue {
         complete_on(event, done, self.retired.clone());
     }
 
+    /// Level 2 on a CPU device: the process's device threads run on idle CPU only.
+    fn deactivate(&self) -> Result<(), HwError> {
+        if !self.holds_by_priority {
+            return Err(HwError::Unsupported(Level::Deactivate));
+        }
+        if !self.held.swap(true, Ordering::AcqRel) {
+            demote::hold();
+        }
+        Ok(())
+    }
+
+    fn reactivate(&self) -> Result<(), HwError> {
+        if !self.holds_by_priority {
+            return Err(HwError::Unsupported(Level::Deactivate));
+        }
+        if self.held.swap(false, Ordering::AcqRel) {
+            demote::release();
+        }
+        Ok(())
+    }
+
     /// Waits for the last launched command's event (not `clFinish`: gated commands that were
     /// not launched yet would never finish).
     fn synchronize(&self) -> Result<(), HwError> {
@@ -234,6 +272,10 @@ impl HwQueue for OclQueue {
 
 impl Drop for OclQueue {
     fn drop(&mut self) {
+        if self.holds_by_priority {
+            // Restore first: a held queue's last commands must not drain at idle priority.
+            demote::queue_dropped(self.held.swap(false, Ordering::AcqRel));
+        }
         if let Err(e) = self.synchronize() {
             tracing::warn!("OpenCL queue dropped with a failed command: {e}");
         }

@@ -152,7 +152,7 @@ fn status(event: &Event) -> cl_int {
 }
 
 #[test]
-fn the_device_is_listed_with_a_level_1_capability_table() {
+fn the_device_is_listed_with_its_capability_table() {
     let Some(_cl) = opencl() else { return };
     let devices = xsched_backend_opencl::devices().expect("devices");
     assert!(!devices.is_empty());
@@ -160,8 +160,9 @@ fn the_device_is_listed_with_a_level_1_capability_table() {
         devices[0].id,
         xsched_core::DeviceId(xsched_backend_opencl::FIRST_DEVICE_ID)
     );
-    let caps = xsched_backend_opencl::capabilities();
-    assert_eq!(caps.max_level, Level::Block);
+    let caps = xsched_backend_opencl::capabilities(devices[0].cpu);
+    assert!(devices[0].cpu, "POCL's device is the CPU");
+    assert!(caps.max_level <= Level::Deactivate, "never Level 3");
     assert!(!caps.keeps_state);
 }
 
@@ -218,49 +219,148 @@ fn a_gated_command_reaches_the_device_only_when_launched() {
 #[test]
 fn a_failed_enqueue_fails_its_command_with_the_status_and_the_queue_goes_on() {
     let Some(cl) = opencl() else { return };
-    let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
-    let rt = app_runtime();
-    let q = rt
-        .create_queue(hw(&cl), QueueOptions::default())
-        .expect("xqueue");
-    let bad = q
-        .submit(OclCommand::Enqueue(Box::new(|_| {
-            Err(cl3::error_codes::CL_INVALID_KERNEL)
-        })))
-        .expect("submit");
-    let kernel = SendKernel(record_kernel(&cl, &log, &next, 9));
-    let good = q
-        .submit(OclCommand::Enqueue(Box::new(move |raw| {
-            enqueue(raw, &kernel.0, &[])
-        })))
-        .expect("submit");
-    match bad.wait() {
-        Err(CommandError::Failed(msg)) => assert!(msg.contains("CL_INVALID_KERNEL"), "{msg}"),
-        other => panic!("expected a failure, got {other:?}"),
+    // Launched inline (the submitting thread, queue idle) and deferred (launched when the
+    // queue resumes): the failure is the command's alone either way.
+    for deferred in [false, true] {
+        let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
+        let rt = app_runtime();
+        let q = rt
+            .create_queue(hw(&cl), QueueOptions::default())
+            .expect("xqueue");
+        if deferred {
+            q.suspend().expect("suspend");
+        }
+        let bad = q
+            .submit(OclCommand::Enqueue(Box::new(|_| {
+                Err(cl3::error_codes::CL_INVALID_KERNEL)
+            })))
+            .expect("submit");
+        let kernel = SendKernel(record_kernel(&cl, &log, &next, 9));
+        let good = q
+            .submit(OclCommand::Enqueue(Box::new(move |raw| {
+                enqueue(raw, &kernel.0, &[])
+            })))
+            .expect("submit");
+        if deferred {
+            assert!(!bad.is_done(), "suspended: nothing launched yet");
+            q.resume().expect("resume");
+        }
+        match bad.wait() {
+            Err(CommandError::Failed(msg)) => assert!(msg.contains("CL_INVALID_KERNEL"), "{msg}"),
+            other => panic!("expected a failure (deferred: {deferred}), got {other:?}"),
+        }
+        assert_eq!(good.wait(), Ok(()), "deferred: {deferred}");
+        assert_eq!(read(&cl, &log, 1), vec![9]);
     }
-    assert_eq!(good.wait(), Ok(()));
-    assert_eq!(read(&cl, &log, 1), vec![9]);
+}
+
+/// The scheduling policy of each thread of this process (`/proc/self/task/*/stat` field 41),
+/// with its name.
+fn thread_policies() -> Vec<(String, u32)> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("threads")
+        .flatten()
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let name = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            // Fields after the parenthesised name: state is field 3, policy field 41.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let policy = rest.split(' ').nth(41 - 3)?.parse().ok()?;
+            Some((name.trim().to_string(), policy))
+        })
+        .collect()
+}
+
+const SCHED_IDLE: u32 = 5;
+
+#[test]
+fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_restores_it() {
+    let Some(cl) = opencl() else { return };
+    let cpu = xsched_backend_opencl::devices().expect("devices")[0].cpu;
+    let caps = xsched_backend_opencl::capabilities(cpu);
+    let (a, b) = (hw(&cl), hw(&cl));
+    if caps.max_level < Level::Deactivate {
+        eprintln!(
+            "Level 2 by thread priority not offered here: {}",
+            caps.preemption_unit
+        );
+        assert_eq!(a.deactivate(), Err(HwError::Unsupported(Level::Deactivate)));
+        return;
+    }
+    // POCL's worker threads exist once a kernel ran.
+    let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
+    let kernel = record_kernel(&cl, &log, &next, 1);
+    let event = enqueue(cl.queue.get(), &kernel, &[]).expect("enqueue");
+    event.wait().expect("ran");
+    let idle = || {
+        thread_policies()
+            .into_iter()
+            .filter(|(_, p)| *p == SCHED_IDLE)
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        idle().is_empty(),
+        "nothing idle before: {:?}",
+        thread_policies()
+    );
+    a.deactivate().expect("deactivate");
+    assert!(
+        idle().is_empty(),
+        "another CPU-device queue is still active"
+    );
+    b.deactivate().expect("deactivate");
+    let demoted = idle();
+    assert!(
+        !demoted.is_empty(),
+        "POCL's threads demoted: {:?}",
+        thread_policies()
+    );
+    assert!(
+        demoted.iter().all(|n| !n.starts_with("xsched-")),
+        "xsched's own threads stay prompt: {demoted:?}"
+    );
+    b.deactivate().expect("idempotent");
+    b.reactivate().expect("reactivate");
+    assert!(idle().is_empty(), "one queue active again: all restored");
+    drop(b);
+    assert!(
+        !idle().is_empty(),
+        "only the held queue is left: demoted again"
+    );
+    drop(a);
+    assert!(
+        idle().is_empty(),
+        "a dropped held queue restores: {:?}",
+        thread_policies()
+    );
 }
 
 #[test]
-fn levels_2_and_3_are_refused_clearly() {
+fn level_3_is_refused_clearly_and_level_2_only_where_offered() {
     let Some(cl) = opencl() else { return };
     let rt = app_runtime();
+    let cpu = xsched_backend_opencl::devices().expect("devices")[0].cpu;
+    let max = xsched_backend_opencl::capabilities(cpu).max_level;
     let err = rt
         .create_queue(
             hw(&cl),
-            QueueOptions::default().with_level(Level::Deactivate),
+            QueueOptions::default().with_level(Level::Interrupt),
         )
         .err();
     assert!(matches!(
         err,
         Some(RuntimeError::Core(CoreError::UnsupportedLevel {
-            requested: Level::Deactivate,
-            max: Level::Block
-        }))
+            requested: Level::Interrupt,
+            max: m,
+        })) if m == max
     ));
+    assert_eq!(
+        xsched_backend_opencl::capabilities(false).max_level,
+        Level::Block,
+        "GPUs, NPUs, FPGAs: Level 1"
+    );
     let q = hw(&cl);
-    assert_eq!(q.deactivate(), Err(HwError::Unsupported(Level::Deactivate)));
     assert_eq!(q.interrupt(), Err(HwError::Unsupported(Level::Interrupt)));
 }
 

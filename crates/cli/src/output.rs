@@ -97,19 +97,18 @@ fn backends() -> Vec<Backend> {
         available: true,
         caps: xsched_backend_cpu::CpuDevice::capabilities(),
     }];
-    let caps = xsched_backend_opencl::capabilities();
     match xsched_backend_opencl::devices() {
         Ok(devices) => all.extend(devices.into_iter().enumerate().map(|(i, d)| Backend {
             key: format!("opencl:{i}"),
             name: format!("{} ({})", d.name, d.platform),
             available: true,
-            caps: caps.clone(),
+            caps: xsched_backend_opencl::capabilities(d.cpu),
         })),
         Err(e) => all.push(Backend {
             key: "opencl".into(),
             name: format!("absent: {e}"),
             available: false,
-            caps,
+            caps: xsched_backend_opencl::capabilities(false),
         }),
     }
     match xsched_backend_cuda::devices() {

@@ -83,8 +83,26 @@ struct InFlight {
 /// for a synchronization point. Level-1 preemption latency is then about `max(budget, T) + T`.
 const MIN_IN_FLIGHT_UNDER_BUDGET: usize = 2;
 
+/// The in-flight floor drops to one command once the running command is at least this many
+/// times the measured launch gap (from a command's completion to the launch that refills the
+/// queue): refilling only after it ends then idles the device for at most 1/20 (5 %) of its
+/// time, while a second long command in flight would add a whole `T` to every Level-1 suspend
+/// (latency `max(budget, T)` instead of `max(budget, T) + T`). Without a measured gap (the
+/// simulator, a queue that never waited to refill) the floor stays two.
+const ONE_IN_FLIGHT_AT_GAP_MULTIPLE: u64 = 20;
+
 /// Weight of a new sample in the measured per-command duration (exponential average).
 const EWMA_NEW_SAMPLE_PER_8: u64 = 2;
+
+/// The exponential average of `old` with a new `sample`.
+fn ewma(old: Nanos, sample: Nanos) -> Nanos {
+    Nanos(
+        old.0
+            .saturating_mul(8 - EWMA_NEW_SAMPLE_PER_8)
+            .saturating_add(sample.0.saturating_mul(EWMA_NEW_SAMPLE_PER_8))
+            / 8,
+    )
+}
 
 /// The launch state machine of one XQueue.
 #[derive(Debug)]
@@ -101,6 +119,7 @@ pub struct LaunchMachine {
     inflight_estimate: Nanos,
     measured: Option<Nanos>,
     last_observed: Nanos,
+    launch_gap: Option<Nanos>,
 }
 
 impl LaunchMachine {
@@ -119,6 +138,7 @@ impl LaunchMachine {
             inflight_estimate: Nanos::ZERO,
             measured: None,
             last_observed: Nanos::ZERO,
+            launch_gap: None,
         }
     }
 
@@ -142,8 +162,53 @@ impl LaunchMachine {
             && (self.protected
                 || (self.in_flight.len() as u64) < u64::from(self.config.threshold()))
             && self.budget().is_none_or(|budget| {
-                self.in_flight.len() < MIN_IN_FLIGHT_UNDER_BUDGET || self.inflight_estimate < budget
+                self.in_flight.len() < self.floor() || self.inflight_estimate < budget
             })
+    }
+
+    /// How many commands may be in flight whatever the budget: two, or one while the running
+    /// command is long against the measured launch gap (see [`ONE_IN_FLIGHT_AT_GAP_MULTIPLE`]).
+    fn floor(&self) -> usize {
+        match (self.launch_gap, self.in_flight.back()) {
+            (Some(gap), Some(running))
+                if running.estimate.0 >= gap.0.saturating_mul(ONE_IN_FLIGHT_AT_GAP_MULTIPLE) =>
+            {
+                1
+            }
+            _ => MIN_IN_FLIGHT_UNDER_BUDGET,
+        }
+    }
+
+    /// Where a driver that can observe single completions should refill from: while an
+    /// in-flight time budget blocks launching with work pending, the in-flight command whose
+    /// completion frees half the budget. Observing it (with [`on_synced`](Self::on_synced))
+    /// lets the next commands launch while the rest still run, instead of after the device
+    /// drained to the synchronization point at the end.
+    pub fn refill_point(&self) -> Option<CommandId> {
+        let budget = self.budget()?;
+        if self.suspended || self.pending.is_empty() || self.room_to_launch() {
+            return None;
+        }
+        let mut left = self.inflight_estimate;
+        self.in_flight.iter().find_map(|f| {
+            left = left.saturating_sub(f.estimate);
+            (left.0.saturating_mul(2) <= budget.0).then_some(f.cmd)
+        })
+    }
+
+    /// The driver measured a launch gap: the time from a command's completion to the launch
+    /// that refilled the queue after it (a wake-up and a launch call on a real device).
+    /// Averaged like command durations; it decides the in-flight floor under a budget.
+    pub fn observe_launch_gap(&mut self, gap: Nanos) {
+        self.launch_gap = Some(match self.launch_gap {
+            None => gap,
+            Some(old) => ewma(old, gap),
+        });
+    }
+
+    /// The launch gap measured so far.
+    pub fn launch_gap(&self) -> Option<Nanos> {
+        self.launch_gap
     }
 
     /// The in-flight time budget in force. It bounds what a Level-1 suspend must drain; at
@@ -237,9 +302,7 @@ impl LaunchMachine {
         let sample = Nanos(now.saturating_sub(since).0 / count);
         self.measured = Some(match self.measured {
             None => sample,
-            Some(old) => {
-                Nanos((old.0 * (8 - EWMA_NEW_SAMPLE_PER_8) + sample.0 * EWMA_NEW_SAMPLE_PER_8) / 8)
-            }
+            Some(old) => ewma(old, sample),
         });
     }
 
@@ -358,6 +421,16 @@ mod tests {
         CommandMeta::with_estimate(Nanos::from_us(est_us))
     }
 
+    /// A Level-1 machine under `budget_us` with `n` commands of `est_us` submitted.
+    fn budgeted(c: LaunchConfig, budget_us: u64, n: usize, est_us: u64) -> LaunchMachine {
+        let cfg = c.with_inflight_budget(Some(Nanos::from_us(budget_us)));
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        for _ in 0..n {
+            m.submit(cmd_of(est_us));
+        }
+        m
+    }
+
     #[test]
     fn threshold_and_batch_shape_launches() {
         let mut m = LaunchMachine::new(cfg(4, 2), Level::Block);
@@ -381,11 +454,7 @@ mod tests {
 
     #[test]
     fn a_protected_queue_launches_past_threshold_and_budget_but_keeps_sync_points() {
-        let cfg = cfg(4, 2).with_inflight_budget(Some(Nanos::from_us(1000)));
-        let mut m = LaunchMachine::new(cfg, Level::Block);
-        for _ in 0..10 {
-            m.submit(cmd_of(600));
-        }
+        let mut m = budgeted(cfg(4, 2), 1000, 10, 600);
         m.set_protected(true);
         let syncs: Vec<bool> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO))
             .map(|l| l.sync)
@@ -477,6 +546,56 @@ mod tests {
             vec![true, true],
             "600 us >= half the budget: each one"
         );
+    }
+
+    #[test]
+    fn one_long_command_in_flight_once_the_launch_gap_is_small_against_it() {
+        let cfg = cfg(8, 4).with_inflight_budget(Some(Nanos::from_us(1000)));
+        let in_flight_with = |gap_us: Option<u64>, est_us: u64| {
+            let mut m = LaunchMachine::new(cfg, Level::Block);
+            if let Some(g) = gap_us {
+                m.observe_launch_gap(Nanos::from_us(g));
+            }
+            for _ in 0..4 {
+                m.submit(cmd_of(est_us));
+            }
+            std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).count()
+        };
+        for (gap_us, est_us, want, why) in [
+            (None, 5000, 2, "no measured gap: two"),
+            (Some(100), 5000, 1, "5 ms >= 20 x 100 us: one"),
+            (Some(100), 2000, 1, "exactly 20 x the gap: one"),
+            (Some(100), 1900, 2, "below 20 x the gap: two"),
+            (Some(10), 300, 4, "short ones: the budget binds"),
+        ] {
+            assert_eq!(in_flight_with(gap_us, est_us), want, "{why}");
+        }
+        let mut m = LaunchMachine::new(cfg, Level::Block);
+        m.observe_launch_gap(Nanos::from_us(100));
+        m.observe_launch_gap(Nanos::from_us(500));
+        assert_eq!(m.launch_gap(), Some(Nanos::from_us(200)), "averaged 6:2");
+    }
+
+    #[test]
+    fn the_refill_point_frees_half_a_binding_budget() {
+        let mut m = budgeted(cfg(16, 8), 500, 8, 100);
+        assert_eq!(m.refill_point(), None, "nothing launched: room");
+        let launched: Vec<Launch> = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).collect();
+        assert_eq!(launched.len(), 5, "500 us of 100 us commands");
+        assert!(launched[4].sync && !launched[1].sync);
+        assert_eq!(
+            m.refill_point(),
+            Some(CommandId(2)),
+            "after the third, 200 us <= half the budget are left"
+        );
+        m.on_synced(CommandId(2), Nanos::from_us(300));
+        assert!(m.can_launch(), "observing it makes room");
+        assert_eq!(m.suspend(), HwAction::Nothing);
+        assert_eq!(m.refill_point(), None, "suspended: nothing to refill");
+        let cfg = cfg(16, 8).with_inflight_budget(Some(Nanos::from_us(500)));
+        let mut m = LaunchMachine::new(cfg, Level::Interrupt);
+        m.submit(cmd_of(100));
+        assert_eq!(m.refill_point(), None, "no budget above Level 1");
     }
 
     #[test]

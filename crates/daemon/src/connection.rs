@@ -21,6 +21,7 @@ use xsched_proto::{
     write_frame,
 };
 use xsched_runtime::clock;
+use xsched_runtime::prompt::CpuGuard;
 
 /// Serve one accepted connection until it ends.
 pub(crate) fn serve(
@@ -191,12 +192,15 @@ impl<'a> Session<'a> {
     }
 
     fn read_loop(&self) {
+        // Decisions are taken on this thread; a client that keeps it busy loses its priority.
+        let mut guard = CpuGuard::start();
         loop {
             match read_frame::<ClientMsg>(&mut self.outbox.stream()) {
                 Ok(Some(msg)) => {
                     if let Some(answer) = self.handle(msg) {
                         self.outbox.send(&answer);
                     }
+                    guard.check();
                 }
                 Ok(None) => return,
                 Err(e) => {

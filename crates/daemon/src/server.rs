@@ -238,7 +238,10 @@ impl Daemon {
         let timers = shared.clone();
         std::thread::Builder::new()
             .name("xsched-timers".into())
-            .spawn(move || timers.core.run_timers())
+            .spawn(move || {
+                xsched_runtime::prompt::make_prompt();
+                timers.core.run_timers()
+            })
             .map_err(DaemonError::Spawn)?;
         Ok(Daemon {
             listener,

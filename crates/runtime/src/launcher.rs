@@ -13,12 +13,12 @@ use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
-use xsched_core::CommandId;
+use xsched_core::{CommandId, Nanos};
 
 /// A message to the launcher.
 pub(crate) enum Msg {
-    /// The backend finished `cmd` (a sync point, or anything while watched).
-    Synced(CommandId),
+    /// The backend finished `cmd` (a sync point, or anything while watched) at this time.
+    Synced(CommandId, Nanos),
     /// Look at the hardware watermark now.
     Observe,
     /// Drop every pending command; the count goes back on the channel.
@@ -81,13 +81,8 @@ impl<H: HwQueue> Launcher<H> {
 impl<H: HwQueue> Run<H> {
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Synced(cmd) => self.observe(cmd),
-            Msg::Observe => {
-                let done = self.l.tracker.hw_done();
-                if done > 0 {
-                    self.observe(CommandId(done - 1));
-                }
-            }
+            Msg::Synced(cmd, at) => self.observe(cmd, Some(at)),
+            Msg::Observe => self.observe_watermark(),
             Msg::Cancel(reply) => {
                 let cancelled = self.l.machine.cancel_pending();
                 let n = cancelled.clone().count();
@@ -118,15 +113,21 @@ impl<H: HwQueue> Run<H> {
             self.watching = true;
             self.l.tracker.watch();
         }
+        self.observe_watermark();
+    }
+
+    /// Observe what the hardware watermark says completed (when exactly is not known).
+    fn observe_watermark(&mut self) {
         let done = self.l.tracker.hw_done();
         if done > 0 {
-            self.observe(CommandId(done - 1));
+            self.observe(CommandId(done - 1), None);
         }
     }
 
-    fn observe(&mut self, cmd: CommandId) {
+    /// `cmd` completed (at `completed_at`, when the backend's callback said so).
+    fn observe(&mut self, cmd: CommandId, completed_at: Option<Nanos>) {
         let now = clock::now();
-        let Some(observed) = self.l.machine.synced(cmd, now) else {
+        let Some(observed) = self.l.machine.synced(cmd, completed_at, now) else {
             return;
         };
         let synced = observed.synced;

@@ -31,6 +31,7 @@ mod launcher;
 mod logging;
 mod machine;
 mod options;
+pub mod prompt;
 mod runtime;
 pub mod scheduler;
 mod shared;

@@ -36,6 +36,9 @@ struct Queued<C> {
     latency: RecentLatency,
     /// Commands submitted so far.
     submitted: u64,
+    /// When the command completed whose observation left launchable work waiting: the next
+    /// launch refills the queue, and the time between is the launch gap the machine learns.
+    refill_from: Option<Nanos>,
 }
 
 /// One XQueue's launch machine, shared.
@@ -88,6 +91,7 @@ impl<H: HwQueue> SharedMachine<H> {
                 payloads: VecDeque::new(),
                 latency: RecentLatency::new(clock::now()),
                 submitted: 0,
+                refill_from: None,
             }),
             tracker,
             sink,
@@ -121,15 +125,19 @@ impl<H: HwQueue> SharedMachine<H> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Publish what queries read (pending, in flight, suspended, level).
+    /// Publish what queries read (pending, in flight, suspended, level), and where to refill
+    /// from when a budget blocks launching.
     fn publish(&self, q: &Queued<H::Command>) {
         let m = &q.machine;
+        self.tracker.refill_at(m.refill_point());
         self.tracker
             .publish_state(m.pending(), m.in_flight(), m.is_suspended(), m.level());
     }
 
     /// Launch, on this thread, everything the machine allows now, in order.
     fn launch_locked(&self, q: &mut Queued<H::Command>, now: Nanos) {
+        let refill_from = q.refill_from.take();
+        let mut launched = false;
         while let Some(launch) = q.machine.poll_launch(now) {
             let Some(cmd) = q.payloads.pop_front() else {
                 tracing::error!("launch machine and payload queue disagree; dropping launch");
@@ -143,6 +151,11 @@ impl<H: HwQueue> SharedMachine<H> {
             let done = Completion::new(sink.clone(), launch.cmd, launch.sync);
             self.tracker.launching(launch.cmd);
             self.hw.launch(cmd, done);
+            if !launched && let Some(from) = refill_from {
+                let gap = clock::now().saturating_sub(from);
+                q.machine.observe_launch_gap(gap);
+            }
+            launched = true;
         }
     }
 
@@ -170,11 +183,19 @@ impl<H: HwQueue> SharedMachine<H> {
         self.publish(&q);
     }
 
-    /// The synchronization point at `cmd` was observed complete at `now` (an idle queue is
-    /// reported idle).
-    pub(crate) fn synced(&self, cmd: CommandId, now: Nanos) -> Option<Observed> {
+    /// The synchronization point at `cmd`, completed at `completed_at` if the backend said
+    /// when, was observed complete at `now` (an idle queue is reported idle).
+    pub(crate) fn synced(
+        &self,
+        cmd: CommandId,
+        completed_at: Option<Nanos>,
+        now: Nanos,
+    ) -> Option<Observed> {
         let mut q = self.lock();
         let synced = q.machine.on_synced(cmd, now);
+        if synced.is_some() && q.machine.can_launch() {
+            q.refill_from = completed_at;
+        }
         if synced.is_some_and(|s| s.now_idle) {
             self.report_idle();
         }

@@ -81,7 +81,11 @@ impl SchedulerThread {
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || body(rx))?;
+            .spawn(move || {
+                // It carries every decision (in-process scheduler, or the agent of the daemon's).
+                crate::prompt::make_prompt();
+                body(rx)
+            })?;
         Ok(SchedulerThread {
             tx,
             thread: Some(thread),

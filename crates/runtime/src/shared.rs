@@ -10,6 +10,7 @@
 //! (neither the launcher nor the waiter): only the completion of the lowest command anybody
 //! waits for is reported early.
 
+use crate::clock;
 use crate::completion::CompletionSink;
 use crate::error::CommandError;
 use crate::launcher::Msg;
@@ -69,6 +70,9 @@ pub(crate) struct Tracker {
     launched: AtomicU64,
     /// The launch config's batch, for spacing the tails that are observed.
     batch: AtomicU64,
+    /// The command whose completion frees half of a binding in-flight budget (`u64::MAX`:
+    /// none): reported once, so the launcher refills before the device drains.
+    refill_at: AtomicU64,
     observed: Mutex<Observed>,
     cond: Condvar,
 }
@@ -78,6 +82,7 @@ impl Tracker {
         Tracker {
             hw_done: AtomicU64::new(0),
             wanted: AtomicU64::new(u64::MAX),
+            refill_at: AtomicU64::new(u64::MAX),
             ready_reported: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -178,6 +183,19 @@ impl Tracker {
     /// Command `cmd` is being launched (before the backend sees it).
     pub(crate) fn launching(&self, cmd: CommandId) {
         self.launched.fetch_max(cmd.0 + 1, Ordering::SeqCst);
+    }
+
+    /// Report the completion of `cmd` (if any) once, as the point to refill from.
+    pub(crate) fn refill_at(&self, cmd: Option<CommandId>) {
+        self.refill_at
+            .store(cmd.map_or(u64::MAX, |c| c.0), Ordering::SeqCst);
+    }
+
+    /// Whether `cmd` is the refill point (claimed: reported once).
+    fn refill_due(&self, cmd: CommandId) -> bool {
+        self.refill_at
+            .compare_exchange(cmd.0, u64::MAX, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// The launch config's batch changed.
@@ -341,9 +359,9 @@ impl CompletionSink for QueueSink {
     fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>) {
         self.tracker.record_hw_completion(cmd, result);
         let sync = sync && (!self.tails || self.tracker.tail_needed(cmd));
-        if sync || self.tracker.wanted(cmd) {
+        if sync || self.tracker.wanted(cmd) || self.tracker.refill_due(cmd) {
             // The launcher may be gone when a queue is torn down; nothing waits then.
-            let _ = self.launcher.send(Msg::Synced(cmd));
+            let _ = self.launcher.send(Msg::Synced(cmd, clock::now()));
         }
     }
 }

@@ -172,7 +172,11 @@ impl Agent {
         let tx = self.incoming_tx.clone();
         let spawned = std::thread::Builder::new()
             .name("xsched-agent-link".into())
-            .spawn(move || link::run(&socket, trust, HANDSHAKE_TIMEOUT, generation, &tx));
+            .spawn(move || {
+                // The daemon's operations arrive through it (from a trusted daemon only).
+                crate::prompt::make_prompt();
+                link::run(&socket, trust, HANDSHAKE_TIMEOUT, generation, &tx)
+            });
         match spawned {
             Ok(_) => self.link = Link::Connecting,
             Err(e) => self.down(Down::Unreachable(format!("cannot start a thread: {e}"))),

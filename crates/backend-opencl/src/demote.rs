@@ -1,0 +1,200 @@
+//! Level 2 where the OpenCL device is this machine's own CPU (POCL's `cpu` device, or any CPU
+//! runtime): its "hardware queue" is this process's worker threads, so holding a deactivated
+//! queue's launched work means not giving those threads the CPU.
+//!
+//! OpenCL has no call to hold queued commands, and on a CPU device the kernels launched before
+//! a suspend run *concurrently* with the foreground (the OS time-slices both processes' worker
+//! threads), so at Level 1 a suspended queue with millisecond kernels in flight still takes
+//! half the CPU from the queue it was suspended for. Here, deactivating demotes every thread of
+//! the process to `SCHED_IDLE` (they run only on otherwise idle CPU: weight 3 against a normal
+//! thread's 1024), except xsched's own threads (named `xsched-*`: the agent that must hear the
+//! resume, the launchers) and the calling thread; reactivating restores each demoted thread's
+//! policy and nice value. Launched work is neither lost nor cancelled: it finishes when the CPU
+//! is free, which is what a Level-2 hold means for a queue.
+//!
+//! Threads belong to the process, not to a queue, so the demotion is process-wide and counted:
+//! the threads are demoted while at least one CPU-device queue is deactivated and none is
+//! active, and restored as soon as one is active again.
+//!
+//! Restoring a thread from `SCHED_IDLE` to its nice value is a privileged change unless
+//! `RLIMIT_NICE` allows it (Linux `sched(7)`), so the level is offered only where this process
+//! holds `CAP_SYS_NICE` or a large enough `RLIMIT_NICE` (checked once); elsewhere the backend
+//! stays at Level 1, saying why in its capability table.
+
+use std::sync::Mutex;
+
+/// One thread demoted by us, with what to give back.
+#[derive(Clone, Copy, Debug)]
+struct Demoted {
+    tid: libc::pid_t,
+    policy: libc::c_int,
+    nice: libc::c_int,
+}
+
+/// The process's CPU-device queues and the threads demoted for them.
+#[derive(Debug, Default)]
+struct Census {
+    active: usize,
+    held: usize,
+    demoted: Vec<Demoted>,
+}
+
+static CENSUS: Mutex<Census> = Mutex::new(Census {
+    active: 0,
+    held: 0,
+    demoted: Vec::new(),
+});
+
+fn census() -> std::sync::MutexGuard<'static, Census> {
+    // Every critical section leaves the census consistent; a panic elsewhere cannot break it.
+    CENSUS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether this process may undo a demotion, so Level 2 can be offered: `CAP_SYS_NICE` in
+/// its effective set, or an `RLIMIT_NICE` that lets it return to its current nice value.
+pub(crate) fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| cap_sys_nice() || rlimit_allows(current_nice()))
+}
+
+const CAP_SYS_NICE: u32 = 23;
+
+fn cap_sys_nice() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_NICE) != 0)
+}
+
+fn current_nice() -> libc::c_int {
+    // SAFETY: getpriority has no memory arguments; 0 means the calling process.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+fn rlimit_allows(nice: libc::c_int) -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the duration of the call.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut limit) } == 0;
+    // Linux: a thread may set nice `n` if `20 - n <= RLIMIT_NICE` (sched(7), setpriority(2)).
+    let needed = libc::rlim_t::try_from(20 - nice.clamp(-20, 19)).unwrap_or(libc::rlim_t::MAX);
+    ok && limit.rlim_cur >= needed
+}
+
+/// A CPU-device queue now exists (active).
+pub(crate) fn queue_created() {
+    census().active += 1;
+}
+
+/// A CPU-device queue is gone; `held` says whether it was deactivated.
+pub(crate) fn queue_dropped(held: bool) {
+    let mut c = census();
+    if held {
+        c.held = c.held.saturating_sub(1);
+    } else {
+        c.active = c.active.saturating_sub(1);
+    }
+    settle(&mut c);
+}
+
+/// A CPU-device queue was deactivated.
+pub(crate) fn hold() {
+    let mut c = census();
+    c.active = c.active.saturating_sub(1);
+    c.held += 1;
+    settle(&mut c);
+}
+
+/// A CPU-device queue was reactivated.
+pub(crate) fn release() {
+    let mut c = census();
+    c.held = c.held.saturating_sub(1);
+    c.active += 1;
+    settle(&mut c);
+}
+
+/// Demote or restore so that the threads are demoted exactly while something is held and
+/// nothing is active.
+fn settle(c: &mut Census) {
+    let want = c.held > 0 && c.active == 0;
+    if want && c.demoted.is_empty() {
+        c.demoted = demote_threads();
+    } else if !want {
+        for d in c.demoted.drain(..) {
+            restore(d);
+        }
+    }
+}
+
+fn gettid() -> libc::pid_t {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Demote every thread of the process but xsched's and the caller's; what was demoted.
+fn demote_threads() -> Vec<Demoted> {
+    let me = gettid();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        tracing::warn!("cannot list this process's threads; the deactivated queue keeps the CPU");
+        return Vec::new();
+    };
+    let mut demoted = Vec::new();
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let ours = std::fs::read_to_string(task.path().join("comm"))
+            .is_ok_and(|name| name.starts_with("xsched-"));
+        if tid == me || ours {
+            continue;
+        }
+        if let Some(d) = demote(tid) {
+            demoted.push(d);
+        }
+    }
+    demoted
+}
+
+/// Demote one normal or batch thread to `SCHED_IDLE`; `None` when it is not one (real-time,
+/// already idle) or is gone.
+fn demote(tid: libc::pid_t) -> Option<Demoted> {
+    // SAFETY: no memory arguments; a vanished tid is reported as an error.
+    let policy = unsafe { libc::sched_getscheduler(tid) };
+    if policy != libc::SCHED_OTHER && policy != libc::SCHED_BATCH {
+        return None;
+    }
+    // SAFETY: as above (getpriority returns the nice value of thread `tid`).
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call.
+    if unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) } != 0 {
+        return None;
+    }
+    Some(Demoted { tid, policy, nice })
+}
+
+fn restore(d: Demoted) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is valid for the call; a thread that exited meanwhile fails with ESRCH.
+    let back = unsafe { libc::sched_setscheduler(d.tid, d.policy, &param) } == 0
+        // SAFETY: no memory arguments.
+        && unsafe { libc::setpriority(libc::PRIO_PROCESS, d.tid as libc::id_t, d.nice) } == 0;
+    if !back && std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) {
+        tracing::warn!(
+            "cannot restore thread {} after a Level-2 hold: {}",
+            d.tid,
+            std::io::Error::last_os_error()
+        );
+    }
+}
