@@ -10,8 +10,8 @@ use xsched_backend_opencl::cl3::types::{CL_BLOCKING, cl_int, cl_uint};
 use xsched_backend_opencl::{Event, OclCommand, OclError, OclQueue, cl3};
 use xsched_core::{CoreError, Level};
 use xsched_runtime::{
-    CommandError, HwError, HwQueue, QueueOptions, Runtime, RuntimeConfig, RuntimeError,
-    SchedulerMode,
+    CommandError, CommandHandle, HwError, HwQueue, QueueOptions, Runtime, RuntimeConfig,
+    RuntimeError, SchedulerMode, XQueue,
 };
 
 use opencl3::command_queue::CommandQueue;
@@ -188,16 +188,25 @@ fn launched_commands_run_in_submission_order_and_complete() {
     assert_eq!(read(&cl, &log, 32), want);
 }
 
-#[test]
-fn a_gated_command_reaches_the_device_only_when_launched() {
-    let Some(cl) = opencl() else { return };
-    let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
+/// A suspended XQueue with one gated command submitted, which records `tag` when it runs.
+struct Gated {
+    _rt: Runtime,
+    q: XQueue<OclQueue>,
+    log: Buffer<cl_uint>,
+    _next: Buffer<cl_uint>,
+    /// The application's event of the command.
+    mine: Event,
+    handle: CommandHandle,
+}
+
+fn gated_behind_a_suspend(cl: &Cl, tag: cl_uint) -> Gated {
+    let (log, next) = (buffer(cl, 1), buffer(cl, 1));
     let rt = app_runtime();
     let q = rt
-        .create_queue(hw(&cl), QueueOptions::default())
+        .create_queue(hw(cl), QueueOptions::default())
         .expect("xqueue");
     q.suspend().expect("suspend");
-    let kernel = record_kernel(&cl, &log, &next, 7);
+    let kernel = record_kernel(cl, &log, &next, tag);
     let (mine, gated) = q
         .hw()
         .enqueue_gated(&[], |waits| {
@@ -207,13 +216,27 @@ fn a_gated_command_reaches_the_device_only_when_launched() {
         .expect("enqueued behind the gate");
     cl.queue.flush().expect("flush");
     let handle = q.submit(gated).expect("submit");
+    Gated {
+        _rt: rt,
+        q,
+        log,
+        _next: next,
+        mine,
+        handle,
+    }
+}
+
+#[test]
+fn a_gated_command_reaches_the_device_only_when_launched() {
+    let Some(cl) = opencl() else { return };
+    let g = gated_behind_a_suspend(&cl, 7);
     std::thread::sleep(Duration::from_millis(50));
-    assert_ne!(status(&mine), CL_COMPLETE, "suspended: not launched yet");
-    assert!(!handle.is_done());
-    q.resume().expect("resume");
-    assert_eq!(handle.wait(), Ok(()));
-    assert_eq!(status(&mine), CL_COMPLETE);
-    assert_eq!(read(&cl, &log, 1), vec![7]);
+    assert_ne!(status(&g.mine), CL_COMPLETE, "suspended: not launched yet");
+    assert!(!g.handle.is_done());
+    g.q.resume().expect("resume");
+    assert_eq!(g.handle.wait(), Ok(()));
+    assert_eq!(status(&g.mine), CL_COMPLETE);
+    assert_eq!(read(&cl, &g.log, 1), vec![7]);
 }
 
 #[test]
@@ -378,26 +401,12 @@ fn an_invalid_queue_is_refused_with_the_status() {
 #[test]
 fn a_gated_command_dropped_unlaunched_still_runs_and_finish_returns() {
     let Some(cl) = opencl() else { return };
-    let (log, next) = (buffer(&cl, 1), buffer(&cl, 1));
-    let rt = app_runtime();
-    let q = rt
-        .create_queue(hw(&cl), QueueOptions::default())
-        .expect("xqueue");
-    q.suspend().expect("suspend");
-    let kernel = record_kernel(&cl, &log, &next, 9);
-    let (mine, gated) = q
-        .hw()
-        .enqueue_gated(&[], |waits| {
-            enqueue(cl.queue.get(), &kernel, waits).map(Event::into_raw)
-        })
-        .expect("a gate")
-        .expect("enqueued behind the gate");
-    let handle = q.submit(gated).expect("submit");
+    let g = gated_behind_a_suspend(&cl, 9);
     // The command is cancelled before launch: xsched drops it, and its gate opens, so the
     // application's real command is not left behind a closed gate (clFinish would hang).
-    assert_eq!(q.cancel_pending().expect("cancel"), 1);
-    assert!(handle.wait().is_err(), "cancelled on the xsched side");
+    assert_eq!(g.q.cancel_pending().expect("cancel"), 1);
+    assert!(g.handle.wait().is_err(), "cancelled on the xsched side");
     cl.queue.finish().expect("clFinish returns");
-    assert_eq!(status(&mine), CL_COMPLETE);
-    assert_eq!(read(&cl, &log, 1), vec![9]);
+    assert_eq!(status(&g.mine), CL_COMPLETE);
+    assert_eq!(read(&cl, &g.log, 1), vec![9]);
 }

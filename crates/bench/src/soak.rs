@@ -14,6 +14,7 @@
 //! back; nothing may be lost or run twice.
 
 use crate::Report;
+use crate::workers::{self, Role};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -178,8 +179,8 @@ impl Soak<'_> {
     }
 
     fn client(&self, priority: i32) -> Result<Client, SoakError> {
-        let child = Command::new(self.exe)
-            .args(["worker", "--role", "soak", "--window", "64", "--commands"])
+        let child = workers::command(self.exe, Role::Soak)
+            .args(["--window", "64", "--commands"])
             .arg(self.per_client.to_string())
             .arg("--rate")
             .arg(self.rate.to_string())
@@ -187,7 +188,6 @@ impl Soak<'_> {
             .env("XSCHED_SOCKET", &self.socket)
             .env("XSCHED_PRIORITY", priority.to_string())
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .map_err(io("starting a client"))?;

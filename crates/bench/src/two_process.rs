@@ -8,25 +8,16 @@
 
 use crate::Report;
 use crate::fg_bg::{self, Mode};
-use crate::harvest::ProcessError;
+use crate::harvest::{ProcessError, report_of};
+use crate::workers::{self, Role};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use xsched_core::Level;
 
-fn worker(exe: &Path, role: &str, requests: u32) -> Command {
-    let mut c = Command::new(exe);
-    c.args([
-        "worker",
-        "--role",
-        role,
-        "--core",
-        "0",
-        "--requests",
-        &requests.to_string(),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+fn worker(exe: &Path, role: Role, requests: u32) -> Command {
+    let mut c = workers::command(exe, role);
+    c.args(["--core", "0", "--requests", &requests.to_string()]);
     c
 }
 
@@ -43,16 +34,6 @@ fn configure(c: &mut Command, mode: Mode, socket: &Path, priority: i32) {
                 .env("XSCHED_LEVEL", level.number().to_string());
         }
     }
-}
-
-fn json_of(
-    out: &std::process::Output,
-    what: &'static str,
-) -> Result<serde_json::Value, ProcessError> {
-    if !out.status.success() {
-        return Err(ProcessError::Worker(what, out.status.to_string()));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| ProcessError::Worker(what, e.to_string()))
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> ProcessError + '_ {
@@ -81,7 +62,7 @@ pub fn run(
         let bg = if mode == Mode::Standalone {
             None
         } else {
-            let mut c = worker(&exe, "bg", requests);
+            let mut c = worker(&exe, Role::Bg, requests);
             configure(&mut c, mode, &socket, 0);
             Some(
                 c.stdin(Stdio::piped())
@@ -89,10 +70,10 @@ pub fn run(
                     .map_err(io("starting the background"))?,
             )
         };
-        let mut fg = worker(&exe, "fg", requests);
+        let mut fg = worker(&exe, Role::Fg, requests);
         configure(&mut fg, mode, &socket, 10);
         let fg_out = fg.output().map_err(io("running the foreground"))?;
-        let fg_json = json_of(&fg_out, "foreground")?;
+        let fg_json = report_of(fg_out, "foreground")?;
         let share = match bg {
             None => 0.0,
             Some(mut child) => {
@@ -103,7 +84,7 @@ pub fn run(
                 let out = child
                     .wait_with_output()
                     .map_err(io("stopping the background"))?;
-                let bg_json = json_of(&out, "background")?;
+                let bg_json = report_of(out, "background")?;
                 let done = bg_json["completed"].as_f64().unwrap_or(0.0);
                 let secs = bg_json["seconds"].as_f64().unwrap_or(1.0).max(1e-9);
                 done * params.bg_kernel.as_secs_f64() / secs

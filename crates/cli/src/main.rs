@@ -210,41 +210,14 @@ impl HintArgs {
     }
 }
 
-/// `xsched worker --role ...`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum RoleArg {
-    /// Submit `--commands` kernels with at most `--window` outstanding; print the counts.
-    Batch,
-    /// The demo's foreground request stream; print its latency percentiles.
-    Fg,
-    /// The demo's background training loop until standard input closes.
-    Bg,
-    /// The harvesting benchmark's HP service.
-    HpService,
-    /// The harvesting benchmark's LP job until standard input closes.
-    Lp,
-    /// The soak's client: `--commands` host commands that count their own runs.
-    Soak,
-}
-
-impl From<RoleArg> for Role {
-    fn from(r: RoleArg) -> Role {
-        match r {
-            RoleArg::Batch => Role::Batch,
-            RoleArg::Fg => Role::Fg,
-            RoleArg::Bg => Role::Bg,
-            RoleArg::HpService => Role::HpService,
-            RoleArg::Lp => Role::Lp,
-            RoleArg::Soak => Role::Soak,
-        }
-    }
-}
-
 #[derive(Args)]
 struct WorkerArgs {
-    /// What the process does.
-    #[arg(long, value_enum, default_value = "batch")]
-    role: RoleArg,
+    /// What the process does: batch (submit `--commands` kernels, at most `--window`
+    /// outstanding), fg / bg (the demo's foreground requests / background loop until standard
+    /// input closes), hp-service / lp (the harvesting benchmark's two jobs), soak (host
+    /// commands that count their own runs).
+    #[arg(long, value_parser = Role::from_name, default_value = "batch")]
+    role: Role,
     /// Pin the device's worker thread to this core.
     #[arg(long)]
     core: Option<usize>,
@@ -450,7 +423,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Worker(w) => {
             let report = workers::run(workers::WorkerArgs {
-                role: w.role.into(),
+                role: w.role,
                 core: w.core,
                 requests: w.requests,
                 kernel_us: w.kernel_us,

@@ -188,14 +188,17 @@ impl Tracker {
     /// Report the completion of `cmd` (if any) once, as the point to refill from.
     pub(crate) fn refill_at(&self, cmd: Option<CommandId>) {
         self.refill_at
-            .store(cmd.map_or(u64::MAX, |c| c.0), Ordering::SeqCst);
+            .store(cmd.map_or(u64::MAX, |c| c.0), Ordering::Release);
     }
 
-    /// Whether `cmd` is the refill point (claimed: reported once).
+    /// Whether `cmd` is the refill point (claimed: reported once). A plain load first, so the
+    /// completions that are not it (nearly all) cost no read-modify-write.
     fn refill_due(&self, cmd: CommandId) -> bool {
-        self.refill_at
-            .compare_exchange(cmd.0, u64::MAX, Ordering::SeqCst, Ordering::Relaxed)
-            .is_ok()
+        self.refill_at.load(Ordering::Acquire) == cmd.0
+            && self
+                .refill_at
+                .compare_exchange(cmd.0, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// The launch config's batch changed.

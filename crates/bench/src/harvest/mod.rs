@@ -25,6 +25,7 @@ mod processes;
 mod scheduled;
 mod service;
 
+pub(crate) use processes::report_of;
 pub use processes::{ProcessError, hp_service_process, lp_process};
 
 use crate::stats::none;

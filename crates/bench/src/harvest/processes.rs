@@ -10,6 +10,7 @@
 use super::scheduled::{self, LP_WINDOW};
 use super::service::{self, HpMeasured, Unobserved};
 use super::{AGAIN, HarvestParams, Measured, requests};
+use crate::workers::{self, Role};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::Path;
@@ -97,24 +98,20 @@ struct Env {
     vars: Vec<(&'static str, String)>,
 }
 
-fn worker(exe: &Path, role: &str, requests: u32, env: &Env) -> Command {
-    let mut c = Command::new(exe);
-    c.args([
-        "worker",
-        "--role",
-        role,
-        "--requests",
-        &requests.to_string(),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+fn worker(exe: &Path, role: Role, requests: u32, env: &Env) -> Command {
+    let mut c = workers::command(exe, role);
+    c.args(["--requests", &requests.to_string()]);
     for (k, v) in &env.vars {
         c.env(k, v);
     }
     c
 }
 
-fn report_of(out: std::process::Output, what: &'static str) -> Result<Value, ProcessError> {
+/// The JSON report of a worker process that ended (`what` names it in the error).
+pub(crate) fn report_of(
+    out: std::process::Output,
+    what: &'static str,
+) -> Result<Value, ProcessError> {
     if !out.status.success() {
         return Err(ProcessError::Worker(what, out.status.to_string()));
     }
@@ -165,7 +162,7 @@ fn run_pair(
     let lp_child = if lp {
         let mut env = Env { vars: common };
         env.vars.push(("XSCHED_PRIORITY", "0".into()));
-        let mut c = worker(exe, "lp", 0, &env);
+        let mut c = worker(exe, Role::Lp, 0, &env);
         c.arg("--kernel-us")
             .arg(lp_kernel.as_micros().to_string())
             .stdin(Stdio::piped());
@@ -178,7 +175,7 @@ fn run_pair(
     };
     // Give the LP process time to register and fill its queue before HP starts.
     std::thread::sleep(Duration::from_millis(200));
-    let hp_out = worker(exe, "hp-service", p.shape.requests, &hp_env)
+    let hp_out = worker(exe, Role::HpService, p.shape.requests, &hp_env)
         .output()
         .map_err(|source| ProcessError::Io {
             what: "running the HP process".into(),
