@@ -32,13 +32,21 @@ pub const RT_CONTROL: &str = "XSCHED_RT_CONTROL";
 /// Make the calling control thread prompt (`SCHED_FIFO` 1) if asked for (`XSCHED_RT_CONTROL=1`)
 /// and allowed; whether it now is.
 pub fn make_prompt() -> bool {
-    match std::env::var(RT_CONTROL) {
-        Ok(v) if v.trim() == "1" => make_fifo(),
-        Ok(v) if v.trim() != "0" && !v.trim().is_empty() => {
-            tracing::warn!("{RT_CONTROL}={v:?} is neither 0 nor 1; control threads stay normal");
+    asked_for(std::env::var(RT_CONTROL).ok().as_deref()) && make_fifo()
+}
+
+/// Whether `XSCHED_RT_CONTROL` (its value, if set) asks for real-time control threads; any
+/// value but `0`, `1` or nothing is refused with a warning (and means no).
+fn asked_for(value: Option<&str>) -> bool {
+    match value.map(str::trim) {
+        Some("1") => true,
+        None | Some("0" | "") => false,
+        Some(other) => {
+            tracing::warn!(
+                "{RT_CONTROL}={other:?} is neither 0 nor 1; control threads stay normal"
+            );
             false
         }
-        _ => false,
     }
 }
 
@@ -175,6 +183,15 @@ mod tests {
         })
         .join()
         .expect("thread");
+    }
+
+    #[test]
+    fn only_1_asks_for_real_time_control_threads() {
+        assert!(asked_for(Some("1")));
+        assert!(asked_for(Some(" 1 ")));
+        for off in [None, Some("0"), Some(""), Some("yes"), Some("2")] {
+            assert!(!asked_for(off), "{off:?}");
+        }
     }
 
     #[test]
