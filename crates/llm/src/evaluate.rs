@@ -43,7 +43,11 @@ pub struct PredictEval {
 /// Median time (µs) of ranking and sorting `n` waiting requests under `sagesched`, whose
 /// predictions come from `pool` (cycled to reach `n`; each request is distinct by id).
 pub fn step_latency(pool: &[PromptRecord], n: usize) -> f64 {
-    let Some(mut policy) = crate::policy::by_name("sagesched", 10_000) else {
+    let Some(mut policy) = crate::policy::by_name(
+        "sagesched",
+        10_000,
+        &crate::engine::EngineConfig::default_preset(),
+    ) else {
         return 0.0;
     };
     let requests: Vec<crate::Request> = (0..n)
@@ -169,10 +173,10 @@ pub fn evaluate(
         p.learn(e, r.output_tokens);
     }
     let mut full = Predictor::new(history);
-    // The history's contents only matter for timing: hashed embeddings of the pool, or for a
-    // model embedder the evaluated prompts' own vectors cycled (embedding 10 k prompts with a
-    // model would take minutes and measures the model, not the lookup).
-    for i in 0..history.min(latency_pool.len().max(own.len())) {
+    // The history's contents only matter for timing: the evaluated prompts' own vectors cycled
+    // up to the capacity (embedding 100 k prompts with a model would take an hour and measures
+    // the model, not the lookup), with the pool's lengths.
+    for i in 0..history {
         let e = own[i % own.len().max(1)].clone();
         full.learn(e, latency_pool.get(i).map_or(1, |r| r.output_tokens));
     }

@@ -7,6 +7,7 @@
 //! prompt appears once (no repeats); the predictor learns online from completed requests only.
 
 use crate::Request;
+use crate::cluster::{self, Cluster};
 use crate::data::PromptRecord;
 use crate::embedding::Embedder;
 use crate::engine::{EngineConfig, RunStats, simulate};
@@ -36,6 +37,12 @@ pub struct SweepParams {
     /// Records (a seeded random split, disjoint from the measured workload) whose true lengths
     /// fill the predictor's history before each run; 0 learns online only.
     pub warm: usize,
+    /// Requests measured (a seeded sample of what the warm split leaves); `None`: all.
+    pub requests: Option<usize>,
+    /// A fixed arrival rate (requests/s) instead of `loads`: one point, at load rate/capacity.
+    pub rate: Option<f64>,
+    /// Several instances behind a router instead of one engine (capacity then counts them all).
+    pub cluster: Option<Cluster>,
 }
 
 /// The shape of the arrival process; its rate is set by the load.
@@ -97,6 +104,20 @@ pub struct Point {
     pub throughput_rps: f64,
     /// Preemptions by recompute.
     pub preemptions: u64,
+    /// Tokens whose KV was dropped and computed again.
+    pub wasted_tokens: u64,
+    /// The longest wait relative to the request's own service: max over requests of
+    /// (TTLT − its time alone on the engine) / its time alone.
+    pub max_relative_wait: f64,
+    /// Requests refused (larger than the KV pool).
+    pub refused: u64,
+    /// Mean wall-clock time of one routing decision (µs; 0 without a cluster).
+    pub route_mean_us: f64,
+    /// Its P99 (µs).
+    pub route_p99_us: f64,
+    /// Every completed request's TTLT (s), ascending (for the CDF plot; not in reports).
+    #[serde(skip)]
+    pub ttlts: Vec<f64>,
 }
 
 /// Requests from records (with their embeddings, index for index) in a seeded order, arriving
@@ -135,7 +156,13 @@ pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f
     stats.outcomes.len() as f64 / stats.makespan.max(1e-9)
 }
 
-fn summarize(policy: &str, load: f64, stats: &RunStats) -> Point {
+fn summarize(
+    policy: &str,
+    load: f64,
+    stats: &RunStats,
+    requests: &[Request],
+    engine: &EngineConfig,
+) -> Point {
     let n = stats.outcomes.len().max(1) as f64;
     let ttlt: Vec<f64> = stats.outcomes.iter().map(|o| o.ttlt).collect();
     let p99 = quantile(&ttlt, 0.99).unwrap_or(0.0);
@@ -147,6 +174,26 @@ fn summarize(policy: &str, load: f64, stats: &RunStats) -> Point {
         ttft_mean_ms: round3(stats.outcomes.iter().map(|o| o.ttft).sum::<f64>() / n * 1e3),
         throughput_rps: round3(stats.outcomes.len() as f64 / stats.makespan.max(1e-9)),
         preemptions: stats.preemptions,
+        wasted_tokens: stats.wasted_tokens,
+        max_relative_wait: round3(
+            stats
+                .outcomes
+                .iter()
+                .map(|o| {
+                    let r = &requests[o.id];
+                    let solo = engine.solo_seconds(r.input_tokens, r.output_tokens);
+                    (o.ttlt - solo).max(0.0) / solo.max(1e-9)
+                })
+                .fold(0.0, f64::max),
+        ),
+        refused: stats.refused,
+        route_mean_us: 0.0,
+        route_p99_us: 0.0,
+        ttlts: {
+            let mut t = ttlt.clone();
+            t.sort_by(f64::total_cmp);
+            t
+        },
     }
 }
 
@@ -160,7 +207,7 @@ pub fn sweep(
     embedder: &dyn Embedder,
 ) -> Result<(f64, Vec<Point>), String> {
     for name in &p.policies {
-        if policy::by_name(name, 1).is_none() {
+        if policy::by_name(name, 1, &p.engine).is_none() {
             return Err(format!(
                 "unknown policy `{name}`; known: {}, and {}<sigma> (e.g. {}0.5)",
                 policy::NAMES.join(", "),
@@ -178,28 +225,48 @@ pub fn sweep(
     }
     let mut shuffled: Vec<&PromptRecord> = records.iter().collect();
     shuffled.shuffle(&mut Pcg64Mcg::seed_from_u64(p.seed ^ WARM_SPLIT_SEED));
+    let rest = &shuffled[p.warm..];
+    let rest = &rest[..p.requests.unwrap_or(rest.len()).min(rest.len())];
     let (warm, measured): (Vec<PromptRecord>, Vec<PromptRecord>) = (
         shuffled[..p.warm].iter().map(|r| (*r).clone()).collect(),
-        shuffled[p.warm..].iter().map(|r| (*r).clone()).collect(),
+        rest.iter().map(|r| (*r).clone()).collect(),
     );
     let embed = |rs: &[PromptRecord]| -> Vec<Arc<[f32]>> {
         rs.iter().map(|r| embedder.embed(&r.prompt)).collect()
     };
     let warm = workload(&warm, &embed(&warm), 0.0, p.seed, &ArrivalShape::Poisson);
-    let cap = capacity(&p.engine, &measured, p.seed);
+    let cap = capacity(&p.engine, &measured, p.seed)
+        * p.cluster
+            .as_ref()
+            .map_or(1.0, |c| c.instances.max(1) as f64);
     let embeddings = embed(&measured);
     let mut points = Vec::new();
-    for &load in &p.loads {
+    let loads = match p.rate {
+        Some(rate) => vec![rate / cap],
+        None => p.loads.clone(),
+    };
+    for &load in &loads {
         let requests = workload(&measured, &embeddings, load * cap, p.seed, &p.arrivals);
         for name in &p.policies {
-            let mut pol = policy::by_name(name, p.history)
+            if let Some(c) = &p.cluster {
+                let run = cluster::simulate(&p.engine, c, name, p.history, &warm, &requests)
+                    .ok_or_else(|| format!("unknown router `{}`", c.router))?;
+                let us: Vec<f64> = run.decision_ns.iter().map(|&n| n as f64 / 1e3).collect();
+                points.push(Point {
+                    route_mean_us: round3(us.iter().sum::<f64>() / us.len().max(1) as f64),
+                    route_p99_us: round3(quantile(&us, 0.99).unwrap_or(0.0)),
+                    ..summarize(name, load, &run.stats, &requests, &p.engine)
+                });
+                continue;
+            }
+            let mut pol = policy::by_name(name, p.history, &p.engine)
                 .ok_or_else(|| format!("unknown policy `{name}`"))?;
             for r in &warm {
                 pol.arrive(r);
                 pol.complete(r);
             }
             let stats = simulate(&p.engine, &requests, pol.as_mut());
-            points.push(summarize(name, load, &stats));
+            points.push(summarize(name, load, &stats, &requests, &p.engine));
         }
     }
     Ok((cap, points))

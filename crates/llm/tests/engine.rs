@@ -6,8 +6,14 @@ use xsched_llm::embedding::{Embedder, Hashed};
 use xsched_llm::engine::{EngineConfig, simulate};
 use xsched_llm::policy;
 
+/// The A100 preset with 16 batch slots and no KV term: requests queue, and steps are the
+/// published fit's arithmetic.
 fn engine() -> EngineConfig {
-    EngineConfig::preset("llama3.1-8b-a100").expect("preset")
+    EngineConfig {
+        max_num_seqs: 16,
+        attend_us: 0.0,
+        ..EngineConfig::preset("llama3.1-8b-a100").expect("preset")
+    }
 }
 
 fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
@@ -54,7 +60,7 @@ fn oracle_srpt_beats_fcfs_when_requests_queue() {
     let cfg = engine();
     let requests = burst(80);
     let mean = |name: &str| {
-        let mut p = policy::by_name(name, 100).expect("policy");
+        let mut p = policy::by_name(name, 100, &engine()).expect("policy");
         let s = simulate(&cfg, &requests, p.as_mut());
         assert_eq!(
             s.outcomes.len(),
@@ -72,7 +78,7 @@ fn same_inputs_same_numbers() {
     let cfg = engine();
     let requests = burst(40);
     let run = || {
-        let mut p = policy::by_name("sagesched", 100).expect("policy");
+        let mut p = policy::by_name("sagesched", 100, &engine()).expect("policy");
         simulate(&cfg, &requests, p.as_mut())
     };
     assert_eq!(run(), run());
@@ -112,7 +118,7 @@ fn every_policy_completes_every_request() {
     let cfg = engine();
     let requests = staggered(60, 0.05, 53);
     for name in policy::NAMES {
-        let mut p = policy::by_name(name, 50).expect("policy");
+        let mut p = policy::by_name(name, 50, &engine()).expect("policy");
         let s = simulate(&cfg, &requests, p.as_mut());
         assert_eq!(s.outcomes.len(), requests.len(), "{name}");
         assert!(s.outcomes.iter().all(|o| o.ttft <= o.ttlt), "{name}");
@@ -124,7 +130,7 @@ fn gittins_with_exact_lengths_orders_exactly_as_srpt() {
     let cfg = engine();
     let requests = staggered(50, 0.02, 61);
     let run = |name: &str| {
-        let mut p = policy::by_name(name, 10).expect("policy");
+        let mut p = policy::by_name(name, 10, &engine()).expect("policy");
         simulate(&cfg, &requests, p.as_mut())
     };
     let (gittins, srpt) = (run("sagesched-oracle"), run("srpt-oracle"));
@@ -136,7 +142,7 @@ fn the_noise_study_is_seeded_and_its_names_are_checked() {
     let cfg = engine();
     let requests = staggered(50, 0.02, 61);
     let run = || {
-        let mut p = policy::by_name("sagesched-noise-0.5", 10).expect("policy");
+        let mut p = policy::by_name("sagesched-noise-0.5", 10, &engine()).expect("policy");
         simulate(&cfg, &requests, p.as_mut())
     };
     assert_eq!(run(), run());
@@ -145,13 +151,13 @@ fn the_noise_study_is_seeded_and_its_names_are_checked() {
         "sagesched-noise-x",
         "sagesched-noise--1",
     ] {
-        assert!(policy::by_name(bad, 10).is_none(), "{bad}");
+        assert!(policy::by_name(bad, 10, &engine()).is_none(), "{bad}");
     }
 }
 
 /// The rank of `r` under a fresh `sagesched` (empty history: every request gets the prior).
 fn sagesched_rank(r: &Request, generated: u32, started: bool) -> f64 {
-    let mut p = policy::by_name("sagesched", 100).expect("policy");
+    let mut p = policy::by_name("sagesched", 100, &engine()).expect("policy");
     p.arrive(r);
     p.rank(&policy::View {
         req: r,
@@ -162,29 +168,25 @@ fn sagesched_rank(r: &Request, generated: u32, started: bool) -> f64 {
 }
 
 #[test]
-fn a_started_request_holds_its_place_against_a_similar_newcomer() {
-    let (old, new) = (req(0, 0.0, 50, 600), req(1, 0.5, 50, 600));
-    let fresh = sagesched_rank(&new, 0, false);
-    // Past its first atom (32 tokens of the prior), the old request's own index is lower than
-    // the newcomer's; the displacement factor keeps it in the batch.
-    let started = sagesched_rank(&old, 40, true);
-    assert!(started < fresh, "started {started} vs fresh {fresh}");
-    // `sagesched-anytime` lets the newcomer in.
-    let mut anytime = policy::by_name("sagesched-anytime", 100).expect("policy");
-    anytime.arrive(&old);
-    let v = policy::View {
-        req: &old,
-        generated: 40,
-        started: true,
-        now: 1.0,
-    };
-    assert!(anytime.rank(&v) > fresh);
-}
-
-#[test]
 fn a_request_past_its_predicted_support_keeps_its_place() {
     let r = req(0, 0.0, 50, 5000);
     let beyond = sagesched_rank(&r, 1500, true); // the prior's largest atom is 1024 tokens
     let fresh = sagesched_rank(&req(1, 0.5, 10, 10), 0, false);
     assert!(beyond < fresh, "beyond {beyond} vs fresh {fresh}");
+}
+
+#[test]
+fn a_decode_step_also_pays_for_the_context_it_attends() {
+    let cfg = EngineConfig::preset("llama3.1-8b-a100").expect("preset");
+    assert!(cfg.attend_us > 0.0);
+    let [b0, b1, b2] = cfg.beta_us;
+    let stats = simulate(&cfg, &[req(0, 0.0, 100, 3)], &mut policy::Fcfs);
+    let o = stats.outcomes[0];
+    // Prefill yields the first token; each decode reads the prompt and the tokens so far.
+    let prefill = b0 + b1 * 100.0;
+    let decodes = 2.0 * (b0 + b2) + cfg.attend_us * (101.0 + 102.0);
+    assert!((o.ttlt - (prefill + decodes) / 1e6).abs() < 1e-12, "{o:?}");
+    assert!((cfg.solo_seconds(100, 3) - o.ttlt).abs() < 1e-12);
+    let long = simulate(&cfg, &[req(0, 0.0, 5000, 4)], &mut policy::Fcfs);
+    assert!((cfg.solo_seconds(5000, 4) - long.outcomes[0].ttlt).abs() < 1e-9);
 }

