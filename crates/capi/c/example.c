@@ -101,12 +101,19 @@ int main(void) {
     else printf("ok   foreground ran ahead of %llu pending background commands\n",
                 (unsigned long long)cancelled);
 
-    /* Cancelled commands report CANCELLED to their waiters. */
-    CHECK(xsched_queue_suspend(bg));
-    CHECK(xsched_queue_submit_kernel(bg, short_spin, &cmd));
-    CHECK(xsched_queue_cancel_pending(bg, NULL));
-    EXPECT(xsched_queue_wait(bg, cmd), XSCHED_STATUS_CANCELLED);
-    CHECK(xsched_queue_resume(bg));
+    /* Cancelled commands report CANCELLED to their waiters. On a queue of an app-scheduled
+     * runtime: under a scheduler, a suspend lasts only until its next decision. */
+    XschedRuntime *app = NULL;
+    XschedQueue *held = NULL;
+    CHECK(xsched_runtime_create_with(0, NULL, &app));
+    CHECK(xsched_queue_create(app, dev, &held));
+    CHECK(xsched_queue_suspend(held));
+    CHECK(xsched_queue_submit_kernel(held, short_spin, &cmd));
+    CHECK(xsched_queue_cancel_pending(held, NULL));
+    EXPECT(xsched_queue_wait(held, cmd), XSCHED_STATUS_CANCELLED);
+    CHECK(xsched_queue_resume(held));
+    CHECK(xsched_queue_destroy(held));
+    CHECK(xsched_runtime_destroy(app));
 
     /* Bad input gets a status code, never a crash. */
     EXPECT(xsched_queue_set_level(fg, 7), XSCHED_STATUS_INVALID_ARGUMENT);

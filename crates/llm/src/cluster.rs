@@ -8,9 +8,11 @@
 //! - `kv-score`: what Kubernetes inference gateways ship (the Gateway API inference
 //!   extension's queue-depth and KV-cache-utilization scorers, equal weights): the highest
 //!   `(1 − waiting / most waiting anywhere) + (1 − KV used)`.
-//! - `cost-aware`: the least predicted outstanding cost, `Σ (O²/2 + I·O)` remaining over its
-//!   requests with O the router's history prediction (its mean; learned online from every
-//!   instance's completions), SageSched's cost model used for placement.
+//! - `cost-aware`: the least predicted outstanding cost, `Σ (O²/2 + I·O)` over the requests
+//!   it was sent and has not completed, O the router's history prediction (its mean; learned
+//!   online from every instance's completions): SageSched's cost model used for placement. The
+//!   sums are kept as requests are sent and complete (a decision is one pass over the
+//!   instances); the progress of running requests is not subtracted.
 //!
 //! Where the policy orders requests: `instance` (each instance orders its own waiting queue
 //! with its own copy of the policy and predictor) or `router` (one queue at the router, in the
@@ -57,12 +59,14 @@ struct Router {
     rule: Rule,
     turn: usize,
     predictor: Predictor,
-    /// The predicted output length of each request (by id), for `cost-aware`.
+    /// The predicted cost of each request sent (by id), for `cost-aware`.
     predicted: Vec<f64>,
+    /// Per instance, the predicted cost of what it was sent and has not completed.
+    outstanding: Vec<f64>,
 }
 
 impl Router {
-    fn new(name: &str, requests: &[Request], history: usize) -> Option<Router> {
+    fn new(name: &str, requests: &[Request], history: usize, instances: usize) -> Option<Router> {
         let rule = match name {
             "round-robin" => Rule::RoundRobin,
             "least-outstanding" => Rule::LeastOutstanding,
@@ -75,7 +79,19 @@ impl Router {
             turn: 0,
             predictor: Predictor::new(history.max(1)),
             predicted: vec![0.0; requests.len()],
+            outstanding: vec![0.0; instances],
         })
+    }
+
+    /// Request `i` was sent to instance `to`.
+    fn sent(&mut self, i: usize, to: usize) {
+        self.outstanding[to] += self.predicted[i];
+    }
+
+    /// Request `r`, sent to instance `from`, completed.
+    fn completed(&mut self, r: &Request, from: usize) {
+        self.outstanding[from] -= self.predicted[r.id];
+        self.predictor.learn(r.embedding.clone(), r.output_tokens);
     }
 
     /// The instance for request `i` among `candidates` (indices into `engines`).
@@ -114,15 +130,9 @@ impl Router {
                 })
             }
             Rule::CostAware => {
-                self.predicted[i] = self.predictor.predict(&r.embedding).mean();
-                let predicted = &self.predicted;
-                min_by_key(candidates, |c| {
-                    engines[c].outstanding(|req, generated| {
-                        let o = predicted[req.id].max(f64::from(generated) + 1.0);
-                        policy::cost(req.input_tokens, o as u32)
-                            - policy::cost(req.input_tokens, generated)
-                    })
-                })
+                let o = self.predictor.predict(&r.embedding).mean();
+                self.predicted[i] = policy::cost(r.input_tokens, o.round() as u32);
+                min_by_key(candidates, |c| self.outstanding[c])
             }
         }
     }
@@ -161,7 +171,7 @@ pub fn simulate(
     requests: &[Request],
 ) -> Option<ClusterStats> {
     let (instances, ordering) = (cluster.instances.max(1), cluster.ordering);
-    let mut router = Router::new(&cluster.router, requests, history)?;
+    let mut router = Router::new(&cluster.router, requests, history, instances)?;
     for r in warm {
         router.predictor.learn(r.embedding.clone(), r.output_tokens);
     }
@@ -208,6 +218,7 @@ pub fn simulate(
                 }
                 clock = clock.max(engines[e].now());
                 learn_completions(
+                    e,
                     &engines[e],
                     &mut seen[e],
                     requests,
@@ -230,6 +241,7 @@ pub fn simulate(
                         let t = Instant::now();
                         let to = router.pick(next, r, &engines, &all);
                         decision_ns.push(t.elapsed().as_nanos() as u64);
+                        router.sent(next, to);
                         engines[to].arrive(next, policies[to].as_mut());
                     }
                 }
@@ -271,8 +283,9 @@ pub fn simulate(
     Some(ClusterStats { stats, decision_ns })
 }
 
-/// Teach the router's predictor (and a central policy) what instance `e` completed since last.
+/// Tell the router (and a central policy) what instance `from` completed since last.
 fn learn_completions(
+    from: usize,
     e: &Engine<'_>,
     seen: &mut usize,
     requests: &[Request],
@@ -281,7 +294,7 @@ fn learn_completions(
 ) {
     for o in e.outcomes_since(*seen) {
         let r = &requests[o.id];
-        router.predictor.learn(r.embedding.clone(), r.output_tokens);
+        router.completed(r, from);
         if let Some(c) = central.as_mut() {
             c.complete(r);
         }
@@ -323,6 +336,7 @@ fn dispatch(
             return times;
         };
         let to = router.pick(i, &requests[i], engines, &room);
+        router.sent(i, to);
         held.swap_remove(pos);
         times.push(t.elapsed().as_nanos() as u64);
         if !engines[to].busy() {

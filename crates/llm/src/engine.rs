@@ -414,15 +414,6 @@ impl<'a> Engine<'a> {
         self.waiting.is_empty() && self.running.len() < self.cfg.max_num_seqs
     }
 
-    /// `Σ f(request, tokens generated)` over the requests it holds.
-    pub(crate) fn outstanding(&self, f: impl Fn(&Request, u32) -> f64) -> f64 {
-        self.running
-            .iter()
-            .chain(&self.waiting)
-            .map(|&i| f(&self.requests[i], self.state[i].generated))
-            .sum()
-    }
-
     /// Completions after the first `seen`.
     pub(crate) fn outcomes_since(&self, seen: usize) -> &[Outcome] {
         self.stats.outcomes.get(seen..).unwrap_or_default()

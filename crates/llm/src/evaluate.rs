@@ -33,6 +33,9 @@ pub struct PredictEval {
     pub latency_p50_us: f64,
     /// History lookup latency P99 (µs), the prompt already embedded.
     pub latency_p99_us: f64,
+    /// Of the neighbours found with the full history, the fraction as similar as an exact
+    /// scan's (1 where the history is scanned exactly).
+    pub recall: f64,
     /// Embedding latency P50 (µs) of the embedder used.
     pub embed_p50_us: f64,
     /// One scheduling step's ranking of 10 000 waiting requests under `sagesched` (µs, median
@@ -140,12 +143,13 @@ fn median(d: &xsched_core::gittins::SizeDistribution) -> f64 {
     d.max()
 }
 
-/// Evaluate on `records` (online) and time predictions against a history filled from
-/// `latency_pool` (up to `history` entries).
+/// Evaluate on `records` (online, in a seeded order, the first `warm` only learned) and time
+/// predictions against a history filled from `latency_pool` (up to `history` entries).
 pub fn evaluate(
     records: &[PromptRecord],
     latency_pool: &[PromptRecord],
     history: usize,
+    warm: usize,
     seed: u64,
     embedder: &dyn Embedder,
 ) -> PredictEval {
@@ -156,8 +160,16 @@ pub fn evaluate(
     let (mut within, mut base_within) = (0usize, 0usize);
     let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
     let own: Vec<Arc<[f32]>> = order.iter().map(|r| embedder.embed(&r.prompt)).collect();
-    for (r, e) in order.iter().zip(&own) {
+    for (k, (r, e)) in order.iter().zip(&own).enumerate() {
         let e = e.clone();
+        if k < warm {
+            // The warm split: learned, never scored.
+            let t = f64::from(r.output_tokens);
+            let at = seen.partition_point(|x| *x < t);
+            seen.insert(at, t);
+            p.learn(e, r.output_tokens);
+            continue;
+        }
         let d = p.predict(&e);
         let t = f64::from(r.output_tokens);
         let m = median(&d);
@@ -191,15 +203,17 @@ pub fn evaluate(
         })
         .collect();
     let at = |q: f64| quantile(&lat, q).unwrap_or(0.0);
-    let n = order.len().max(1) as f64;
+    let recall = full.recall(&own.iter().take(50).cloned().collect::<Vec<_>>());
+    let n = order.len().saturating_sub(warm).max(1) as f64;
     PredictEval {
-        requests: order.len(),
+        requests: order.len().saturating_sub(warm),
         within_2x: within as f64 / n,
         spearman: spearman(&means, &truth),
         baseline_within_2x: base_within as f64 / (n - 1.0).max(1.0),
         history: full.len(),
         latency_p50_us: at(0.5),
         latency_p99_us: at(0.99),
+        recall,
         step_10k_us: step_latency(latency_pool, 10_000),
         embed_p50_us: {
             let t: Vec<f64> = order

@@ -1,7 +1,8 @@
 //! Load sweeps: policies side by side on the same workloads.
 //!
-//! *Load* is offered work over the engine's measured capacity: capacity is the throughput
-//! (requests/s) of the same requests all arriving at once under FCFS, and a load `L` offers
+//! *Load* is offered work over the engine's measured capacity: capacity is the saturated
+//! throughput (requests/s) of the same requests all arriving at once under FCFS, counted from
+//! the 10th to the 90th percentile completion (see [`capacity`]), and a load `L` offers
 //! requests at `L × capacity` per second: Poisson arrivals, or a real trace's inter-arrival
 //! gaps (Azure) scaled to that mean rate, which keeps the trace's burstiness. Each request's
 //! prompt appears once (no repeats); the predictor learns online from completed requests only.
@@ -153,7 +154,21 @@ pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f
     let none: Vec<Arc<[f32]>> = records.iter().map(|_| Arc::from(Vec::new())).collect();
     let all = workload(records, &none, 0.0, seed, &ArrivalShape::Poisson);
     let stats = simulate(engine, &all, &mut policy::Fcfs);
-    stats.outcomes.len() as f64 / stats.makespan.max(1e-9)
+    saturated_rate(&stats)
+}
+
+/// Completions per second between the 10th and the 90th percentile completion: the rate while
+/// the engine is saturated, without the start (the first batch still prefilling) or the drain
+/// (the last long requests decoding nearly alone, which in a short run would dominate).
+fn saturated_rate(stats: &RunStats) -> f64 {
+    let mut done: Vec<f64> = stats.outcomes.iter().map(|o| o.ttlt).collect();
+    done.sort_by(f64::total_cmp);
+    let n = done.len();
+    if n < 10 {
+        return n as f64 / stats.makespan.max(1e-9);
+    }
+    let (lo, hi) = (n / 10, n * 9 / 10);
+    (hi - lo) as f64 / (done[hi] - done[lo]).max(1e-9)
 }
 
 fn summarize(
@@ -242,11 +257,12 @@ pub fn sweep(
     let embeddings = embed(&measured);
     let mut points = Vec::new();
     let loads = match p.rate {
-        Some(rate) => vec![rate / cap],
+        Some(rate) => vec![round3(rate / cap)],
         None => p.loads.clone(),
     };
     for &load in &loads {
-        let requests = workload(&measured, &embeddings, load * cap, p.seed, &p.arrivals);
+        let rate = p.rate.unwrap_or(load * cap);
+        let requests = workload(&measured, &embeddings, rate, p.seed, &p.arrivals);
         for name in &p.policies {
             if let Some(c) = &p.cluster {
                 let run = cluster::simulate(&p.engine, c, name, p.history, &warm, &requests)
