@@ -241,8 +241,9 @@ pub fn simulate(
                         let t = Instant::now();
                         let to = router.pick(next, r, &engines, &all);
                         decision_ns.push(t.elapsed().as_nanos() as u64);
-                        router.sent(next, to);
-                        engines[to].arrive(next, policies[to].as_mut());
+                        if engines[to].arrive(next, policies[to].as_mut()) {
+                            router.sent(next, to);
+                        }
                     }
                 }
                 next += 1;
@@ -314,34 +315,39 @@ fn dispatch(
     requests: &[Request],
 ) -> Vec<u64> {
     let mut times = Vec::new();
-    loop {
+    while !held.is_empty() {
         let room: Vec<usize> = (0..engines.len())
             .filter(|&e| engines[e].has_room())
             .collect();
-        if room.is_empty() || held.is_empty() {
-            return times;
+        if room.is_empty() {
+            break;
         }
         let t = Instant::now();
-        let Some((pos, &i)) = held.iter().enumerate().min_by(|a, b| {
-            let rank = |i: usize| {
-                central.rank(&View {
-                    req: &requests[i],
-                    generated: 0,
-                    started: false,
-                    now,
-                })
-            };
-            rank(*a.1).total_cmp(&rank(*b.1)).then(a.1.cmp(b.1))
-        }) else {
-            return times;
+        let rank = |i: usize| {
+            central.rank(&View {
+                req: &requests[i],
+                generated: 0,
+                started: false,
+                now,
+            })
+        };
+        let Some((_, pos, i)) = held
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| (rank(i), pos, i))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)))
+        else {
+            break;
         };
         let to = router.pick(i, &requests[i], engines, &room);
-        router.sent(i, to);
         held.swap_remove(pos);
         times.push(t.elapsed().as_nanos() as u64);
         if !engines[to].busy() {
             engines[to].wait_until(now);
         }
-        engines[to].arrive(i, policies[to].as_mut());
+        if engines[to].arrive(i, policies[to].as_mut()) {
+            router.sent(i, to);
+        }
     }
+    times
 }

@@ -135,10 +135,25 @@ fn parse_lines<T>(
     strict: bool,
     parse: impl Fn(&str) -> Result<T, String>,
 ) -> Result<(Vec<T>, Vec<String>), DataError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
+    parse_text(path, &read_text(path)?, header, strict, parse)
+}
+
+/// The text of `path`.
+pub(crate) fn read_text(path: &Path) -> Result<String, DataError> {
+    std::fs::read_to_string(path).map_err(|source| DataError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    })
+}
+
+/// [`parse_lines`] on `text`, already read from `path`.
+pub(crate) fn parse_text<T>(
+    path: &Path,
+    text: &str,
+    header: usize,
+    strict: bool,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<(Vec<T>, Vec<String>), DataError> {
     let mut parsed = Vec::new();
     let mut skipped = Vec::new();
     for (i, line) in text.lines().enumerate().skip(header) {

@@ -155,8 +155,10 @@ impl Engine<'_> {
         })
     }
 
-    /// Drop `victim`'s KV and send it back to wait (un-batching it if it was batched).
-    fn preempt(&mut self, victim: usize) {
+    /// Preempt vLLM's default victim, the most recently admitted running request: drop its KV
+    /// and send it back to wait (un-batching it if it was batched). Which request it was.
+    fn preempt_newest(&mut self) -> Option<usize> {
+        let victim = self.running.pop()?;
         if let Some(pos) = self.batch.iter().position(|&(i, _)| i == victim) {
             self.budget += self.batch.swap_remove(pos).1;
         }
@@ -166,8 +168,8 @@ impl Engine<'_> {
         self.stats.wasted_tokens += u64::from(a.computed);
         a.blocks = 0;
         a.computed = 0;
-        self.running.retain(|&r| r != victim);
         self.waiting.push(victim);
+        Some(victim)
     }
 
     /// Give `i` the blocks for `tokens` more tokens; false if the pool has too few.
@@ -194,11 +196,9 @@ impl Engine<'_> {
             let want = self.state[i].wants(&self.requests[i], self.budget);
             let mut scheduled = true;
             while !self.allocate(i, want) {
-                // vLLM's default victim: the most recently admitted running request.
-                let victim = self.running.last().copied().unwrap_or(i);
-                self.preempt(victim);
                 preempted = true;
-                if victim == i {
+                // Victims come off the end, so `i` keeps its place until it is the victim.
+                if self.preempt_newest().is_none_or(|victim| victim == i) {
                     scheduled = false;
                     break;
                 }
@@ -208,31 +208,27 @@ impl Engine<'_> {
             }
             self.budget -= want;
             self.batch.push((i, want));
-            // Preempting a request before this one shifted it down.
-            k = self
-                .running
-                .iter()
-                .position(|&r| r == i)
-                .map_or(k, |p| p + 1);
+            k += 1;
         }
         preempted
     }
 
     /// Admit waiting requests in the policy's order while they fit.
     fn admit_waiting(&mut self, policy: &dyn Policy) {
-        if self.waiting.is_empty() || self.budget == 0 {
+        // A waiting request holds no blocks, so it needs a free one and a free slot.
+        if self.waiting.is_empty()
+            || self.budget == 0
+            || self.free == 0
+            || self.running.len() >= self.cfg.max_num_seqs
+        {
             return;
         }
-        let mut order: Vec<(f64, usize)> = self
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Ranked>> = self
             .waiting
             .iter()
-            .map(|&i| (self.rank(policy, i), i))
+            .map(|&i| std::cmp::Reverse(Ranked(self.rank(policy, i), i)))
             .collect();
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Ranked>> = order
-            .drain(..)
-            .map(|(r, i)| std::cmp::Reverse(Ranked(r, i)))
-            .collect();
-        let mut admitted = Vec::new();
+        let mut admitted = false;
         while self.running.len() < self.cfg.max_num_seqs && self.budget > 0 {
             let Some(std::cmp::Reverse(Ranked(_, i))) = heap.pop() else {
                 break;
@@ -244,10 +240,12 @@ impl Engine<'_> {
             self.budget -= want;
             self.batch.push((i, want));
             self.running.push(i);
-            admitted.push(i);
+            admitted = true;
         }
-        if !admitted.is_empty() {
-            self.waiting.retain(|i| !admitted.contains(i));
+        if admitted {
+            // Waiting requests hold no blocks; the admitted ones now do.
+            let state = &self.state;
+            self.waiting.retain(|&i| state[i].blocks == 0);
         }
     }
 
@@ -354,15 +352,16 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Request `i` arrives now (refused if it can never fit the KV pool).
-    pub(crate) fn arrive(&mut self, i: usize, policy: &mut dyn Policy) {
+    /// Request `i` arrives now; false if it was refused (it can never fit the KV pool).
+    pub(crate) fn arrive(&mut self, i: usize, policy: &mut dyn Policy) -> bool {
         let r = &self.requests[i];
         if self.cfg.blocks_for(r.input_tokens + r.output_tokens) > self.cfg.kv_blocks {
             self.stats.refused += 1;
-        } else {
-            policy.arrive(r);
-            self.waiting.push(i);
+            return false;
         }
+        policy.arrive(r);
+        self.waiting.push(i);
+        true
     }
 
     /// Whether anything is running or waiting.

@@ -185,16 +185,23 @@ pub fn evaluate(
         p.learn(e, r.output_tokens);
     }
     let mut full = Predictor::new(history);
-    // The history's contents only matter for timing: the evaluated prompts' own vectors cycled
-    // up to the capacity (embedding 100 k prompts with a model would take an hour and measures
-    // the model, not the lookup), with the pool's lengths.
+    // The history is the prompts' own vectors after the first QUERIES, cycled up to the
+    // capacity (embedding 100 k prompts with a model would take an hour and measures the model,
+    // not the lookup), with the pool's lengths; the first QUERIES are the lookups, so none of
+    // them finds itself (which would make the recall trivially 1).
+    const QUERIES: usize = 500;
+    let (queries, stored) = own.split_at(QUERIES.min(own.len() / 2));
     for i in 0..history {
-        let e = own[i % own.len().max(1)].clone();
-        full.learn(e, latency_pool.get(i).map_or(1, |r| r.output_tokens));
+        let Some(e) = stored.get(i % stored.len().max(1)) else {
+            break;
+        };
+        full.learn(
+            e.clone(),
+            latency_pool.get(i).map_or(1, |r| r.output_tokens),
+        );
     }
-    let lat: Vec<f64> = own
+    let lat: Vec<f64> = queries
         .iter()
-        .take(500)
         .map(|e| {
             let t = Instant::now();
             let d = full.predict(e);
@@ -203,7 +210,7 @@ pub fn evaluate(
         })
         .collect();
     let at = |q: f64| quantile(&lat, q).unwrap_or(0.0);
-    let recall = full.recall(&own.iter().take(50).cloned().collect::<Vec<_>>());
+    let recall = full.recall(&queries.iter().take(50).cloned().collect::<Vec<_>>());
     let n = order.len().saturating_sub(warm).max(1) as f64;
     PredictEval {
         requests: order.len().saturating_sub(warm),

@@ -66,10 +66,7 @@ pub struct Trace {
 
 /// Read a trace file (see the module docs); `asked` is the unit for unsuffixed numbers.
 pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::data::read_text(path)?;
     let malformed = |line: usize, message: String| DataError::Malformed {
         path: path.to_path_buf(),
         line,
@@ -123,29 +120,21 @@ pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, Dat
             }
         }
     };
-    let data_lines: Box<dyn Iterator<Item = (usize, &str)>> = if json {
-        Box::new(std::iter::once((first_line, first)).chain(lines))
-    } else {
-        Box::new(lines)
-    };
-    let mut times = Vec::new();
-    let mut skipped = Vec::new();
-    for (line, l) in data_lines {
+    // The lines after the header (JSON lines have none): the shared parser names file and line.
+    let header = if json { first_line - 1 } else { first_line };
+    let (mut times, skipped) = crate::data::parse_text(path, &text, header, strict, |l| {
+        let l = l.trim();
         let parsed = if json {
             json_time(l)
         } else {
             let field = l.split(',').nth(column).unwrap_or_default();
             value_time(field.trim().trim_matches('"'))
         };
-        match parsed.map(|t| match t {
+        parsed.map(|t| match t {
             Time::Number(x) => x * unit.seconds(),
             Time::DateTime(s) => s,
-        }) {
-            Ok(t) => times.push(t),
-            Err(message) if strict => return Err(malformed(line, message)),
-            Err(message) => skipped.push(format!("{}:{line}: {message}", path.display())),
-        }
-    }
+        })
+    })?;
     if times.len() < 2 {
         return Err(malformed(
             first_line,
