@@ -157,17 +157,81 @@ impl HwQueue for Level1Only {
     }
 }
 
-#[test]
-fn levels_the_backend_lacks_are_refused() {
-    let rt = app_runtime();
-    let caps = Capabilities {
+fn level1_caps() -> Capabilities {
+    Capabilities {
         max_level: Level::Block,
         native_arbitration: "fifo".into(),
         preemption_unit: "none".into(),
         keeps_state: false,
         hardware_priority: false,
+    }
+}
+
+/// A Level-1 queue that records which threads entered it as submitting threads.
+struct Entered {
+    caps: Capabilities,
+    threads: Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl HwQueue for Entered {
+    type Command = ();
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    fn device(&self) -> DeviceId {
+        DeviceId(8)
+    }
+    fn launch(&self, _: (), done: Completion) {
+        done.complete(Ok(()));
+    }
+    fn synchronize(&self) -> Result<(), HwError> {
+        Ok(())
+    }
+    fn submitting_thread(&self) {
+        self.threads
+            .lock()
+            .expect("threads")
+            .push(std::thread::current().id());
+    }
+}
+
+#[test]
+fn the_backend_hears_each_submitting_and_waiting_thread_before_the_queue_locks() {
+    let rt = app_runtime();
+    let hw = Arc::new(Entered {
+        caps: level1_caps(),
+        threads: Mutex::new(Vec::new()),
+    });
+    let q = Arc::new(
+        rt.create_queue(hw.clone(), QueueOptions::default())
+            .expect("queue"),
+    );
+    q.suspend().expect("suspend");
+    let other = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            q.submit(()).expect("submit while suspended");
+            std::thread::current().id()
+        })
+        .join()
+        .expect("submitter")
     };
-    let hw = Arc::new(Level1Only(caps));
+    assert_eq!(*hw.threads.lock().expect("threads"), vec![other]);
+    q.resume().expect("resume");
+    let id = q.submit(()).expect("submit").id();
+    q.wait(id).expect("known").expect("ran");
+    q.wait_all().expect("all ran");
+    let me = std::thread::current().id();
+    assert_eq!(
+        *hw.threads.lock().expect("threads"),
+        vec![other, me, me, me]
+    );
+}
+
+#[test]
+fn levels_the_backend_lacks_are_refused() {
+    let rt = app_runtime();
+    let hw = Arc::new(Level1Only(level1_caps()));
     let err = rt
         .create_queue(
             hw.clone(),

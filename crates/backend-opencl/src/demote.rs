@@ -8,8 +8,12 @@
 //! half the CPU from the queue it was suspended for. Here, deactivating demotes every thread of
 //! the process to `SCHED_IDLE` (they run only on otherwise idle CPU: weight 3 against a normal
 //! thread's 1024), except xsched's own threads (named `xsched-*`: the agent that must hear the
-//! resume, the launchers) and the calling thread; reactivating restores each demoted thread's
-//! policy and nice value. Launched work is neither lost nor cancelled: it finishes when the CPU
+//! resume, the launchers), the calling thread, and every thread that submitted to or waited on
+//! an xsched queue of this backend ([`exempt_this_thread`]); reactivating restores each demoted
+//! thread's policy and nice value. The submitting threads are spared because they launch inline
+//! and so hold the queue's locks that a resume takes: demoted, one preempted inside its critical
+//! section would hold the resume until the CPU fell idle (a priority inversion). A thread that
+//! first submits while the process is demoted restores itself before it takes any lock. Launched work is neither lost nor cancelled: it finishes when the CPU
 //! is free, which is what a Level-2 hold means for a queue.
 //!
 //! Threads belong to the process, not to a queue, so the demotion is process-wide and counted:
@@ -37,12 +41,15 @@ struct Census {
     active: usize,
     held: usize,
     demoted: Vec<Demoted>,
+    /// Live threads that submit to or wait on our queues: never demoted.
+    exempt: Vec<libc::pid_t>,
 }
 
 static CENSUS: Mutex<Census> = Mutex::new(Census {
     active: 0,
     held: 0,
     demoted: Vec::new(),
+    exempt: Vec::new(),
 });
 
 fn census() -> std::sync::MutexGuard<'static, Census> {
@@ -125,7 +132,7 @@ pub(crate) fn release() {
 fn settle(c: &mut Census) {
     let want = c.held > 0 && c.active == 0;
     if want && c.demoted.is_empty() {
-        c.demoted = demote_threads();
+        c.demoted = demote_threads(&c.exempt);
     } else if !want {
         for d in c.demoted.drain(..) {
             restore(d);
@@ -133,13 +140,49 @@ fn settle(c: &mut Census) {
     }
 }
 
+/// This thread's exemption, taken on its first submit and given back when it exits (so a
+/// reused thread id is not spared by mistake and the list stays as long as the live threads).
+struct Exemption(std::cell::Cell<Option<libc::pid_t>>);
+
+impl Drop for Exemption {
+    fn drop(&mut self) {
+        if let Some(tid) = self.0.get() {
+            census().exempt.retain(|&t| t != tid);
+        }
+    }
+}
+
+thread_local! {
+    static EXEMPTION: Exemption = const { Exemption(std::cell::Cell::new(None)) };
+}
+
+/// Keep the calling thread at its own priority from now on (see the module docs); undoes its
+/// demotion if the process is demoted now. After the first call on a thread, one thread-local
+/// read.
+pub(crate) fn exempt_this_thread() {
+    // A thread being torn down has no exemption left to take; it submits nothing more.
+    let _ = EXEMPTION.try_with(|e| {
+        if e.0.get().is_some() {
+            return;
+        }
+        let tid = gettid();
+        e.0.set(Some(tid));
+        let mut c = census();
+        c.exempt.push(tid);
+        if let Some(i) = c.demoted.iter().position(|d| d.tid == tid) {
+            restore(c.demoted.swap_remove(i));
+        }
+    });
+}
+
 fn gettid() -> libc::pid_t {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() }
 }
 
-/// Demote every thread of the process but xsched's and the caller's; what was demoted.
-fn demote_threads() -> Vec<Demoted> {
+/// Demote every thread of the process but xsched's, the exempt ones and the caller; what was
+/// demoted.
+fn demote_threads(exempt: &[libc::pid_t]) -> Vec<Demoted> {
     let me = gettid();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         tracing::warn!("cannot list this process's threads; the deactivated queue keeps the CPU");
@@ -156,7 +199,7 @@ fn demote_threads() -> Vec<Demoted> {
         };
         let ours = std::fs::read_to_string(task.path().join("comm"))
             .is_ok_and(|name| name.starts_with("xsched-"));
-        if tid == me || ours {
+        if tid == me || ours || exempt.contains(&tid) {
             continue;
         }
         if let Some(d) = demote(tid) {

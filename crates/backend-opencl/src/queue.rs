@@ -230,6 +230,13 @@ impl HwQueue for OclQueue {
         complete_on(event, done, self.retired.clone());
     }
 
+    /// Threads that submit keep their priority under a Level-2 hold (see `demote.rs`).
+    fn submitting_thread(&self) {
+        if self.holds_by_priority {
+            demote::exempt_this_thread();
+        }
+    }
+
     /// Level 2 on a CPU device: the process's device threads run on idle CPU only.
     fn deactivate(&self) -> Result<(), HwError> {
         if !self.holds_by_priority {

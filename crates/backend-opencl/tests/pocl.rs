@@ -327,6 +327,10 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
         "nothing idle before: {:?}",
         thread_policies()
     );
+    // An application thread that submitted before the hold, and one that submits during it.
+    let early = submitter("app-submitter", &a);
+    let late = submitter("late-submitter", &a);
+    early.submit();
     a.deactivate().expect("deactivate");
     assert!(
         idle().is_empty(),
@@ -335,13 +339,27 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
     b.deactivate().expect("deactivate");
     let demoted = idle();
     assert!(
-        !demoted.is_empty(),
+        demoted.iter().any(|n| n != "late-submitter"),
         "POCL's threads demoted: {:?}",
         thread_policies()
     );
     assert!(
         demoted.iter().all(|n| !n.starts_with("xsched-")),
         "xsched's own threads stay prompt: {demoted:?}"
+    );
+    assert!(
+        !demoted.iter().any(|n| n == "app-submitter"),
+        "a thread that submits holds the queue's locks: never demoted: {demoted:?}"
+    );
+    assert!(
+        demoted.iter().any(|n| n == "late-submitter"),
+        "a thread that never submitted is demoted like any other: {demoted:?}"
+    );
+    late.submit();
+    assert!(
+        !idle().iter().any(|n| n == "late-submitter"),
+        "a demoted thread that submits restores itself first: {:?}",
+        thread_policies()
     );
     b.deactivate().expect("idempotent");
     b.reactivate().expect("reactivate");
@@ -357,6 +375,42 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
         "a dropped held queue restores: {:?}",
         thread_policies()
     );
+    drop((early, late));
+}
+
+/// An application thread, named `name`, that enters `queue` as a submitting thread each time
+/// it is told to (and returns once it has).
+struct Submitter {
+    go: std::sync::mpsc::Sender<()>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Submitter {
+    fn submit(&self) {
+        self.go.send(()).expect("submitter alive");
+        self.done.recv().expect("submitter entered");
+    }
+}
+
+fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
+    let (go, went) = std::sync::mpsc::channel::<()>();
+    let (entered, done) = std::sync::mpsc::channel();
+    // Weak, so the test still decides when the queue drops.
+    let queue = Arc::downgrade(queue);
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            for () in went {
+                if let Some(queue) = queue.upgrade() {
+                    queue.submitting_thread();
+                }
+                if entered.send(()).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawn");
+    Submitter { go, done }
 }
 
 #[test]
