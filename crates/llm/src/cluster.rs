@@ -130,7 +130,10 @@ impl Router {
                 })
             }
             Rule::CostAware => {
-                let o = self.predictor.predict(&r.embedding).mean();
+                let o = self
+                    .predictor
+                    .predict(&r.embedding, r.previous_answer_tokens)
+                    .mean();
                 self.predicted[i] = policy::cost(r.input_tokens, o.round() as u32);
                 min_by_key(candidates, |c| self.outstanding[c])
             }

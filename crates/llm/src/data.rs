@@ -67,6 +67,38 @@ pub struct PromptRecord {
     pub input_tokens: u32,
     /// Response tokens.
     pub output_tokens: u32,
+    /// Tokens of the conversation's latest answer before this prompt, when the prompt
+    /// continues a conversation (ShareGPT's later turns; `None` for single prompts).
+    pub previous_answer_tokens: Option<u32>,
+    /// The conversation the prompt belongs to (ShareGPT's record id; `None`: a prompt of its
+    /// own). Splits keep a conversation's turns together ([`shuffle_by_conversation`]).
+    pub conversation: Option<String>,
+}
+
+/// `records` in a seeded random order of whole conversations, each conversation's turns
+/// in their own order (a record without a conversation is one by itself). A split of the
+/// result keeps every conversation on one side but the one it cuts, and that one's earlier
+/// turns go first, as earlier traffic would: a history warmed from the first part never holds
+/// a sibling turn from the future of a request it predicts.
+pub fn shuffle_by_conversation(records: &[PromptRecord], seed: u64) -> Vec<&PromptRecord> {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut groups: Vec<Vec<&PromptRecord>> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for r in records {
+        match r.conversation.as_deref() {
+            Some(c) => {
+                let g = *index.entry(c).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push(r);
+            }
+            None => groups.push(vec![r]),
+        }
+    }
+    groups.shuffle(&mut rand_pcg::Pcg64Mcg::seed_from_u64(seed));
+    groups.into_iter().flatten().collect()
 }
 
 /// Tokens of a text by the documented factor (at least 1).
@@ -190,6 +222,8 @@ fn parse_line(line: &str) -> Result<PromptRecord, String> {
         prompt: prompt.to_string(),
         input_tokens: tokens(prompt),
         output_tokens: tokens(response),
+        previous_answer_tokens: None,
+        conversation: None,
     })
 }
 

@@ -14,6 +14,11 @@ pub trait Embedder: Send + Sync {
     fn name(&self) -> &'static str;
     /// The embedding of `text`, L2-normalized.
     fn embed(&self, text: &str) -> Arc<[f32]>;
+    /// What names this embedder's vectors exactly (model, weights, truncation), for the
+    /// embedding cache (`embed_cache.rs`); `None`, the default, for one not worth caching.
+    fn cache_fingerprint(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Dimensions of the hashed embedding.

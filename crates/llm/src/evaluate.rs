@@ -8,9 +8,6 @@
 use crate::data::PromptRecord;
 use crate::embedding::Embedder;
 use crate::predictor::Predictor;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_pcg::Pcg64Mcg;
 use std::sync::Arc;
 use std::time::Instant;
 use xsched_report::quantile;
@@ -62,6 +59,7 @@ pub fn step_latency(pool: &[PromptRecord], n: usize) -> f64 {
                 prompt: r.prompt.clone(),
                 input_tokens: r.input_tokens,
                 output_tokens: r.output_tokens,
+                previous_answer_tokens: r.previous_answer_tokens,
                 embedding: crate::embedding::Hashed.embed(&r.prompt),
             })
         })
@@ -153,8 +151,7 @@ pub fn evaluate(
     seed: u64,
     embedder: &dyn Embedder,
 ) -> PredictEval {
-    let mut order: Vec<&PromptRecord> = records.iter().collect();
-    order.shuffle(&mut Pcg64Mcg::seed_from_u64(seed));
+    let order = crate::data::shuffle_by_conversation(records, seed);
     let mut p = Predictor::new(history);
     let (mut means, mut truth) = (Vec::new(), Vec::new());
     let (mut within, mut base_within) = (0usize, 0usize);
@@ -170,7 +167,7 @@ pub fn evaluate(
             p.learn(e, r.output_tokens);
             continue;
         }
-        let d = p.predict(&e);
+        let d = p.predict(&e, r.previous_answer_tokens);
         let t = f64::from(r.output_tokens);
         let m = median(&d);
         within += usize::from(m <= 2.0 * t && t <= 2.0 * m);
@@ -204,7 +201,7 @@ pub fn evaluate(
         .iter()
         .map(|e| {
             let t = Instant::now();
-            let d = full.predict(e);
+            let d = full.predict(e, None);
             std::hint::black_box(d);
             t.elapsed().as_secs_f64() * 1e6
         })

@@ -144,6 +144,7 @@ pub fn workload(
             prompt: r.prompt.clone(),
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
+            previous_answer_tokens: r.previous_answer_tokens,
             embedding: e.clone(),
         })
         .collect()
@@ -238,8 +239,7 @@ pub fn sweep(
             records.len()
         ));
     }
-    let mut shuffled: Vec<&PromptRecord> = records.iter().collect();
-    shuffled.shuffle(&mut Pcg64Mcg::seed_from_u64(p.seed ^ WARM_SPLIT_SEED));
+    let shuffled = crate::data::shuffle_by_conversation(records, p.seed ^ WARM_SPLIT_SEED);
     let rest = &shuffled[p.warm..];
     let rest = &rest[..p.requests.unwrap_or(rest.len()).min(rest.len())];
     let (warm, measured): (Vec<PromptRecord>, Vec<PromptRecord>) = (

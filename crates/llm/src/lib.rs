@@ -21,6 +21,7 @@
 
 pub mod cluster;
 pub mod data;
+pub mod embed_cache;
 pub mod embedding;
 pub mod engine;
 pub mod evaluate;
@@ -49,6 +50,9 @@ pub struct Request {
     pub input_tokens: u32,
     /// Tokens the model really generated.
     pub output_tokens: u32,
+    /// Tokens of the conversation's latest answer before this prompt, if it continues one
+    /// (seen by any server: it is in the context).
+    pub previous_answer_tokens: Option<u32>,
     /// The prompt's embedding (computed once per prompt, shared by every policy's run).
     pub embedding: std::sync::Arc<[f32]>,
 }

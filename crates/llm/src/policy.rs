@@ -277,7 +277,7 @@ impl Policy for Predicted {
         let e = req.embedding.clone();
         let lengths = match &self.predictor {
             _ if self.truth.is_some() => noisy_truth(req, self.truth.unwrap_or(0.0)),
-            Some(p) => p.predict(&e),
+            Some(p) => p.predict(&e, req.previous_answer_tokens),
             None => Predictor::prior(),
         };
         let aged_at = self.aging.as_ref().map_or(f64::INFINITY, |engine| {

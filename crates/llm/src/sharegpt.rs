@@ -10,7 +10,9 @@
 //! counted), its output the assistant's answer. A context longer than the model's window keeps
 //! its newest `window − output` tokens (the oldest messages are what a server drops first); an
 //! answer of a whole window or more is cut to `window − 1`. The predictor embeds the human
-//! message alone (what the model answers), not the whole context.
+//! message alone (what the model answers), not the whole context, and is also given the token
+//! count of the conversation's latest non-empty answer before the turn (part of the context).
+//! Each record names its conversation, so splits keep conversations whole.
 
 use crate::data::{DataError, PromptRecord};
 use crate::tokenize::TokenCounter;
@@ -230,9 +232,12 @@ pub fn turns(
     for c in conversations {
         let counts = &counts[next..next + c.messages.len()];
         next += c.messages.len();
-        let mut context = 0u64;
+        let (mut context, mut previous_answer) = (0u64, None);
         for i in 0..c.messages.len() {
             context += u64::from(counts[i]);
+            if i > 0 && c.messages[i - 1].0 == "gpt" && counts[i - 1] > 0 {
+                previous_answer = Some(counts[i - 1]);
+            }
             if !is_turn(&c.messages, i) {
                 continue;
             }
@@ -251,6 +256,8 @@ pub fn turns(
                 prompt: c.messages[i].1.clone(),
                 input_tokens: context.clamp(1, room) as u32,
                 output_tokens: output,
+                previous_answer_tokens: previous_answer,
+                conversation: Some(c.id.clone()),
             });
         }
     }
@@ -387,6 +394,13 @@ mod tests {
             [("a#0", "a b", 2, 3), ("a#2", "f", 6, 2), ("b#4", "z", 5, 1)]
         );
         assert_eq!((t.truncated_contexts, t.truncated_outputs), (0, 0));
+        let previous: Vec<Option<u32>> =
+            t.records.iter().map(|r| r.previous_answer_tokens).collect();
+        assert_eq!(
+            previous,
+            [None, Some(3), None],
+            "b's only answer before z is blank"
+        );
         let small = turns(&convs[..1], &Words, 7).expect("turns");
         assert_eq!(small.records[1].input_tokens, 5, "7 - 2 output tokens");
         assert_eq!(small.truncated_contexts, 1);

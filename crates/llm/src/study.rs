@@ -4,6 +4,7 @@
 
 use crate::cluster::{self, Cluster};
 use crate::data::{self, DataError, PromptRecord, TOKENS_PER_WORD};
+use crate::embed_cache;
 use crate::embedding::{EmbedError, Embedder, Hashed, load_minilm};
 use crate::engine::EngineConfig;
 use crate::experiment::{self, ArrivalShape, SweepParams};
@@ -11,9 +12,6 @@ use crate::presets;
 use crate::sharegpt;
 use crate::tokenize::{TokenizeError, load_wordpiece};
 use crate::trace;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_pcg::Pcg64Mcg;
 use serde_json::json;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -135,6 +133,11 @@ pub struct Study {
     pub embedding: Embedding,
     /// The MiniLM model directory (else `XSCHED_MINILM_DIR`).
     pub minilm_dir: Option<PathBuf>,
+    /// Where MiniLM's vectors are kept between runs (`embed_cache.rs`; default
+    /// [`embed_cache::default_dir`]).
+    pub embed_cache: Option<PathBuf>,
+    /// Compute every vector, keeping none.
+    pub no_embed_cache: bool,
     /// The ShareGPT file (else `XSCHED_SHAREGPT`, else the installed package's).
     pub sharegpt: Option<PathBuf>,
     /// A trace file whose arrival gaps shape the load (`crate::trace`), instead of `arrivals`.
@@ -275,8 +278,30 @@ impl Study {
         })
     }
 
-    /// The embedder asked for (see [`Embedding`]).
+    /// The embedder asked for (see [`Embedding`]), with its vectors cached unless told not
+    /// to; a cache that cannot be opened is a warning, not a failed run.
     pub fn embedder(&self) -> Result<Box<dyn Embedder>, StudyError> {
+        let embedder = self.uncached_embedder()?;
+        if self.no_embed_cache || embedder.cache_fingerprint().is_none() {
+            return Ok(embedder);
+        }
+        let Some(dir) = self.embed_cache.clone().or_else(embed_cache::default_dir) else {
+            tracing::warn!(
+                "no cache folder (set XSCHED_CACHE_DIR or HOME): embedding every prompt"
+            );
+            return Ok(embedder);
+        };
+        // A failed wrap dropped the embedder: load it again (a second or so).
+        match embed_cache::Cached::wrap(embedder, &dir) {
+            Ok(cached) => Ok(cached),
+            Err(e) => {
+                tracing::warn!("{e}; embedding every prompt");
+                self.uncached_embedder()
+            }
+        }
+    }
+
+    fn uncached_embedder(&self) -> Result<Box<dyn Embedder>, StudyError> {
         let dir = self.minilm_dir();
         match (self.embedding, dir) {
             (Embedding::Hashed, _) => Ok(Box::new(Hashed)),
@@ -562,11 +587,15 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
         (records, pool, words)
     };
     let embedder = s.embedder()?;
-    let mut records = records;
-    if let Some(n) = s.requests {
-        records.shuffle(&mut Pcg64Mcg::seed_from_u64(s.seed));
-        records.truncate(n);
-    }
+    let records: Vec<PromptRecord> = match s.requests {
+        // A sample of whole conversations (the cut one keeps its earlier turns).
+        Some(n) => data::shuffle_by_conversation(&records, s.seed)
+            .into_iter()
+            .take(n)
+            .cloned()
+            .collect(),
+        None => records,
+    };
     let e = crate::evaluate::evaluate(
         &records,
         &pool,
@@ -659,6 +688,8 @@ mod tests {
             strict: false,
             embedding: Embedding::Hashed,
             minilm_dir: None,
+            embed_cache: None,
+            no_embed_cache: false,
             sharegpt: None,
             prompts: None,
             trace: None,
@@ -692,6 +723,8 @@ mod tests {
         let minilm = Study {
             embedding: Embedding::MiniLm,
             minilm_dir: None,
+            embed_cache: None,
+            no_embed_cache: false,
             ..study()
         };
         if std::env::var_os("XSCHED_MINILM_DIR").is_none() {

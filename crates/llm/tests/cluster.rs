@@ -26,6 +26,7 @@ fn requests(n: usize, gap: f64) -> Vec<Request> {
                 prompt,
                 input_tokens: 20 + (k * 37) % 400,
                 output_tokens: 2 + (k * 53) % 300,
+                previous_answer_tokens: None,
             }
         })
         .collect()

@@ -25,6 +25,7 @@ fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
         prompt,
         input_tokens: input,
         output_tokens: output,
+        previous_answer_tokens: None,
     }
 }
 
