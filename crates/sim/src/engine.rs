@@ -374,7 +374,7 @@ impl Sim {
                 Some(now + self.rng.exponential(Nanos::from_us_f64(1e6 / rate_per_s)))
             }
             Arrival::Uniform { rate_per_s } => Some(now + Nanos::from_us_f64(1e6 / rate_per_s)),
-            Arrival::Closed { .. } => None,
+            Arrival::Closed { .. } | Arrival::Paced { .. } => None,
         };
         if let Some(t) = next.filter(|t| *t < self.spec.duration) {
             self.push(t, Ev::Arrival(w as u32));
@@ -426,23 +426,33 @@ impl Sim {
         let arrival_kind = spec.arrival;
         let latency = self.now - arrival;
         if arrival >= self.spec.warmup {
+            let now = self.now;
             let m = &mut self.metrics[w];
             m.record(latency);
+            m.completed_at(now);
             m.completed += 1;
             if deadline.is_some_and(|d| latency <= d) {
                 m.on_time += 1;
             }
         }
-        if let Arrival::Closed { think } = arrival_kind {
-            if think == Nanos::ZERO {
+        match arrival_kind {
+            Arrival::Closed { think } if think == Nanos::ZERO => {
                 // Back to back: the application submits the next request before it could look
                 // idle to the scheduler.
                 let now = self.now;
                 self.submit_stage(w, 0, now);
-            } else {
+            }
+            Arrival::Closed { think } => {
                 let t = self.now + think;
                 self.push(t, Ev::Arrival(w as u32));
             }
+            Arrival::Paced { rate_per_s } => {
+                let t = next_tick(self.now, arrival, Nanos::from_us_f64(1e6 / rate_per_s));
+                if t < self.spec.duration {
+                    self.push(t, Ev::Arrival(w as u32));
+                }
+            }
+            Arrival::Poisson { .. } | Arrival::Uniform { .. } => {}
         }
     }
 
@@ -628,4 +638,12 @@ impl Sim {
 /// Set up and run in one call.
 pub fn simulate(spec: SimSpec) -> Result<SimResult, SimError> {
     Ok(Sim::new(spec)?.run())
+}
+
+/// The first tick of a `period` clock (phase set by the tick `last` a request started at)
+/// that is not before `now`.
+fn next_tick(now: Nanos, last: Nanos, period: Nanos) -> Nanos {
+    let period = period.0.max(1);
+    let behind = now.0.saturating_sub(last.0);
+    Nanos(last.0 + behind.div_ceil(period).max(1) * period)
 }

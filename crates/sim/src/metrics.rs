@@ -17,6 +17,11 @@ pub struct WorkloadMetrics {
     pub on_time: u64,
     /// Standalone execution time of the commands completed inside the window.
     pub work_done: Nanos,
+    /// Time between consecutive completions inside the window, in nanoseconds (a video
+    /// stream's frame interval).
+    pub interval: Histogram<u64>,
+    /// The latest completion inside the window.
+    pub last_done: Option<Nanos>,
 }
 
 impl Default for WorkloadMetrics {
@@ -27,6 +32,8 @@ impl Default for WorkloadMetrics {
             unfinished: 0,
             on_time: 0,
             work_done: Nanos::ZERO,
+            interval: new_histogram(),
+            last_done: None,
         }
     }
 }
@@ -35,6 +42,21 @@ impl WorkloadMetrics {
     /// Record one latency.
     pub fn record(&mut self, latency: Nanos) {
         self.latency.saturating_record(latency.0.max(1));
+    }
+
+    /// One completion at `now`: the interval since the previous one.
+    pub fn completed_at(&mut self, now: Nanos) {
+        if let Some(prev) = self.last_done {
+            self.interval
+                .saturating_record(now.saturating_sub(prev).0.max(1));
+        }
+        self.last_done = Some(now);
+    }
+
+    /// The `q` quantile (0..=1) of the completion interval in microseconds; 0 when fewer than
+    /// two completions were recorded.
+    pub fn interval_quantile_us(&self, q: f64) -> f64 {
+        hist_quantile_us(&self.interval, q)
     }
 
     /// The `q` quantile (0..=1) in microseconds; 0 when nothing was recorded.

@@ -92,6 +92,14 @@ pub enum Arrival {
         /// Think time.
         think: Nanos,
     },
+    /// A frame source (a camera): a request at each tick of the rate, one at a time. A
+    /// request still running at the next tick makes its successor start at the first tick
+    /// after it finished; the ticks in between are dropped frames, as a video pipeline that
+    /// always processes the newest frame drops them.
+    Paced {
+        /// Ticks per second.
+        rate_per_s: f64,
+    },
 }
 
 /// One stage of a request: commands on one queue.

@@ -134,3 +134,80 @@ fn poisson_arrivals_queue_where_uniform_ones_do_not() {
     assert!(uniform < 1.05, "{uniform}");
     assert!(poisson > 1.2, "{poisson}");
 }
+
+/// The AI-PC case study's rows by policy: (P99 frame interval ms, speech jobs, lost).
+fn ai_pc(src: &str) -> Vec<(String, f64, f64, f64)> {
+    run(src)
+        .rows
+        .iter()
+        .map(|r| {
+            let n = |c: &str| r[c].as_f64().unwrap_or(f64::NAN);
+            (
+                r["policy"].as_str().unwrap_or("?").to_string(),
+                n("blur_p99_interval_ms"),
+                n("speech_jobs"),
+                n("lost_transcripts"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ai_pc_laxity_keeps_speech_on_time_where_fixed_priority_starves_it_and_fcfs_stalls_the_video() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/xsched-case-ai-pc.toml"
+    ))
+    .expect("the shipped scenario")
+    .replace("seconds = 60", "seconds = 30");
+    let rows = ai_pc(&src);
+    let at = |p: &str| {
+        rows.iter()
+            .find(|r| r.0 == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {p} row: {rows:?}"))
+    };
+    let (alone, fcfs, fp, lax) = (
+        at("standalone"),
+        at("fcfs"),
+        at("fixed-priority"),
+        at("laxity"),
+    );
+    assert!(
+        lax.2 >= 10.0 && lax.3 == 0.0,
+        "laxity: every job on time: {lax:?}"
+    );
+    assert!(
+        fp.3 >= fp.2 / 2.0,
+        "fixed priority loses transcripts: {fp:?}"
+    );
+    assert_eq!(fcfs.3, 0.0, "FCFS serves speech in arrival order: {fcfs:?}");
+    assert!(
+        fcfs.1 >= 10.0 * alone.1,
+        "FCFS stalls the video: {fcfs:?} vs {alone:?}"
+    );
+    assert!(
+        fp.1 <= 1.2 * alone.1,
+        "fixed priority keeps it steady: {fp:?}"
+    );
+    assert!(
+        5.0 * lax.1 <= fcfs.1,
+        "laxity stalls it far less than FCFS: {lax:?}"
+    );
+    assert_eq!(
+        serde_json::to_string(&ai_pc(&src)).expect("json"),
+        serde_json::to_string(&rows).expect("json"),
+        "same seed, same rows"
+    );
+}
+
+#[test]
+fn a_paced_source_drops_the_ticks_a_late_request_overran() {
+    // 10 ms frames every 4 ms on a device alone: each frame overruns two ticks and the next
+    // starts at the first tick after it, so frames complete 12 ms apart, not 10.
+    let src = "experiment = \"case-ai-pc\"\nseconds = 2\nframe_fps = 250\nframe_commands = 1\n\
+               frame_cmd_us = [10000, 10000]\n";
+    let alone = &ai_pc(src)[0];
+    assert_eq!(alone.0, "standalone");
+    assert!((alone.1 - 12.0).abs() < 0.05, "{alone:?}");
+}

@@ -76,3 +76,15 @@ fn every_shipped_scenario_parses() {
     }
     assert!(n >= 5, "found {n} scenarios");
 }
+
+#[test]
+fn a_case_study_on_a_device_without_its_level_is_an_error() {
+    let (line, msg) =
+        error_of("experiment = \"case-ai-pc\"\ndevice = \"mi50\"\nlevel = 2\nseconds = 5\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("level") && msg.contains("mi50"), "{msg}");
+    let (line, msg) =
+        error_of("experiment = \"case-ai-pc\"\nspeech_period_ms = 1000\nlaxity_ms = 1000\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("laxity_ms"), "{msg}");
+}

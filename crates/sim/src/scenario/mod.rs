@@ -4,6 +4,7 @@
 
 mod bandwidth;
 mod build;
+mod case_ai_pc;
 mod fg_bg;
 mod hummingbird;
 mod multi_device;
@@ -58,6 +59,8 @@ pub enum Scenario {
     MultiDevice(multi_device::MultiDevice),
     /// Harvesting an HP service's idle time (Hummingbird).
     Hummingbird(hummingbird::Hummingbird),
+    /// XSched's AI-PC case study: video blur beside speech recognition on one NPU.
+    CaseAiPc(Box<case_ai_pc::AiPc>),
 }
 
 /// Every experiment kind.
@@ -68,6 +71,7 @@ pub const EXPERIMENTS: &[&str] = &[
     "overhead",
     "multi-device",
     "hummingbird",
+    "case-ai-pc",
 ];
 
 #[derive(Deserialize)]
@@ -142,6 +146,10 @@ impl Scenario {
             "hummingbird" => {
                 Scenario::Hummingbird(hummingbird::Hummingbird::check(parse_as(file, src)?, &ctx)?)
             }
+            "case-ai-pc" => Scenario::CaseAiPc(Box::new(case_ai_pc::AiPc::check(
+                parse_as(file, src)?,
+                &ctx,
+            )?)),
             other => {
                 return Err(at(
                     file,
@@ -171,6 +179,7 @@ impl Scenario {
             Scenario::Overhead(s) => s.run(tick),
             Scenario::MultiDevice(s) => s.run(tick),
             Scenario::Hummingbird(s) => s.run(tick),
+            Scenario::CaseAiPc(s) => s.run(tick),
         }
     }
 }

@@ -1,0 +1,342 @@
+//! XSched's AI-PC case study (PAPERS.md §1, "Case studies"): one NPU shared by a video call's
+//! background blur (a frame every 40 ms that must not stall) and speech recognition (a job
+//! every 3 s that must finish before the next one starts). FCFS lets a speech job's commands
+//! sit in front of the frames; fixed priority for the video keeps the frames steady but gives
+//! speech only the frames' idle time; laxity lets speech run at low priority until only just
+//! enough of its period is left, then above the video. The workload's numbers and their sources
+//! are in the scenario file (`scenarios/xsched-case-ai-pc.toml`).
+//!
+//! Rows: policy, level, the blur's P99 frame interval (time between consecutive displayed
+//! frames) and its ratio to standalone, speech jobs, those finished within their period, and
+//! lost transcripts (jobs that missed it, finished late or never), and speech's share of the
+//! device. Defaults are the scenario file's values.
+
+use super::build;
+use super::{Check, Ctx, Report, ScenarioError};
+use crate::engine::simulate;
+use crate::profile::Profile;
+use crate::spec::{Arrival, DeviceSpec, QueueMode, StageSpec, WorkloadSpec};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+use xsched_core::{Hint, Level, Nanos};
+use xsched_report::{columns_of, round3, row};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct File {
+    #[allow(dead_code)]
+    experiment: String,
+    #[serde(default = "build::default_seed")]
+    seed: u64,
+    device: Option<Spanned<String>>,
+    level: Option<Spanned<u8>>,
+    seconds: Option<Spanned<u64>>,
+    frame_fps: Option<Spanned<u64>>,
+    frame_commands: Option<Spanned<u64>>,
+    frame_cmd_us: Option<Spanned<[u64; 2]>>,
+    speech_period_ms: Option<Spanned<u64>>,
+    speech_commands: Option<Spanned<u64>>,
+    speech_cmd_us: Option<Spanned<[u64; 2]>>,
+    laxity_ms: Option<Spanned<u64>>,
+}
+
+/// A checked AI-PC study.
+#[derive(Debug, Clone)]
+pub struct AiPc {
+    seed: u64,
+    device: Profile,
+    level: Level,
+    seconds: u64,
+    frame_fps: u64,
+    frame: Commands,
+    speech_period: Nanos,
+    speech: Commands,
+    laxity: Nanos,
+}
+
+/// A request's commands: how many, and each one's length range.
+#[derive(Debug, Clone, Copy)]
+struct Commands {
+    count: u32,
+    min: Nanos,
+    max: Nanos,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// The blur alone on the device.
+    Standalone,
+    /// Both, natively: the device's FCFS.
+    Fcfs,
+    /// xsched, fixed priority: the blur above speech.
+    Priority,
+    /// xsched, laxity: speech critical once its laxity expired.
+    Laxity,
+}
+
+const MODES: [Mode; 4] = [Mode::Standalone, Mode::Fcfs, Mode::Priority, Mode::Laxity];
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Fcfs => "fcfs",
+            Mode::Priority => "fixed-priority",
+            Mode::Laxity => "laxity",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Row {
+    policy: &'static str,
+    level: Option<u8>,
+    blur_p99_interval_ms: f64,
+    blur_p99_ratio: f64,
+    speech_jobs: u64,
+    speech_on_time: u64,
+    lost_transcripts: u64,
+    speech_device_share: f64,
+}
+
+/// What one run measured.
+struct Measured {
+    blur_p99_interval_us: f64,
+    speech_jobs: u64,
+    speech_on_time: u64,
+    speech_share: f64,
+    events: u64,
+}
+
+fn count(
+    ctx: &Ctx,
+    field: &str,
+    v: &Option<Spanned<u64>>,
+    default: u64,
+) -> Result<u64, ScenarioError> {
+    v.as_ref()
+        .map_or(Ok(default), |v| build::positive(ctx, field, v))
+}
+
+fn commands(
+    ctx: &Ctx,
+    field: &str,
+    n: u64,
+    range: &Option<Spanned<[u64; 2]>>,
+    default: [u64; 2],
+) -> Result<Commands, ScenarioError> {
+    let [lo, hi] = range.as_ref().map_or(default, |r| *r.get_ref());
+    if lo == 0 || lo > hi {
+        let span = range.as_ref().map(Spanned::span).unwrap_or_default();
+        return Err(ctx.err(
+            span,
+            format!("field `{field}`: [min, max] microseconds with 0 < min <= max"),
+        ));
+    }
+    Ok(Commands {
+        count: u32::try_from(n).unwrap_or(u32::MAX),
+        min: Nanos::from_us(lo),
+        max: Nanos::from_us(hi),
+    })
+}
+
+impl AiPc {
+    pub(crate) fn check(f: File, ctx: &Ctx) -> Result<AiPc, ScenarioError> {
+        let device = match &f.device {
+            Some(d) => build::device_named(ctx, "device", d)?,
+            None => crate::profile::by_key("npu3720").ok_or_else(|| {
+                ctx.err(
+                    0..0,
+                    "field `device`: the npu3720 profile is missing".into(),
+                )
+            })?,
+        };
+        let level = match &f.level {
+            None => device.max_level.value,
+            Some(l) => {
+                let level = Level::try_from(*l.get_ref())
+                    .map_err(|e| ctx.err(l.span(), format!("field `level`: {e}")))?;
+                device.capabilities().check_level(level).map_err(|e| {
+                    ctx.err(
+                        l.span(),
+                        format!("field `level`: device `{}`: {e}", device.key),
+                    )
+                })?;
+                level
+            }
+        };
+        let frame_n = count(ctx, "frame_commands", &f.frame_commands, 4)?;
+        let speech_n = count(ctx, "speech_commands", &f.speech_commands, 800)?;
+        let speech_period =
+            Nanos::from_ms(count(ctx, "speech_period_ms", &f.speech_period_ms, 3000)?);
+        let laxity = Nanos::from_ms(count(ctx, "laxity_ms", &f.laxity_ms, 2850)?);
+        if laxity >= speech_period {
+            let span = f.laxity_ms.as_ref().map(Spanned::span).unwrap_or_default();
+            return Err(ctx.err(
+                span,
+                "field `laxity_ms`: must be shorter than `speech_period_ms`".into(),
+            ));
+        }
+        Ok(AiPc {
+            seed: f.seed,
+            level,
+            seconds: count(ctx, "seconds", &f.seconds, 60)?,
+            frame_fps: count(ctx, "frame_fps", &f.frame_fps, 25)?,
+            frame: commands(ctx, "frame_cmd_us", frame_n, &f.frame_cmd_us, [7300, 7500])?,
+            speech_period,
+            speech: commands(
+                ctx,
+                "speech_cmd_us",
+                speech_n,
+                &f.speech_cmd_us,
+                [24000, 26000],
+            )?,
+            laxity,
+            device,
+        })
+    }
+
+    fn stage(queue: usize, c: Commands) -> StageSpec {
+        StageSpec {
+            queue,
+            commands: c.count,
+            cmd_min: c.min,
+            cmd_max: c.max,
+        }
+    }
+
+    fn run_one(&self, mode: Mode) -> Measured {
+        // Two speech periods of warm-up, so every measured job starts in steady state.
+        let warmup = Nanos(2 * self.speech_period.0);
+        let duration = warmup + Nanos::from_ms(1000 * self.seconds);
+        let p = &self.device;
+        let mut s = build::spec(
+            self.seed,
+            vec![DeviceSpec::from_profile(p)],
+            duration,
+            warmup,
+        );
+        let qmode = match mode {
+            Mode::Priority | Mode::Laxity => build::xqueue(p, self.level),
+            Mode::Standalone | Mode::Fcfs => QueueMode::Native,
+        };
+        s.queues.push(build::queue("blur", 0, qmode, 1));
+        s.workloads.push(build::workload(
+            "blur",
+            Self::stage(0, self.frame),
+            // Late frames are dropped, not queued: the pipeline blurs the newest camera frame.
+            Arrival::Paced {
+                rate_per_s: self.frame_fps as f64,
+            },
+        ));
+        if mode != Mode::Standalone {
+            let mut q = build::queue("speech", 0, qmode, 0);
+            if mode == Mode::Laxity {
+                // A positive laxity is always a valid hint.
+                let _ = q.hints.apply(Hint::Laxity(self.laxity));
+            }
+            s.queues.push(q);
+            s.workloads.push(WorkloadSpec {
+                deadline: Some(self.speech_period),
+                ..build::workload(
+                    "speech",
+                    Self::stage(1, self.speech),
+                    Arrival::Uniform {
+                        rate_per_s: 1e9 / self.speech_period.0 as f64,
+                    },
+                )
+            });
+        }
+        s.policy = match mode {
+            Mode::Priority => Some("hpf".into()),
+            Mode::Laxity => Some("laxity".into()),
+            Mode::Standalone | Mode::Fcfs => None,
+        };
+        match simulate(s) {
+            Ok(r) => {
+                let speech = r.workloads.get(1);
+                Measured {
+                    blur_p99_interval_us: r.workloads[0].interval_quantile_us(0.99),
+                    speech_jobs: speech.map_or(0, |m| m.completed + m.unfinished),
+                    speech_on_time: speech.map_or(0, |m| m.on_time),
+                    speech_share: r
+                        .queue_work
+                        .get(1)
+                        .map_or(0.0, |w| w.0 as f64 / r.window.0.max(1) as f64),
+                    events: r.events,
+                }
+            }
+            Err(_) => Measured {
+                blur_p99_interval_us: f64::NAN,
+                speech_jobs: 0,
+                speech_on_time: 0,
+                speech_share: f64::NAN,
+                events: 0,
+            },
+        }
+    }
+
+    pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
+        let results = build::par_map(&MODES, tick, |m| self.run_one(*m));
+        let standalone = results[0].blur_p99_interval_us;
+        let mut rows = Vec::new();
+        let mut events = 0;
+        let at = |m: Mode| &results[MODES.iter().position(|x| *x == m).unwrap_or(0)];
+        for (mode, r) in MODES.iter().zip(&results) {
+            events += r.events;
+            rows.push(row(Row {
+                policy: mode.name(),
+                level: matches!(mode, Mode::Priority | Mode::Laxity).then_some(self.level.number()),
+                blur_p99_interval_ms: round3(r.blur_p99_interval_us / 1000.0),
+                blur_p99_ratio: round3(r.blur_p99_interval_us / standalone),
+                speech_jobs: r.speech_jobs,
+                speech_on_time: r.speech_on_time,
+                lost_transcripts: r.speech_jobs - r.speech_on_time,
+                speech_device_share: round3(r.speech_share),
+            }));
+        }
+        let (fcfs, fp, lax) = (at(Mode::Fcfs), at(Mode::Priority), at(Mode::Laxity));
+        let lost = |r: &Measured| r.speech_jobs - r.speech_on_time;
+        let checks = vec![
+            Check {
+                name: "laxity: every speech job within its period".into(),
+                target: "0 lost (paper: all on time)".into(),
+                measured: format!("{} of {} lost", lost(lax), lax.speech_jobs),
+                pass: lax.speech_jobs > 0 && lost(lax) == 0,
+            },
+            Check {
+                name: "fixed priority: speech starves".into(),
+                target: "transcripts lost (paper)".into(),
+                measured: format!("{} of {} lost", lost(fp), fp.speech_jobs),
+                pass: lost(fp) > 0,
+            },
+            Check {
+                name: "FCFS blur P99 frame interval".into(),
+                target: "paper 880 ms (20.12x standalone); >= 10x here".into(),
+                measured: format!(
+                    "{:.0} ms ({:.2}x)",
+                    fcfs.blur_p99_interval_us / 1000.0,
+                    fcfs.blur_p99_interval_us / standalone
+                ),
+                pass: fcfs.blur_p99_interval_us >= 10.0 * standalone,
+            },
+            Check {
+                name: "laxity blur P99 frame interval".into(),
+                target: "paper 95 ms, 9.26x better than FCFS; >= 5x better here".into(),
+                measured: format!(
+                    "{:.0} ms ({:.2}x better)",
+                    lax.blur_p99_interval_us / 1000.0,
+                    fcfs.blur_p99_interval_us / lax.blur_p99_interval_us
+                ),
+                pass: 5.0 * lax.blur_p99_interval_us <= fcfs.blur_p99_interval_us,
+            },
+        ];
+        Report {
+            experiment: "case-ai-pc".into(),
+            columns: columns_of(&rows),
+            rows,
+            checks,
+            events: Some(events),
+        }
+    }
+}
