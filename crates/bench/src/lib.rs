@@ -6,6 +6,8 @@
 //! (`xsched demo`, `xsched bench NAME`); tests only check that the experiments run and are
 //! well-formed, never tight timings.
 //!
+//! - [`case_ai_pc`]: XSched's AI-PC case study (video blur beside speech jobs with a
+//!   deadline) under FCFS, fixed priority and laxity, time scaled down tenfold.
 //! - [`fg_bg`]: a foreground request stream beside a saturating background: standalone vs
 //!   native vs xsched at each level (the demo).
 //! - [`preempt`]: preemption latency against command length, per level, beside the machine's
@@ -25,6 +27,7 @@
 //! - [`soak`]: client processes under a daemon that is killed, stopped and restarted while
 //!   clients are killed too: every surviving client's commands run exactly once.
 
+pub mod case_ai_pc;
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;

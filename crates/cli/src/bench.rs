@@ -3,7 +3,8 @@
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 use xsched_bench::{
-    Report, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt, soak,
+    Report, case_ai_pc, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt,
+    soak,
 };
 
 /// The benchmarks.
@@ -25,6 +26,9 @@ pub enum Name {
     Harvest,
     /// The harvesting policies with HP and LP as two processes under the daemon.
     HarvestDaemon,
+    /// XSched's AI-PC case study: camera-paced video blur beside speech jobs with a deadline,
+    /// under FCFS, fixed priority and laxity (time / 10; --samples sets the runs).
+    CaseAiPc,
     /// Client processes under a daemon that is killed, stopped and restarted while clients are
     /// killed: every surviving client's commands run exactly once.
     Soak,
@@ -117,6 +121,11 @@ pub fn run(
             p.shape.requests = samples.unwrap_or(p.shape.requests);
             let exe = std::env::current_exe()?;
             harvest::run_processes(&exe, &p, tick)?
+        }
+        Name::CaseAiPc => {
+            let mut p = case_ai_pc::AiPcParams::default();
+            p.runs = samples.unwrap_or(p.runs);
+            case_ai_pc::run(&p, tick)?
         }
         Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {
