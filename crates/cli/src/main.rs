@@ -115,6 +115,10 @@ enum Command {
     Sim {
         /// The scenario TOML file.
         file: PathBuf,
+        /// Write the experiment's figures (SVG) into this directory (the case studies draw
+        /// theirs; other experiments have none).
+        #[arg(long, value_name = "DIR")]
+        plot: Option<PathBuf>,
         #[command(flatten)]
         output: Output,
     },
@@ -477,9 +481,18 @@ fn run(cli: Cli) -> Result<()> {
                 .with_context(|| format!("running benchmark `{}`", name.label()))?;
             output::print_report(&format!("bench {}", name.label()), &report, output.json)
         }
-        Command::Sim { file, output } => {
+        Command::Sim { file, plot, output } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;
-            let report = output::run_with_progress(&scenario);
+            let (report, figures) = output::run_with_progress(&scenario);
+            if let Some(dir) = plot {
+                if figures.is_empty() {
+                    tracing::warn!("{}: this experiment draws no figures", file.display());
+                }
+                for f in &figures {
+                    let path = f.write(&dir)?;
+                    tracing::info!("wrote {}", path.display());
+                }
+            }
             output::print_report(&file.display().to_string(), &report, output.json)
         }
         Command::Devices { output } => output::print_devices(output.json),
@@ -552,7 +565,7 @@ fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Resul
         }
         (Device::Simulated(key), false) => {
             let scenario = Scenario::demo(&key).context("building the demo scenario")?;
-            let report = output::run_with_progress(&scenario);
+            let (report, _) = output::run_with_progress(&scenario);
             output::print_report(&format!("demo on simulated {key}"), &report, json)
         }
     }

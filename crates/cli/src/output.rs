@@ -29,8 +29,8 @@ pub fn with_progress<T>(job: impl FnOnce(&(dyn Fn(usize, usize) + Sync)) -> T) -
 }
 
 /// Run a scenario with a progress bar.
-pub fn run_with_progress(scenario: &Scenario) -> Report {
-    with_progress(|tick| scenario.run(tick))
+pub fn run_with_progress(scenario: &Scenario) -> (Report, Vec<xsched_report::plot::Figure>) {
+    with_progress(|tick| scenario.run_with_figures(tick))
 }
 
 fn cell(v: &serde_json::Value) -> String {

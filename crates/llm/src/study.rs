@@ -175,7 +175,7 @@ pub enum StudyError {
     Tokenize(#[from] TokenizeError),
     /// A plot could not be written.
     #[error(transparent)]
-    Plot(#[from] crate::plot::PlotError),
+    Plot(#[from] xsched_report::plot::PlotError),
     /// An engine preset nobody defined.
     #[error("unknown engine `{name}`; known: {known}", known = EngineConfig::PRESETS.join(", "))]
     UnknownEngine {
@@ -456,24 +456,13 @@ fn write_plots(
     what: &str,
     engine: &EngineConfig,
 ) -> Result<(), StudyError> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        StudyError::Plot(crate::plot::PlotError {
-            path: dir.to_path_buf(),
-            message: e.to_string(),
-        })
-    })?;
     let dataset = what.split(':').next().unwrap_or(what);
     let title = format!("{dataset}, {}", presets::describe(engine.name));
-    crate::plot::ttlt_against_load(points, &title, &dir.join("ttlt-vs-load.svg"))?;
+    crate::plot::ttlt_against_load(points, &title).write(dir)?;
     let at = experiment::high_load(points)
         .or_else(|| points.iter().map(|p| p.load).reduce(f64::max))
         .unwrap_or(0.0);
-    crate::plot::ttlt_cdf(
-        points,
-        at,
-        &format!("{title}, TTLT CDF at load {at}"),
-        &dir.join("ttlt-cdf.svg"),
-    )?;
+    crate::plot::ttlt_cdf(points, at, &format!("{title}, TTLT CDF at load {at}")).write(dir)?;
     tracing::info!("wrote {}/ttlt-vs-load.svg and ttlt-cdf.svg", dir.display());
     Ok(())
 }

@@ -9,7 +9,10 @@
 //! smallest value with at least `⌈q·n⌉` values at or below it (at least one). HDR histograms
 //! answer `value_at_quantile` by the same rule (at their 3-significant-digit resolution), so a
 //! P99 from [`quantile`] over raw values and one from a histogram agree.
+//!
+//! [`plot`] draws any experiment's figures (lines against a swept parameter, CDFs) as SVG.
 
+pub mod plot;
 mod stats;
 
 pub use stats::{hist_quantile_us, new_histogram, quantile, record_duration};

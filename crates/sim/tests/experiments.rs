@@ -194,6 +194,12 @@ fn ai_pc_laxity_keeps_speech_on_time_where_fixed_priority_starves_it_and_fcfs_st
         5.0 * lax.1 <= fcfs.1,
         "laxity stalls it far less than FCFS: {lax:?}"
     );
+    let (_, figures) = Scenario::parse("test.toml", &src)
+        .expect("parses")
+        .run_with_figures(&|_, _| {});
+    assert_eq!(figures.len(), 1, "the frame-interval CDF");
+    assert_eq!(figures[0].series.len(), rows.len(), "one curve per policy");
+    assert!(figures[0].series.iter().all(|s| s.values.len() > 100));
     assert_eq!(
         serde_json::to_string(&ai_pc(&src)).expect("json"),
         serde_json::to_string(&rows).expect("json"),

@@ -19,6 +19,7 @@ use crate::spec::{Arrival, DeviceSpec, QueueMode, StageSpec, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
+use xsched_report::plot::{Figure, Kind, Series};
 use xsched_report::{columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
@@ -101,6 +102,8 @@ struct Row {
 
 /// What one run measured.
 struct Measured {
+    /// Every frame interval (µs), for the CDF.
+    intervals_us: Vec<f64>,
     blur_p99_interval_us: f64,
     speech_jobs: u64,
     speech_on_time: u64,
@@ -255,8 +258,17 @@ impl AiPc {
         match simulate(s) {
             Ok(r) => {
                 let speech = r.workloads.get(1);
+                let blur = &r.workloads[0];
                 Measured {
-                    blur_p99_interval_us: r.workloads[0].interval_quantile_us(0.99),
+                    intervals_us: blur
+                        .interval
+                        .iter_recorded()
+                        .flat_map(|v| {
+                            let us = v.value_iterated_to() as f64 / 1000.0;
+                            std::iter::repeat_n(us, v.count_at_value() as usize)
+                        })
+                        .collect(),
+                    blur_p99_interval_us: blur.interval_quantile_us(0.99),
                     speech_jobs: speech.map_or(0, |m| m.completed + m.unfinished),
                     speech_on_time: speech.map_or(0, |m| m.on_time),
                     speech_share: r
@@ -267,6 +279,7 @@ impl AiPc {
                 }
             }
             Err(_) => Measured {
+                intervals_us: Vec::new(),
                 blur_p99_interval_us: f64::NAN,
                 speech_jobs: 0,
                 speech_on_time: 0,
@@ -276,7 +289,8 @@ impl AiPc {
         }
     }
 
-    pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
+    /// The report, and the CDF of the blur's frame interval per policy.
+    pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> (Report, Vec<Figure>) {
         let results = build::par_map(&MODES, tick, |m| self.run_one(*m));
         let standalone = results[0].blur_p99_interval_us;
         let mut rows = Vec::new();
@@ -331,12 +345,30 @@ impl AiPc {
                 pass: 5.0 * lax.blur_p99_interval_us <= fcfs.blur_p99_interval_us,
             },
         ];
-        Report {
+        let cdf = Figure {
+            file: "case-ai-pc-frame-interval-cdf".into(),
+            title: format!("AI PC on {}: blur frame interval", self.device.name),
+            axes: (
+                "frame interval (ms, log scale)".into(),
+                "fraction of frames".into(),
+            ),
+            kind: Kind::Cdf { log_x: true },
+            series: MODES
+                .iter()
+                .zip(&results)
+                .map(|(m, r)| Series {
+                    name: m.name().into(),
+                    values: r.intervals_us.iter().map(|us| (us / 1000.0, 0.0)).collect(),
+                })
+                .collect(),
+        };
+        let report = Report {
             experiment: "case-ai-pc".into(),
             columns: columns_of(&rows),
             rows,
             checks,
             events: Some(events),
-        }
+        };
+        (report, vec![cdf])
     }
 }

@@ -172,15 +172,25 @@ impl Scenario {
 
     /// Run it, calling `tick(done, total)` as units of work finish (from any thread).
     pub fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
-        match self {
+        self.run_with_figures(tick).0
+    }
+
+    /// Run it, with the figures the experiment draws (`xsched sim FILE --plot DIR`; none for
+    /// most experiments).
+    pub fn run_with_figures(
+        &self,
+        tick: &(dyn Fn(usize, usize) + Sync),
+    ) -> (Report, Vec<xsched_report::plot::Figure>) {
+        let report = match self {
+            Scenario::CaseAiPc(s) => return s.run(tick),
             Scenario::FgBg(s) => s.run(tick),
             Scenario::Preempt(s) => s.run(tick),
             Scenario::Bandwidth(s) => s.run(tick),
             Scenario::Overhead(s) => s.run(tick),
             Scenario::MultiDevice(s) => s.run(tick),
             Scenario::Hummingbird(s) => s.run(tick),
-            Scenario::CaseAiPc(s) => s.run(tick),
-        }
+        };
+        (report, Vec::new())
     }
 }
 
