@@ -16,8 +16,10 @@
 //! (binary quantization with rescoring): for dense vectors (MiniLM) one bit per dimension
 //! compared by Hamming distance, 48 bytes per entry instead of 384; for sparse ones (the hashed
 //! embedding, where most components are 0 and a sign bit would call them all positive) two
-//! bit planes, −1 / 0 / +1, compared by their dot product. Which one is decided by the first
-//! vector learned ([`SPARSE`]). An HNSW index from
+//! bit planes, −1 / 0 / +1, compared by their dot product. Which one is decided when the history
+//! first outgrows [`EXACT_LIMIT`], by most of the vectors it holds then ([`SPARSE`]); the signs
+//! are kept from then on, never before (a history that stays small never pays for them). An
+//! HNSW index from
 //! `instant-distance` was tried first: it can neither insert nor delete, so a bounded history
 //! must rebuild it, and one single-threaded build of 21 000 points took about 50 s here.
 
@@ -147,9 +149,9 @@ pub struct Predictor {
     dim: usize,
     /// `dim` 8-bit components per entry, slot after slot.
     vectors: Vec<i8>,
-    /// How signs are kept (decided by the first entry).
+    /// How signs are kept (decided when the history first outgrows [`EXACT_LIMIT`]).
     mode: Signs,
-    /// The signs' words per entry, slot after slot.
+    /// The signs' words per entry, slot after slot (empty up to [`EXACT_LIMIT`] entries).
     signs: Vec<u64>,
     lengths: Vec<u32>,
     /// The slot of the oldest entry (once the ring is full; 0 before).
@@ -188,7 +190,6 @@ impl Predictor {
     pub fn learn(&mut self, embedding: Embedding, output_tokens: u32) {
         if self.dim == 0 {
             self.dim = embedding.len();
-            self.mode = Signs::of(&quantize(&embedding));
         }
         if embedding.len() != self.dim || self.dim == 0 {
             tracing::warn!(
@@ -199,18 +200,49 @@ impl Predictor {
             return;
         }
         let vector = quantize(&embedding);
-        let signs = self.mode.bits(&vector);
+        let signed = !self.signs.is_empty();
+        let signs = if signed {
+            self.mode.bits(&vector)
+        } else {
+            Vec::new()
+        };
         if self.len() < self.capacity {
             self.vectors.extend_from_slice(&vector);
             self.signs.extend_from_slice(&signs);
             self.lengths.push(output_tokens);
+            if !signed && self.len() > EXACT_LIMIT {
+                self.sign_everything();
+            }
             return;
         }
         let (slot, dim, words) = (self.head, self.dim, self.words());
         self.vectors[slot * dim..(slot + 1) * dim].copy_from_slice(&vector);
-        self.signs[slot * words..(slot + 1) * words].copy_from_slice(&signs);
+        if signed {
+            self.signs[slot * words..(slot + 1) * words].copy_from_slice(&signs);
+        }
         self.lengths[slot] = output_tokens;
         self.head = (slot + 1) % self.capacity;
+    }
+
+    /// The history just outgrew [`EXACT_LIMIT`]: choose how signs are kept by what most of
+    /// its vectors are, and sign every entry.
+    fn sign_everything(&mut self) {
+        let sparse = self
+            .vectors
+            .chunks_exact(self.dim)
+            .filter(|v| Signs::of(v) == Signs::Ternary)
+            .count();
+        self.mode = if 2 * sparse > self.len() {
+            Signs::Ternary
+        } else {
+            Signs::Binary
+        };
+        let mode = self.mode;
+        self.signs = self
+            .vectors
+            .chunks_exact(self.dim)
+            .flat_map(|v| mode.bits(v))
+            .collect();
     }
 
     /// The slots from the oldest entry to the newest.
@@ -314,7 +346,7 @@ impl Predictor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedding::{Embedder, Hashed};
+    use crate::embedding::{Embedder, HASHED_DIM, Hashed};
 
     fn embed(text: &str) -> Embedding {
         Hashed.embed(text)
@@ -401,6 +433,23 @@ mod tests {
         let queries: Vec<Embedding> = centers.iter().take(20).map(|c| unit(c.clone())).collect();
         let recall = p.recall(&queries);
         assert!(recall >= 0.9, "recall {recall}");
+    }
+
+    #[test]
+    fn the_sign_mode_follows_most_vectors_not_the_first() {
+        let mut p = Predictor::new(EXACT_LIMIT + 10);
+        let mut dense = vec![1.0f32; HASHED_DIM];
+        crate::embedding::normalize(&mut dense);
+        p.learn(dense.into(), 1);
+        for i in 1..EXACT_LIMIT {
+            p.learn(embed(&format!("sparse prompt {i}")), 2);
+        }
+        assert!(p.signs.is_empty(), "no signs up to the exact limit");
+        p.learn(embed("one more"), 3);
+        assert_eq!(p.mode, Signs::Ternary, "most vectors are sparse");
+        assert_eq!(p.signs.len(), p.len() * p.words());
+        p.learn(embed("and another"), 4);
+        assert_eq!(p.signs.len(), p.len() * p.words());
     }
 
     #[test]
