@@ -185,6 +185,14 @@ fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>) {
 /// Apply one message; false means shut down.
 fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
     let result = match msg {
+        // A closing queue's last Idle or Ready can arrive after its Unregister: nothing to do.
+        SchedMsg::Event(at, event) => match d.event(at, event) {
+            Err(xsched_core::CoreError::UnknownQueue(q)) => {
+                tracing::debug!("scheduler: event for {q}, already gone");
+                Ok(())
+            }
+            other => other,
+        },
         SchedMsg::Register {
             queue,
             device,
@@ -192,7 +200,6 @@ fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
             control,
             stats: _,
         } => d.register(clock::now(), queue, device, hints, control),
-        SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::SetPolicy(policy, _) => d.set_policy(policy),
         SchedMsg::Snapshot(reply) => {
             let queues = d.snapshot(apply);
