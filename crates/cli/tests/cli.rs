@@ -198,3 +198,33 @@ fn devices_lists_the_cpu_backend_and_ten_simulated_profiles() {
             .all(|d| d["capabilities"]["max_level"].as_u64().is_some())
     );
 }
+
+#[test]
+fn sim_plot_writes_the_case_studys_figure() {
+    let dir = std::env::temp_dir().join(format!("xsched-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let scenario = dir.join("ai-pc.toml");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(&scenario, "experiment = \"case-ai-pc\"\nseconds = 6\n").expect("scenario");
+    let plots = dir.join("plots");
+    let out = xsched(&[
+        "sim",
+        scenario.to_str().expect("utf-8 path"),
+        "--plot",
+        plots.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(plots.join("case-ai-pc-frame-interval-cdf.svg"))
+        .expect("the figure");
+    assert!(
+        svg.contains("laxity") && svg.contains("fcfs"),
+        "one curve per policy"
+    );
+    assert_eq!(document(&out)["rows"].as_array().map(Vec::len), Some(4));
+    let _ = std::fs::remove_dir_all(&dir);
+}
