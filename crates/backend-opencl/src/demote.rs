@@ -8,13 +8,18 @@
 //! half the CPU from the queue it was suspended for. Here, deactivating demotes every thread of
 //! the process to `SCHED_IDLE` (they run only on otherwise idle CPU: weight 3 against a normal
 //! thread's 1024), except xsched's own threads (named `xsched-*`: the agent that must hear the
-//! resume, the launchers), the calling thread, and every thread that submitted to or waited on
-//! an xsched queue of this backend ([`exempt_this_thread`]); reactivating restores each demoted
-//! thread's policy and nice value. The submitting threads are spared because they launch inline
-//! and so hold the queue's locks that a resume takes: demoted, one preempted inside its critical
-//! section would hold the resume until the CPU fell idle (a priority inversion). A thread that
-//! first submits while the process is demoted restores itself before it takes any lock. Launched work is neither lost nor cancelled: it finishes when the CPU
-//! is free, which is what a Level-2 hold means for a queue.
+//! resume, the launchers), the calling thread, and every thread that has taken an OpenCL
+//! XQueue's launch-machine lock ([`exempt_this_thread`], called before each lock through
+//! `HwQueue::before_queue_lock`); reactivating restores each demoted thread's policy and nice
+//! value, and gives a normal policy back to threads that were started while the process was
+//! demoted (they inherit `SCHED_IDLE`). The lock-taking threads are spared because a resume
+//! takes that lock: demoted, one preempted inside its critical section would hold the resume
+//! until the CPU fell idle (a priority inversion). A thread that first takes it while demoted
+//! leaves `SCHED_IDLE` before it takes any lock, the census's included. Left: a device thread
+//! completing a command records it under the queue's tracker lock, which a resume also takes
+//! briefly; that critical section is a few hundred nanoseconds, not a launch. Launched work is
+//! neither lost nor cancelled: it finishes when the CPU is free, which is what a Level-2 hold
+//! means for a queue.
 //!
 //! Threads belong to the process, not to a queue, so the demotion is process-wide and counted:
 //! the threads are demoted while at least one CPU-device queue is deactivated and none is
@@ -26,6 +31,11 @@
 //! stays at Level 1, saying why in its capability table.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the process's threads are demoted now (read without the census lock by a thread
+/// that must leave `SCHED_IDLE` before it takes any lock).
+static DEMOTED: AtomicBool = AtomicBool::new(false);
 
 /// One thread demoted by us, with what to give back.
 #[derive(Clone, Copy, Debug)]
@@ -41,7 +51,10 @@ struct Census {
     active: usize,
     held: usize,
     demoted: Vec<Demoted>,
-    /// Live threads that submit to or wait on our queues: never demoted.
+    /// Threads already at `SCHED_IDLE` when the demotion began: the application's own choice,
+    /// left as it is.
+    already_idle: Vec<libc::pid_t>,
+    /// Live threads that take our queues' locks: never demoted.
     exempt: Vec<libc::pid_t>,
 }
 
@@ -49,6 +62,7 @@ static CENSUS: Mutex<Census> = Mutex::new(Census {
     active: 0,
     held: 0,
     demoted: Vec::new(),
+    already_idle: Vec::new(),
     exempt: Vec::new(),
 });
 
@@ -131,12 +145,16 @@ pub(crate) fn release() {
 /// nothing is active.
 fn settle(c: &mut Census) {
     let want = c.held > 0 && c.active == 0;
-    if want && c.demoted.is_empty() {
-        c.demoted = demote_threads(&c.exempt);
-    } else if !want {
+    if want && !DEMOTED.load(Ordering::Acquire) {
+        (c.demoted, c.already_idle) = demote_threads(&c.exempt);
+        DEMOTED.store(true, Ordering::Release);
+    } else if !want && DEMOTED.load(Ordering::Acquire) {
         for d in c.demoted.drain(..) {
             restore(d);
         }
+        normalize_inherited(&c.already_idle);
+        c.already_idle.clear();
+        DEMOTED.store(false, Ordering::Release);
     }
 }
 
@@ -167,12 +185,58 @@ pub(crate) fn exempt_this_thread() {
         }
         let tid = gettid();
         e.0.set(Some(tid));
+        // Out of SCHED_IDLE first, so that this thread never holds the census lock demoted.
+        let left_idle = DEMOTED.load(Ordering::Acquire) && policy_of(tid) == libc::SCHED_IDLE;
+        if left_idle {
+            set_policy(tid, libc::SCHED_OTHER);
+        }
         let mut c = census();
         c.exempt.push(tid);
         if let Some(i) = c.demoted.iter().position(|d| d.tid == tid) {
             restore(c.demoted.swap_remove(i));
+        } else if left_idle && c.already_idle.contains(&tid) {
+            set_policy(tid, libc::SCHED_IDLE); // the application's own choice
         }
     });
+}
+
+fn policy_of(tid: libc::pid_t) -> libc::c_int {
+    // SAFETY: no memory arguments; a vanished tid returns -1.
+    unsafe { libc::sched_getscheduler(tid) }
+}
+
+/// Set a non-real-time policy (the nice value is kept); false if it could not be set.
+fn set_policy(tid: libc::pid_t, policy: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call.
+    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
+}
+
+/// This process's thread ids, or `None` (with a warning) when they cannot be listed.
+fn threads() -> Option<Vec<(libc::pid_t, std::path::PathBuf)>> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        tracing::warn!("cannot list this process's threads; Level 2 cannot hold or release them");
+        return None;
+    };
+    Some(
+        tasks
+            .flatten()
+            .filter_map(|t| {
+                let tid = t.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+                Some((tid, t.path()))
+            })
+            .collect(),
+    )
+}
+
+/// Give a normal policy back to every thread at `SCHED_IDLE` that was not so before the
+/// demotion: threads started by demoted ones inherited it and are in no list.
+fn normalize_inherited(already_idle: &[libc::pid_t]) {
+    for (tid, _) in threads().unwrap_or_default() {
+        if policy_of(tid) == libc::SCHED_IDLE && !already_idle.contains(&tid) {
+            set_policy(tid, libc::SCHED_OTHER);
+        }
+    }
 }
 
 fn gettid() -> libc::pid_t {
@@ -181,56 +245,43 @@ fn gettid() -> libc::pid_t {
 }
 
 /// Demote every thread of the process but xsched's, the exempt ones and the caller; what was
-/// demoted.
-fn demote_threads(exempt: &[libc::pid_t]) -> Vec<Demoted> {
+/// demoted, and which threads were at `SCHED_IDLE` already.
+fn demote_threads(exempt: &[libc::pid_t]) -> (Vec<Demoted>, Vec<libc::pid_t>) {
     let me = gettid();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        tracing::warn!("cannot list this process's threads; the deactivated queue keeps the CPU");
-        return Vec::new();
-    };
-    let mut demoted = Vec::new();
-    for task in tasks.flatten() {
-        let Some(tid) = task
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        let ours = std::fs::read_to_string(task.path().join("comm"))
+    let (mut demoted, mut already_idle) = (Vec::new(), Vec::new());
+    for (tid, path) in threads().unwrap_or_default() {
+        let ours = std::fs::read_to_string(path.join("comm"))
             .is_ok_and(|name| name.starts_with("xsched-"));
         if tid == me || ours || exempt.contains(&tid) {
             continue;
         }
-        if let Some(d) = demote(tid) {
+        if policy_of(tid) == libc::SCHED_IDLE {
+            already_idle.push(tid);
+        } else if let Some(d) = demote(tid) {
             demoted.push(d);
         }
     }
-    demoted
+    (demoted, already_idle)
 }
 
 /// Demote one normal or batch thread to `SCHED_IDLE`; `None` when it is not one (real-time,
 /// already idle) or is gone.
 fn demote(tid: libc::pid_t) -> Option<Demoted> {
-    // SAFETY: no memory arguments; a vanished tid is reported as an error.
-    let policy = unsafe { libc::sched_getscheduler(tid) };
+    let policy = policy_of(tid);
     if policy != libc::SCHED_OTHER && policy != libc::SCHED_BATCH {
         return None;
     }
-    // SAFETY: as above (getpriority returns the nice value of thread `tid`).
+    // SAFETY: no memory arguments (getpriority returns the nice value of thread `tid`).
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param for the duration of the call.
-    if unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) } != 0 {
+    if !set_policy(tid, libc::SCHED_IDLE) {
         return None;
     }
     Some(Demoted { tid, policy, nice })
 }
 
 fn restore(d: Demoted) {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is valid for the call; a thread that exited meanwhile fails with ESRCH.
-    let back = unsafe { libc::sched_setscheduler(d.tid, d.policy, &param) } == 0
+    // A thread that exited meanwhile fails with ESRCH.
+    let back = set_policy(d.tid, d.policy)
         // SAFETY: no memory arguments.
         && unsafe { libc::setpriority(libc::PRIO_PROCESS, d.tid as libc::id_t, d.nice) } == 0;
     if !back && std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) {

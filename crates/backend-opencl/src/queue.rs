@@ -230,11 +230,10 @@ impl HwQueue for OclQueue {
         complete_on(event, done, self.retired.clone());
     }
 
-    /// Threads that submit keep their priority under a Level-2 hold (see `demote.rs`).
-    fn submitting_thread(&self) {
-        if self.holds_by_priority {
-            demote::exempt_this_thread();
-        }
+    /// Threads that take the queue's lock keep their priority under a Level-2 hold of any
+    /// CPU-device queue of the process (see `demote.rs`).
+    fn before_queue_lock(&self) {
+        demote::exempt_this_thread();
     }
 
     /// Level 2 on a CPU device: the process's device threads run on idle CPU only.

@@ -329,6 +329,20 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
     );
     // An application thread that submitted before the hold, and one that submits during it.
     let early = submitter("app-submitter", &a);
+    let (spawn, spawn_now) = std::sync::mpsc::channel::<()>();
+    let (park, parked) = std::sync::mpsc::channel::<()>();
+    let spawner = std::thread::Builder::new()
+        .name("idle-spawner".into())
+        .spawn(move || {
+            spawn_now.recv().ok()?;
+            std::thread::Builder::new()
+                .name("inherited".into())
+                .spawn(move || {
+                    let _ = parked.recv();
+                })
+                .ok()
+        })
+        .expect("spawn");
     let late = submitter("late-submitter", &a);
     early.submit();
     a.deactivate().expect("deactivate");
@@ -361,9 +375,29 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
         "a demoted thread that submits restores itself first: {:?}",
         thread_policies()
     );
+    // A thread started by a demoted thread inherits SCHED_IDLE; the release gives it back.
+    spawn.send(()).expect("spawner alive");
+    let mut waited = 0;
+    while !idle().iter().any(|n| n == "inherited") && waited < 200 {
+        std::thread::sleep(Duration::from_millis(5));
+        waited += 1;
+    }
+    assert!(
+        idle().iter().any(|n| n == "inherited"),
+        "a child of a demoted thread starts at SCHED_IDLE: {:?}",
+        thread_policies()
+    );
     b.deactivate().expect("idempotent");
     b.reactivate().expect("reactivate");
-    assert!(idle().is_empty(), "one queue active again: all restored");
+    assert!(
+        idle().is_empty(),
+        "one queue active again: all restored, the inherited thread too: {:?}",
+        thread_policies()
+    );
+    drop(park);
+    if let Ok(Some(inherited)) = spawner.join() {
+        let _ = inherited.join();
+    }
     drop(b);
     assert!(
         !idle().is_empty(),
@@ -402,7 +436,7 @@ fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
         .spawn(move || {
             for () in went {
                 if let Some(queue) = queue.upgrade() {
-                    queue.submitting_thread();
+                    queue.before_queue_lock();
                 }
                 if entered.send(()).is_err() {
                     break;

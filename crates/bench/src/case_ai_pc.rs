@@ -175,9 +175,9 @@ fn blur_frames(
         for _ in 0..p.frame_kernels {
             last = q.submit(CpuCommand::Kernel(kernel.clone())).ok();
         }
-        if let Some(h) = last {
-            let _ = h.wait();
-        }
+        // A queue that refuses commands ends the stream (no frame intervals are made up).
+        let Some(h) = last else { break };
+        let _ = h.wait();
         let done = Instant::now();
         if let Some(prev) = last_done.filter(|_| done >= from) {
             xsched_report::record_duration(&mut intervals, done - prev);

@@ -7,10 +7,10 @@
 //! (`embeddings-<digest>.bin` in the cache folder), holds a header naming the fingerprint and
 //! the dimension, then records of a prompt's SHA-256 (first 16 bytes) and its vector as
 //! little-endian `f32`, so a cached vector is bit-identical to a computed one and results stay
-//! the same with and without the cache. Records are appended with `O_APPEND`, one write each,
-//! so concurrent runs can share the file; a record cut short (a run killed mid-write) is
-//! ignored and cut off before the next append, and a header that does not match starts the
-//! file again, each with a warning.
+//! the same with and without the cache. Concurrent runs share the file: each holds an exclusive
+//! lock on it (`flock`) while it reads, repairs or starts it and while it appends a record. A
+//! record cut short (a run killed mid-write, a full disk) is ignored and cut off, and a header
+//! that does not match starts the file again, each with a warning.
 
 use crate::embedding::Embedder;
 use sha2::{Digest, Sha256};
@@ -93,25 +93,13 @@ impl Cached {
         };
         std::fs::create_dir_all(dir).map_err(fail)?;
         let header = format!("{MAGIC}\n{fingerprint}\n{dim}\n");
-        let (known, valid_len) = load(&path, &header, dim).map_err(fail)?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(fail)?;
-        let len = file.metadata().map_err(fail)?.len();
-        if valid_len == 0 {
-            // New, or not ours (`load` said so): a header, then records.
-            file.set_len(0).map_err(fail)?;
-            file.write_all(header.as_bytes()).map_err(fail)?;
-        } else if valid_len < len {
-            tracing::warn!(
-                "embedding cache {}: {} bytes of a record cut short ignored",
-                path.display(),
-                len - valid_len
-            );
-            file.set_len(valid_len).map_err(fail)?;
-        }
+        let known = open_locked(&mut file, &path, &header, dim).map_err(fail)?;
         tracing::info!(
             "embedding cache {}: {} vectors of {}",
             path.display(),
@@ -135,17 +123,20 @@ impl Cached {
 
     /// Remember `v` under `k`, in the file too, unless it is known already.
     fn keep(&self, k: Key, v: Arc<[f32]>) {
-        if v.len() != self.dim {
-            return; // a vector of another size would break the file's records
+        if v.len() != self.dim || v.iter().all(|x| *x == 0.0) {
+            // Another size would break the file's records; all zeros is an embedder's
+            // could-not-embed fallback, to be tried again next time.
+            return;
         }
         let mut record = Vec::with_capacity(KEY_BYTES + 4 * self.dim);
         record.extend_from_slice(&k);
         v.iter()
             .for_each(|x| record.extend_from_slice(&x.to_le_bytes()));
         let mut s = self.state();
-        if s.known.insert(k, v).is_none()
-            && let Err(e) = s.file.write_all(&record)
-        {
+        if s.known.insert(k, v).is_some() {
+            return;
+        }
+        if let Err(e) = append_locked(&mut s.file, &record) {
             tracing::warn!("embedding cache {}: {e}; not kept", self.path.display());
         }
     }
@@ -158,15 +149,59 @@ impl Cached {
     }
 }
 
-/// The records of `path` if its header is `header`, and the length of its valid prefix (0 when
-/// the file is missing, empty or has another header: it is started again).
-fn load(path: &Path, header: &str, dim: usize) -> std::io::Result<(Vectors, u64)> {
+/// Append one whole record under the file's lock; a failed write is cut off again, so the
+/// records after it stay aligned.
+fn append_locked(file: &mut std::fs::File, record: &[u8]) -> std::io::Result<()> {
+    file.lock()?;
+    let written = file.metadata().and_then(|m| {
+        let before = m.len();
+        file.write_all(record).inspect_err(|_| {
+            let _ = file.set_len(before);
+        })
+    });
+    file.unlock()?;
+    written
+}
+
+/// Under the file's lock: its records, after starting it again if it is empty or another
+/// embedder's, or cutting off a record cut short.
+fn open_locked(
+    file: &mut std::fs::File,
+    path: &Path,
+    header: &str,
+    dim: usize,
+) -> std::io::Result<Vectors> {
+    file.lock()?;
+    let loaded = load(file, path, header, dim).and_then(|(known, valid_len)| {
+        let len = file.metadata()?.len();
+        if valid_len == 0 {
+            // New, or not ours (`load` said so): a header, then records.
+            file.set_len(0)?;
+            file.write_all(header.as_bytes())?;
+        } else if valid_len < len {
+            tracing::warn!(
+                "embedding cache {}: {} bytes of a record cut short ignored",
+                path.display(),
+                len - valid_len
+            );
+            file.set_len(valid_len)?;
+        }
+        Ok(known)
+    });
+    file.unlock()?;
+    loaded
+}
+
+/// The records of `file` if its header is `header`, and the length of its valid prefix (0 when
+/// it is empty or has another header: it is started again).
+fn load(
+    file: &mut std::fs::File,
+    path: &Path,
+    header: &str,
+    dim: usize,
+) -> std::io::Result<(Vectors, u64)> {
     let mut bytes = Vec::new();
-    match std::fs::File::open(path) {
-        Ok(mut f) => f.read_to_end(&mut bytes)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((HashMap::new(), 0)),
-        Err(e) => return Err(e),
-    };
+    file.read_to_end(&mut bytes)?;
     let Some(body) = bytes.strip_prefix(header.as_bytes()) else {
         if !bytes.is_empty() {
             tracing::warn!(
@@ -272,20 +307,22 @@ mod tests {
     #[test]
     fn a_second_run_gets_the_same_bits_without_computing() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let texts = ["Write a poem about the sea", "Explain TCP slow start", ""];
+        let texts = ["Write a poem about the sea", "Explain TCP slow start"];
         let (first, computed) = cached(dir.path());
         let want: Vec<_> = texts.iter().map(|t| first.embed(t)).collect();
-        assert_eq!(
-            computed.load(Ordering::Relaxed),
-            2,
-            "the empty prompt was probed"
-        );
+        assert_eq!(computed.load(Ordering::Relaxed), 2);
         assert_eq!(first.embed(texts[0]), want[0], "a hit in the same run");
+        // The hashed embedding of no words is all zeros, an embedder's could-not-embed
+        // answer: computed every time, never kept.
+        first.embed("");
+        assert_eq!(computed.load(Ordering::Relaxed), 3);
         drop(first);
         let (second, computed) = cached(dir.path());
         let got: Vec<_> = texts.iter().map(|t| second.embed(t)).collect();
         assert_eq!(got, want, "bit-identical from the file");
         assert_eq!(computed.load(Ordering::Relaxed), 0);
+        second.embed("");
+        assert_eq!(computed.load(Ordering::Relaxed), 1, "zeros were not kept");
         assert_eq!(got[0], Hashed.embed(texts[0]));
     }
 
@@ -330,6 +367,26 @@ mod tests {
         let (e, computed) = cached(dir.path());
         e.embed("one");
         assert_eq!(computed.load(Ordering::Relaxed), 0, "and kept from then on");
+    }
+
+    #[test]
+    fn two_runs_sharing_the_file_keep_each_others_records() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a, _) = cached(dir.path());
+        let (b, _) = cached(dir.path());
+        a.embed("from a");
+        b.embed("from b");
+        a.embed("from a again");
+        drop((a, b));
+        let (c, computed) = cached(dir.path());
+        for t in ["from a", "from b", "from a again"] {
+            c.embed(t);
+        }
+        assert_eq!(
+            computed.load(Ordering::Relaxed),
+            0,
+            "every record whole and aligned"
+        );
     }
 
     #[test]

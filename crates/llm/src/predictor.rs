@@ -306,12 +306,13 @@ impl Predictor {
                 .map(|&(_, slot)| f64::from(self.lengths[slot]))
                 .collect()
         };
+        if let Some(p) = previous_answer {
+            // At least once: with no history yet, the previous answer is all there is.
+            let w = (PREVIOUS_ANSWER_WEIGHT * lengths.len() as f64).round() as usize;
+            lengths.extend(std::iter::repeat_n(f64::from(p), w.max(1)));
+        }
         if lengths.is_empty() {
             return Predictor::prior();
-        }
-        if let Some(p) = previous_answer {
-            let w = (PREVIOUS_ANSWER_WEIGHT * lengths.len() as f64).round() as usize;
-            lengths.extend(std::iter::repeat_n(f64::from(p), w));
         }
         SizeDistribution::from_valid_samples(&lengths, PRIOR[2])
     }
@@ -385,6 +386,9 @@ mod tests {
             "{} vs {want}",
             continued.mean()
         );
+        let empty = Predictor::new(10);
+        let alone = empty.predict(&embed("x"), Some(77)).mean();
+        assert!((alone - 77.0).abs() < 1e-9, "nothing else known: {alone}");
     }
 
     #[test]

@@ -236,7 +236,8 @@ pub fn turns(
         for i in 0..c.messages.len() {
             context += u64::from(counts[i]);
             if i > 0 && c.messages[i - 1].0 == "gpt" && counts[i - 1] > 0 {
-                previous_answer = Some(counts[i - 1]);
+                // As long as an answer can be (the window less one token), like `output`.
+                previous_answer = Some(counts[i - 1].min(window - 1));
             }
             if !is_turn(&c.messages, i) {
                 continue;

@@ -33,12 +33,13 @@ pub trait HwQueue: Send + Sync + 'static {
     /// Block until every command launched so far has completed.
     fn synchronize(&self) -> Result<(), HwError>;
 
-    /// Called on an application thread as it submits to or waits on this queue, before the
-    /// XQueue takes any lock. Those threads hold the queue's locks that a resume needs, so a
-    /// backend whose Level 2 lowers thread priorities (OpenCL on a CPU device) keeps them at
-    /// their own priority: a demoted lock holder would stall the resume. Must be cheap after
-    /// the first call on a thread. The default does nothing.
-    fn submitting_thread(&self) {}
+    /// Called on the calling thread each time before it takes the XQueue's launch-machine
+    /// lock: application threads submitting, suspending or reconfiguring, and xsched's own.
+    /// A resume needs that lock, so a backend whose Level 2 lowers thread priorities (OpenCL
+    /// on a CPU device) keeps these threads at their own priority: a demoted lock holder would
+    /// stall the resume. Must be cheap after the first call on a thread (it runs on the hot
+    /// path). The default does nothing.
+    fn before_queue_lock(&self) {}
 
     /// Level 2: stop the device from starting this queue's queued commands.
     fn deactivate(&self) -> Result<(), HwError> {

@@ -118,6 +118,7 @@ impl<H: HwQueue> SharedMachine<H> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Queued<H::Command>> {
+        self.hw.before_queue_lock();
         // A poisoned lock only means a panicking thread held it; every critical section leaves
         // the machine and the payloads consistent between statements that can panic.
         self.queued

@@ -186,13 +186,15 @@ fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>) {
 fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
     let result = match msg {
         // A closing queue's last Idle or Ready can arrive after its Unregister: nothing to do.
-        SchedMsg::Event(at, event) => match d.event(at, event) {
-            Err(xsched_core::CoreError::UnknownQueue(q)) => {
+        SchedMsg::Event(at, event @ (Event::Idle(_) | Event::Ready(_))) => match d.event(at, event)
+        {
+            Err(CoreError::UnknownQueue(q)) => {
                 tracing::debug!("scheduler: event for {q}, already gone");
                 Ok(())
             }
             other => other,
         },
+        SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::Register {
             queue,
             device,

@@ -187,7 +187,6 @@ impl<H: HwQueue> XQueue<H> {
         cmd: H::Command,
         meta: CommandMeta,
     ) -> Result<CommandHandle, RuntimeError> {
-        self.hw.submitting_thread();
         // Tell the scheduler before the command reaches the machine, so the Ready is ordered
         // before that command's Idle; it is reported only if nobody did since the last Idle.
         if self.tracker.looks_idle() {
@@ -220,7 +219,6 @@ impl<H: HwQueue> XQueue<H> {
     /// Block until command `id` of this queue completed; its outcome. An id never submitted
     /// is [`RuntimeError::UnknownCommand`].
     pub fn wait(&self, id: CommandId) -> Result<Result<(), CommandError>, RuntimeError> {
-        self.hw.submitting_thread();
         let submitted = *self
             .next_id
             .lock()
@@ -243,7 +241,6 @@ impl<H: HwQueue> XQueue<H> {
     /// first failure among them, if any (the others still ran), or `Cancelled` if the last one
     /// was cancelled.
     pub fn wait_all(&self) -> Result<(), CommandError> {
-        self.hw.submitting_thread();
         let submitted = *self
             .next_id
             .lock()

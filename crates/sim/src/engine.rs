@@ -164,6 +164,16 @@ impl Sim {
                     w.name
                 )));
             }
+            if let Arrival::Poisson { rate_per_s }
+            | Arrival::Uniform { rate_per_s }
+            | Arrival::Paced { rate_per_s } = w.arrival
+                && !(rate_per_s.is_finite() && rate_per_s > 0.0)
+            {
+                return Err(SimError::Invalid(format!(
+                    "workload `{}`: rate {rate_per_s} per second is not a positive number",
+                    w.name
+                )));
+            }
             if let Some(s) = w.stages.iter().find(|s| s.queue >= sim.xqs.len()) {
                 return Err(SimError::Invalid(format!(
                     "workload `{}` names queue {} of {}",
@@ -314,8 +324,12 @@ impl Sim {
         for xq in &self.xqs {
             for s in &xq.stage_ends {
                 if s.arrival >= self.spec.warmup {
+                    let deadline = self.spec.workloads[s.workload as usize].deadline;
                     let m = &mut self.metrics[s.workload as usize];
                     m.unfinished += 1;
+                    if deadline.is_some_and(|d| s.arrival.saturating_add(d) <= end) {
+                        m.unfinished_late += 1;
+                    }
                     m.record(end.saturating_sub(s.arrival));
                 }
             }
@@ -645,5 +659,11 @@ pub fn simulate(spec: SimSpec) -> Result<SimResult, SimError> {
 fn next_tick(now: Nanos, last: Nanos, period: Nanos) -> Nanos {
     let period = period.0.max(1);
     let behind = now.0.saturating_sub(last.0);
-    Nanos(last.0 + behind.div_ceil(period).max(1) * period)
+    Nanos(
+        behind
+            .div_ceil(period)
+            .max(1)
+            .saturating_mul(period)
+            .saturating_add(last.0),
+    )
 }

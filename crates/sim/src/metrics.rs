@@ -13,6 +13,9 @@ pub struct WorkloadMetrics {
     pub completed: u64,
     /// Requests still unfinished at the end (their age is recorded as a latency lower bound).
     pub unfinished: u64,
+    /// Of those, the ones whose deadline had passed by the end (late for certain; the others
+    /// might still have made it).
+    pub unfinished_late: u64,
     /// Requests that finished within the workload's deadline (when it has one).
     pub on_time: u64,
     /// Standalone execution time of the commands completed inside the window.
@@ -30,6 +33,7 @@ impl Default for WorkloadMetrics {
             latency: new_histogram(),
             completed: 0,
             unfinished: 0,
+            unfinished_late: 0,
             on_time: 0,
             work_done: Nanos::ZERO,
             interval: new_histogram(),

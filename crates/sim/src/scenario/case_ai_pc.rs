@@ -111,14 +111,24 @@ struct Measured {
     events: u64,
 }
 
-fn count(
+/// Bounds that keep every derived time far from overflowing.
+const MAX_COMMANDS: u64 = 1_000_000;
+const HOUR_MS: u64 = 3_600_000;
+
+/// A positive value of `field`, at most `max`, or `default` when absent.
+fn bounded(
     ctx: &Ctx,
     field: &str,
     v: &Option<Spanned<u64>>,
     default: u64,
+    max: u64,
 ) -> Result<u64, ScenarioError> {
-    v.as_ref()
-        .map_or(Ok(default), |v| build::positive(ctx, field, v))
+    let Some(v) = v else { return Ok(default) };
+    let n = build::positive(ctx, field, v)?;
+    if n > max {
+        return Err(ctx.err(v.span(), format!("field `{field}`: at most {max}")));
+    }
+    Ok(n)
 }
 
 fn commands(
@@ -129,11 +139,11 @@ fn commands(
     default: [u64; 2],
 ) -> Result<Commands, ScenarioError> {
     let [lo, hi] = range.as_ref().map_or(default, |r| *r.get_ref());
-    if lo == 0 || lo > hi {
+    if lo == 0 || lo > hi || hi > HOUR_MS * 1000 {
         let span = range.as_ref().map(Spanned::span).unwrap_or_default();
         return Err(ctx.err(
             span,
-            format!("field `{field}`: [min, max] microseconds with 0 < min <= max"),
+            format!("field `{field}`: [min, max] microseconds with 0 < min <= max <= 1 hour"),
         ));
     }
     Ok(Commands {
@@ -168,11 +178,22 @@ impl AiPc {
                 level
             }
         };
-        let frame_n = count(ctx, "frame_commands", &f.frame_commands, 4)?;
-        let speech_n = count(ctx, "speech_commands", &f.speech_commands, 800)?;
-        let speech_period =
-            Nanos::from_ms(count(ctx, "speech_period_ms", &f.speech_period_ms, 3000)?);
-        let laxity = Nanos::from_ms(count(ctx, "laxity_ms", &f.laxity_ms, 2850)?);
+        let frame_n = bounded(ctx, "frame_commands", &f.frame_commands, 4, MAX_COMMANDS)?;
+        let speech_n = bounded(
+            ctx,
+            "speech_commands",
+            &f.speech_commands,
+            800,
+            MAX_COMMANDS,
+        )?;
+        let speech_period = Nanos::from_ms(bounded(
+            ctx,
+            "speech_period_ms",
+            &f.speech_period_ms,
+            3000,
+            HOUR_MS,
+        )?);
+        let laxity = Nanos::from_ms(bounded(ctx, "laxity_ms", &f.laxity_ms, 2850, HOUR_MS)?);
         if laxity >= speech_period {
             let span = f.laxity_ms.as_ref().map(Spanned::span).unwrap_or_default();
             return Err(ctx.err(
@@ -183,8 +204,8 @@ impl AiPc {
         Ok(AiPc {
             seed: f.seed,
             level,
-            seconds: count(ctx, "seconds", &f.seconds, 60)?,
-            frame_fps: count(ctx, "frame_fps", &f.frame_fps, 25)?,
+            seconds: bounded(ctx, "seconds", &f.seconds, 60, 86_400)?,
+            frame_fps: bounded(ctx, "frame_fps", &f.frame_fps, 25, 10_000)?,
             frame: commands(ctx, "frame_cmd_us", frame_n, &f.frame_cmd_us, [7300, 7500])?,
             speech_period,
             speech: commands(
@@ -192,7 +213,7 @@ impl AiPc {
                 "speech_cmd_us",
                 speech_n,
                 &f.speech_cmd_us,
-                [24000, 26000],
+                [900, 1100],
             )?,
             laxity,
             device,
@@ -269,7 +290,8 @@ impl AiPc {
                         })
                         .collect(),
                     blur_p99_interval_us: blur.interval_quantile_us(0.99),
-                    speech_jobs: speech.map_or(0, |m| m.completed + m.unfinished),
+                    // Jobs still running at the end count only once they are past due.
+                    speech_jobs: speech.map_or(0, |m| m.completed + m.unfinished_late),
                     speech_on_time: speech.map_or(0, |m| m.on_time),
                     speech_share: r
                         .queue_work
