@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
+use xsched_report::plot::{Figure, Kind, Series};
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 
@@ -234,8 +235,12 @@ fn speech_jobs(
     })
 }
 
-/// Every mode `runs` times, interleaved; rows per mode with the median and the spread.
-pub fn run(p: &AiPcParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+/// Every mode `runs` times, interleaved; rows per mode with the median and the spread, and the
+/// CDF of the blur's frame interval per mode over all runs.
+pub fn run(
+    p: &AiPcParams,
+    progress: &dyn Fn(usize, usize),
+) -> Result<(Report, Vec<Figure>), RuntimeError> {
     let runs = p.runs.max(1) as usize;
     let mut results: Vec<Vec<RunResult>> = MODES.iter().map(|_| Vec::new()).collect();
     for run in 0..runs {
@@ -245,7 +250,35 @@ pub fn run(p: &AiPcParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
         }
     }
     progress(runs * MODES.len(), runs * MODES.len());
-    Ok(report(&results))
+    Ok((report(&results), vec![interval_cdf(&results)]))
+}
+
+/// The blur's frame intervals (ms) of every run of each mode, as one CDF per mode.
+fn interval_cdf(results: &[Vec<RunResult>]) -> Figure {
+    Figure {
+        file: "case-ai-pc-cpu-frame-interval-cdf".into(),
+        title: "AI PC on the CPU device (time / 10): blur frame interval".into(),
+        axes: (
+            "frame interval (ms, log scale)".into(),
+            "fraction of frames".into(),
+        ),
+        kind: Kind::Cdf { log_x: true },
+        series: MODES
+            .iter()
+            .zip(results)
+            .map(|(m, rs)| Series {
+                name: m.name().into(),
+                values: rs
+                    .iter()
+                    .flat_map(|r| r.intervals.iter_recorded())
+                    .flat_map(|v| {
+                        let ms = v.value_iterated_to() as f64 / 1e6;
+                        std::iter::repeat_n((ms, 0.0), v.count_at_value() as usize)
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
 /// Median, min and max.
@@ -331,8 +364,9 @@ mod tests {
             runs: 1,
             ..AiPcParams::default()
         };
-        let r = run(&p, &|_, _| {}).expect("runs");
+        let (r, figures) = run(&p, &|_, _| {}).expect("runs");
         assert_eq!(r.rows.len(), MODES.len());
+        assert_eq!(figures[0].series.len(), MODES.len(), "one CDF per mode");
         for (row, mode) in r.rows.iter().zip(MODES) {
             assert_eq!(row["policy"], mode.name());
             let p99 = row["blur_p99_interval_ms"].as_f64().unwrap_or(0.0);

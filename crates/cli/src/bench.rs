@@ -6,6 +6,7 @@ use xsched_bench::{
     Report, case_ai_pc, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt,
     soak,
 };
+use xsched_report::plot::Figure;
 
 /// The benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -86,14 +87,15 @@ impl Name {
     }
 }
 
-/// Run benchmark `name`; `samples` overrides its sample count where it has one.
+/// Run benchmark `name`, with the figures it draws (most draw none); `samples` overrides its
+/// sample count where it has one.
 pub fn run(
     name: Name,
     samples: Option<u32>,
     soak: &SoakArgs,
     tick: &dyn Fn(usize, usize),
-) -> anyhow::Result<Report> {
-    Ok(match name {
+) -> anyhow::Result<(Report, Vec<Figure>)> {
+    let report = match name {
         Name::FgBg => {
             let mut p = fg_bg::FgBgParams::default();
             p.requests = samples.unwrap_or(p.requests);
@@ -125,7 +127,7 @@ pub fn run(
         Name::CaseAiPc => {
             let mut p = case_ai_pc::AiPcParams::default();
             p.runs = samples.unwrap_or(p.runs);
-            case_ai_pc::run(&p, tick)?
+            return Ok(case_ai_pc::run(&p, tick)?);
         }
         Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {
@@ -133,5 +135,6 @@ pub fn run(
             p.samples = samples.unwrap_or(p.samples);
             daemon_rtt::run(&p, tick).map_err(|e| anyhow::anyhow!(e))?
         }
-    })
+    };
+    Ok((report, Vec::new()))
 }

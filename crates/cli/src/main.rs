@@ -106,6 +106,9 @@ enum Command {
         /// Samples per point (preempt) or measured requests per mode (fg-bg, harvest, ...).
         #[arg(long)]
         samples: Option<u32>,
+        /// Write the benchmark's figures (SVG) into this directory (case-ai-pc draws one).
+        #[arg(long, value_name = "DIR")]
+        plot: Option<PathBuf>,
         #[command(flatten)]
         soak: bench::SoakArgs,
         #[command(flatten)]
@@ -474,26 +477,23 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             name,
             samples,
+            plot,
             soak,
             output,
         } => {
-            let report = output::with_progress(|tick| bench::run(name, samples, &soak, tick))
-                .with_context(|| format!("running benchmark `{}`", name.label()))?;
-            output::print_report(&format!("bench {}", name.label()), &report, output.json)
+            let (report, figures) =
+                output::with_progress(|tick| bench::run(name, samples, &soak, tick))
+                    .with_context(|| format!("running benchmark `{}`", name.label()))?;
+            let title = format!("bench {}", name.label());
+            output::write_figures(plot.as_deref(), &figures, &title)?;
+            output::print_report(&title, &report, output.json)
         }
         Command::Sim { file, plot, output } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;
             let (report, figures) = output::run_with_progress(&scenario);
-            if let Some(dir) = plot {
-                if figures.is_empty() {
-                    tracing::warn!("{}: this experiment draws no figures", file.display());
-                }
-                for f in &figures {
-                    let path = f.write(&dir)?;
-                    tracing::info!("wrote {}", path.display());
-                }
-            }
-            output::print_report(&file.display().to_string(), &report, output.json)
+            let title = file.display().to_string();
+            output::write_figures(plot.as_deref(), &figures, &title)?;
+            output::print_report(&title, &report, output.json)
         }
         Command::Devices { output } => output::print_devices(output.json),
         Command::Llm(args) => {

@@ -33,6 +33,24 @@ pub fn run_with_progress(scenario: &Scenario) -> (Report, Vec<xsched_report::plo
     with_progress(|tick| scenario.run_with_figures(tick))
 }
 
+/// Write `figures` into `dir` when one was asked for (`--plot DIR`), saying if `what` draws
+/// none.
+pub fn write_figures(
+    dir: Option<&std::path::Path>,
+    figures: &[xsched_report::plot::Figure],
+    what: &str,
+) -> Result<()> {
+    let Some(dir) = dir else { return Ok(()) };
+    if figures.is_empty() {
+        tracing::warn!("{what}: draws no figures");
+    }
+    for f in figures {
+        let path = f.write(dir)?;
+        tracing::info!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
 fn cell(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::Null => "-".into(),
