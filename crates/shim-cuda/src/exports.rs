@@ -114,6 +114,20 @@ scheduled!(
     ptsz = true, stream = |_d, _v, _n, stream| Some(stream)
 );
 
+scheduled!(
+    /// `cuGraphLaunch`, scheduled as one command: the whole graph waits behind one gate, so a
+    /// suspended queue holds its graphs back like its kernels (vLLM and PyTorch run most of
+    /// their decode steps as graphs). A launch on a stream being captured passes through: the
+    /// capture records it, nothing runs.
+    cuGraphLaunch(graph: CUgraphExec, stream: CUstream),
+    ptsz = false, stream = |_graph, stream| Some(stream)
+);
+scheduled!(
+    /// `cuGraphLaunch_ptsz`, scheduled.
+    cuGraphLaunch_ptsz(graph: CUgraphExec, stream: CUstream),
+    ptsz = true, stream = |_graph, stream| Some(stream)
+);
+
 /// Defines an exported entry point that does `$before(key)` on the xsched side, then forwards.
 macro_rules! observed {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $what:literal, |$key:ident| $before:expr, stream = |$($s:ident),*| $stream:expr, ptsz = $ptsz:expr) => {
@@ -184,20 +198,6 @@ observed!(
     |key| |s: &crate::state::Shim| s.set_capturing(key, false),
     stream = |stream, _graph| stream, ptsz = true
 );
-observed!(
-    /// `cuGraphLaunch`: graphs pass through unscheduled (one log line per process); they still
-    /// run in stream order after the stream's gated commands.
-    cuGraphLaunch(graph: CUgraphExec, stream: CUstream), "launching a graph",
-    |key| |_: &crate::state::Shim| graph_once(key),
-    stream = |_graph, stream| stream, ptsz = false
-);
-observed!(
-    /// `cuGraphLaunch_ptsz`: as `cuGraphLaunch`.
-    cuGraphLaunch_ptsz(graph: CUgraphExec, stream: CUstream), "launching a graph",
-    |key| |_: &crate::state::Shim| graph_once(key),
-    stream = |_graph, stream| stream, ptsz = true
-);
-
 /// `cuCtxDestroy`: drains and forgets the context's default streams (the legacy one and every
 /// thread's per-thread one), then destroys the context.
 ///
@@ -220,11 +220,6 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(context: CUcontext) -> Status {
         Some(f) => unsafe { f(context) },
         None => NOT_FOUND,
     }
-}
-
-fn graph_once(_key: Key) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| tracing::info!("graph launches pass through unscheduled"));
 }
 
 /// Defines an exported stream creation that schedules the new stream (reading `XSCHED_*` now).

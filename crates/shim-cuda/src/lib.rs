@@ -10,13 +10,15 @@
 //!
 //! Every stream the program uses (created streams, the legacy default stream per context, the
 //! per-thread default stream per thread) becomes an XQueue, with hints and scheduler from
-//! `XSCHED_*`. Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`), async copies and memsets
-//! are made on the real stream at once behind a gate the XQueue opens when it launches them
+//! `XSCHED_*`. Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`), graph launches
+//! (`cuGraphLaunch`, one command per graph), async copies and memsets are made on the real
+//! stream at once behind a gate the XQueue opens when it launches them
 //! (`gate.rs`), so status codes, argument capture and events are the driver's, and a background
 //! stream holds only a bounded amount of work the device may start. The shim also answers
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`): the CUDA runtime (and so PyTorch) finds driver
-//! functions that way, not by linking. Graphs and streams under capture pass through
-//! unscheduled with one log line; devices without stream memory operations pass through. No
+//! functions that way, not by linking. A stream under capture passes through unscheduled while
+//! it is captured (the capture records, nothing runs), with one log line; devices without
+//! stream memory operations pass through. No
 //! panic crosses into the program; on an internal failure a call goes straight to the driver.
 //!
 //! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).

@@ -3,7 +3,8 @@
 //! (`crates/backend-cuda/tests/fake/libcuda.c`): identical results and status codes with and
 //! without it, the commands really gated (the fake driver logs every stream wait it executes),
 //! entry points found through `dlsym` + `cuGetProcAddress` replaced by the shim's, the default
-//! streams scheduled, graphs passed through, and direct forwarding when xsched cannot start.
+//! streams and graph launches scheduled, captures passed through, and direct forwarding when
+//! xsched cannot start.
 
 #[path = "../../backend-cuda/tests/common/fake.rs"]
 mod fake;
@@ -125,16 +126,29 @@ fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim
         "per-thread stream: {log}"
     );
     assert!(log.contains("captured into a graph"), "{log}");
-    assert_eq!(
-        log.matches("graph launches pass through unscheduled")
-            .count(),
-        1,
-        "{log}"
+    // The graph launch is scheduled: on its stream, a gate comes right before the graph's
+    // nodes (the fake driver logs each node as it runs, then `graph <stream> <nodes>`).
+    let graph = shimmed
+        .driver
+        .lines()
+        .find(|l| l.starts_with("graph "))
+        .unwrap_or_else(|| panic!("the graph ran: {}", shimmed.driver));
+    let fields: Vec<&str> = graph.split(' ').collect();
+    let (stream, nodes) = (fields[1], fields[2].parse::<usize>().expect("node count"));
+    let on_stream: Vec<&str> = shimmed
+        .driver
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some(stream))
+        .collect();
+    let at = on_stream.iter().position(|l| *l == graph).unwrap_or(0);
+    assert!(
+        at > nodes && on_stream[at - nodes - 1].starts_with("wait "),
+        "the graph waited behind its gate: {on_stream:?}"
     );
     assert!(
-        shimmed.driver.contains("graph "),
-        "the graph ran: {}",
-        shimmed.driver
+        native.driver.contains("graph ") && waits(&native.driver) == 0,
+        "natively the same graph ran ungated: {}",
+        native.driver
     );
 }
 

@@ -43,8 +43,11 @@ pub fn library_dir() -> &'static Path {
             "cc: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        // A link, not a copy: both names must load the one driver (same file, same state).
-        std::os::unix::fs::symlink("libcuda.so", dir.join("libcuda.so.1")).expect("libcuda.so.1");
+        // A link, not a copy: both names must load the one driver (same file, same state). A
+        // folder left by an earlier process with the same id may hold one already.
+        let link = dir.join("libcuda.so.1");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libcuda.so", &link).expect("libcuda.so.1");
         dir
     })
 }
