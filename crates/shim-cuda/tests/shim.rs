@@ -250,3 +250,31 @@ fn level_2_asked_of_a_level_1_device_runs_the_program_unchanged_and_says_why() {
         );
     }
 }
+
+/// XSched's upstream PR 30: several streams in one process deadlocked its per-stream policy.
+/// Here two streams of one program, the second waiting on an event of the first every round,
+/// finish under the shim with the native result, each stream scheduled.
+#[test]
+fn streams_that_wait_on_each_others_events_finish_with_the_native_result() {
+    let Some(s) = setup() else { return };
+    let args = ["crossdep", "2048", "12"];
+    let native = s.run_mode(&args, false, &[], "crossdep-ref");
+    let shimmed = s.run_mode(&args, true, &[], "crossdep-shim");
+    assert_eq!(shimmed.json["checksum"], native.json["checksum"]);
+    assert_eq!(
+        shimmed.log.matches("scheduled as XQueue").count(),
+        2,
+        "both streams scheduled: {}",
+        shimmed.log
+    );
+    assert_eq!(
+        shimmed.driver.matches("evwait ").count(),
+        12,
+        "every round waited on its event: {}",
+        shimmed.driver
+    );
+    assert!(
+        waits(&shimmed.driver) >= 12 * 3,
+        "the copies and kernels were gated"
+    );
+}

@@ -42,7 +42,7 @@ enum {
 #define STREAM_LEGACY ((CUstream)0x1)
 #define STREAM_PER_THREAD ((CUstream)0x2)
 
-enum kind { K_WORK, K_AXPY, K_COPY, K_SET8, K_WAIT, K_EVENT, K_GRAPH };
+enum kind { K_WORK, K_AXPY, K_COPY, K_SET8, K_WAIT, K_EVENT, K_GRAPH, K_EVWAIT };
 struct fake_func { enum kind kind; const char *name; };
 static struct fake_func FUNCS[] = {{K_WORK, "work"}, {K_AXPY, "axpy"}};
 
@@ -92,6 +92,7 @@ static struct fake_stream *resolve(CUstream h, int ptsz) {
 }
 
 static int ready(struct item *it) {
+  if (it->kind == K_EVWAIT) return it->event->reached >= it->c;
   if (it->kind != K_WAIT) return 1;
   return *(volatile uint32_t *)(uintptr_t)it->a >= (uint32_t)it->b;
 }
@@ -116,6 +117,7 @@ static void execute(struct fake_stream *s, struct item *it) {
   case K_SET8: memset((void *)(uintptr_t)it->a, (int)it->b, it->c); say("memset %llu %llu", s->id, it->c); break;
   case K_WAIT: say("wait %llu %llu", s->id, it->b); break;
   case K_EVENT: break;
+  case K_EVWAIT: say("evwait %llu %llu", s->id, it->c); break;
   case K_GRAPH: say("graph %llu %llu", s->id, (uint64_t)it->graph->n); break;
   }
 }
@@ -167,7 +169,7 @@ static CUresult push(CUstream h, int ptsz, struct item *it) {
   if (!initialized) { pthread_mutex_unlock(&mu); free(it); return NOT_INITIALIZED; }
   struct fake_stream *s = resolve(h, ptsz);
   if (s->capturing) {
-    if (it->kind == K_WAIT || it->kind == K_EVENT) { /* not capturable here */
+    if (it->kind == K_WAIT || it->kind == K_EVENT || it->kind == K_EVWAIT) { /* not capturable here */
       pthread_mutex_unlock(&mu); free(it); return STREAM_CAPTURE_UNSUPPORTED;
     }
     if (s->capture->n < 256) s->capture->items[s->capture->n++] = it;
@@ -292,6 +294,19 @@ static CUresult record(CUevent e, CUstream h, int ptsz) {
 }
 CUresult cuEventRecord(CUevent e, CUstream h) { return record(e, h, 0); }
 CUresult cuEventRecord_ptsz(CUevent e, CUstream h) { return record(e, h, 1); }
+/* The stream waits until the event's latest recording (at the time of the call) is reached. */
+static CUresult wait_event(CUstream h, CUevent e, unsigned flags, int ptsz) {
+  if (!e) return INVALID_HANDLE;
+  if (flags != 0) return INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  uint64_t n = e->recorded;
+  pthread_mutex_unlock(&mu);
+  struct item *it = new_item(K_EVWAIT, 0, 0, n);
+  it->event = e;
+  return push(h, ptsz, it);
+}
+CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned f) { return wait_event(h, e, f, 0); }
+CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned f) { return wait_event(h, e, f, 1); }
 CUresult cuEventQuery(CUevent e) {
   if (!e) return INVALID_HANDLE;
   pthread_mutex_lock(&mu);
@@ -451,6 +466,7 @@ static const struct proc PROCS[] = {
   {"cuStreamCreate", cuStreamCreate, cuStreamCreate},
   {"cuStreamDestroy", cuStreamDestroy_v2, cuStreamDestroy_v2},
   {"cuEventRecord", cuEventRecord, cuEventRecord_ptsz},
+  {"cuStreamWaitEvent", cuStreamWaitEvent, cuStreamWaitEvent_ptsz},
   {"cuEventSynchronize", cuEventSynchronize, cuEventSynchronize},
   {"cuStreamBeginCapture", cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz},
   {"cuStreamEndCapture", cuStreamEndCapture, cuStreamEndCapture_ptsz},

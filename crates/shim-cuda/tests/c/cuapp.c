@@ -7,6 +7,9 @@
  *   cuapp hold N MS       one stream in use for MS milliseconds
  *   cuapp threads N K     K threads each launch on their per-thread default stream and exit;
  *                         then the legacy stream, then cuCtxDestroy
+ *   cuapp crossdep N K    two streams, K rounds: an axpy on the first, an event recorded there,
+ *                         the second waits on it, copies the first's result and runs an axpy;
+ *                         one JSON line with the second's checksum (it depends on the order)
  *   cuapp fork N MS stay|exec  a stream in use, then fork: the child sleeps 2*MS without CUDA
  *                         (stay) or execs `hold N 2*MS` (exec); the parent prints
  *                         {"pid","child"}, uses its stream MS more and exits
@@ -55,6 +58,8 @@ CUresult cuStreamSynchronize_ptsz(CUstream);
 CUresult cuEventCreate(CUevent *, unsigned);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventSynchronize(CUevent);
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned);
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 CUresult cuStreamBeginCapture_v2(CUstream, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
@@ -247,10 +252,44 @@ static int forked(unsigned n, double ms, const char *mode, const char *self) {
   return 0;
 }
 
+/* Several streams of one process with a dependency between them (XSched's upstream PR 30: its
+ * per-stream policy deadlocked on this shape). */
+static int crossdep(unsigned n, int k) {
+  Work a = work_on_new_stream(n);
+  CUstream b;
+  CUdeviceptr yb;
+  CHECK(cuStreamCreate(&b, 1));
+  CHECK(cuMemAlloc_v2(&yb, n * sizeof(float)));
+  float *host = malloc(n * sizeof(float));
+  for (unsigned i = 0; i < n; i++) host[i] = (float)(i % 7);
+  CHECK(cuMemcpyHtoDAsync_v2(a.x, host, n * sizeof(float), a.s));
+  CHECK(cuMemcpyHtoDAsync_v2(a.y, host, n * sizeof(float), a.s));
+  CUevent done;
+  CHECK(cuEventCreate(&done, 0));
+  void *pa[] = {&a.y, &a.x, &a.n, &a.a};
+  void *pb[] = {&yb, &a.x, &a.n, &a.a};
+  for (int r = 0; r < k; r++) {
+    CHECK(cuLaunchKernel(a.axpy, 1, 1, 1, 32, 1, 1, 0, a.s, pa, NULL));
+    CHECK(cuEventRecord(done, a.s));
+    CHECK(cuStreamWaitEvent(b, done, 0));
+    CHECK(cuMemcpyDtoDAsync_v2(yb, a.y, n * sizeof(float), b));
+    CHECK(cuLaunchKernel(a.axpy, 1, 1, 1, 32, 1, 1, 0, b, pb, NULL));
+  }
+  CHECK(cuMemcpyDtoHAsync_v2(host, yb, n * sizeof(float), b));
+  CHECK(cuStreamSynchronize(b));
+  CHECK(cuStreamSynchronize(a.s));
+  printf("{\"mode\":\"crossdep\",\"checksum\":\"%08x\"}\n", checksum(host, n));
+  CHECK(cuStreamDestroy_v2(b));
+  CHECK(cuStreamDestroy_v2(a.s));
+  free(host);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "check")) return check((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "hold")) return hold((unsigned)atoi(argv[2]), atof(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "threads")) return threads((unsigned)atoi(argv[2]), atoi(argv[3]));
+  if (argc == 4 && !strcmp(argv[1], "crossdep")) return crossdep((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "fork"))
     return forked((unsigned)atoi(argv[2]), atof(argv[3]), argv[4], argv[0]);
   fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | fork N MS stay|exec\n");
