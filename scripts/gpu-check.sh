@@ -36,7 +36,8 @@ prepare() {
   cd "$root"
   export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
   step "build (release)"
-  cargo build --release --locked -p xsched-cli -p xsched-shim-cuda -p xsched-backend-cuda --examples
+  cargo build --release --locked -p xsched-cli -p xsched-shim-cuda
+  cargo build --release --locked -p xsched-backend-cuda --examples
   local tests
   tests="$(cargo test --release --locked -p xsched-backend-cuda --test streams --no-run \
     --message-format=json 2>/dev/null | python3 -c '
