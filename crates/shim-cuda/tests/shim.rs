@@ -278,3 +278,51 @@ fn streams_that_wait_on_each_others_events_finish_with_the_native_result() {
         "the copies and kernels were gated"
     );
 }
+
+/// XSched's upstream issue 22 (vLLM on an A10): programs that reach the driver the CUDA
+/// runtime's way are never linked against libcuda; they `dlopen` it and take every entry point
+/// from `cuGetProcAddress`. Such a program (`tests/c/cudart_like.c`) gets the native result
+/// under the shim, with its stream scheduled and its commands gated.
+#[test]
+fn a_program_that_finds_the_driver_only_through_cu_get_proc_address_is_scheduled() {
+    let Some(s) = setup() else { return };
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cudart_like.c");
+    let program =
+        program::build("cudart_like", &source, &[], &["-ldl"]).unwrap_or_else(|e| panic!("{e}"));
+    let run = |shim: bool, tag: &str| {
+        let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
+        let _ = std::fs::remove_file(&trace);
+        let mut c = Command::new(&program);
+        c.args(["2048", "10"]);
+        for var in xsched_interpose::STEERING_VARS {
+            c.env_remove(var);
+        }
+        c.env("LD_LIBRARY_PATH", s.lib).env("FAKE_CUDA_LOG", &trace);
+        if shim {
+            c.env("LD_PRELOAD", &s.shim).env("XSCHED_LOG", "info");
+        }
+        let out = c.output().expect("the program runs");
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{tag}: {log}");
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {log}"));
+        (
+            json,
+            log,
+            std::fs::read_to_string(&trace).unwrap_or_default(),
+        )
+    };
+    let (native, _, native_driver) = run(false, "cudart-ref");
+    let (shimmed, log, driver) = run(true, "cudart-shim");
+    assert_eq!(shimmed["checksum"], native["checksum"]);
+    assert_eq!(waits(&native_driver), 0);
+    assert!(
+        log.contains("scheduled as XQueue"),
+        "the stream is scheduled: {log}"
+    );
+    assert!(
+        waits(&driver) >= 10 + 3,
+        "the launches and copies waited behind their gates: {driver}"
+    );
+}

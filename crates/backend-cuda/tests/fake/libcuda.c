@@ -454,6 +454,11 @@ CUresult cuGetErrorName(CUresult e, const char **s) {
 struct proc { const char *name; void *normal, *ptsz; };
 static const struct proc PROCS[] = {
   {"cuInit", cuInit, cuInit},
+  {"cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain},
+  {"cuCtxSetCurrent", cuCtxSetCurrent, cuCtxSetCurrent},
+  {"cuModuleLoadData", cuModuleLoadData, cuModuleLoadData},
+  {"cuModuleGetFunction", cuModuleGetFunction, cuModuleGetFunction},
+  {"cuMemAlloc", cuMemAlloc_v2, cuMemAlloc_v2},
   {"cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz},
   {"cuLaunchKernelEx", cuLaunchKernelEx, cuLaunchKernelEx_ptsz},
   {"cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz},
