@@ -281,20 +281,22 @@ fn streams_that_wait_on_each_others_events_finish_with_the_native_result() {
 
 /// XSched's upstream issue 22 (vLLM on an A10): programs that reach the driver the CUDA
 /// runtime's way are never linked against libcuda; they `dlopen` it and take every entry point
-/// from `cuGetProcAddress`. Such a program (`tests/c/cudart_like.c`) gets the native result
-/// under the shim, with its stream scheduled and its commands gated.
+/// from `cuGetProcAddress_v2`, found with `dlsym` on the driver's handle or through
+/// `dlsym(RTLD_NEXT)`, at CUDA 12 or CUDA 13 version numbers. Such a program
+/// (`tests/c/cudart_like.c`) gets the native result under the shim each way, with its stream
+/// scheduled and its commands gated.
 #[test]
 fn a_program_that_finds_the_driver_only_through_cu_get_proc_address_is_scheduled() {
     let Some(s) = setup() else { return };
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cudart_like.c");
     let program =
         program::build("cudart_like", &source, &[], &["-ldl"]).unwrap_or_else(|e| panic!("{e}"));
-    let run = |shim: bool, tag: &str| {
+    let run = |args: &[&str], shim: bool, tag: &str| {
         let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
         let _ = std::fs::remove_file(&trace);
         let mut c = Command::new(&program);
-        c.args(["2048", "10"]);
+        c.args(args);
         for var in xsched_interpose::STEERING_VARS {
             c.env_remove(var);
         }
@@ -313,16 +315,22 @@ fn a_program_that_finds_the_driver_only_through_cu_get_proc_address_is_scheduled
             std::fs::read_to_string(&trace).unwrap_or_default(),
         )
     };
-    let (native, _, native_driver) = run(false, "cudart-ref");
-    let (shimmed, log, driver) = run(true, "cudart-shim");
-    assert_eq!(shimmed["checksum"], native["checksum"]);
-    assert_eq!(waits(&native_driver), 0);
-    assert!(
-        log.contains("scheduled as XQueue"),
-        "the stream is scheduled: {log}"
-    );
-    assert!(
-        waits(&driver) >= 10 + 3,
-        "the launches and copies waited behind their gates: {driver}"
-    );
+    for lookup in ["handle", "next"] {
+        for version in ["12040", "13000"] {
+            let args = ["2048", "10", lookup, version];
+            let tag = format!("cudart-{lookup}-{version}");
+            let (native, _, native_driver) = run(&args, false, &format!("{tag}-ref"));
+            let (shimmed, log, driver) = run(&args, true, &tag);
+            assert_eq!(shimmed["checksum"], native["checksum"], "{tag}");
+            assert_eq!(waits(&native_driver), 0, "{tag}");
+            assert!(
+                log.contains("scheduled as XQueue"),
+                "{tag}: the stream is scheduled: {log}"
+            );
+            assert!(
+                waits(&driver) >= 10 + 3,
+                "{tag}: the launches and copies waited behind their gates: {driver}"
+            );
+        }
+    }
 }

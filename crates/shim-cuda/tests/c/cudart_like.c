@@ -4,7 +4,10 @@
  * XSched's upstream issue 22 (vLLM on an A10) came from this shape. Written for xsched's tests,
  * never linked against xsched.
  *
- *   cudart_like N ROUNDS   one JSON line: {"checksum": ...} of y after ROUNDS axpys on a stream
+ *   cudart_like N ROUNDS handle|next VERSION   one JSON line: {"checksum": ...} of y after
+ *       ROUNDS axpys on a stream; cuGetProcAddress_v2 is looked up with dlsym on the driver's
+ *       handle, or with dlsym(RTLD_NEXT) after loading the driver RTLD_GLOBAL; every entry point
+ *       is asked for at VERSION (12040 for CUDA 12.4, 13000 for CUDA 13)
  *
  * Kernels are the fake driver's ("axpy": y = a*x + y; see crates/backend-cuda/tests/fake). */
 #define _GNU_SOURCE
@@ -21,11 +24,12 @@ typedef void *CUstream, *CUfunction, *CUmodule, *CUcontext;
 typedef CUresult (*getproc_t)(const char *, void **, int, uint64_t, int *);
 
 static getproc_t getproc;
+static int version;
 
-/* The entry point `name` as the driver hands it out (per-thread default stream: flags 0). */
+/* The entry point `name` as the driver hands it out (legacy default stream: flags 0). */
 static void *entry(const char *name) {
   void *f = NULL;
-  if (getproc(name, &f, 12040, 0, NULL) != 0 || !f) {
+  if (getproc(name, &f, version, 0, NULL) != 0 || !f) {
     fprintf(stderr, "cuGetProcAddress(%s) failed\n", name);
     exit(1);
   }
@@ -39,12 +43,14 @@ static void *entry(const char *name) {
   } while (0)
 
 int main(int argc, char **argv) {
-  if (argc != 3) { fprintf(stderr, "usage: cudart_like N ROUNDS\n"); return 2; }
+  if (argc != 5) { fprintf(stderr, "usage: cudart_like N ROUNDS handle|next VERSION\n"); return 2; }
   unsigned n = (unsigned)atoi(argv[1]);
   int rounds = atoi(argv[2]);
-  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  int next = argv[3][0] == 'n';
+  version = atoi(argv[4]);
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | (next ? RTLD_GLOBAL : RTLD_LOCAL));
   if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 1; }
-  getproc = (getproc_t)dlsym(lib, "cuGetProcAddress_v2");
+  getproc = (getproc_t)dlsym(next ? RTLD_NEXT : lib, "cuGetProcAddress_v2");
   if (!getproc) { fprintf(stderr, "no cuGetProcAddress_v2\n"); return 1; }
 
   CUcontext ctx;
