@@ -14,8 +14,8 @@
 //! 285 ms after its job became ready). Measured: the blur's P99 frame interval (completion to
 //! completion), speech jobs, those done within their period, and the lost ones (late).
 
+use crate::Report;
 use crate::stats::pct_us;
-use crate::{Check, Report};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use std::sync::Arc;
@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_report::plot::{Figure, Kind, Series};
+use xsched_report::plot::{Figure, samples};
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_workload::ai_pc::{self, MODES, Mode, Outcome};
 
 /// What the study runs.
 #[derive(Clone, Debug)]
@@ -64,33 +65,6 @@ impl Default for AiPcParams {
             laxity: Duration::from_millis(285),
             measure: Duration::from_secs(10),
             runs: 3,
-        }
-    }
-}
-
-/// How the two workloads share the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The blur alone.
-    Standalone,
-    /// Both natively.
-    Fcfs,
-    /// xsched fixed priority at Level 2, the blur above speech.
-    Priority,
-    /// xsched laxity at Level 2: speech critical once its laxity expired.
-    Laxity,
-}
-
-/// Every mode, in report order.
-pub const MODES: [Mode; 4] = [Mode::Standalone, Mode::Fcfs, Mode::Priority, Mode::Laxity];
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Standalone => "standalone",
-            Mode::Fcfs => "fcfs",
-            Mode::Priority => "fixed-priority",
-            Mode::Laxity => "laxity",
         }
     }
 }
@@ -255,30 +229,14 @@ pub fn run(
 
 /// The blur's frame intervals (ms) of every run of each mode, as one CDF per mode.
 fn interval_cdf(results: &[Vec<RunResult>]) -> Figure {
-    Figure {
-        file: "case-ai-pc-cpu-frame-interval-cdf".into(),
-        title: "AI PC on the CPU device (time / 10): blur frame interval".into(),
-        axes: (
-            "frame interval (ms, log scale)".into(),
-            "fraction of frames".into(),
-        ),
-        kind: Kind::Cdf { log_x: true },
-        series: MODES
+    ai_pc::interval_cdf(
+        "case-ai-pc-cpu-frame-interval-cdf",
+        "AI PC on the CPU device (time / 10): blur frame interval".into(),
+        results
             .iter()
-            .zip(results)
-            .map(|(m, rs)| Series {
-                name: m.name().into(),
-                values: rs
-                    .iter()
-                    .flat_map(|r| r.intervals.iter_recorded())
-                    .flat_map(|v| {
-                        let ms = v.value_iterated_to() as f64 / 1e6;
-                        std::iter::repeat_n((ms, 0.0), v.count_at_value() as usize)
-                    })
-                    .collect(),
-            })
+            .map(|rs| rs.iter().flat_map(|r| samples(&r.intervals, 1e6)).collect())
             .collect(),
-    }
+    )
 }
 
 /// Median, min and max.
@@ -294,12 +252,16 @@ fn report(results: &[Vec<RunResult>]) -> Report {
     let p99_ms = |r: &RunResult| pct_us(&r.intervals, 0.99) / 1000.0;
     let standalone = spread(results[0].iter().map(p99_ms).collect()).0;
     let mut rows = Vec::new();
-    let mut lost_by_mode = Vec::new();
+    let mut outcomes = Vec::new();
     for (mode, rs) in MODES.iter().zip(results) {
         let (p99, lo, hi) = spread(rs.iter().map(p99_ms).collect());
         let jobs: u32 = rs.iter().map(|r| r.speech_jobs).sum();
         let on_time: u32 = rs.iter().map(|r| r.speech_on_time).sum();
-        lost_by_mode.push((jobs, jobs - on_time, p99));
+        outcomes.push(Outcome {
+            p99_ms: p99,
+            jobs: u64::from(jobs),
+            on_time: u64::from(on_time),
+        });
         rows.push(cells(&[
             ("policy", json!(mode.name())),
             ("blur_p99_interval_ms", json!(round3(p99))),
@@ -311,27 +273,7 @@ fn report(results: &[Vec<RunResult>]) -> Report {
             ("lost_transcripts", json!(jobs - on_time)),
         ]));
     }
-    let (fcfs, fp, lax) = (lost_by_mode[1], lost_by_mode[2], lost_by_mode[3]);
-    let checks = vec![
-        Check {
-            name: "laxity: every speech job within its period".into(),
-            target: "0 lost (paper: all on time)".into(),
-            measured: format!("{} of {} lost", lax.1, lax.0),
-            pass: lax.0 > 0 && lax.1 == 0,
-        },
-        Check {
-            name: "fixed priority: speech starves".into(),
-            target: "transcripts lost (paper)".into(),
-            measured: format!("{} of {} lost", fp.1, fp.0),
-            pass: fp.1 > 0,
-        },
-        Check {
-            name: "laxity blur P99 frame interval vs FCFS".into(),
-            target: "paper 9.26x better; >= 5x here".into(),
-            measured: format!("{:.2}x better", fcfs.2 / lax.2),
-            pass: 5.0 * lax.2 <= fcfs.2,
-        },
-    ];
+    let checks = ai_pc::checks(&[0, 1, 2, 3].map(|i| outcomes[i]));
     Report {
         experiment: "case-ai-pc (cpu device, time / 10)".into(),
         columns: columns(&[
@@ -381,6 +323,6 @@ mod tests {
                 assert!(jobs >= 2, "{row:?}");
             }
         }
-        assert_eq!(r.checks.len(), 3);
+        assert_eq!(r.checks.len(), 4, "the simulated study's checks");
     }
 }

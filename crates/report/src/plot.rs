@@ -65,6 +65,17 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// Every value a nanosecond histogram recorded, divided by `per` (1e6: milliseconds), each as
+/// often as it was recorded: the samples of a CDF.
+pub fn samples(h: &hdrhistogram::Histogram<u64>, per: f64) -> Vec<f64> {
+    h.iter_recorded()
+        .flat_map(|v| {
+            let x = v.value_iterated_to() as f64 / per;
+            std::iter::repeat_n(x, v.count_at_value() as usize)
+        })
+        .collect()
+}
+
 /// Points per CDF curve at most (every k-th sorted sample, and the last).
 const CDF_POINTS: usize = 400;
 

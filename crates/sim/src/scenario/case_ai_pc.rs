@@ -12,15 +12,16 @@
 //! device. Defaults are the scenario file's values.
 
 use super::build;
-use super::{Check, Ctx, Report, ScenarioError};
+use super::{Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode, StageSpec, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
-use xsched_report::plot::{Figure, Kind, Series};
+use xsched_report::plot::{Figure, samples};
 use xsched_report::{columns_of, round3, row};
+use xsched_workload::ai_pc::{self, MODES, Mode, Outcome};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,31 +64,6 @@ struct Commands {
     max: Nanos,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    /// The blur alone on the device.
-    Standalone,
-    /// Both, natively: the device's FCFS.
-    Fcfs,
-    /// xsched, fixed priority: the blur above speech.
-    Priority,
-    /// xsched, laxity: speech critical once its laxity expired.
-    Laxity,
-}
-
-const MODES: [Mode; 4] = [Mode::Standalone, Mode::Fcfs, Mode::Priority, Mode::Laxity];
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Standalone => "standalone",
-            Mode::Fcfs => "fcfs",
-            Mode::Priority => "fixed-priority",
-            Mode::Laxity => "laxity",
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct Row {
     policy: &'static str,
@@ -102,8 +78,8 @@ struct Row {
 
 /// What one run measured.
 struct Measured {
-    /// Every frame interval (µs), for the CDF.
-    intervals_us: Vec<f64>,
+    /// Every frame interval (ms), for the CDF.
+    intervals_ms: Vec<f64>,
     blur_p99_interval_us: f64,
     speech_jobs: u64,
     speech_on_time: u64,
@@ -281,14 +257,7 @@ impl AiPc {
                 let speech = r.workloads.get(1);
                 let blur = &r.workloads[0];
                 Measured {
-                    intervals_us: blur
-                        .interval
-                        .iter_recorded()
-                        .flat_map(|v| {
-                            let us = v.value_iterated_to() as f64 / 1000.0;
-                            std::iter::repeat_n(us, v.count_at_value() as usize)
-                        })
-                        .collect(),
+                    intervals_ms: samples(&blur.interval, 1e6),
                     blur_p99_interval_us: blur.interval_quantile_us(0.99),
                     // Jobs still running at the end count only once they are past due.
                     speech_jobs: speech.map_or(0, |m| m.completed + m.unfinished_late),
@@ -301,7 +270,7 @@ impl AiPc {
                 }
             }
             Err(_) => Measured {
-                intervals_us: Vec::new(),
+                intervals_ms: Vec::new(),
                 blur_p99_interval_us: f64::NAN,
                 speech_jobs: 0,
                 speech_on_time: 0,
@@ -317,12 +286,11 @@ impl AiPc {
         let standalone = results[0].blur_p99_interval_us;
         let mut rows = Vec::new();
         let mut events = 0;
-        let at = |m: Mode| &results[MODES.iter().position(|x| *x == m).unwrap_or(0)];
         for (mode, r) in MODES.iter().zip(&results) {
             events += r.events;
             rows.push(row(Row {
                 policy: mode.name(),
-                level: matches!(mode, Mode::Priority | Mode::Laxity).then_some(self.level.number()),
+                level: mode.scheduled().then_some(self.level.number()),
                 blur_p99_interval_ms: round3(r.blur_p99_interval_us / 1000.0),
                 blur_p99_ratio: round3(r.blur_p99_interval_us / standalone),
                 speech_jobs: r.speech_jobs,
@@ -331,59 +299,17 @@ impl AiPc {
                 speech_device_share: round3(r.speech_share),
             }));
         }
-        let (fcfs, fp, lax) = (at(Mode::Fcfs), at(Mode::Priority), at(Mode::Laxity));
-        let lost = |r: &Measured| r.speech_jobs - r.speech_on_time;
-        let checks = vec![
-            Check {
-                name: "laxity: every speech job within its period".into(),
-                target: "0 lost (paper: all on time)".into(),
-                measured: format!("{} of {} lost", lost(lax), lax.speech_jobs),
-                pass: lax.speech_jobs > 0 && lost(lax) == 0,
-            },
-            Check {
-                name: "fixed priority: speech starves".into(),
-                target: "transcripts lost (paper)".into(),
-                measured: format!("{} of {} lost", lost(fp), fp.speech_jobs),
-                pass: lost(fp) > 0,
-            },
-            Check {
-                name: "FCFS blur P99 frame interval".into(),
-                target: "paper 880 ms (20.12x standalone); >= 10x here".into(),
-                measured: format!(
-                    "{:.0} ms ({:.2}x)",
-                    fcfs.blur_p99_interval_us / 1000.0,
-                    fcfs.blur_p99_interval_us / standalone
-                ),
-                pass: fcfs.blur_p99_interval_us >= 10.0 * standalone,
-            },
-            Check {
-                name: "laxity blur P99 frame interval".into(),
-                target: "paper 95 ms, 9.26x better than FCFS; >= 5x better here".into(),
-                measured: format!(
-                    "{:.0} ms ({:.2}x better)",
-                    lax.blur_p99_interval_us / 1000.0,
-                    fcfs.blur_p99_interval_us / lax.blur_p99_interval_us
-                ),
-                pass: 5.0 * lax.blur_p99_interval_us <= fcfs.blur_p99_interval_us,
-            },
-        ];
-        let cdf = Figure {
-            file: "case-ai-pc-frame-interval-cdf".into(),
-            title: format!("AI PC on {}: blur frame interval", self.device.name),
-            axes: (
-                "frame interval (ms, log scale)".into(),
-                "fraction of frames".into(),
-            ),
-            kind: Kind::Cdf { log_x: true },
-            series: MODES
-                .iter()
-                .zip(&results)
-                .map(|(m, r)| Series {
-                    name: m.name().into(),
-                    values: r.intervals_us.iter().map(|us| (us / 1000.0, 0.0)).collect(),
-                })
-                .collect(),
+        let outcome = |r: &Measured| Outcome {
+            p99_ms: r.blur_p99_interval_us / 1000.0,
+            jobs: r.speech_jobs,
+            on_time: r.speech_on_time,
         };
+        let checks = ai_pc::checks(&[0, 1, 2, 3].map(|i| outcome(&results[i])));
+        let cdf = ai_pc::interval_cdf(
+            "case-ai-pc-frame-interval-cdf",
+            format!("AI PC on {}: blur frame interval", self.device.name),
+            results.into_iter().map(|r| r.intervals_ms).collect(),
+        );
         let report = Report {
             experiment: "case-ai-pc".into(),
             columns: columns_of(&rows),
