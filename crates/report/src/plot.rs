@@ -100,41 +100,26 @@ impl Figure {
         }
         let root = SVGBackend::new(&path, (900, 560)).into_drawing_area();
         let axes = (self.axes.0.as_str(), self.axes.1.as_str());
-        let drawn = match self.kind {
-            Kind::Lines => {
-                let x = x0..x1.max(x0 + 1e-9);
-                let y = 0.0..(y1 * 1.05).max(1e-9);
-                draw(
-                    &root,
-                    &self.title,
-                    (x, y),
-                    axes,
-                    &curves,
-                    SeriesLabelPosition::UpperLeft,
-                )
-            }
-            Kind::Cdf { log_x: true } => {
-                let x = (x0.max(1e-9)..x1.max(x0 * 1.01 + 1e-9)).log_scale();
-                draw(
-                    &root,
-                    &self.title,
-                    (x, 0.0..1.0),
-                    axes,
-                    &curves,
-                    SeriesLabelPosition::LowerRight,
-                )
-            }
-            Kind::Cdf { log_x: false } => {
-                let x = x0..x1.max(x0 + 1e-9);
-                draw(
-                    &root,
-                    &self.title,
-                    (x, 0.0..1.0),
-                    axes,
-                    &curves,
-                    SeriesLabelPosition::LowerRight,
-                )
-            }
+        // Lines from zero to just above the highest point; a CDF from 0 to 1.
+        let (y, legend) = match self.kind {
+            Kind::Lines => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft),
+            Kind::Cdf { .. } => (0.0..1.0, SeriesLabelPosition::LowerRight),
+        };
+        let chart = Chart {
+            root: &root,
+            title: &self.title,
+            axes,
+            curves: &curves,
+            legend,
+        };
+        let drawn = if let Kind::Cdf { log_x: true } = self.kind {
+            draw(
+                chart,
+                (x0.max(1e-9)..x1.max(x0 * 1.01 + 1e-9)).log_scale(),
+                y,
+            )
+        } else {
+            draw(chart, x0..x1.max(x0 + 1e-9), y)
         };
         drawn
             .and_then(|()| root.present().map_err(|e| e.to_string()))
@@ -173,15 +158,27 @@ impl Figure {
     }
 }
 
-/// `root` filled white, a titled chart over `x` × `y` with its axes labelled, one line per
-/// curve and a legend.
-fn draw<X, Y>(
-    root: &DrawingArea<SVGBackend<'_>, Shift>,
-    title: &str,
-    (x, y): (X, Y),
-    (x_desc, y_desc): (&str, &str),
-    curves: &[(&str, Vec<(f64, f64)>)],
+/// What a chart shows, whatever its axes' scales.
+struct Chart<'a, 'b> {
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &'a str,
+    axes: (&'a str, &'a str),
+    curves: &'a [(&'a str, Vec<(f64, f64)>)],
     legend: SeriesLabelPosition,
+}
+
+/// The chart's area filled white, a titled chart over `x` × `y` with its axes labelled, one line
+/// per curve and a legend.
+fn draw<X, Y>(
+    Chart {
+        root,
+        title,
+        axes: (x_desc, y_desc),
+        curves,
+        legend,
+    }: Chart<'_, '_>,
+    x: X,
+    y: Y,
 ) -> Result<(), String>
 where
     X: AsRangedCoord<Value = f64>,
