@@ -55,10 +55,22 @@ impl Setup {
     }
 
     fn run_mode(&self, args: &[&str], shim: bool, env: &[(&str, &str)], tag: &str) -> Run {
+        self.run_program(&self.program, args, shim, env, tag)
+    }
+
+    /// `program` with `args` on the fake driver, under the shim or not.
+    fn run_program(
+        &self,
+        program: &Path,
+        args: &[&str],
+        shim: bool,
+        env: &[(&str, &str)],
+        tag: &str,
+    ) -> Run {
         let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
         let _ = std::fs::remove_file(&trace);
-        let mut c = Command::new(&self.program);
+        let mut c = Command::new(program);
         c.args(args);
         for var in xsched_interpose::STEERING_VARS {
             c.env_remove(var);
@@ -291,45 +303,23 @@ fn a_program_that_finds_the_driver_only_through_cu_get_proc_address_is_scheduled
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cudart_like.c");
     let program =
         program::build("cudart_like", &source, &[], &["-ldl"]).unwrap_or_else(|e| panic!("{e}"));
-    let run = |args: &[&str], shim: bool, tag: &str| {
-        let trace = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("fake-cuda-{}-{tag}.log", std::process::id()));
-        let _ = std::fs::remove_file(&trace);
-        let mut c = Command::new(&program);
-        c.args(args);
-        for var in xsched_interpose::STEERING_VARS {
-            c.env_remove(var);
-        }
-        c.env("LD_LIBRARY_PATH", s.lib).env("FAKE_CUDA_LOG", &trace);
-        if shim {
-            c.env("LD_PRELOAD", &s.shim).env("XSCHED_LOG", "info");
-        }
-        let out = c.output().expect("the program runs");
-        let log = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{tag}: {log}");
-        let json: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {log}"));
-        (
-            json,
-            log,
-            std::fs::read_to_string(&trace).unwrap_or_default(),
-        )
-    };
     for lookup in ["handle", "next"] {
         for version in ["12040", "13000"] {
             let args = ["2048", "10", lookup, version];
             let tag = format!("cudart-{lookup}-{version}");
-            let (native, _, native_driver) = run(&args, false, &format!("{tag}-ref"));
-            let (shimmed, log, driver) = run(&args, true, &tag);
-            assert_eq!(shimmed["checksum"], native["checksum"], "{tag}");
-            assert_eq!(waits(&native_driver), 0, "{tag}");
+            let native = s.run_program(&program, &args, false, &[], &format!("{tag}-ref"));
+            let shimmed = s.run_program(&program, &args, true, &[], &tag);
+            assert_eq!(shimmed.json["checksum"], native.json["checksum"], "{tag}");
+            assert_eq!(waits(&native.driver), 0, "{tag}");
             assert!(
-                log.contains("scheduled as XQueue"),
-                "{tag}: the stream is scheduled: {log}"
+                shimmed.log.contains("scheduled as XQueue"),
+                "{tag}: the stream is scheduled: {}",
+                shimmed.log
             );
             assert!(
-                waits(&driver) >= 10 + 3,
-                "{tag}: the launches and copies waited behind their gates: {driver}"
+                waits(&shimmed.driver) >= 10 + 3,
+                "{tag}: the launches and copies waited behind their gates: {}",
+                shimmed.driver
             );
         }
     }
