@@ -331,9 +331,11 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
     let early = submitter("app-submitter", &a);
     let (spawn, spawn_now) = std::sync::mpsc::channel::<()>();
     let (park, parked) = std::sync::mpsc::channel::<()>();
+    let (started, spawner_started) = std::sync::mpsc::channel::<()>();
     let spawner = std::thread::Builder::new()
         .name("idle-spawner".into())
         .spawn(move || {
+            started.send(()).ok()?;
             spawn_now.recv().ok()?;
             std::thread::Builder::new()
                 .name("inherited".into())
@@ -343,6 +345,7 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
                 .ok()
         })
         .expect("spawn");
+    spawner_started.recv().expect("the spawner started");
     let late = submitter("late-submitter", &a);
     early.submit();
     a.deactivate().expect("deactivate");
@@ -377,9 +380,11 @@ fn level_2_on_the_cpu_device_runs_a_deactivated_process_at_idle_priority_and_res
     );
     // A thread started by a demoted thread inherits SCHED_IDLE; the release gives it back.
     spawn.send(()).expect("spawner alive");
+    // Both the spawner and its child run at idle priority: on a busy machine that can take a
+    // while (a bound on waiting, not a timing claim).
     let mut waited = 0;
-    while !idle().iter().any(|n| n == "inherited") && waited < 200 {
-        std::thread::sleep(Duration::from_millis(5));
+    while !idle().iter().any(|n| n == "inherited") && waited < 600 {
+        std::thread::sleep(Duration::from_millis(50));
         waited += 1;
     }
     assert!(
@@ -434,6 +439,9 @@ fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            // Running, so named: a thread demoted before it ran could not name itself for
+            // long on a busy machine, and the test finds threads by name.
+            let _ = entered.send(());
             for () in went {
                 if let Some(queue) = queue.upgrade() {
                     queue.before_queue_lock();
@@ -444,6 +452,7 @@ fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
             }
         })
         .expect("spawn");
+    done.recv().expect("the submitter started");
     Submitter { go, done }
 }
 
