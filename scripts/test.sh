@@ -4,10 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+# A one-shot build gains nothing from incremental caches, which double the debug target's size.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 step() { printf '\n== %s\n' "$*"; }
 
 step "toolchain"
+# A cold build with tests needs about 3 GB here; a full disk fails the build mid-way with an
+# unrelated-looking error, so say up front how much there is.
+df -h . | tail -1 | awk '{print "disk: " $4 " free on " $6}'
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (stable, edition 2024 needs 1.85 or newer)" >&2
   exit 1
