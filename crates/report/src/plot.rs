@@ -1,5 +1,6 @@
 //! Figures every experiment can write (`--plot DIR`): lines (a measure against a swept
-//! parameter, one line per policy) and distributions (a CDF per policy). SVG, with text laid
+//! parameter, one line per policy), points (one marker per run, a trade-off between two
+//! measures) and distributions (a CDF per policy). SVG, with text laid
 //! out by plotters' built-in size estimate, so no font file is looked up or shipped.
 
 use plotters::coord::Shift;
@@ -31,6 +32,8 @@ pub struct Series {
 pub enum Kind {
     /// Each series' points joined, on linear axes.
     Lines,
+    /// Each series' points as markers, unjoined, on linear axes from zero.
+    Points,
     /// Each series' distribution of x values (the y of each point is ignored), the fraction
     /// of samples at or below x, on a log x axis when `log_x`.
     Cdf {
@@ -102,8 +105,17 @@ impl Figure {
         let axes = (self.axes.0.as_str(), self.axes.1.as_str());
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
         let (y, legend) = match self.kind {
-            Kind::Lines => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft),
+            Kind::Lines | Kind::Points => {
+                (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft)
+            }
             Kind::Cdf { .. } => (0.0..1.0, SeriesLabelPosition::LowerRight),
+        };
+        let markers = self.kind == Kind::Points;
+        // Markers on the axis' edge would be cut in half: points get room on both sides.
+        let (x0, x1) = if markers {
+            (x0.min(0.0), x1 + 0.05 * (x1 - x0.min(0.0)))
+        } else {
+            (x0, x1)
         };
         let chart = Chart {
             root: &root,
@@ -111,6 +123,7 @@ impl Figure {
             axes,
             curves: &curves,
             legend,
+            markers,
         };
         let drawn = if let Kind::Cdf { log_x: true } = self.kind {
             draw(
@@ -134,7 +147,7 @@ impl Figure {
             .iter()
             .map(|s| {
                 let points = match self.kind {
-                    Kind::Lines => s.values.clone(),
+                    Kind::Lines | Kind::Points => s.values.clone(),
                     Kind::Cdf { log_x } => {
                         let mut xs: Vec<f64> = s
                             .values
@@ -165,10 +178,12 @@ struct Chart<'a, 'b> {
     axes: (&'a str, &'a str),
     curves: &'a [(&'a str, Vec<(f64, f64)>)],
     legend: SeriesLabelPosition,
+    /// Markers instead of lines.
+    markers: bool,
 }
 
 /// The chart's area filled white, a titled chart over `x` × `y` with its axes labelled, one line
-/// per curve and a legend.
+/// (or set of markers) per curve and a legend.
 fn draw<X, Y>(
     Chart {
         root,
@@ -176,6 +191,7 @@ fn draw<X, Y>(
         axes: (x_desc, y_desc),
         curves,
         legend,
+        markers,
     }: Chart<'_, '_>,
     x: X,
     y: Y,
@@ -203,8 +219,12 @@ where
         .map_err(|x| e(&x))?;
     for (k, (name, points)) in curves.iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+        let drawn = if markers {
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 5, color.filled())))
+        } else {
+            chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+        };
+        drawn
             .map_err(|x| e(&x))?
             .label(*name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
@@ -241,6 +261,7 @@ mod tests {
         };
         for kind in [
             Kind::Lines,
+            Kind::Points,
             Kind::Cdf { log_x: true },
             Kind::Cdf { log_x: false },
         ] {

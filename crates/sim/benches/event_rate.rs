@@ -60,6 +60,7 @@ fn fg_bg_spec() -> SimSpec {
         policy: Some("hpf".into()),
         sched_latency: Nanos::from_us(5),
         probe: None,
+        own_streams: false,
     }
 }
 

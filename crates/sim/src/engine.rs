@@ -111,6 +111,8 @@ pub struct Sim {
     seq: u64,
     heap: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
     rng: SeededRng,
+    /// Per workload, when the spec asks for streams of their own.
+    workload_rngs: Vec<SeededRng>,
     devices: Vec<Device>,
     device_next: Vec<Option<Nanos>>,
     xqs: Vec<XQ>,
@@ -135,6 +137,13 @@ impl Sim {
             seq: 0,
             heap: BinaryHeap::new(),
             rng: SeededRng::new(spec.seed),
+            workload_rngs: if spec.own_streams {
+                (0..spec.workloads.len() as u64)
+                    .map(|w| SeededRng::new(spec.seed ^ (w + 1).wrapping_mul(STREAM_SPACING)))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             device_next: vec![None; devices.len()],
             devices,
             xqs: Vec::new(),
@@ -266,6 +275,14 @@ impl Sim {
         Ok(())
     }
 
+    /// The random stream workload `w` draws from.
+    fn rng_of(&mut self, w: usize) -> &mut SeededRng {
+        match self.workload_rngs.get_mut(w) {
+            Some(r) => r,
+            None => &mut self.rng,
+        }
+    }
+
     fn push(&mut self, at: Nanos, ev: Ev) {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, ev)));
@@ -385,7 +402,8 @@ impl Sim {
         self.submit_stage(w, 0, now);
         let next = match self.spec.workloads[w].arrival {
             Arrival::Poisson { rate_per_s } => {
-                Some(now + self.rng.exponential(Nanos::from_us_f64(1e6 / rate_per_s)))
+                let mean = Nanos::from_us_f64(1e6 / rate_per_s);
+                Some(now + self.rng_of(w).exponential(mean))
             }
             Arrival::Uniform { rate_per_s } => Some(now + Nanos::from_us_f64(1e6 / rate_per_s)),
             Arrival::Closed { .. } | Arrival::Paced { .. } => None,
@@ -403,7 +421,7 @@ impl Sim {
         let mut last = None;
         let mut became_ready = false;
         for _ in 0..st.commands {
-            let work = self.rng.between(st.cmd_min, st.cmd_max);
+            let work = self.rng_of(w).between(st.cmd_min, st.cmd_max);
             let xq = &mut self.xqs[q];
             let meta = CommandMeta {
                 estimate: if xq.declared { work } else { Nanos::ZERO },
@@ -488,7 +506,16 @@ impl Sim {
         };
         let (work, idempotent) = xq.durations.pop_front().unwrap_or((Nanos::ZERO, false));
         let (d, hwq) = (xq.device, xq.hwq);
-        self.devices[d].push(hwq, HwCmd::new(q as u32, l.cmd, work, l.sync, idempotent));
+        // The application waits for each request stage's result (a stream or event sync), so
+        // its last command is observed even when more work is already queued behind it.
+        let ends_stage = xq
+            .stage_ends
+            .iter()
+            .rev()
+            .take_while(|s| s.last >= l.cmd)
+            .any(|s| s.last == l.cmd);
+        let sync = l.sync || ends_stage;
+        self.devices[d].push(hwq, HwCmd::new(q as u32, l.cmd, work, sync, idempotent));
         self.touch_device(d);
         self.kick(q);
     }
@@ -648,6 +675,9 @@ impl Sim {
         self.push(self.now + hold, Ev::Probe(false));
     }
 }
+
+/// Spreads the seeds of workloads' own streams (an odd 64-bit constant: the golden ratio's).
+const STREAM_SPACING: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Set up and run in one call.
 pub fn simulate(spec: SimSpec) -> Result<SimResult, SimError> {

@@ -166,4 +166,9 @@ pub struct SimSpec {
     pub sched_latency: Nanos,
     /// Optional preemption-latency probe (the run ends when it has its count).
     pub probe: Option<ProbeSpec>,
+    /// Each workload draws its arrivals and command lengths from a random stream of its own
+    /// (seeded from `seed` and its index), so what one workload does never changes another's
+    /// requests: a comparison of modes then sees the same requests in each (common random
+    /// numbers). Otherwise all draw from one stream in event order.
+    pub own_streams: bool,
 }

@@ -223,3 +223,101 @@ fn a_paced_source_drops_the_ticks_a_late_request_overran() {
     assert_eq!(alone.0, "standalone");
     assert!((alone.1 - 12.0).abs() < 0.05, "{alone:?}");
 }
+
+/// The harvesting study's rows: (device, job, mode) -> (harvested share, slowdown %).
+fn harvest(src: &str) -> Vec<(String, f64, f64)> {
+    run(src)
+        .rows
+        .iter()
+        .map(|r| {
+            let s = |c: &str| r[c].as_str().unwrap_or("?").to_string();
+            let n = |c: &str| r[c].as_f64().unwrap_or(f64::NAN);
+            (
+                format!("{} {} {}", s("device"), s("job"), s("mode")),
+                n("harvested_share"),
+                n("prod_slowdown_pct"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn harvesting_xsched_harvests_more_than_tgs_at_no_more_slowdown_and_a_quota_costs_production() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/xsched-case-harvest.toml"
+    ))
+    .expect("the shipped scenario");
+    assert!(
+        src.contains("seconds = 30"),
+        "the shipped scenario measures 30 s"
+    );
+    let src = src.replace("seconds = 30", "seconds = 10");
+    let rows = harvest(&src);
+    let at = |k: &str| {
+        rows.iter()
+            .find(|r| r.0 == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k} row: {rows:?}"))
+    };
+    for case in [
+        "gv100 training",
+        "gv100 financial",
+        "mi50 training",
+        "mi50 financial",
+    ] {
+        let (tgs, quota, fp, slo) = (
+            at(&format!("{case} tgs")),
+            at(&format!("{case} quota")),
+            at(&format!("{case} xsched-priority")),
+            at(&format!("{case} xsched-slo-aware")),
+        );
+        assert!(
+            fp.1 > tgs.1 + 0.05,
+            "{case}: xsched harvests more: {fp:?} {tgs:?}"
+        );
+        assert!(slo.1 > tgs.1, "{case}: so does slo-aware: {slo:?} {tgs:?}");
+        assert!(
+            fp.2 <= tgs.2 + 2.0,
+            "{case}: at no more slowdown: {fp:?} {tgs:?}"
+        );
+        assert!(
+            quota.2 > fp.2 + 10.0,
+            "{case}: a quota slows production: {quota:?} {fp:?}"
+        );
+        assert!(at(&format!("{case} standalone")).1 == 0.0);
+    }
+    // Level 3 on the GV100 holds production to a few percent whatever the job's kernels.
+    for case in ["gv100 training", "gv100 financial"] {
+        let fp = at(&format!("{case} xsched-priority"));
+        assert!(fp.2.abs() <= 5.0, "{case}: {fp:?}");
+    }
+    let (_, figures) = Scenario::parse("test.toml", &src)
+        .expect("parses")
+        .run_with_figures(&|_, _| {});
+    assert_eq!(figures.len(), 1, "the trade-off figure");
+    assert_eq!(
+        figures[0].series.len(),
+        5,
+        "one series per mode but standalone"
+    );
+    assert!(figures[0].series.iter().all(|s| s.values.len() == 4));
+    assert_eq!(
+        serde_json::to_string(&harvest(&src)).expect("json"),
+        serde_json::to_string(&rows).expect("json"),
+        "same seed, same rows"
+    );
+}
+
+#[test]
+fn harvesting_compares_modes_on_the_same_production_requests() {
+    // With the job's kernels so short and its launches so few that it barely touches the
+    // device, every mode sees the standalone service's latencies within a fraction of 1 %.
+    let src = "experiment = \"case-harvest\"\ndevices = [\"gv100\"]\njobs = [\"training\"]\n\
+               seconds = 5\ntraining_commands = 1\ntraining_cmd_us = [2, 2]\n\
+               training_cpu_us = 100000\n";
+    let rows = harvest(src);
+    for r in &rows {
+        assert!(r.2.abs() < 2.0, "{r:?} in {rows:?}");
+    }
+}

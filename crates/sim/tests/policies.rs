@@ -28,6 +28,7 @@ fn run(policy: &str, queues: &[(&str, QueueHints, u32, Nanos, Arrival)]) -> SimR
         policy: Some(policy.into()),
         sched_latency: Nanos::from_us(5),
         probe: None,
+        own_streams: false,
     };
     for (i, (name, hints, commands, len, arrival)) in queues.iter().enumerate() {
         spec.queues.push(QueueSpec {
@@ -154,4 +155,33 @@ fn mlfq_keeps_short_work_ahead_of_a_long_job_without_hints_and_starves_nobody() 
     // The long job sinks but still gets the rest of the device.
     let long_share = mlfq.queue_work[1].0 as f64 / mlfq.window.0 as f64;
     assert!(long_share > 0.9, "long job's device share {long_share:.3}");
+}
+
+#[test]
+fn a_quota_gives_the_lower_queue_its_share_of_each_window_and_the_top_queue_runs_freely() {
+    let mut top = QueueHints::default();
+    top.apply(Hint::Priority(1)).expect("a priority");
+    let r = run(
+        "quota:0.25",
+        &[
+            // A rare request: the device is the job's for the whole open part of each window.
+            (
+                "service",
+                top,
+                8,
+                Nanos::from_us(500),
+                Arrival::Uniform { rate_per_s: 1.0 },
+            ),
+            (
+                "job",
+                QueueHints::default(),
+                8,
+                Nanos::from_us(500),
+                SATURATING,
+            ),
+        ],
+    );
+    let job = r.queue_work[1].0 as f64 / r.window.0 as f64;
+    assert!((0.22..=0.30).contains(&job), "job's share {job}");
+    assert!(r.workloads[0].completed >= 3);
 }

@@ -87,4 +87,24 @@ fn a_case_study_on_a_device_without_its_level_is_an_error() {
         error_of("experiment = \"case-ai-pc\"\nspeech_period_ms = 1000\nlaxity_ms = 1000\n");
     assert_eq!(line, 3);
     assert!(msg.contains("laxity_ms"), "{msg}");
+    // The harvesting study at Level 3 asked of the Level-1 MI50: an error, not a downgrade.
+    let (line, msg) = error_of("experiment = \"case-harvest\"\ndevices = [\"mi50\"]\nlevel = 3\n");
+    assert_eq!(line, 3);
+    assert!(msg.contains("level") && msg.contains("mi50"), "{msg}");
+}
+
+#[test]
+fn a_harvesting_study_names_its_bad_fields() {
+    for (src, line, field) in [
+        ("jobs = [\"mining\"]\n", 2, "jobs"),
+        ("production_load = 1.5\n", 2, "production_load"),
+        ("quota_share = 0\n", 2, "quota_share"),
+        ("seconds = 0\n", 2, "seconds"),
+        ("\nfinancial_cmd_us = [10, 5]\n", 3, "financial_cmd_us"),
+        ("devices = [\"gv200\"]\n", 2, "devices"),
+    ] {
+        let (l, msg) = error_of(&format!("experiment = \"case-harvest\"\n{src}"));
+        assert_eq!(l, line, "{msg}");
+        assert!(msg.contains(field), "{msg}");
+    }
 }

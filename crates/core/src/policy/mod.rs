@@ -12,6 +12,7 @@ mod kedf;
 mod laxity;
 mod mlfq;
 mod slo_aware;
+mod throttle;
 mod vtime;
 
 pub use bandwidth::Bandwidth;
@@ -22,6 +23,7 @@ pub use kedf::KEarliestDeadline;
 pub use laxity::Laxity;
 pub use mlfq::Mlfq;
 pub use slo_aware::SloAware;
+pub use throttle::Throttle;
 
 use crate::error::CoreError;
 use crate::ids::DeviceId;
@@ -69,10 +71,14 @@ pub const NAMES: &[&str] = &[
     "cfs",
     "mlfq",
     "slo-aware",
+    "quota",
+    "tgs",
 ];
 
 /// Build a policy by name. `kedf` takes an optional `:k` suffix (`kedf:2`), default 1;
-/// `slo-aware:between-requests` is `slo-aware`'s baseline (LP only between HP requests).
+/// `slo-aware:between-requests` is `slo-aware`'s baseline (LP only between HP requests);
+/// `quota:SHARE` (default 0.5) and `tgs` are the launch-throttling baselines of other systems
+/// (vCUDA-like fixed quota, TGS-like adaptive rate), see [`Throttle`].
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
     let unknown = || CoreError::UnknownPolicy(name.to_string());
     let (base, arg) = match name.split_once(':') {
@@ -90,6 +96,12 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
         ("mlfq", None) => Box::new(Mlfq::default()),
         ("slo-aware", None) => Box::new(SloAware::harvest()),
         ("slo-aware", Some("between-requests")) => Box::new(SloAware::between_requests()),
+        ("quota", None) => Box::new(Throttle::quota(0.5).ok_or_else(unknown)?),
+        ("quota", Some(share)) => match share.parse::<f64>().ok().and_then(Throttle::quota) {
+            Some(t) => Box::new(t),
+            None => return Err(unknown()),
+        },
+        ("tgs", None) => Box::new(Throttle::tgs()),
         ("kedf", Some(k)) => match k.parse::<usize>() {
             Ok(k) if k >= 1 => Box::new(KEarliestDeadline::new(k)),
             _ => return Err(unknown()),
@@ -184,6 +196,9 @@ mod tests {
         assert!(by_name("slo-aware:between-requests").is_ok());
         assert!(by_name("slo-aware:nonsense").is_err());
         assert!(by_name("kedf:0").is_err());
+        assert_eq!(by_name("quota:0.25").map(|p| p.name()).ok(), Some("quota"));
+        assert!(by_name("quota:0").is_err());
+        assert!(by_name("quota:lots").is_err());
         assert!(by_name("nope").is_err());
         let msg = by_name("nope")
             .err()

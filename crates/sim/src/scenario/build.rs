@@ -118,6 +118,7 @@ pub(crate) fn spec(seed: u64, devices: Vec<DeviceSpec>, duration: Nanos, warmup:
         policy: None,
         sched_latency: SCHED_LATENCY,
         probe: None,
+        own_streams: false,
     }
 }
 
@@ -187,4 +188,85 @@ pub(crate) fn par_map<T: Sync, R: Send>(
             r
         })
         .collect()
+}
+
+/// A request's commands: how many, and each one's length range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Commands {
+    pub(crate) count: u32,
+    pub(crate) min: Nanos,
+    pub(crate) max: Nanos,
+}
+
+impl Commands {
+    /// These commands as a stage on `queue`.
+    pub(crate) fn on(self, queue: usize) -> StageSpec {
+        StageSpec {
+            queue,
+            commands: self.count,
+            cmd_min: self.min,
+            cmd_max: self.max,
+        }
+    }
+}
+
+/// Bounds that keep every derived time far from overflowing.
+pub(crate) const MAX_COMMANDS: u64 = 1_000_000;
+pub(crate) const HOUR_MS: u64 = 3_600_000;
+
+/// A positive value of `field`, at most `max`, or `default` when absent.
+pub(crate) fn bounded(
+    ctx: &Ctx,
+    field: &str,
+    v: &Option<Spanned<u64>>,
+    default: u64,
+    max: u64,
+) -> Result<u64, ScenarioError> {
+    let Some(v) = v else { return Ok(default) };
+    let n = positive(ctx, field, v)?;
+    if n > max {
+        return Err(ctx.err(v.span(), format!("field `{field}`: at most {max}")));
+    }
+    Ok(n)
+}
+
+/// A stage's commands: `n` of them, each in the `[min, max]` microseconds of `range`
+/// (`default` when absent).
+pub(crate) fn commands(
+    ctx: &Ctx,
+    field: &str,
+    n: u64,
+    range: &Option<Spanned<[u64; 2]>>,
+    default: [u64; 2],
+) -> Result<Commands, ScenarioError> {
+    let [lo, hi] = range.as_ref().map_or(default, |r| *r.get_ref());
+    if lo == 0 || lo > hi || hi > HOUR_MS * 1000 {
+        let span = range.as_ref().map(Spanned::span).unwrap_or_default();
+        return Err(ctx.err(
+            span,
+            format!("field `{field}`: [min, max] microseconds with 0 < min <= max <= 1 hour"),
+        ));
+    }
+    Ok(Commands {
+        count: u32::try_from(n).unwrap_or(u32::MAX),
+        min: Nanos::from_us(lo),
+        max: Nanos::from_us(hi),
+    })
+}
+
+/// A number in `(0, max]`, or `default` when absent.
+pub(crate) fn fraction(
+    ctx: &Ctx,
+    field: &str,
+    v: &Option<Spanned<f64>>,
+    default: f64,
+    max: f64,
+) -> Result<f64, ScenarioError> {
+    match v {
+        None => Ok(default),
+        Some(x) if x.get_ref().is_finite() && *x.get_ref() > 0.0 && *x.get_ref() <= max => {
+            Ok(*x.get_ref())
+        }
+        Some(x) => Err(ctx.err(x.span(), format!("field `{field}`: must be in (0, {max}]"))),
+    }
 }

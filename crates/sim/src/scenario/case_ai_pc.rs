@@ -11,11 +11,11 @@
 //! lost transcripts (jobs that missed it, finished late or never), and speech's share of the
 //! device. Defaults are the scenario file's values.
 
-use super::build;
+use super::build::{self, Commands, HOUR_MS, MAX_COMMANDS, bounded, commands};
 use super::{Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
-use crate::spec::{Arrival, DeviceSpec, QueueMode, StageSpec, WorkloadSpec};
+use crate::spec::{Arrival, DeviceSpec, QueueMode, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
@@ -56,14 +56,6 @@ pub struct AiPc {
     laxity: Nanos,
 }
 
-/// A request's commands: how many, and each one's length range.
-#[derive(Debug, Clone, Copy)]
-struct Commands {
-    count: u32,
-    min: Nanos,
-    max: Nanos,
-}
-
 #[derive(Serialize)]
 struct Row {
     policy: &'static str,
@@ -85,48 +77,6 @@ struct Measured {
     speech_on_time: u64,
     speech_share: f64,
     events: u64,
-}
-
-/// Bounds that keep every derived time far from overflowing.
-const MAX_COMMANDS: u64 = 1_000_000;
-const HOUR_MS: u64 = 3_600_000;
-
-/// A positive value of `field`, at most `max`, or `default` when absent.
-fn bounded(
-    ctx: &Ctx,
-    field: &str,
-    v: &Option<Spanned<u64>>,
-    default: u64,
-    max: u64,
-) -> Result<u64, ScenarioError> {
-    let Some(v) = v else { return Ok(default) };
-    let n = build::positive(ctx, field, v)?;
-    if n > max {
-        return Err(ctx.err(v.span(), format!("field `{field}`: at most {max}")));
-    }
-    Ok(n)
-}
-
-fn commands(
-    ctx: &Ctx,
-    field: &str,
-    n: u64,
-    range: &Option<Spanned<[u64; 2]>>,
-    default: [u64; 2],
-) -> Result<Commands, ScenarioError> {
-    let [lo, hi] = range.as_ref().map_or(default, |r| *r.get_ref());
-    if lo == 0 || lo > hi || hi > HOUR_MS * 1000 {
-        let span = range.as_ref().map(Spanned::span).unwrap_or_default();
-        return Err(ctx.err(
-            span,
-            format!("field `{field}`: [min, max] microseconds with 0 < min <= max <= 1 hour"),
-        ));
-    }
-    Ok(Commands {
-        count: u32::try_from(n).unwrap_or(u32::MAX),
-        min: Nanos::from_us(lo),
-        max: Nanos::from_us(hi),
-    })
 }
 
 impl AiPc {
@@ -196,15 +146,6 @@ impl AiPc {
         })
     }
 
-    fn stage(queue: usize, c: Commands) -> StageSpec {
-        StageSpec {
-            queue,
-            commands: c.count,
-            cmd_min: c.min,
-            cmd_max: c.max,
-        }
-    }
-
     fn run_one(&self, mode: Mode) -> Measured {
         // Two speech periods of warm-up, so every measured job starts in steady state.
         let warmup = Nanos(2 * self.speech_period.0);
@@ -223,7 +164,7 @@ impl AiPc {
         s.queues.push(build::queue("blur", 0, qmode, 1));
         s.workloads.push(build::workload(
             "blur",
-            Self::stage(0, self.frame),
+            self.frame.on(0),
             // Late frames are dropped, not queued: the pipeline blurs the newest camera frame.
             Arrival::Paced {
                 rate_per_s: self.frame_fps as f64,
@@ -240,7 +181,7 @@ impl AiPc {
                 deadline: Some(self.speech_period),
                 ..build::workload(
                     "speech",
-                    Self::stage(1, self.speech),
+                    self.speech.on(1),
                     Arrival::Uniform {
                         rate_per_s: 1e9 / self.speech_period.0 as f64,
                     },

@@ -81,22 +81,6 @@ fn span(ctx: &Ctx, field: &str, v: &Spanned<[u64; 2]>) -> Result<Span, ScenarioE
     Ok(Span::us(lo, hi))
 }
 
-fn fraction(
-    ctx: &Ctx,
-    field: &str,
-    v: &Option<Spanned<f64>>,
-    default: f64,
-    max: f64,
-) -> Result<f64, ScenarioError> {
-    match v {
-        None => Ok(default),
-        Some(x) if x.get_ref().is_finite() && *x.get_ref() > 0.0 && *x.get_ref() <= max => {
-            Ok(*x.get_ref())
-        }
-        Some(x) => Err(ctx.err(x.span(), format!("field `{field}`: must be in (0, {max}]"))),
-    }
-}
-
 fn micros(
     ctx: &Ctx,
     field: &str,
@@ -142,7 +126,7 @@ impl Hummingbird {
             gap: span(ctx, "gap_us", &f.gap_us)?,
             pre: optional("pre_us", &f.pre_us)?,
             post: optional("post_us", &f.post_us)?,
-            device_share: fraction(ctx, "device_share", &f.device_share, 0.5, 0.95)?,
+            device_share: build::fraction(ctx, "device_share", &f.device_share, 0.5, 0.95)?,
             poisson: match &f.arrivals {
                 None => false,
                 Some(a) => match a.get_ref().as_str() {
@@ -208,7 +192,7 @@ impl Hummingbird {
             seed: f.seed,
             devices,
             shape,
-            slo_factor: fraction(ctx, "slo_factor", &f.slo_factor, 1.0, 100.0)?,
+            slo_factor: build::fraction(ctx, "slo_factor", &f.slo_factor, 1.0, 100.0)?,
             lp_kernel: micros(ctx, "lp_kernel_us", &f.lp_kernel_us, 5000)?,
             slice,
             tile,
@@ -222,7 +206,13 @@ impl Hummingbird {
                 .as_ref()
                 .map_or(Nanos::from_us(50), |v| Nanos::from_us(*v.get_ref())),
             kill: micros(ctx, "kill_us", &f.kill_us, 50)?,
-            spatial_speedup: fraction(ctx, "spatial_speedup", &f.spatial_speedup, 1.14, 2.0)?,
+            spatial_speedup: build::fraction(
+                ctx,
+                "spatial_speedup",
+                &f.spatial_speedup,
+                1.14,
+                2.0,
+            )?,
         })
     }
 

@@ -5,6 +5,7 @@
 mod bandwidth;
 mod build;
 mod case_ai_pc;
+mod case_harvest;
 mod fg_bg;
 mod hummingbird;
 mod multi_device;
@@ -61,6 +62,8 @@ pub enum Scenario {
     Hummingbird(hummingbird::Hummingbird),
     /// XSched's AI-PC case study: video blur beside speech recognition on one NPU.
     CaseAiPc(Box<case_ai_pc::AiPc>),
+    /// XSched's GPU-harvesting case study: a production service beside an opportunistic job.
+    CaseHarvest(Box<case_harvest::Harvest>),
 }
 
 /// Every experiment kind.
@@ -72,6 +75,7 @@ pub const EXPERIMENTS: &[&str] = &[
     "multi-device",
     "hummingbird",
     "case-ai-pc",
+    "case-harvest",
 ];
 
 #[derive(Deserialize)]
@@ -150,6 +154,10 @@ impl Scenario {
                 parse_as(file, src)?,
                 &ctx,
             )?)),
+            "case-harvest" => Scenario::CaseHarvest(Box::new(case_harvest::Harvest::check(
+                parse_as(file, src)?,
+                &ctx,
+            )?)),
             other => {
                 return Err(at(
                     file,
@@ -183,6 +191,7 @@ impl Scenario {
     ) -> (Report, Vec<xsched_report::plot::Figure>) {
         let report = match self {
             Scenario::CaseAiPc(s) => return s.run(tick),
+            Scenario::CaseHarvest(s) => return s.run(tick),
             Scenario::FgBg(s) => s.run(tick),
             Scenario::Preempt(s) => s.run(tick),
             Scenario::Bandwidth(s) => s.run(tick),

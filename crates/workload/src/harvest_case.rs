@@ -1,0 +1,210 @@
+//! XSched's GPU-harvesting case study as both runners see it (the simulator's `case-harvest`
+//! scenario and `xsched bench case-harvest`): the ways a production service and an
+//! opportunistic job share a device, the checks against the paper's findings, and the figure
+//! of harvested share against production slowdown, so the two report the same rows in the
+//! same words.
+
+use xsched_report::Check;
+use xsched_report::plot::{Figure, Kind, Series};
+
+/// How the production service and the opportunistic job share the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The production service alone.
+    Standalone,
+    /// Both, natively: the device's own arbitration.
+    Native,
+    /// vCUDA-like: the opportunistic job launches only in a fixed share of each window.
+    Quota,
+    /// TGS-like: that share follows the production job's pace (AIMD).
+    Tgs,
+    /// xsched, fixed priority at the device's highest level.
+    Priority,
+    /// xsched, SLO-aware harvesting of the production service's idle windows.
+    SloAware,
+}
+
+/// Every mode, in report order.
+pub const MODES: [Mode; 6] = [
+    Mode::Standalone,
+    Mode::Native,
+    Mode::Quota,
+    Mode::Tgs,
+    Mode::Priority,
+    Mode::SloAware,
+];
+
+/// The opportunistic jobs of the study.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// A training loop: iterations of short kernels with a CPU step between them.
+    Training,
+    /// A financial-computing kernel stream: long kernels back to back.
+    Financial,
+}
+
+impl Job {
+    /// Its name in scenario fields and rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Job::Training => "training",
+            Job::Financial => "financial",
+        }
+    }
+
+    /// The job of a name.
+    pub fn by_name(name: &str) -> Option<Job> {
+        [Job::Training, Job::Financial]
+            .into_iter()
+            .find(|j| j.name() == name)
+    }
+}
+
+impl Mode {
+    /// The row name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Standalone => "standalone",
+            Mode::Native => "native",
+            Mode::Quota => "quota",
+            Mode::Tgs => "tgs",
+            Mode::Priority => "xsched-priority",
+            Mode::SloAware => "xsched-slo-aware",
+        }
+    }
+
+    /// The core policy that runs the mode (`quota_share`: the opportunistic job's quota), or
+    /// `None` where no scheduler runs.
+    pub fn policy(self, quota_share: f64) -> Option<String> {
+        match self {
+            Mode::Standalone | Mode::Native => None,
+            Mode::Quota => Some(format!("quota:{quota_share}")),
+            Mode::Tgs => Some("tgs".into()),
+            Mode::Priority => Some("hpf".into()),
+            Mode::SloAware => Some("slo-aware".into()),
+        }
+    }
+
+    /// Whether the mode preempts at the device's highest level (xsched); the baselines only
+    /// hold back launches (Level 1).
+    pub fn preempts(self) -> bool {
+        matches!(self, Mode::Priority | Mode::SloAware)
+    }
+}
+
+/// What one mode measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outcome {
+    /// The opportunistic job's useful device work over the window (0-1).
+    pub harvested: f64,
+    /// The production service's mean latency over standalone, minus 1.
+    pub slowdown: f64,
+}
+
+/// The paper's orderings as checks for one device and job (`what`, such as `gv100 training`),
+/// from the outcomes of [`MODES`] in order. `slack` is the production slowdown xsched may
+/// exceed TGS's by and still pass.
+pub fn checks(what: &str, o: &[Outcome; 6], slack: f64) -> Vec<Check> {
+    let [_, _, quota, tgs, fp, _] = o;
+    let pct = |x: f64| format!("{:.1} %", 100.0 * x);
+    vec![
+        Check {
+            name: format!("{what}: xsched harvests more than TGS at no more slowdown"),
+            target: format!(
+                "paper (GV100, training): TGS 7.3 %, XSched 20.0 % at 1.0 % slowdown; slack {}",
+                pct(slack)
+            ),
+            measured: format!(
+                "TGS {} at {} slowdown, xsched {} at {}",
+                pct(tgs.harvested),
+                pct(tgs.slowdown),
+                pct(fp.harvested),
+                pct(fp.slowdown)
+            ),
+            pass: fp.harvested > tgs.harvested && fp.slowdown <= tgs.slowdown + slack,
+        },
+        Check {
+            name: format!("{what}: a fixed quota slows production more than xsched"),
+            target: "paper: vCUDA 15.1 % (training), 80.0 % (financial); XSched 1.0 %".into(),
+            measured: format!("quota {}, xsched {}", pct(quota.slowdown), pct(fp.slowdown)),
+            pass: quota.slowdown > fp.slowdown,
+        },
+    ]
+}
+
+/// Harvested share against production slowdown, one marker per device and job for each mode
+/// but standalone: `points[i]` holds, for [`MODES`]`[i]`, each run's outcome.
+pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<Outcome>]) -> Figure {
+    Figure {
+        file: file.into(),
+        title,
+        axes: (
+            "production slowdown (% over standalone mean latency)".into(),
+            "harvested share of the device (%)".into(),
+        ),
+        kind: Kind::Points,
+        series: MODES
+            .iter()
+            .zip(points)
+            .skip(1)
+            .map(|(m, runs)| Series {
+                name: m.name().into(),
+                values: runs
+                    .iter()
+                    .map(|o| (100.0 * o.slowdown, 100.0 * o.harvested))
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(harvested: f64, slowdown: f64) -> Outcome {
+        Outcome {
+            harvested,
+            slowdown,
+        }
+    }
+
+    #[test]
+    fn the_papers_orderings_pass_and_a_broken_policy_fails() {
+        let good = [
+            o(0.0, 0.0),
+            o(0.4, 0.9),
+            o(0.2, 0.15),
+            o(0.07, 0.02),
+            o(0.2, 0.01),
+            o(0.18, 0.01),
+        ];
+        assert!(checks("x", &good, 0.02).iter().all(|c| c.pass));
+        // xsched that harvests nothing fails the first; one that lets the job run freely
+        // fails both.
+        let idle = [good[0], good[1], good[2], good[3], o(0.0, 0.0), good[5]];
+        assert!(!checks("x", &idle, 0.02)[0].pass);
+        let free = [good[0], good[1], good[2], good[3], o(0.4, 0.9), good[5]];
+        assert!(checks("x", &free, 0.02).iter().all(|c| !c.pass));
+    }
+
+    #[test]
+    fn modes_name_their_policies_and_jobs_round_trip() {
+        assert_eq!(Mode::Quota.policy(0.25).as_deref(), Some("quota:0.25"));
+        assert_eq!(Mode::Native.policy(0.25), None);
+        assert!(Mode::SloAware.preempts() && !Mode::Tgs.preempts());
+        for j in [Job::Training, Job::Financial] {
+            assert_eq!(Job::by_name(j.name()), Some(j));
+        }
+        assert_eq!(Job::by_name("mining"), None);
+    }
+
+    #[test]
+    fn the_figure_has_a_series_per_mode_but_standalone() {
+        let runs: Vec<Vec<Outcome>> = MODES.iter().map(|_| vec![o(0.1, 0.05)]).collect();
+        let f = tradeoff_figure("f", "t".into(), &runs);
+        assert_eq!(f.series.len(), MODES.len() - 1);
+        assert_eq!(f.series[0].name, "native");
+        assert_eq!(f.series[0].values, vec![(5.0, 10.0)]);
+    }
+}
