@@ -8,6 +8,9 @@
 //!
 //! - [`case_ai_pc`]: XSched's AI-PC case study (video blur beside speech jobs with a
 //!   deadline) under FCFS, fixed priority and laxity, time scaled down tenfold.
+//! - [`case_harvest`]: XSched's GPU-harvesting case study (a production service beside a
+//!   training loop or long financial kernels) natively, under a fixed quota, a TGS-like rate
+//!   and xsched's fixed priority and SLO-aware harvesting.
 //! - [`fg_bg`]: a foreground request stream beside a saturating background: standalone vs
 //!   native vs xsched at each level (the demo).
 //! - [`preempt`]: preemption latency against command length, per level, beside the machine's
@@ -28,6 +31,7 @@
 //!   clients are killed too: every surviving client's commands run exactly once.
 
 pub mod case_ai_pc;
+pub mod case_harvest;
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;

@@ -3,8 +3,8 @@
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 use xsched_bench::{
-    Report, case_ai_pc, cpu_share, daemon_rtt, fg_bg, harvest, multi_device, overhead, preempt,
-    soak,
+    Report, case_ai_pc, case_harvest, cpu_share, daemon_rtt, fg_bg, harvest, multi_device,
+    overhead, preempt, soak,
 };
 use xsched_report::plot::Figure;
 
@@ -30,6 +30,10 @@ pub enum Name {
     /// XSched's AI-PC case study: camera-paced video blur beside speech jobs with a deadline,
     /// under FCFS, fixed priority and laxity (time / 10; --samples sets the runs).
     CaseAiPc,
+    /// XSched's GPU-harvesting case study: a production service beside a training loop or long
+    /// financial kernels, natively, under a fixed quota, a TGS-like rate and xsched (Levels 3
+    /// and 1; --samples sets the runs).
+    CaseHarvest,
     /// Client processes under a daemon that is killed, stopped and restarted while clients are
     /// killed: every surviving client's commands run exactly once.
     Soak,
@@ -128,6 +132,11 @@ pub fn run(
             let mut p = case_ai_pc::AiPcParams::default();
             p.runs = samples.unwrap_or(p.runs);
             return Ok(case_ai_pc::run(&p, tick)?);
+        }
+        Name::CaseHarvest => {
+            let mut p = case_harvest::CaseHarvestParams::default();
+            p.runs = samples.unwrap_or(p.runs);
+            return Ok(case_harvest::run(&p, tick)?);
         }
         Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {

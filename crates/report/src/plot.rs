@@ -32,8 +32,12 @@ pub struct Series {
 pub enum Kind {
     /// Each series' points joined, on linear axes.
     Lines,
-    /// Each series' points as markers, unjoined, on linear axes from zero.
-    Points,
+    /// Each series' points as markers, unjoined; y linear from zero, x linear from zero or
+    /// logarithmic when `log_x` (for measures that span orders of magnitude).
+    Points {
+        /// A logarithmic x axis.
+        log_x: bool,
+    },
     /// Each series' distribution of x values (the y of each point is ignored), the fraction
     /// of samples at or below x, on a log x axis when `log_x`.
     Cdf {
@@ -105,17 +109,16 @@ impl Figure {
         let axes = (self.axes.0.as_str(), self.axes.1.as_str());
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
         let (y, legend) = match self.kind {
-            Kind::Lines | Kind::Points => {
-                (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft)
-            }
+            Kind::Lines => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft),
+            Kind::Points { .. } => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::LowerRight),
             Kind::Cdf { .. } => (0.0..1.0, SeriesLabelPosition::LowerRight),
         };
-        let markers = self.kind == Kind::Points;
+        let markers = matches!(self.kind, Kind::Points { .. });
         // Markers on the axis' edge would be cut in half: points get room on both sides.
-        let (x0, x1) = if markers {
-            (x0.min(0.0), x1 + 0.05 * (x1 - x0.min(0.0)))
-        } else {
-            (x0, x1)
+        let (x0, x1) = match self.kind {
+            Kind::Points { log_x: true } => (x0.max(1e-9) / 1.2, x1.max(1e-9) * 1.2),
+            Kind::Points { log_x: false } => (x0.min(0.0), x1 + 0.05 * (x1 - x0.min(0.0))),
+            _ => (x0, x1),
         };
         let chart = Chart {
             root: &root,
@@ -125,7 +128,7 @@ impl Figure {
             legend,
             markers,
         };
-        let drawn = if let Kind::Cdf { log_x: true } = self.kind {
+        let drawn = if let Kind::Cdf { log_x: true } | Kind::Points { log_x: true } = self.kind {
             draw(
                 chart,
                 (x0.max(1e-9)..x1.max(x0 * 1.01 + 1e-9)).log_scale(),
@@ -147,7 +150,13 @@ impl Figure {
             .iter()
             .map(|s| {
                 let points = match self.kind {
-                    Kind::Lines | Kind::Points => s.values.clone(),
+                    Kind::Lines => s.values.clone(),
+                    Kind::Points { log_x } => s
+                        .values
+                        .iter()
+                        .copied()
+                        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log_x || *x > 0.0))
+                        .collect(),
                     Kind::Cdf { log_x } => {
                         let mut xs: Vec<f64> = s
                             .values
@@ -261,7 +270,8 @@ mod tests {
         };
         for kind in [
             Kind::Lines,
-            Kind::Points,
+            Kind::Points { log_x: true },
+            Kind::Points { log_x: false },
             Kind::Cdf { log_x: true },
             Kind::Cdf { log_x: false },
         ] {

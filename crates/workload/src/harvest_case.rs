@@ -139,10 +139,10 @@ pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<Outcome>]) -> Fi
         file: file.into(),
         title,
         axes: (
-            "production slowdown (% over standalone mean latency)".into(),
+            "production mean latency over standalone (log scale)".into(),
             "harvested share of the device (%)".into(),
         ),
-        kind: Kind::Points,
+        kind: Kind::Points { log_x: true },
         series: MODES
             .iter()
             .zip(points)
@@ -151,7 +151,7 @@ pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<Outcome>]) -> Fi
                 name: m.name().into(),
                 values: runs
                     .iter()
-                    .map(|o| (100.0 * o.slowdown, 100.0 * o.harvested))
+                    .map(|o| (1.0 + o.slowdown, 100.0 * o.harvested))
                     .collect(),
             })
             .collect(),
@@ -205,6 +205,6 @@ mod tests {
         let f = tradeoff_figure("f", "t".into(), &runs);
         assert_eq!(f.series.len(), MODES.len() - 1);
         assert_eq!(f.series[0].name, "native");
-        assert_eq!(f.series[0].values, vec![(5.0, 10.0)]);
+        assert_eq!(f.series[0].values, vec![(1.05, 10.0)]);
     }
 }

@@ -12,6 +12,9 @@
 //! every busy period counts as a request. A request's deadline is its first command plus the
 //! SLO (work before its first command is invisible: give the SLO that is left for the rest).
 //!
+//! A service idle for longer than its SLO holds nothing back: LP then runs until HP has work
+//! (the next request may wait one stop), so a service that stops sending never starves LP.
+//!
 //! LP runs for what the collector grants — a predicted window less [`DEFAULT_STOP`], the time a
 //! suspended LP queue needs to leave the device (inside a request, windows only: the slack rule
 //! that lets simulated LP slices overrun a window prices the stop exactly, which real queues
@@ -268,6 +271,14 @@ impl Service {
                 if self.request.is_none() && self.collector.arrival_slack_covers(DEFAULT_STOP) {
                     return (true, None);
                 }
+                // A service idle for longer than its SLO has no request to protect but the next
+                // one, which can wait one stop: LP runs until HP has work. Without this, a
+                // service whose SLO leaves no slack for a stop, once it stops sending, would
+                // hold LP back for ever.
+                let released = self.since.saturating_add(self.collector.config().slo);
+                if self.request.is_none() && now >= released {
+                    return (true, None);
+                }
                 if let Some(until) = self.lp_until.filter(|&u| u > now) {
                     return (true, Some(until));
                 }
@@ -281,7 +292,9 @@ impl Service {
                     .map(|g| now.saturating_add(g.useful()));
                 match self.lp_until {
                     Some(until) => (true, Some(until)),
-                    // A window may open once the request in flight ends.
+                    // A window may open once the request in flight ends; between requests, LP
+                    // is released once the service has been idle for its SLO.
+                    None if self.request.is_none() => (false, Some(released)),
                     None => (false, request_ends),
                 }
             }
@@ -483,6 +496,22 @@ mod tests {
                 into > Nanos::from_us(8 * 840 - 40),
                 "LP at {t} is inside a request"
             );
+        }
+    }
+
+    #[test]
+    fn a_service_that_stops_sending_releases_lp_after_its_slo() {
+        // An SLO (5 ms) shorter than a request (8 x 800 us): no stop ever fits its slack. When
+        // the service stops sending, the window it was predicted to leave ends at its next
+        // (missing) arrival, 240 ms, and LP must still run after that, not wait for ever.
+        let mut p = SloAware::harvest();
+        let mut qs = queues_with_slo(Nanos::from_ms(5));
+        drive_with(&mut p, 20, qs, 40);
+        qs[0].ready = false;
+        for t in [241, 300, 10_000] {
+            let mut run = vec![true; 2];
+            p.schedule(Nanos::from_ms(t), &qs, &mut run);
+            assert!(run[1], "LP held at {t} ms by a service idle since 235 ms");
         }
     }
 
