@@ -15,7 +15,7 @@
 //! completion), speech jobs, those done within their period, and the lost ones (late).
 
 use crate::Report;
-use crate::stats::pct_us;
+use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use std::sync::Arc;
@@ -237,15 +237,6 @@ fn interval_cdf(results: &[Vec<RunResult>]) -> Figure {
             .map(|rs| rs.iter().flat_map(|r| samples(&r.intervals, 1e6)).collect())
             .collect(),
     )
-}
-
-/// Median, min and max.
-fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
-    let lo = v.first().copied().unwrap_or(f64::NAN);
-    let hi = v.last().copied().unwrap_or(f64::NAN);
-    (mid, lo, hi)
 }
 
 fn report(results: &[Vec<RunResult>]) -> Report {

@@ -17,7 +17,7 @@
 //! kernel time over the window (harvested share) and the service's mean and P99 latency.
 
 use crate::Report;
-use crate::stats::pct_us;
+use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use std::sync::Arc;
@@ -289,15 +289,6 @@ pub fn run(
     }
     progress(total, total);
     Ok(report(&cases, alone, results))
-}
-
-/// Median, min and max.
-fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
-    let lo = v.first().copied().unwrap_or(f64::NAN);
-    let hi = v.last().copied().unwrap_or(f64::NAN);
-    (mid, lo, hi)
 }
 
 fn mean_ms(r: &RunResult) -> f64 {

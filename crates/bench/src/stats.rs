@@ -1,5 +1,5 @@
 //! Helpers the experiments share beyond `xsched-report`'s: seeded randomness, microsecond
-//! percentiles for tables, `null` cells.
+//! percentiles for tables, `null` cells, the median and spread of repeated runs.
 
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
@@ -20,4 +20,13 @@ pub(crate) fn pct_us(h: &Histogram<u64>, q: f64) -> f64 {
 /// `-` in tables, `null` in JSON.
 pub(crate) fn none() -> Value {
     json!(null)
+}
+
+/// Median, min and max of run results (NaN where there are none).
+pub(crate) fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let mid = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
+    let lo = v.first().copied().unwrap_or(f64::NAN);
+    let hi = v.last().copied().unwrap_or(f64::NAN);
+    (mid, lo, hi)
 }

@@ -98,6 +98,24 @@ pub(crate) fn levels(
         .collect()
 }
 
+/// The level a one-level field (`level`) asks of `p`: the device's highest when absent, and an
+/// error at the field when the device lacks it (never a downgrade).
+pub(crate) fn level_on(
+    ctx: &Ctx,
+    field: &Option<Spanned<u8>>,
+    p: &Profile,
+) -> Result<Level, ScenarioError> {
+    let Some(l) = field else {
+        return Ok(p.max_level.value);
+    };
+    let level = Level::try_from(*l.get_ref())
+        .map_err(|e| ctx.err(l.span(), format!("field `level`: {e}")))?;
+    p.capabilities()
+        .check_level(level)
+        .map_err(|e| ctx.err(l.span(), format!("field `level`: device `{}`: {e}", p.key)))?;
+    Ok(level)
+}
+
 /// A positive count, or an error at its span.
 pub(crate) fn positive(ctx: &Ctx, field: &str, v: &Spanned<u64>) -> Result<u64, ScenarioError> {
     if *v.get_ref() == 0 {

@@ -90,20 +90,7 @@ impl AiPc {
                 )
             })?,
         };
-        let level = match &f.level {
-            None => device.max_level.value,
-            Some(l) => {
-                let level = Level::try_from(*l.get_ref())
-                    .map_err(|e| ctx.err(l.span(), format!("field `level`: {e}")))?;
-                device.capabilities().check_level(level).map_err(|e| {
-                    ctx.err(
-                        l.span(),
-                        format!("field `level`: device `{}`: {e}", device.key),
-                    )
-                })?;
-                level
-            }
-        };
+        let level = build::level_on(ctx, &f.level, &device)?;
         let frame_n = bounded(ctx, "frame_commands", &f.frame_commands, 4, MAX_COMMANDS)?;
         let speech_n = bounded(
             ctx,

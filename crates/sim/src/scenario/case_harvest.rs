@@ -101,17 +101,7 @@ impl Harvest {
         };
         let mut devices = Vec::new();
         for p in profiles {
-            let level = match &f.level {
-                None => p.max_level.value,
-                Some(l) => {
-                    let level = Level::try_from(*l.get_ref())
-                        .map_err(|e| ctx.err(l.span(), format!("field `level`: {e}")))?;
-                    p.capabilities().check_level(level).map_err(|e| {
-                        ctx.err(l.span(), format!("field `level`: device `{}`: {e}", p.key))
-                    })?;
-                    level
-                }
-            };
+            let level = build::level_on(ctx, &f.level, &p)?;
             devices.push((p, level));
         }
         let jobs = match &f.jobs {
