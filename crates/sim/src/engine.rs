@@ -115,6 +115,8 @@ pub struct Sim {
     workload_rngs: Vec<SeededRng>,
     devices: Vec<Device>,
     device_next: Vec<Option<Nanos>>,
+    /// Per device with a shared launcher: when it is next free.
+    launcher_free: Vec<Nanos>,
     xqs: Vec<XQ>,
     sched: Option<Dispatcher<u32>>,
     sched_timer: Option<Nanos>,
@@ -145,6 +147,7 @@ impl Sim {
                 Vec::new()
             },
             device_next: vec![None; devices.len()],
+            launcher_free: vec![Nanos::ZERO; devices.len()],
             devices,
             xqs: Vec::new(),
             sched: None,
@@ -492,7 +495,15 @@ impl Sim {
         let xq = &mut self.xqs[q];
         if !xq.launching && xq.m.can_launch() {
             xq.launching = true;
-            let at = self.now + xq.launch_cost;
+            let d = xq.device;
+            let at = if self.spec.devices[d].shared_launcher && xq.scheduled {
+                // One dispatcher for the device's queues: launches wait their turn.
+                let at = self.now.max(self.launcher_free[d]) + xq.launch_cost;
+                self.launcher_free[d] = at;
+                at
+            } else {
+                self.now + xq.launch_cost
+            };
             self.push(at, Ev::Launch(q as u32));
         }
     }

@@ -26,6 +26,9 @@ pub struct DeviceSpec {
     pub restore: Nanos,
     /// Highest level the device supports.
     pub max_level: Level,
+    /// Every XQueue of the device launches through one dispatcher thread, one launch at a time
+    /// (a central kernel dispatcher such as Paella's), instead of a launcher per queue.
+    pub shared_launcher: bool,
 }
 
 impl DeviceSpec {
@@ -41,6 +44,7 @@ impl DeviceSpec {
             interrupt: p.interrupt.value,
             restore: p.restore.value,
             max_level: p.max_level.value,
+            shared_launcher: false,
         }
     }
 }

@@ -321,3 +321,88 @@ fn harvesting_compares_modes_on_the_same_production_requests() {
         assert!(r.2.abs() < 2.0, "{r:?} in {rows:?}");
     }
 }
+
+/// The two-model study's rows: (rate, mode, foreground P99 ratio).
+fn two_model(src: &str) -> Vec<(u64, String, f64)> {
+    run(src)
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r["rate"].as_u64().unwrap_or(0),
+                r["mode"].as_str().unwrap_or("?").to_string(),
+                r["fg_p99_ratio"].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_model_xsched_keeps_the_foreground_near_standalone_where_request_priorities_do_not() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/xsched-case-two-model.toml"
+    ))
+    .expect("the shipped scenario");
+    assert!(
+        src.contains("seconds = 10"),
+        "the shipped scenario measures 10 s"
+    );
+    let src = src.replace("seconds = 10", "seconds = 3").replace(
+        "rates = [100, 200, 400, 600, 800, 1000]",
+        "rates = [200, 1000]",
+    );
+    let rows = two_model(&src);
+    let at = |rate: u64, mode: &str| {
+        rows.iter()
+            .find(|r| r.0 == rate && r.1 == mode)
+            .map(|r| r.2)
+            .unwrap_or_else(|| panic!("no {rate} {mode} row: {rows:?}"))
+    };
+    for rate in [200, 1000] {
+        let (native, triton, xsched) = (
+            at(rate, "native"),
+            at(rate, "triton-priority"),
+            at(rate, "xsched"),
+        );
+        assert!(
+            xsched < triton,
+            "{rate}: xsched {xsched} below triton {triton}"
+        );
+        assert!(
+            triton <= native,
+            "{rate}: ordering requests helps: {triton} vs {native}"
+        );
+        assert!(xsched <= 1.10, "{rate}: xsched near standalone: {xsched}");
+    }
+    assert!(at(1000, "triton-priority") >= 1.3, "{rows:?}");
+    // A Paella-like dispatcher whose per-kernel cost is high falls behind as the rate grows.
+    let slow = two_model(&src.replace("paella_dispatch_ns = 3000", "paella_dispatch_ns = 20000"));
+    let paella = |rate| {
+        slow.iter()
+            .find(|r| r.0 == rate && r.1 == "paella")
+            .map(|r| r.2)
+    };
+    assert!(paella(1000) > paella(200), "{slow:?}");
+    let (_, figures) = Scenario::parse("test.toml", &src)
+        .expect("parses")
+        .run_with_figures(&|_, _| {});
+    assert_eq!(figures.len(), 1, "the P99-ratio figure");
+    assert!(figures[0].series.iter().all(|s| s.values.len() == 2));
+    assert_eq!(
+        serde_json::to_string(&two_model(&src)).expect("json"),
+        serde_json::to_string(&rows).expect("json"),
+        "same seed, same rows"
+    );
+}
+
+#[test]
+fn a_shared_launcher_serializes_the_launches_of_every_queue_on_its_device() {
+    // Paella's one dispatcher: with a 40 us dispatch per kernel, two services of 10 us kernels
+    // at 1 000 req/s each need 3.2 dispatcher-seconds a second and fall behind.
+    let src = "experiment = \"case-two-model\"\nrates = [2000]\nseconds = 1\n\
+               request_cmd_us = [10, 10]\npaella_dispatch_ns = 40000\n";
+    let rows = two_model(src);
+    let paella = rows.iter().find(|r| r.1 == "paella").map_or(0.0, |r| r.2);
+    assert!(paella > 10.0, "{rows:?}");
+}

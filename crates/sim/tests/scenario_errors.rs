@@ -94,6 +94,21 @@ fn a_case_study_on_a_device_without_its_level_is_an_error() {
 }
 
 #[test]
+fn a_two_model_study_names_its_bad_fields() {
+    for (src, field) in [
+        ("rates = []\n", "rates"),
+        ("rates = [100, 0]\n", "rates"),
+        ("request_cmd_us = [0, 5]\n", "request_cmd_us"),
+        ("paella_dispatch_ns = 0\n", "paella_dispatch_ns"),
+        ("level = 4\n", "level"),
+    ] {
+        let (line, msg) = error_of(&format!("experiment = \"case-two-model\"\n{src}"));
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains(field), "{msg}");
+    }
+}
+
+#[test]
 fn a_harvesting_study_names_its_bad_fields() {
     for (src, line, field) in [
         ("jobs = [\"mining\"]\n", 2, "jobs"),

@@ -8,10 +8,12 @@
 //! - [`service`]: the HP service of the harvesting experiments (requests of kernels and gaps).
 //! - [`ai_pc`]: the AI-PC case study's modes, checks and figure.
 //! - [`harvest_case`]: the GPU-harvesting case study's modes, checks and figure.
+//! - [`two_model`]: the two-model serving case study's modes, checks and figure.
 
 pub mod ai_pc;
 pub mod harvest_case;
 pub mod rng;
 pub mod service;
+pub mod two_model;
 
 pub use rng::SeededRng;

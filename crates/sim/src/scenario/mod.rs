@@ -6,6 +6,7 @@ mod bandwidth;
 mod build;
 mod case_ai_pc;
 mod case_harvest;
+mod case_two_model;
 mod fg_bg;
 mod hummingbird;
 mod multi_device;
@@ -64,6 +65,8 @@ pub enum Scenario {
     CaseAiPc(Box<case_ai_pc::AiPc>),
     /// XSched's GPU-harvesting case study: a production service beside an opportunistic job.
     CaseHarvest(Box<case_harvest::Harvest>),
+    /// XSched's two-model serving case study: a foreground and a background inference service.
+    CaseTwoModel(Box<case_two_model::TwoModel>),
 }
 
 /// Every experiment kind.
@@ -76,6 +79,7 @@ pub const EXPERIMENTS: &[&str] = &[
     "hummingbird",
     "case-ai-pc",
     "case-harvest",
+    "case-two-model",
 ];
 
 #[derive(Deserialize)]
@@ -158,6 +162,10 @@ impl Scenario {
                 parse_as(file, src)?,
                 &ctx,
             )?)),
+            "case-two-model" => Scenario::CaseTwoModel(Box::new(case_two_model::TwoModel::check(
+                parse_as(file, src)?,
+                &ctx,
+            )?)),
             other => {
                 return Err(at(
                     file,
@@ -192,6 +200,7 @@ impl Scenario {
         let report = match self {
             Scenario::CaseAiPc(s) => return s.run(tick),
             Scenario::CaseHarvest(s) => return s.run(tick),
+            Scenario::CaseTwoModel(s) => return s.run(tick),
             Scenario::FgBg(s) => s.run(tick),
             Scenario::Preempt(s) => s.run(tick),
             Scenario::Bandwidth(s) => s.run(tick),
