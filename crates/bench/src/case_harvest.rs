@@ -17,6 +17,7 @@
 //! kernel time over the window (harvested share) and the service's mean and P99 latency.
 
 use crate::Report;
+use crate::poisson::{Service, length, nanos, serve};
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -24,10 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
-use xsched_core::{Hint, Level, Nanos};
+use xsched_core::{Hint, Level};
 use xsched_report::plot::Figure;
 use xsched_report::{cells, columns, round3};
-use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_workload::SeededRng;
 use xsched_workload::harvest_case::{self, Job, MODES, Mode, Outcome};
 
@@ -103,12 +104,16 @@ pub struct RunResult {
     pub harvested: f64,
 }
 
-fn nanos(d: Duration) -> Nanos {
-    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-fn length(rng: &mut SeededRng, (lo, hi): (Duration, Duration)) -> Duration {
-    Duration::from_nanos(rng.between(nanos(lo), nanos(hi)).0)
+/// The production service of `p`: Poisson arrivals at its load.
+fn production(p: &CaseHarvestParams) -> Service {
+    let mut s = Service {
+        kernels: p.production_kernels,
+        kernel: p.production_kernel,
+        mean_gap: Duration::ZERO,
+        seed: p.seed,
+    };
+    s.mean_gap = s.mean_request().div_f64(p.production_load.max(1e-3));
+    s
 }
 
 /// Queue options of the service and of the job in `mode`, xsched's at `level`.
@@ -157,58 +162,13 @@ pub fn run_mode(
         let job_run = opportunistic
             .as_ref()
             .map(|q| s.spawn(move || run_job(q, p, job, from, end)));
-        let latency = serve(&prod, p, start, from, end);
+        let latency = serve(&prod, &production(p), start, from, end);
         let harvested = match job_run.map(|h| h.join()) {
             Some(Ok(work)) => work.as_secs_f64() / p.measure.as_secs_f64(),
             Some(Err(panic)) => std::panic::resume_unwind(panic),
             None => 0.0,
         };
         Ok(RunResult { latency, harvested })
-    })
-}
-
-/// The service's Poisson requests until `end`; latencies of those arrived after `from`.
-fn serve(
-    q: &XQueue<CpuQueue>,
-    p: &CaseHarvestParams,
-    start: Instant,
-    from: Instant,
-    end: Instant,
-) -> Histogram<u64> {
-    let mean_kernel = (p.production_kernel.0 + p.production_kernel.1) / 2;
-    let request = mean_kernel * p.production_kernels;
-    let gap = nanos(request.div_f64(p.production_load.max(1e-3)));
-    let mut rng = SeededRng::new(p.seed);
-    let (tx, rx) = crossbeam_channel::unbounded::<(Instant, CommandHandle)>();
-    std::thread::scope(|s| {
-        let waiter = s.spawn(move || {
-            let mut latency = xsched_report::new_histogram();
-            for (arrival, handle) in rx {
-                let _ = handle.wait();
-                if arrival >= from {
-                    xsched_report::record_duration(&mut latency, arrival.elapsed());
-                }
-            }
-            latency
-        });
-        let mut arrival = start;
-        while arrival < end {
-            std::thread::sleep(arrival.saturating_duration_since(Instant::now()));
-            let mut last = None;
-            for _ in 0..p.production_kernels {
-                let kernel = Arc::new(Spin::new(length(&mut rng, p.production_kernel)));
-                last = q.submit(CpuCommand::Kernel(kernel)).ok();
-            }
-            // A queue that refuses commands ends the stream (no latencies are made up).
-            let Some(h) = last else { break };
-            let _ = tx.send((arrival, h));
-            arrival += Duration::from_nanos(rng.exponential(gap).0);
-        }
-        drop(tx);
-        match waiter.join() {
-            Ok(latency) => latency,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
     })
 }
 

@@ -11,6 +11,8 @@
 //! - [`case_harvest`]: XSched's GPU-harvesting case study (a production service beside a
 //!   training loop or long financial kernels) natively, under a fixed quota, a TGS-like rate
 //!   and xsched's fixed priority and SLO-aware harvesting.
+//! - [`case_two_model`]: XSched's two-model serving case study (a foreground and a background
+//!   inference service) natively, with request priorities, xsched and kernel-by-kernel dispatch.
 //! - [`fg_bg`]: a foreground request stream beside a saturating background: standalone vs
 //!   native vs xsched at each level (the demo).
 //! - [`preempt`]: preemption latency against command length, per level, beside the machine's
@@ -22,6 +24,7 @@
 //! - [`harvest`]: Hummingbird's idle-time harvesting beside an HP service with gaps: the
 //!   collector driven cooperatively, and the `slo-aware` policy in process and through the
 //!   daemon with two processes (`harvest-daemon`).
+//! - [`poisson`]: an open-loop service of seeded requests on a real queue (the case studies').
 //! - [`two_process`]: the demo as two processes under a daemon (`xsched demo --processes`).
 //! - [`workers`]: what the `xsched worker` processes run.
 //! - [`switches`]: this process's context switches, for wake-ups per command.
@@ -32,12 +35,14 @@
 
 pub mod case_ai_pc;
 pub mod case_harvest;
+pub mod case_two_model;
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;
 pub mod harvest;
 pub mod multi_device;
 pub mod overhead;
+pub mod poisson;
 pub mod preempt;
 pub mod soak;
 mod stats;

@@ -3,8 +3,8 @@
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 use xsched_bench::{
-    Report, case_ai_pc, case_harvest, cpu_share, daemon_rtt, fg_bg, harvest, multi_device,
-    overhead, preempt, soak,
+    Report, case_ai_pc, case_harvest, case_two_model, cpu_share, daemon_rtt, fg_bg, harvest,
+    multi_device, overhead, preempt, soak,
 };
 use xsched_report::plot::Figure;
 
@@ -34,6 +34,10 @@ pub enum Name {
     /// financial kernels, natively, under a fixed quota, a TGS-like rate and xsched (Levels 3
     /// and 1; --samples sets the runs).
     CaseHarvest,
+    /// XSched's two-model serving case study: a foreground and a background inference service,
+    /// natively, with Triton-like request priorities, xsched and Paella-like kernel dispatch
+    /// (time x 10; --samples sets the runs).
+    CaseTwoModel,
     /// Client processes under a daemon that is killed, stopped and restarted while clients are
     /// killed: every surviving client's commands run exactly once.
     Soak,
@@ -137,6 +141,11 @@ pub fn run(
             let mut p = case_harvest::CaseHarvestParams::default();
             p.runs = samples.unwrap_or(p.runs);
             return Ok(case_harvest::run(&p, tick)?);
+        }
+        Name::CaseTwoModel => {
+            let mut p = case_two_model::TwoModelParams::default();
+            p.runs = samples.unwrap_or(p.runs);
+            return Ok(case_two_model::run(&p, tick)?);
         }
         Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {

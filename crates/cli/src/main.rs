@@ -106,7 +106,7 @@ enum Command {
         /// Samples per point (preempt) or measured requests per mode (fg-bg, harvest, ...).
         #[arg(long)]
         samples: Option<u32>,
-        /// Write the benchmark's figures (SVG) into this directory (case-ai-pc and case-harvest draw one each).
+        /// Write the benchmark's figures (SVG) into this directory (the case-* benchmarks draw one each).
         #[arg(long, value_name = "DIR")]
         plot: Option<PathBuf>,
         #[command(flatten)]
