@@ -89,10 +89,11 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
         match make(&self.runtime) {
             Ok(xqueue) => {
                 tracing::info!(
-                    "{} {key:?} scheduled as XQueue {} on device {}",
+                    "{} {key:?} scheduled as XQueue {} on device {} at priority {}",
                     self.library,
                     xqueue.id(),
-                    xqueue.hw().device().0
+                    xqueue.hw().device().0,
+                    xqueue.hints().priority
                 );
                 let xqueue = Arc::new(xqueue);
                 queues.insert(key, xqueue.clone());

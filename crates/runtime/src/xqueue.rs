@@ -237,17 +237,24 @@ impl<H: HwQueue> XQueue<H> {
         }
     }
 
-    /// Block until every command submitted so far completed (or was cancelled). Returns the
-    /// first failure among them, if any (the others still ran), or `Cancelled` if the last one
-    /// was cancelled.
-    pub fn wait_all(&self) -> Result<(), CommandError> {
+    /// The last command submitted so far, if any: [`wait`](Self::wait) on it waits for
+    /// everything submitted until now.
+    pub fn last_submitted(&self) -> Option<CommandId> {
         let submitted = *self
             .next_id
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(last) = submitted.checked_sub(1) else {
+        submitted.checked_sub(1).map(CommandId)
+    }
+
+    /// Block until every command submitted so far completed (or was cancelled). Returns the
+    /// first failure among them, if any (the others still ran), or `Cancelled` if the last one
+    /// was cancelled.
+    pub fn wait_all(&self) -> Result<(), CommandError> {
+        let Some(CommandId(last)) = self.last_submitted() else {
             return Ok(());
         };
+        let submitted = last + 1;
         match self.handle(CommandId(last)).wait() {
             Ok(()) | Err(CommandError::Failed(_)) => self.tracker.first_failure(submitted),
             Err(other) => Err(other),

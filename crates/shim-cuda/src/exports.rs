@@ -1,8 +1,9 @@
 //! The driver entry points the shim replaces, each with the exact C signature of the real one
 //! (both the plain and the `_ptsz` per-thread-default-stream variant, as the driver exports
-//! them). Everything else goes to the driver untouched; event synchronization needs no help,
-//! since the events the application records are real and follow the gated commands in their
-//! stream.
+//! them). Everything else goes to the driver untouched. Events stay the driver's and follow the
+//! gated commands in their stream; the shim only notes on which stream each is recorded, so
+//! that a stream waiting on another's event is not left behind gates while the recording
+//! stream is suspended (`Shim::before_wait`).
 
 #![allow(non_snake_case)]
 
@@ -12,7 +13,7 @@ use crate::real::{NOT_FOUND, Status};
 use crate::state::{Key, shim};
 use std::ffi::{c_int, c_uchar, c_uint, c_void};
 use xsched_backend_cuda::sys::{
-    CUcontext, CUdeviceptr, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
+    CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
 };
 use xsched_interpose::guard;
 
@@ -198,6 +199,67 @@ observed!(
     |key| |s: &crate::state::Shim| s.set_capturing(key, false),
     stream = |stream, _graph| stream, ptsz = true
 );
+observed!(
+    /// `cuEventRecord`: notes the stream the event follows.
+    cuEventRecord(event: CUevent, stream: CUstream), "recording an event",
+    |key| |s: &'static crate::state::Shim| s.recorded(event as usize, key),
+    stream = |_event, stream| stream, ptsz = false
+);
+observed!(
+    /// `cuEventRecord_ptsz`: as `cuEventRecord`.
+    cuEventRecord_ptsz(event: CUevent, stream: CUstream), "recording an event",
+    |key| |s: &'static crate::state::Shim| s.recorded(event as usize, key),
+    stream = |_event, stream| stream, ptsz = true
+);
+observed!(
+    /// `cuEventRecordWithFlags`: as `cuEventRecord`.
+    cuEventRecordWithFlags(event: CUevent, stream: CUstream, flags: c_uint), "recording an event",
+    |key| |s: &'static crate::state::Shim| s.recorded(event as usize, key),
+    stream = |_event, stream, _flags| stream, ptsz = false
+);
+observed!(
+    /// `cuEventRecordWithFlags_ptsz`: as `cuEventRecord`.
+    cuEventRecordWithFlags_ptsz(event: CUevent, stream: CUstream, flags: c_uint), "recording an event",
+    |key| |s: &'static crate::state::Shim| s.recorded(event as usize, key),
+    stream = |_event, stream, _flags| stream, ptsz = true
+);
+observed!(
+    /// `cuStreamWaitEvent`: first waits for the recording stream's commands before the record
+    /// when another scheduled stream recorded it (`Shim::before_wait`), then makes the wait.
+    cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint), "waiting on an event",
+    |key| |s: &'static crate::state::Shim| s.before_wait(event as usize, key),
+    stream = |stream, _event, _flags| stream, ptsz = false
+);
+observed!(
+    /// `cuStreamWaitEvent_ptsz`: as `cuStreamWaitEvent`.
+    cuStreamWaitEvent_ptsz(stream: CUstream, event: CUevent, flags: c_uint), "waiting on an event",
+    |key| |s: &'static crate::state::Shim| s.before_wait(event as usize, key),
+    stream = |stream, _event, _flags| stream, ptsz = true
+);
+
+/// `cuEventDestroy`: forgets where the event was recorded, then destroys it.
+///
+/// # Safety
+/// As the CUDA driver API requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventDestroy_v2(event: CUevent) -> Status {
+    real_fn!(
+        real,
+        cuEventDestroy_v2,
+        unsafe extern "C" fn(CUevent) -> Status
+    );
+    guard::quietly("CUDA", "forgetting an event", || {
+        if let Some(shim) = shim() {
+            shim.event_destroyed(event as usize);
+        }
+    });
+    match real() {
+        // SAFETY: the application's argument, unchanged, to the real entry point.
+        Some(f) => unsafe { f(event) },
+        None => NOT_FOUND,
+    }
+}
+
 /// `cuCtxDestroy`: drains and forgets the context's default streams (the legacy one and every
 /// thread's per-thread one), then destroys the context.
 ///
@@ -222,9 +284,10 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(context: CUcontext) -> Status {
     }
 }
 
-/// Defines an exported stream creation that schedules the new stream (reading `XSCHED_*` now).
+/// Defines an exported stream creation that schedules the new stream (reading `XSCHED_*` now),
+/// `raise` above the process's priority.
 macro_rules! creation {
-    ($(#[$doc:meta])* $name:ident(out: *mut CUstream $(, $arg:ident: $ty:ty)*)) => {
+    ($(#[$doc:meta])* $name:ident(out: *mut CUstream $(, $arg:ident: $ty:ty)*), raise = |$($r:ident),*| $raise:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -237,9 +300,10 @@ macro_rules! creation {
             if status == 0 && !out.is_null() {
                 // SAFETY: the driver wrote the new stream to the caller's `out`.
                 let stream = unsafe { out.read() };
+                let raise: i32 = (|$($r: $ty),*| $raise)($($arg),*);
                 guard::quietly("CUDA", "scheduling a new stream", || {
                     if let Some(s) = shim() {
-                        let _ = s.adopt(Key::of(stream, false));
+                        let _ = s.adopt_at(Key::of(stream, false), raise);
                     }
                 });
             }
@@ -249,10 +313,13 @@ macro_rules! creation {
 }
 
 creation!(
-    /// `cuStreamCreate`: the new stream becomes an XQueue.
-    cuStreamCreate(out: *mut CUstream, flags: c_uint)
+    /// `cuStreamCreate`: the new stream becomes an XQueue at the process's priority.
+    cuStreamCreate(out: *mut CUstream, flags: c_uint), raise = |_flags| 0
 );
 creation!(
-    /// `cuStreamCreateWithPriority`: the new stream becomes an XQueue.
-    cuStreamCreateWithPriority(out: *mut CUstream, flags: c_uint, priority: c_int)
+    /// `cuStreamCreateWithPriority`: the new stream becomes an XQueue, its CUDA priority mapped
+    /// onto the process's (CUDA's lower numbers are more urgent: priority `p` raises the
+    /// queue's by `-p`, so a process's streams keep CUDA's order among themselves).
+    cuStreamCreateWithPriority(out: *mut CUstream, flags: c_uint, priority: c_int),
+    raise = |_flags, priority| priority.saturating_neg()
 );

@@ -10,7 +10,8 @@
 //!
 //! Every stream the program uses (created streams, the legacy default stream per context, the
 //! per-thread default stream per thread) becomes an XQueue, with hints and scheduler from
-//! `XSCHED_*`. Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`), graph launches
+//! `XSCHED_*`; a stream created with a CUDA priority gets the process's `XSCHED_PRIORITY` raised
+//! by minus that priority (CUDA's lower numbers are more urgent). Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx`), graph launches
 //! (`cuGraphLaunch`, one command per graph), async copies and memsets are made on the real
 //! stream at once behind a gate the XQueue opens when it launches them
 //! (`gate.rs`), so status codes, argument capture and events are the driver's, and a background
@@ -18,7 +19,10 @@
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`): the CUDA runtime (and so PyTorch) finds driver
 //! functions that way, not by linking. A stream under capture passes through unscheduled while
 //! it is captured (the capture records, nothing runs), with one log line; devices without
-//! stream memory operations pass through. No
+//! stream memory operations pass through. A stream made to wait on an event another scheduled
+//! stream recorded first waits, in the calling thread, for that stream's commands before the
+//! record (`state.rs`): left behind its opened gates, it could hold the recording stream
+//! suspended for ever. No
 //! panic crosses into the program; on an internal failure a call goes straight to the driver.
 //!
 //! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).

@@ -57,6 +57,13 @@ fn replaced() -> &'static [(usize, usize)] {
             cuStreamCreate,
             cuStreamCreateWithPriority,
             cuCtxDestroy_v2,
+            cuEventRecord,
+            cuEventRecord_ptsz,
+            cuEventRecordWithFlags,
+            cuEventRecordWithFlags_ptsz,
+            cuStreamWaitEvent,
+            cuStreamWaitEvent_ptsz,
+            cuEventDestroy_v2,
             cuGetProcAddress,
             cuGetProcAddress_v2,
         ]

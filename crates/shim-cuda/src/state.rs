@@ -15,11 +15,11 @@
 //! thread's thread-local guard only hands its number to the shim's reaper thread: draining (and
 //! logging) cannot happen inside a thread-local destructor, and the exiting thread need not wait.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use xsched_backend_cuda::{CudaStream, sys};
-use xsched_core::Level;
+use xsched_core::{CommandId, Hint, Level};
 use xsched_interpose::{Interposer, PerProcess};
 use xsched_runtime::{HwQueue, QueueOptions, XQueue};
 
@@ -88,11 +88,16 @@ impl Key {
     }
 }
 
+/// Where an event was recorded: the stream's queue and its last command before the record.
+type Recorded = (Arc<XQueue<CudaStream>>, CommandId);
+
 /// The interposer (`xsched-interpose`), the streams being captured into a graph, and the
 /// threads that exited with per-thread streams.
 pub(crate) struct Shim {
     streams: Interposer<Key, CudaStream>,
     capturing: Mutex<HashSet<Key>>,
+    /// Per event recorded on a scheduled stream: where it was recorded.
+    events: Mutex<HashMap<usize, Recorded>>,
     exited: Mutex<Vec<u64>>,
     reap: Condvar,
     reaper: Once,
@@ -112,6 +117,7 @@ pub(crate) fn shim() -> Option<&'static Shim> {
         Some(Shim {
             streams,
             capturing: Mutex::default(),
+            events: Mutex::default(),
             exited: Mutex::default(),
             reap: Condvar::new(),
             reaper: Once::new(),
@@ -142,12 +148,25 @@ impl Shim {
 
     /// Put a stream under an XQueue, or leave it unscheduled with one log line.
     pub(crate) fn adopt(&'static self, key: Key) -> Option<Arc<XQueue<CudaStream>>> {
+        self.adopt_at(key, 0)
+    }
+
+    /// As [`adopt`](Self::adopt), `raise` above the process's `XSCHED_PRIORITY` (a stream
+    /// created with a CUDA priority: CUDA's lower numbers are more urgent, so CUDA priority
+    /// `p` raises by `-p`).
+    pub(crate) fn adopt_at(&'static self, key: Key, raise: i32) -> Option<Arc<XQueue<CudaStream>>> {
         if key.handle == PER_THREAD {
             self.start_reaper();
             release_on_thread_exit(key.thread);
         }
         self.streams.adopt(key, |runtime| {
-            let options = QueueOptions::from_env().map_err(|e| e.to_string())?;
+            let mut options = QueueOptions::from_env().map_err(|e| e.to_string())?;
+            if raise != 0 {
+                let priority = options.hints.priority.saturating_add(raise);
+                options = options
+                    .with_hint(Hint::Priority(priority))
+                    .map_err(|e| e.to_string())?;
+            }
             // SAFETY: the handle is the application's live stream (or a default stream) in the
             // current context; it is forgotten when the application destroys it (`forget`),
             // and the per-thread stream is only ever enqueued on from its own thread
@@ -233,6 +252,44 @@ impl Shim {
                 gone.len()
             );
         }
+    }
+
+    /// The application records `event` on the stream `key` (called before the record reaches
+    /// the driver): remember which queue's commands the record follows.
+    pub(crate) fn recorded(&'static self, event: usize, key: Key) {
+        let at = self
+            .stream(key)
+            .and_then(|q| q.last_submitted().map(|id| (q, id)));
+        let mut events = lock(&self.events);
+        match at {
+            Some(at) => events.insert(event, at),
+            None => events.remove(&event),
+        };
+    }
+
+    /// The application makes the stream `key` wait for `event` (called before the wait reaches
+    /// the driver). If another scheduled stream recorded it, wait here until that stream's
+    /// commands before the record have run. Otherwise the wait would sit in the device's stream
+    /// behind gates the XQueue has opened. That stream would then never go idle, and a policy
+    /// that suspended the recording stream for it (a lower priority, say) would never resume
+    /// it: a deadlock. Waiting here costs the calling thread that time, and nothing else: what
+    /// the device runs, and in what order, is unchanged.
+    pub(crate) fn before_wait(&'static self, event: usize, key: Key) {
+        let Some((recorder, last)) = lock(&self.events).get(&event).cloned() else {
+            return;
+        };
+        let same = self
+            .streams
+            .get(key)
+            .is_some_and(|waiter| Arc::ptr_eq(&waiter, &recorder));
+        if !same {
+            let _ = recorder.wait(last);
+        }
+    }
+
+    /// The application destroys `event`.
+    pub(crate) fn event_destroyed(&self, event: usize) {
+        lock(&self.events).remove(&event);
     }
 
     /// A capture into a graph begins (`true`) or ends on the stream.

@@ -15,6 +15,7 @@ mod program;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 struct Setup {
     program: PathBuf,
@@ -81,7 +82,7 @@ impl Setup {
             c.env("LD_PRELOAD", &self.shim).env("XSCHED_LOG", "info");
         }
         c.envs(env.iter().copied());
-        let out: Output = c.output().expect("the test program runs");
+        let out = output_within(c, Duration::from_secs(120), tag);
         let log = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{tag} failed: {log}");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -89,6 +90,28 @@ impl Setup {
         let json = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {text}"));
         let driver = std::fs::read_to_string(&trace).unwrap_or_default();
         Run { json, log, driver }
+    }
+}
+
+/// Run `c` to its end, or kill it and fail the test after `limit`: a deadlocked program must
+/// fail the test, not hang it.
+fn output_within(mut c: Command, limit: Duration, tag: &str) -> Output {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the test program starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("the test program's output"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("{tag}: still running after {limit:?} (deadlocked?); killed");
+        }
     }
 }
 
@@ -289,6 +312,55 @@ fn streams_that_wait_on_each_others_events_finish_with_the_native_result() {
         waits(&shimmed.driver) >= 12 * 3,
         "the copies and kernels were gated"
     );
+}
+
+/// Eight streams of one process at mixed CUDA priorities under the daemon's fixed priority, each
+/// high stream waiting every round on an event its low partner records: the high streams' work
+/// must not wait for ever behind a low stream that is suspended for them (no deadlock), every
+/// command runs once (the native checksum), and each stream is scheduled at the priority its
+/// CUDA priority maps to.
+#[test]
+fn eight_streams_at_mixed_priorities_under_the_daemon_finish_with_the_native_result() {
+    let Some(s) = setup() else { return };
+    let args = ["mixed", "1024", "10"];
+    let native = s.run_mode(&args, false, &[], "mixed-ref");
+    let socket =
+        std::env::temp_dir().join(format!("xsched-cuda-mixed-{}.sock", std::process::id()));
+    let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")
+        .expect("daemon binds")
+        .spawn()
+        .expect("daemon runs");
+    let socket_env = socket.display().to_string();
+    let env = [
+        ("XSCHED_SCHEDULER", "global"),
+        ("XSCHED_SOCKET", socket_env.as_str()),
+        ("XSCHED_PRIORITY", "3"),
+    ];
+    let shimmed = s.run_mode(&args, true, &env, "mixed-shim");
+    daemon.stop();
+    assert_eq!(
+        shimmed.json["checksum"], native.json["checksum"],
+        "{}",
+        shimmed.log
+    );
+    assert_eq!(
+        shimmed.log.matches("scheduled as XQueue").count(),
+        9,
+        "the setup stream and the 8 streams: {}",
+        shimmed.log
+    );
+    assert_eq!(
+        shimmed.driver.matches("evwait ").count(),
+        4 * 10,
+        "every round waited on its event"
+    );
+    for priority in ["priority 3", "priority 4"] {
+        assert!(
+            shimmed.log.contains(priority),
+            "{priority}: {}",
+            shimmed.log
+        );
+    }
 }
 
 /// XSched's upstream issue 22 (vLLM on an A10): programs that reach the driver the CUDA

@@ -228,7 +228,9 @@ CUresult cuCtxDestroy_v2(CUcontext c) { if (!c) return INVALID_VALUE; if (curren
 CUresult cuCtxGetCurrent(CUcontext *c) { *c = current; return SUCCESS; }
 CUresult cuCtxGetDevice(CUdevice *d) { if (!current) return 201; *d = 0; return SUCCESS; }
 
-CUresult cuStreamCreate(CUstream *out, unsigned flags) {
+/* Internal, so that creating with a priority does not go through an interposed cuStreamCreate
+ * (the real driver does not call its own entry points either). */
+static CUresult stream_create(CUstream *out, unsigned flags) {
   (void)flags;
   if (!initialized) return NOT_INITIALIZED;
   if (!out) return INVALID_VALUE;
@@ -240,7 +242,8 @@ CUresult cuStreamCreate(CUstream *out, unsigned flags) {
   *out = s;
   return SUCCESS;
 }
-CUresult cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority) { (void)priority; return cuStreamCreate(out, flags); }
+CUresult cuStreamCreate(CUstream *out, unsigned flags) { return stream_create(out, flags); }
+CUresult cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority) { (void)priority; return stream_create(out, flags); }
 
 static CUresult stream_sync(CUstream h, int ptsz) {
   pthread_mutex_lock(&mu);

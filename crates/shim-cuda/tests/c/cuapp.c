@@ -10,6 +10,10 @@
  *   cuapp crossdep N K    two streams, K rounds: an axpy on the first, an event recorded there,
  *                         the second waits on it, copies the first's result and runs an axpy;
  *                         one JSON line with the second's checksum (it depends on the order)
+ *   cuapp mixed N K       8 streams at mixed priorities (CUDA priority 0 and -1, alternating), 4
+ *                         pairs, K rounds: a low stream runs 3 axpys and records its event, its
+ *                         high partner waits on it, copies the result and runs an axpy; one
+ *                         JSON line with the checksum of the four high streams' results
  *   cuapp fork N MS stay|exec  a stream in use, then fork: the child sleeps 2*MS without CUDA
  *                         (stay) or execs `hold N 2*MS` (exec); the parent prints
  *                         {"pid","child"}, uses its stream MS more and exits
@@ -44,6 +48,7 @@ CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
@@ -285,13 +290,56 @@ static int crossdep(unsigned n, int k) {
   return 0;
 }
 
+static int mixed(unsigned n, int k) {
+  enum { PAIRS = 4 };
+  Work w = work_on_new_stream(n);
+  CUstream lo[PAIRS], hi[PAIRS];
+  CUdeviceptr ylo[PAIRS], yhi[PAIRS];
+  CUevent ev[PAIRS];
+  size_t bytes = n * sizeof(float);
+  float *host = malloc(bytes);
+  for (unsigned i = 0; i < n; i++) host[i] = (float)(i % 11);
+  CHECK(cuMemcpyHtoDAsync_v2(w.x, host, bytes, w.s));
+  CHECK(cuStreamSynchronize(w.s));
+  for (int j = 0; j < PAIRS; j++) {
+    CHECK(cuStreamCreateWithPriority(&lo[j], 1, 0));
+    CHECK(cuStreamCreateWithPriority(&hi[j], 1, -1));
+    CHECK(cuMemAlloc_v2(&ylo[j], bytes));
+    CHECK(cuMemAlloc_v2(&yhi[j], bytes));
+    CHECK(cuMemsetD8Async(ylo[j], 0, bytes, lo[j]));
+    CHECK(cuMemsetD8Async(yhi[j], 0, bytes, hi[j]));
+    CHECK(cuEventCreate(&ev[j], 0));
+  }
+  for (int r = 0; r < k; r++) {
+    for (int j = 0; j < PAIRS; j++) {
+      void *pl[] = {&ylo[j], &w.x, &w.n, &w.a};
+      void *ph[] = {&yhi[j], &w.x, &w.n, &w.a};
+      for (int i = 0; i < 3; i++) CHECK(cuLaunchKernel(w.axpy, 1, 1, 1, 32, 1, 1, 0, lo[j], pl, NULL));
+      CHECK(cuEventRecord(ev[j], lo[j]));
+      CHECK(cuStreamWaitEvent(hi[j], ev[j], 0));
+      CHECK(cuMemcpyDtoDAsync_v2(yhi[j], ylo[j], bytes, hi[j]));
+      CHECK(cuLaunchKernel(w.axpy, 1, 1, 1, 32, 1, 1, 0, hi[j], ph, NULL));
+    }
+  }
+  uint32_t sum = 0;
+  for (int j = 0; j < PAIRS; j++) {
+    CHECK(cuMemcpyDtoHAsync_v2(host, yhi[j], bytes, hi[j]));
+    CHECK(cuStreamSynchronize(hi[j]));
+    sum = sum * 31u + checksum(host, n);
+  }
+  for (int j = 0; j < PAIRS; j++) CHECK(cuStreamSynchronize(lo[j]));
+  printf("{\"checksum\":%u}\n", sum);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "check")) return check((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "hold")) return hold((unsigned)atoi(argv[2]), atof(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "threads")) return threads((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "crossdep")) return crossdep((unsigned)atoi(argv[2]), atoi(argv[3]));
+  if (argc == 4 && !strcmp(argv[1], "mixed")) return mixed((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "fork"))
     return forked((unsigned)atoi(argv[2]), atof(argv[3]), argv[4], argv[0]);
-  fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | fork N MS stay|exec\n");
+  fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | crossdep N K | mixed N K | fork N MS stay|exec\n");
   return 2;
 }
