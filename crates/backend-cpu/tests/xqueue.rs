@@ -8,8 +8,8 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, Kernel};
 use xsched_core::{Capabilities, CoreError, DeviceId, Hint, LaunchConfig, Level};
 use xsched_runtime::{
-    CommandError, Completion, HwError, HwQueue, QueueOptions, Runtime, RuntimeConfig, RuntimeError,
-    SchedulerMode,
+    CommandError, Completion, HwError, HwQueue, Mode, QueueOptions, Runtime, RuntimeConfig,
+    RuntimeError, SchedulerMode,
 };
 
 fn app_runtime() -> Runtime {
@@ -364,4 +364,67 @@ fn slo_aware_in_process_refuses_queues_until_one_has_an_slo() {
     let _lp = runtime
         .create_queue(Arc::new(device.create_queue()), QueueOptions::default())
         .expect("now other queues are fine");
+}
+
+/// A low-priority queue beside a busy high-priority one, under fixed priority on one worker:
+/// its 50 host commands in submission order, and whether all of them were done before the high
+/// queue's last command.
+fn low_beside_busy_high(low: QueueOptions) -> (Vec<u32>, bool) {
+    let rt = app_runtime();
+    let dev = CpuDevice::new(1).expect("device");
+    let high = rt
+        .create_queue(
+            Arc::new(dev.create_queue()),
+            QueueOptions::default()
+                .with_hint(Hint::Priority(5))
+                .expect("a priority"),
+        )
+        .expect("high queue");
+    let low = rt
+        .create_queue(Arc::new(dev.create_queue()), low)
+        .expect("low queue");
+    // 40 x 5 ms: the high queue has work, and commands not yet launched, for 200 ms.
+    let busy: Vec<_> = (0..40)
+        .map(|_| high.submit(spin(5000)).expect("submit"))
+        .collect();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let last = (0..50u32)
+        .map(|i| {
+            let order = order.clone();
+            low.submit(CpuCommand::host(move || {
+                order.lock().expect("order").push(i)
+            }))
+            .expect("submit")
+        })
+        .last()
+        .expect("50 commands");
+    last.wait().expect("the low queue's commands");
+    let before_high = !busy.last().is_some_and(|h| h.is_done());
+    high.wait_all().expect("the high queue's commands");
+    let order = order.lock().expect("order").clone();
+    (order, before_high)
+}
+
+/// `XSCHED_MODE=observe`: the queue goes through its XQueue but the device gets every command at
+/// once, in order, and nobody holds it back (a cooperative queue in its place waits for the
+/// high-priority one). One worker runs the device's one FIFO, so "before" is an order, not a
+/// timing.
+#[test]
+fn observe_mode_changes_nothing_a_native_queue_would_get_and_cooperative_mode_is_held() {
+    let (native, native_first) = low_beside_busy_high(QueueOptions::native());
+    let (observed, observed_first) =
+        low_beside_busy_high(Mode::Observe.apply(QueueOptions::default()));
+    let (held, held_first) = low_beside_busy_high(Mode::Cooperative.apply(QueueOptions::default()));
+    let expect: Vec<u32> = (0..50).collect();
+    assert_eq!(native, expect);
+    assert_eq!(observed, native, "same results, same order");
+    assert_eq!(held, expect);
+    assert!(
+        native_first && observed_first,
+        "natively and observed, nothing holds the queue"
+    );
+    assert!(
+        !held_first,
+        "a cooperative queue waits for the high-priority one"
+    );
 }

@@ -35,4 +35,5 @@ pub const STEERING_VARS: &[&str] = &[
     "XSCHED_POLICY",
     "XSCHED_SOCKET",
     "XSCHED_PRIORITY",
+    "XSCHED_MODE",
 ];

@@ -1,6 +1,7 @@
 //! Reading `XSCHED_*` environment variables: every bad value is a typed error naming the variable.
 
 use crate::error::RuntimeError;
+use crate::mode::Mode;
 use crate::options::SchedulerMode;
 use std::str::FromStr;
 use xsched_core::{Hint, LaunchConfig, Level, Nanos, policy};
@@ -12,6 +13,7 @@ pub(crate) const LAXITY_US: &str = "XSCHED_LAXITY_US";
 pub(crate) const DEADLINE_US: &str = "XSCHED_DEADLINE_US";
 pub(crate) const SLO_US: &str = "XSCHED_SLO_US";
 pub(crate) const LEVEL: &str = "XSCHED_LEVEL";
+pub(crate) const MODE: &str = "XSCHED_MODE";
 pub(crate) const THRESHOLD: &str = "XSCHED_THRESHOLD";
 pub(crate) const BATCH: &str = "XSCHED_BATCH";
 pub(crate) const INFLIGHT_US: &str = "XSCHED_INFLIGHT_US";
@@ -90,6 +92,25 @@ pub(crate) fn level(lookup: Lookup) -> Result<Option<Level>, RuntimeError> {
             .map(Some)
             .map_err(|e| bad(LEVEL, &n.to_string(), e.to_string())),
     }
+}
+
+/// `XSCHED_MODE`, refused beside `XSCHED_LEVEL` (a mode chooses the level).
+pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
+    let Some(value) = lookup(MODE) else {
+        return Ok(None);
+    };
+    let mode: Mode = value.parse().map_err(|e: String| bad(MODE, &value, e))?;
+    if let Some(level) = lookup(LEVEL) {
+        return Err(bad(
+            MODE,
+            &value,
+            format!(
+                "XSCHED_LEVEL={level} is set too; a mode chooses the level (observe: none, \
+                 cooperative: 1, preemptive: the highest): set one of the two"
+            ),
+        ));
+    }
+    Ok(Some(mode))
 }
 
 /// `base` overridden by threshold, batch and budget. A threshold alone lowers the batch to fit.
@@ -209,6 +230,7 @@ mod tests {
             (POLICY, "nope"),
             (INFLIGHT_US, "1.5"),
             (DAEMON_UID, "xsched"),
+            (MODE, "preempt"),
         ] {
             let lookup = vars(&[(var, value)]);
             let err = QueueOptions::from_lookup(&lookup)
@@ -223,6 +245,12 @@ mod tests {
             err,
             Err(RuntimeError::Core(CoreError::InvalidLaunchConfig { .. }))
         ));
+        let both = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (LEVEL, "3")]));
+        let text = both.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(text.contains(MODE) && text.contains(LEVEL), "{text}");
+        let observe = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (PRIORITY, "2")]))
+            .expect("a valid mode");
+        assert!(!observe.scheduled && observe.hints.priority == 2);
         let err = QueueOptions::from_lookup(&vars(&[(SHARE, "0")]));
         assert!(matches!(
             err,

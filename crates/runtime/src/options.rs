@@ -112,7 +112,8 @@ impl Default for QueueOptions {
 impl QueueOptions {
     /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
     /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
-    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off).
+    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off), then
+    /// put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
     pub fn from_env() -> Result<QueueOptions, RuntimeError> {
         QueueOptions::from_lookup(&env::process_lookup)
     }
@@ -127,7 +128,10 @@ impl QueueOptions {
         }
         options.level = env::level(lookup)?;
         options.config = env::launch_config(lookup, options.config)?;
-        Ok(options)
+        Ok(match env::mode(lookup)? {
+            Some(mode) => mode.apply(options),
+            None => options,
+        })
     }
 
     /// The same options with one more hint (validated).

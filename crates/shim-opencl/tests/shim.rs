@@ -105,6 +105,24 @@ fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim
     );
 }
 
+/// Every rollout mode (`XSCHED_MODE`) leaves an unchanged program's results and status codes as
+/// they are natively on POCL; the queues still go through their XQueues.
+#[test]
+fn every_rollout_mode_gives_the_native_results() {
+    let Some(s) = setup() else { return };
+    let native = json(&s.run(&CHECK, false, &[]).stdout);
+    for mode in ["observe", "cooperative", "preemptive"] {
+        let out = s.run(&CHECK, true, &[("XSCHED_MODE", mode)]);
+        assert_eq!(json(&out.stdout), native, "XSCHED_MODE={mode}");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            log.matches("scheduled as XQueue").count(),
+            2,
+            "{mode}: {log}"
+        );
+    }
+}
+
 #[test]
 fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
     let Some(s) = setup() else { return };
@@ -112,6 +130,7 @@ fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
     for (var, value, says) in [
         ("XSCHED_SCHEDULER", "remote", "shim disabled"),
         ("XSCHED_PRIORITY", "high", "passed through unscheduled"),
+        ("XSCHED_MODE", "preempt", "passed through unscheduled"),
     ] {
         let out = s.run(&CHECK, true, &[(var, value)]);
         assert_eq!(json(&out.stdout), native, "{var}={value}");
