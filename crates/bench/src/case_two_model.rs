@@ -7,7 +7,7 @@
 //! Modes as in the simulated study: the foreground alone, both native (the device's one FIFO),
 //! Triton-like request priorities (`hpf` at Level 1 with every command launched at
 //! submission), xsched (`hpf` at the level asked, Level 3 by default: tile checkpoints), and a
-//! Paella-like kernel-by-kernel dispatch in priority order (`hpf` at Level 1 with 2 kernels in
+//! Paella-like kernel-by-kernel dispatch (`hpf` at Level 1 with 2 kernels in
 //! flight per client and a synchronization after each). The Paella-like mode goes through
 //! xsched's launcher per queue: a central dispatcher's cost is not reproduced here (the
 //! simulated study has it). Every mode replays the same seeded requests.

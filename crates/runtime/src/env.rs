@@ -110,6 +110,17 @@ pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
             ),
         ));
     }
+    if mode == Mode::Observe
+        && let Some(var) = [THRESHOLD, BATCH, INFLIGHT_US]
+            .into_iter()
+            .find(|v| lookup(v).is_some())
+    {
+        return Err(bad(
+            MODE,
+            &value,
+            format!("{var} is set too; observe launches every command at once: set one of the two"),
+        ));
+    }
     Ok(Some(mode))
 }
 
@@ -248,6 +259,9 @@ mod tests {
         let both = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (LEVEL, "3")]));
         let text = both.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(text.contains(MODE) && text.contains(LEVEL), "{text}");
+        let both = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (BATCH, "4")]));
+        let text = both.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(text.contains(MODE) && text.contains(BATCH), "{text}");
         let observe = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (PRIORITY, "2")]))
             .expect("a valid mode");
         assert!(!observe.scheduled && observe.hints.priority == 2);

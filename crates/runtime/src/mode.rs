@@ -8,7 +8,9 @@
 //! - `cooperative`: Level 1, progressive launching and suspension at command boundaries.
 //! - `preemptive`: the highest level the backend offers.
 //!
-//! A mode chooses the level, so giving `XSCHED_LEVEL` too is an error, not a silent override.
+//! A mode chooses the level, so giving `XSCHED_LEVEL` too is an error, not a silent override;
+//! so is giving observe a launch limit (`XSCHED_THRESHOLD`, `XSCHED_BATCH`,
+//! `XSCHED_INFLIGHT_US`) it would not use.
 
 use crate::options::QueueOptions;
 use std::fmt;

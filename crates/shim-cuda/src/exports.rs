@@ -319,7 +319,8 @@ creation!(
 creation!(
     /// `cuStreamCreateWithPriority`: the new stream becomes an XQueue, its CUDA priority mapped
     /// onto the process's (CUDA's lower numbers are more urgent: priority `p` raises the
-    /// queue's by `-p`, so a process's streams keep CUDA's order among themselves).
+    /// queue's by `-p`, so a process's streams keep CUDA's order among themselves). A positive
+    /// priority, which CUDA clamps to its least urgent (0), raises nothing.
     cuStreamCreateWithPriority(out: *mut CUstream, flags: c_uint, priority: c_int),
-    raise = |_flags, priority| priority.saturating_neg()
+    raise = |_flags, priority| priority.saturating_neg().max(0)
 );

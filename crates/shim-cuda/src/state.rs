@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex, Once, Weak};
 use xsched_backend_cuda::{CudaStream, sys};
 use xsched_core::{CommandId, Hint, Level};
 use xsched_interpose::{Interposer, PerProcess};
@@ -88,8 +88,10 @@ impl Key {
     }
 }
 
-/// Where an event was recorded: the stream's queue and its last command before the record.
-type Recorded = (Arc<XQueue<CudaStream>>, CommandId);
+/// Where an event was recorded: the stream's queue (weakly: a destroyed stream must still be
+/// drained and released when the application lets it go) and its last command before the
+/// record.
+type Recorded = (Weak<XQueue<CudaStream>>, CommandId);
 
 /// The interposer (`xsched-interpose`), the streams being captured into a graph, and the
 /// threads that exited with per-thread streams.
@@ -259,7 +261,7 @@ impl Shim {
     pub(crate) fn recorded(&'static self, event: usize, key: Key) {
         let at = self
             .stream(key)
-            .and_then(|q| q.last_submitted().map(|id| (q, id)));
+            .and_then(|q| q.last_submitted().map(|id| (Arc::downgrade(&q), id)));
         let mut events = lock(&self.events);
         match at {
             Some(at) => events.insert(event, at),
@@ -272,10 +274,16 @@ impl Shim {
     /// commands before the record have run. Otherwise the wait would sit in the device's stream
     /// behind gates the XQueue has opened. That stream would then never go idle, and a policy
     /// that suspended the recording stream for it (a lower priority, say) would never resume
-    /// it: a deadlock. Waiting here costs the calling thread that time, and nothing else: what
-    /// the device runs, and in what order, is unchanged.
+    /// it: a deadlock. What the device runs, and in what order, is unchanged; the calling
+    /// thread is blocked until then and queues nothing else meanwhile. Under
+    /// `XSCHED_SCHEDULER=app`, where the application suspends queues itself, a wait on an event
+    /// of a queue it keeps suspended lasts until it resumes that queue.
     pub(crate) fn before_wait(&'static self, event: usize, key: Key) {
         let Some((recorder, last)) = lock(&self.events).get(&event).cloned() else {
+            return;
+        };
+        // A recording stream already released has drained: nothing to wait for.
+        let Some(recorder) = recorder.upgrade() else {
             return;
         };
         let same = self

@@ -98,6 +98,7 @@ fn a_two_model_study_names_its_bad_fields() {
     for (src, field) in [
         ("rates = []\n", "rates"),
         ("rates = [100, 0]\n", "rates"),
+        ("rates = [400, 200]\n", "rates"),
         ("request_cmd_us = [0, 5]\n", "request_cmd_us"),
         ("paella_dispatch_ns = 0\n", "paella_dispatch_ns"),
         ("level = 4\n", "level"),

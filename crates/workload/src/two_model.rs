@@ -19,7 +19,8 @@ pub enum Mode {
     /// xsched, fixed priority at the device's highest level.
     XSched,
     /// Paella-like: one central dispatcher hands each client's kernels to the device one or two
-    /// at a time, in priority order, at a cost per kernel.
+    /// at a time, the background held between kernels while the foreground has work, at a cost
+    /// per kernel.
     Paella,
 }
 

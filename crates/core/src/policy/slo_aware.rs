@@ -12,8 +12,9 @@
 //! every busy period counts as a request. A request's deadline is its first command plus the
 //! SLO (work before its first command is invisible: give the SLO that is left for the rest).
 //!
-//! A service idle for longer than its SLO holds nothing back: LP then runs until HP has work
-//! (the next request may wait one stop), so a service that stops sending never starves LP.
+//! A service that has stopped sending (idle for its SLO and for four times the longest idle
+//! period it has shown) holds nothing back: LP then runs until HP has work (the next request
+//! may wait one stop), so a service that stops never starves LP.
 //!
 //! LP runs for what the collector grants — a predicted window less [`DEFAULT_STOP`], the time a
 //! suspended LP queue needs to leave the device (inside a request, windows only: the slack rule
@@ -47,6 +48,10 @@ const SLICE: Nanos = Nanos::from_us(100);
 
 /// Idle periods at least this many times longer than the next shorter one separate requests.
 pub const SPLIT_RATIO: u64 = 4;
+
+/// A service idle this many times its longest idle period seen (and its SLO) has stopped
+/// sending.
+const STOPPED_IDLES: u64 = 4;
 
 /// Requests whose kernel counts are remembered.
 const COUNTS: usize = 64;
@@ -271,11 +276,15 @@ impl Service {
                 if self.request.is_none() && self.collector.arrival_slack_covers(DEFAULT_STOP) {
                     return (true, None);
                 }
-                // A service idle for longer than its SLO has no request to protect but the next
-                // one, which can wait one stop: LP runs until HP has work. Without this, a
-                // service whose SLO leaves no slack for a stop, once it stops sending, would
-                // hold LP back for ever.
-                let released = self.since.saturating_add(self.collector.config().slo);
+                // A service that has stopped sending (idle for its SLO and for several times the
+                // longest idle period it has shown) has no request to protect but a next one,
+                // which can wait one stop: LP runs until HP has work. Without this, a service
+                // whose SLO leaves no slack for a stop would hold LP back for ever once it
+                // stopped; with it, its ordinary gaps still hold LP back as before.
+                let longest = self.idles.sorted().last().copied().unwrap_or(Nanos::ZERO);
+                let quiet =
+                    Nanos(longest.0.saturating_mul(STOPPED_IDLES)).max(self.collector.config().slo);
+                let released = self.since.saturating_add(quiet);
                 if self.request.is_none() && now >= released {
                     return (true, None);
                 }
@@ -500,15 +509,16 @@ mod tests {
     }
 
     #[test]
-    fn a_service_that_stops_sending_releases_lp_after_its_slo() {
+    fn a_service_that_stops_sending_releases_lp() {
         // An SLO (5 ms) shorter than a request (8 x 800 us): no stop ever fits its slack. When
         // the service stops sending, the window it was predicted to leave ends at its next
-        // (missing) arrival, 240 ms, and LP must still run after that, not wait for ever.
+        // (missing) arrival, 240 ms, and LP must still run once the silence is far longer than
+        // any idle period the service showed (about 5.3 ms between requests), not wait for ever.
         let mut p = SloAware::harvest();
         let mut qs = queues_with_slo(Nanos::from_ms(5));
         drive_with(&mut p, 20, qs, 40);
         qs[0].ready = false;
-        for t in [241, 300, 10_000] {
+        for t in [300, 10_000] {
             let mut run = vec![true; 2];
             p.schedule(Nanos::from_ms(t), &qs, &mut run);
             assert!(run[1], "LP held at {t} ms by a service idle since 235 ms");

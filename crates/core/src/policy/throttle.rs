@@ -17,8 +17,9 @@
 //!   period: from having work to being idle), which stretches when the opportunistic job
 //!   slows its kernels. The first [`PROBE_WINDOWS`] windows hold the opportunistic job and
 //!   learn the production job's busy period alone; after each later window the duty grows by
-//!   [`STEP`] while the window's mean busy period (one still going on counting as long as it
-//!   has lasted) stays within [`TOLERANCE`] of it, and halves when it does not.
+//!   [`STEP`] while the window's mean busy period stays within [`TOLERANCE`] of it, and halves
+//!   when it does not. A busy period still going on at a window's end counts in that window as
+//!   long as it has lasted (so in every window it spans, growing), and again when it ends.
 
 use super::Policy;
 use crate::ids::DeviceId;
@@ -123,7 +124,8 @@ impl Gate {
         if control == Control::Adaptive {
             // A busy period still going on counts as long as it has lasted: a service that
             // never goes idle is the most slowed of all, not unobserved.
-            if let Some(since) = self.busy_since {
+            // (One that only began at this instant belongs to the next window.)
+            if let Some(since) = self.busy_since.filter(|&since| since < now) {
                 self.busy_sum += now.saturating_sub(since).0 as f64;
                 self.busy_n += 1;
             }

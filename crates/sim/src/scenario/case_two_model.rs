@@ -3,8 +3,9 @@
 //! is compared across request rates. Native sharing time-slices them; a Triton-like server
 //! orders requests by priority but cannot hold back the kernels of a request it already
 //! started; xsched suspends the background at the device's highest level; a Paella-like
-//! dispatcher hands each client's kernels to the device one or two at a time in priority order
-//! through one central dispatcher, paying a cost per kernel. The workload's numbers and their
+//! dispatcher hands each client's kernels to the device one or two at a time (the background
+//! held between kernels while the foreground has work) through one central dispatcher whose
+//! launches take turns, paying a cost per kernel. The workload's numbers and their
 //! sources are in the scenario file (`scenarios/xsched-case-two-model.toml`).
 //!
 //! Rows: rate (both services together, half each), mode, level, the foreground's P50 and P99
@@ -92,6 +93,9 @@ impl TwoModel {
             }
             Some(r) if r.get_ref().iter().any(|x| *x > 1_000_000) => {
                 return Err(ctx.err(r.span(), "field `rates`: at most 1 000 000".into()));
+            }
+            Some(r) if r.get_ref().windows(2).any(|w| w[0] >= w[1]) => {
+                return Err(ctx.err(r.span(), "field `rates`: in increasing order".into()));
             }
             Some(r) => r.get_ref().clone(),
         };
