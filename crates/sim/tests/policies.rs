@@ -185,3 +185,36 @@ fn a_quota_gives_the_lower_queue_its_share_of_each_window_and_the_top_queue_runs
     assert!((0.22..=0.30).contains(&job), "job's share {job}");
     assert!(r.workloads[0].completed >= 3);
 }
+
+#[test]
+fn the_starvation_guard_gives_a_starved_queue_its_minimum_share_and_plain_hpf_does_not() {
+    let mut top = QueueHints::default();
+    top.apply(Hint::Priority(1)).expect("a priority");
+    let queues = [
+        ("high", top, 8, Nanos::from_us(500), SATURATING),
+        (
+            "low",
+            QueueHints::default(),
+            8,
+            Nanos::from_us(500),
+            SATURATING,
+        ),
+    ];
+    let low_share = |r: &SimResult| r.queue_work[1].0 as f64 / r.window.0 as f64;
+    let guarded = run("hpf:min-share=0.1", &queues);
+    let plain = run("hpf", &queues);
+    assert!(
+        (0.08..=0.13).contains(&low_share(&guarded)),
+        "guarded low share {}",
+        low_share(&guarded)
+    );
+    assert!(
+        low_share(&plain) < 0.02,
+        "plain hpf starves it: {}",
+        low_share(&plain)
+    );
+    assert!(
+        device_split(&guarded) >= 0.85,
+        "the high queue keeps the rest"
+    );
+}

@@ -12,6 +12,7 @@ mod kedf;
 mod laxity;
 mod mlfq;
 mod slo_aware;
+mod starvation;
 mod throttle;
 mod vtime;
 
@@ -23,6 +24,7 @@ pub use kedf::KEarliestDeadline;
 pub use laxity::Laxity;
 pub use mlfq::Mlfq;
 pub use slo_aware::SloAware;
+pub use starvation::Guarded;
 pub use throttle::Throttle;
 
 use crate::error::CoreError;
@@ -77,6 +79,7 @@ pub const NAMES: &[&str] = &[
 
 /// Build a policy by name. `kedf` takes an optional `:k` suffix (`kedf:2`), default 1;
 /// `slo-aware:between-requests` is `slo-aware`'s baseline (LP only between HP requests);
+/// `hpf:min-share=F` is fixed priority with a starvation guard ([`Guarded`]);
 /// `quota:SHARE` (default 0.5) and `tgs` are the launch-throttling baselines of other systems
 /// (vCUDA-like fixed quota, TGS-like adaptive rate), see [`Throttle`].
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
@@ -88,6 +91,14 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
     let policy: Box<dyn Policy> = match (base, arg) {
         ("fcfs", None) => Box::new(Fcfs),
         ("hpf", None) => Box::new(Hpf::default()),
+        ("hpf", Some(arg)) => match arg
+            .strip_prefix("min-share=")
+            .and_then(|f| f.parse::<f64>().ok())
+            .and_then(Guarded::new)
+        {
+            Some(g) => Box::new(g),
+            None => return Err(unknown()),
+        },
         ("hpf-global", None) => Box::new(HpfGlobal::default()),
         ("bandwidth", None) => Box::new(Bandwidth::default()),
         ("laxity", None) => Box::new(Laxity::default()),
@@ -199,6 +210,12 @@ mod tests {
         assert_eq!(by_name("quota:0.25").map(|p| p.name()).ok(), Some("quota"));
         assert!(by_name("quota:0").is_err());
         assert!(by_name("quota:lots").is_err());
+        assert_eq!(
+            by_name("hpf:min-share=0.05").map(|p| p.name()).ok(),
+            Some("hpf")
+        );
+        assert!(by_name("hpf:min-share=0.9").is_err());
+        assert!(by_name("hpf:share=0.1").is_err());
         assert!(by_name("nope").is_err());
         let msg = by_name("nope")
             .err()
