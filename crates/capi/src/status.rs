@@ -119,7 +119,9 @@ impl Failure {
 fn core_status(e: &CoreError) -> XschedStatus {
     match e {
         CoreError::InvalidLaunchConfig { .. } => XschedStatus::InvalidConfig,
-        CoreError::InvalidLevel(_) | CoreError::UnknownPolicy(_) => XschedStatus::InvalidArgument,
+        CoreError::InvalidLevel(_)
+        | CoreError::UnknownPolicy(_)
+        | CoreError::BadPolicyArgument { .. } => XschedStatus::InvalidArgument,
         CoreError::NoSloQueue { .. } => XschedStatus::Environment,
         CoreError::UnsupportedLevel { .. } => XschedStatus::UnsupportedLevel,
         CoreError::InvalidHint(_) => XschedStatus::InvalidHint,

@@ -37,6 +37,14 @@ pub enum CoreError {
     /// A policy name nobody registered.
     #[error("unknown policy `{0}`; known: {known}", known = crate::policy::NAMES.join(", "))]
     UnknownPolicy(String),
+    /// A registered policy given an argument it cannot take.
+    #[error("policy `{name}`: {reason}")]
+    BadPolicyArgument {
+        /// The whole name asked for (`hpf:min-share=0.9`).
+        name: String,
+        /// What the argument must be.
+        reason: &'static str,
+    },
     /// A hint whose value makes no sense (zero share, zero slice, ...).
     #[error("invalid hint: {0}")]
     InvalidHint(&'static str),

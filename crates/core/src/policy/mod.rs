@@ -84,6 +84,10 @@ pub const NAMES: &[&str] = &[
 /// (vCUDA-like fixed quota, TGS-like adaptive rate), see [`Throttle`].
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
     let unknown = || CoreError::UnknownPolicy(name.to_string());
+    let bad = |reason| CoreError::BadPolicyArgument {
+        name: name.to_string(),
+        reason,
+    };
     let (base, arg) = match name.split_once(':') {
         Some((b, a)) => (b, Some(a)),
         None => (name, None),
@@ -97,7 +101,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
             .and_then(Guarded::new)
         {
             Some(g) => Box::new(g),
-            None => return Err(unknown()),
+            None => return Err(bad("takes `min-share=F` with 0 < F <= 0.5")),
         },
         ("hpf-global", None) => Box::new(HpfGlobal::default()),
         ("bandwidth", None) => Box::new(Bandwidth::default()),
@@ -110,7 +114,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, CoreError> {
         ("quota", None) => Box::new(Throttle::quota(0.5).ok_or_else(unknown)?),
         ("quota", Some(share)) => match share.parse::<f64>().ok().and_then(Throttle::quota) {
             Some(t) => Box::new(t),
-            None => return Err(unknown()),
+            None => return Err(bad("takes a share with 0 < SHARE <= 1 (`quota:0.2`)")),
         },
         ("tgs", None) => Box::new(Throttle::tgs()),
         ("kedf", Some(k)) => match k.parse::<usize>() {
@@ -214,7 +218,11 @@ mod tests {
             by_name("hpf:min-share=0.05").map(|p| p.name()).ok(),
             Some("hpf")
         );
-        assert!(by_name("hpf:min-share=0.9").is_err());
+        let msg = by_name("hpf:min-share=0.9")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.contains("min-share") && msg.contains("0.5"), "{msg}");
         assert!(by_name("hpf:share=0.1").is_err());
         assert!(by_name("nope").is_err());
         let msg = by_name("nope")
