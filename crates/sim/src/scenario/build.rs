@@ -98,6 +98,24 @@ pub(crate) fn levels(
         .collect()
 }
 
+/// The profile a one-device field names, or the study's own device `default` when absent.
+pub(crate) fn device_or(
+    ctx: &Ctx,
+    field: &str,
+    key: &Option<Spanned<String>>,
+    default: &str,
+) -> Result<Profile, ScenarioError> {
+    match key {
+        Some(k) => device_named(ctx, field, k),
+        None => profile::by_key(default).ok_or_else(|| {
+            ctx.err(
+                0..0,
+                format!("field `{field}`: the {default} profile is missing"),
+            )
+        }),
+    }
+}
+
 /// The level a one-level field (`level`) asks of `p`: the device's highest when absent, and an
 /// error at the field when the device lacks it (never a downgrade).
 pub(crate) fn level_on(

@@ -81,15 +81,7 @@ struct Measured {
 
 impl AiPc {
     pub(crate) fn check(f: File, ctx: &Ctx) -> Result<AiPc, ScenarioError> {
-        let device = match &f.device {
-            Some(d) => build::device_named(ctx, "device", d)?,
-            None => crate::profile::by_key("npu3720").ok_or_else(|| {
-                ctx.err(
-                    0..0,
-                    "field `device`: the npu3720 profile is missing".into(),
-                )
-            })?,
-        };
+        let device = build::device_or(ctx, "device", &f.device, "npu3720")?;
         let level = build::level_on(ctx, &f.level, &device)?;
         let frame_n = bounded(ctx, "frame_commands", &f.frame_commands, 4, MAX_COMMANDS)?;
         let speech_n = bounded(

@@ -76,12 +76,7 @@ const WARMUP: Nanos = Nanos::from_ms(500);
 
 impl TwoModel {
     pub(crate) fn check(f: File, ctx: &Ctx) -> Result<TwoModel, ScenarioError> {
-        let device = match &f.device {
-            Some(d) => build::device_named(ctx, "device", d)?,
-            None => crate::profile::by_key("gv100").ok_or_else(|| {
-                ctx.err(0..0, "field `device`: the gv100 profile is missing".into())
-            })?,
-        };
+        let device = build::device_or(ctx, "device", &f.device, "gv100")?;
         let level = build::level_on(ctx, &f.level, &device)?;
         let rates = match &f.rates {
             None => vec![100, 200, 400, 600, 800, 1000],
