@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use xsched_core::{Capabilities, DeviceId, Level};
 use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
 
@@ -38,6 +39,8 @@ struct Running {
     tiles: u32,
     next_tile: u32,
     busy: u32,
+    /// Worker time spent in the command's tiles so far (its measured device time).
+    ran: Duration,
     stop: bool,
     failed: Option<String>,
 }
@@ -61,6 +64,7 @@ impl Running {
             tiles,
             next_tile: 0,
             busy: 0,
+            ran: Duration::ZERO,
             stop: false,
             failed: None,
         }
@@ -155,10 +159,12 @@ impl State {
     /// A worker finished a tile. Returns the completion to report when the command ended.
     fn finish_tile(
         &mut self,
+        ran: Duration,
         panic: Option<String>,
     ) -> Option<(Completion, Result<(), CommandError>)> {
         let r = self.running.as_mut()?;
         r.busy -= 1;
+        r.ran += ran;
         if let Some(msg) = panic {
             r.failed.get_or_insert(msg);
         }
@@ -169,6 +175,7 @@ impl State {
             let name = r.name;
             let r = self.running.take()?;
             self.forget_if_done(r.queue);
+            r.done.report_device_time(r.ran);
             return Some((
                 r.done,
                 Err(CommandError::Failed(format!("{name} panicked: {msg}"))),
@@ -177,6 +184,7 @@ impl State {
         if r.next_tile >= r.tiles {
             let r = self.running.take()?;
             self.forget_if_done(r.queue);
+            r.done.report_device_time(r.ran);
             return Some((r.done, Ok(())));
         }
         if r.stop {
@@ -242,17 +250,19 @@ impl Inner {
                 self.work.notify_all();
             }
             drop(st);
+            let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| match job {
                 Job::Tile(k, t) => k.run_tile(t),
                 Job::Host(f) => f(),
             }));
+            let ran = started.elapsed();
             // The device shares the machine's cores with the host's threads (the launchers, the
             // scheduler, the application). Offering the core at every checkpoint bounds how long
             // a woken host thread waits behind a spinning kernel to one tile, instead of an OS
             // time slice (milliseconds).
             std::thread::yield_now();
             st = self.lock();
-            let ended = st.finish_tile(outcome.err().map(|p| panic_message(&*p)));
+            let ended = st.finish_tile(ran, outcome.err().map(|p| panic_message(&*p)));
             if st.running.is_none() {
                 if st.changed_waiters > 0 {
                     self.changed.notify_all();

@@ -8,6 +8,7 @@
 
 use crate::error::CommandError;
 use std::sync::Arc;
+use std::time::Duration;
 use xsched_core::CommandId;
 
 /// Receives completions. The runtime implements it for XQueues; benchmarks and direct launches
@@ -15,6 +16,12 @@ use xsched_core::CommandId;
 pub trait CompletionSink: Send + Sync {
     /// `cmd` finished with `result`; `sync` says whether it is a synchronization point.
     fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>);
+
+    /// `cmd` kept the device busy for `time` (reported by backends that measure it, before
+    /// the command completes). The default ignores it.
+    fn device_time(&self, cmd: CommandId, time: Duration) {
+        let _ = (cmd, time);
+    }
 }
 
 /// The token a backend completes exactly once per launched command.
@@ -37,6 +44,15 @@ impl Completion {
     /// The command this token belongs to.
     pub fn command(&self) -> CommandId {
         self.cmd
+    }
+
+    /// Report how long the command kept the device busy, measured by the backend (call it
+    /// before [`complete`](Self::complete); the queue's accounting then says its device time
+    /// is measured, not estimated).
+    pub fn report_device_time(&self, time: Duration) {
+        if let Some(sink) = &self.sink {
+            sink.device_time(self.cmd, time);
+        }
     }
 
     /// Report the command's outcome.

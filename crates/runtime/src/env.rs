@@ -3,6 +3,7 @@
 use crate::error::RuntimeError;
 use crate::mode::Mode;
 use crate::options::SchedulerMode;
+use std::num::NonZeroUsize;
 use std::str::FromStr;
 use xsched_core::{Hint, LaunchConfig, Level, Nanos, policy};
 
@@ -17,10 +18,36 @@ pub(crate) const MODE: &str = "XSCHED_MODE";
 pub(crate) const THRESHOLD: &str = "XSCHED_THRESHOLD";
 pub(crate) const BATCH: &str = "XSCHED_BATCH";
 pub(crate) const INFLIGHT_US: &str = "XSCHED_INFLIGHT_US";
+pub(crate) const MAX_PENDING: &str = "XSCHED_MAX_PENDING";
 pub(crate) const SCHEDULER: &str = "XSCHED_SCHEDULER";
 pub(crate) const POLICY: &str = "XSCHED_POLICY";
 pub(crate) const SOCKET: &str = "XSCHED_SOCKET";
 pub(crate) const DAEMON_UID: &str = "XSCHED_DAEMON_UID";
+/// Read by [`init_logging`](crate::init_logging).
+const LOG: &str = "XSCHED_LOG";
+
+/// Every environment variable the runtime reads (re-exported as
+/// [`ENV_NAMES`](crate::ENV_NAMES)); a test checks that each constant above is listed.
+pub const NAMES: &[&str] = &[
+    SCHEDULER,
+    POLICY,
+    SOCKET,
+    DAEMON_UID,
+    PRIORITY,
+    SHARE,
+    TIMESLICE_US,
+    LAXITY_US,
+    DEADLINE_US,
+    SLO_US,
+    LEVEL,
+    MODE,
+    THRESHOLD,
+    BATCH,
+    INFLIGHT_US,
+    MAX_PENDING,
+    crate::prompt::RT_CONTROL,
+    LOG,
+];
 
 /// The process environment as a lookup function.
 pub(crate) fn process_lookup(var: &str) -> Option<String> {
@@ -144,6 +171,20 @@ pub(crate) fn launch_config(
         None => config,
         Some(b) => config.with_inflight_budget(Some(b)),
     })
+}
+
+/// `XSCHED_MAX_PENDING`: the most commands a queue holds unlaunched before a submit waits.
+pub(crate) fn max_pending(lookup: Lookup) -> Result<Option<NonZeroUsize>, RuntimeError> {
+    match parse::<usize>(lookup, MAX_PENDING, "a positive number of commands")? {
+        None => Ok(None),
+        Some(n) => NonZeroUsize::new(n).map(Some).ok_or_else(|| {
+            bad(
+                MAX_PENDING,
+                "0",
+                "a bound of zero would hold every submit forever; unset it for no bound",
+            )
+        }),
+    }
 }
 
 pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, RuntimeError> {
@@ -270,5 +311,26 @@ mod tests {
             err,
             Err(RuntimeError::Core(CoreError::InvalidHint(_)))
         ));
+    }
+
+    #[test]
+    fn every_variable_is_listed_once() {
+        let declared: Vec<&str> = include_str!("env.rs")
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with("const ") || l.starts_with("pub(crate) const "))
+            .filter(|l| l.contains("\"XSCHED_"))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        assert!(declared.len() >= 16, "{declared:?}");
+        for name in &declared {
+            assert!(NAMES.contains(name), "{name} is read but not in NAMES");
+        }
+        assert!(NAMES.contains(&crate::prompt::RT_CONTROL));
+        let mut distinct = NAMES.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), NAMES.len(), "a name is listed twice");
+        assert!(NAMES.iter().all(|n| n.starts_with("XSCHED_")), "{NAMES:?}");
     }
 }

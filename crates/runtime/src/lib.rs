@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod account;
 mod agent;
 pub mod clock;
 mod completion;
@@ -26,7 +27,6 @@ mod env;
 mod error;
 pub mod fork;
 mod hwqueue;
-mod latency;
 mod launcher;
 mod logging;
 mod machine;
@@ -38,7 +38,11 @@ pub mod scheduler;
 mod shared;
 mod xqueue;
 
+pub use account::QueueAccount;
 pub use completion::{Completion, CompletionSink};
+/// Every `XSCHED_*` environment variable the runtime reads: what a deployment may set (the
+/// Kubernetes manifests' test, `crates/cli/tests/kubernetes.rs`, checks theirs against it).
+pub use env::NAMES as ENV_NAMES;
 pub use error::{CommandError, HwError, RuntimeError};
 pub use hwqueue::HwQueue;
 pub use logging::init_logging;

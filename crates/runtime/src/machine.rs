@@ -14,11 +14,11 @@
 //! resume reach the hardware in the order the machine took them. Critical sections are a few
 //! field updates and the backend's non-blocking `launch` calls.
 
+use crate::account::{Ledger, QueueAccount};
 use crate::clock;
 use crate::completion::{Completion, CompletionSink};
 use crate::error::{HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
-use crate::latency::RecentLatency;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ use xsched_core::{
 struct Queued<C> {
     machine: LaunchMachine,
     payloads: VecDeque<C>,
-    latency: RecentLatency,
+    ledger: Ledger,
     /// Commands submitted so far.
     submitted: u64,
     /// When the command completed whose observation left launchable work waiting: the next
@@ -63,6 +63,15 @@ pub(crate) struct Observed {
     pub(crate) p99: Option<u64>,
 }
 
+/// How long a hardware action begun at `start` took (zero for none: a Level-1 suspend).
+fn timed(action: HwAction, start: std::time::Instant) -> std::time::Duration {
+    if action == HwAction::Nothing {
+        std::time::Duration::ZERO
+    } else {
+        start.elapsed()
+    }
+}
+
 /// Carry out what the launch machine asked of the hardware.
 pub(crate) fn execute<H: HwQueue>(hw: &H, action: HwAction) -> Result<(), HwError> {
     match action {
@@ -89,7 +98,7 @@ impl<H: HwQueue> SharedMachine<H> {
             queued: Mutex::new(Queued {
                 machine,
                 payloads: VecDeque::new(),
-                latency: RecentLatency::new(clock::now()),
+                ledger: Ledger::new(clock::now()),
                 submitted: 0,
                 refill_from: None,
             }),
@@ -152,6 +161,7 @@ impl<H: HwQueue> SharedMachine<H> {
             let done = Completion::new(sink.clone(), launch.cmd, launch.sync);
             self.tracker.launching(launch.cmd);
             self.hw.launch(cmd, done);
+            q.ledger.launched(launch.cmd, now, q.machine.in_flight());
             if !launched && let Some(from) = refill_from {
                 let gap = clock::now().saturating_sub(from);
                 q.machine.observe_launch_gap(gap);
@@ -170,7 +180,7 @@ impl<H: HwQueue> SharedMachine<H> {
             self.report_ready();
         }
         q.payloads.push_back(cmd);
-        q.latency.submitted(now);
+        q.ledger.submitted(now);
         q.submitted += 1;
         self.launch_locked(&mut q, now);
         self.publish(&q);
@@ -201,7 +211,9 @@ impl<H: HwQueue> SharedMachine<H> {
             self.report_idle();
         }
         let observed = synced.map(|synced| Observed {
-            p99: q.latency.completed(synced.last.0 - synced.first.0 + 1, now),
+            p99: q
+                .ledger
+                .completed(synced.last.0 - synced.first.0 + 1, completed_at, now),
             synced,
         });
         self.publish(&q);
@@ -220,17 +232,50 @@ impl<H: HwQueue> SharedMachine<H> {
 
     /// Stop launching, and stop the hardware as the machine says.
     pub(crate) fn suspend(&self) -> Result<(), HwError> {
-        self.act(LaunchMachine::suspend)
+        let mut q = self.lock();
+        let action = q.machine.suspend();
+        let start = std::time::Instant::now();
+        let result = execute(&*self.hw, action);
+        let cost = timed(action, start);
+        let (pending, in_flight) = (q.machine.pending(), q.machine.in_flight());
+        let interrupt = action == HwAction::Interrupt;
+        q.ledger.suspended(
+            clock::now(),
+            pending + in_flight,
+            in_flight,
+            cost,
+            interrupt,
+        );
+        self.publish(&q);
+        result
     }
 
     /// Undo the suspend on the hardware as the machine says, and launch what waited (here).
     pub(crate) fn resume(&self) -> Result<(), HwError> {
         let mut q = self.lock();
         let action = q.machine.resume();
+        let start = std::time::Instant::now();
         let result = execute(&*self.hw, action);
-        self.launch_locked(&mut q, clock::now());
+        let now = clock::now();
+        q.ledger.resumed(now, timed(action, start));
+        self.launch_locked(&mut q, now);
         self.publish(&q);
         result
+    }
+
+    /// Commands completing later than `bound` after submission count as latency misses.
+    pub(crate) fn set_latency_bound(&self, bound: Option<Nanos>) {
+        self.lock().ledger.set_latency_bound(bound);
+    }
+
+    /// The queue's accounting so far, with the backend's device time where it reports one.
+    pub(crate) fn account(&self) -> QueueAccount {
+        let mut account = self.lock().ledger.account(clock::now());
+        if let Some(measured) = self.tracker.device_time() {
+            account.device_time = measured;
+            account.device_time_measured = true;
+        }
+        account
     }
 
     /// The queue drains and closes: undo any suspension for good.
@@ -272,7 +317,7 @@ impl<H: HwQueue> SharedMachine<H> {
         let mut q = self.lock();
         let n = q.machine.cancel_pending();
         q.payloads.clear();
-        q.latency.cancelled(n);
+        q.ledger.cancelled(n);
         self.publish(&q);
         q.submitted - n as u64..q.submitted
     }

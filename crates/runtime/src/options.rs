@@ -2,6 +2,7 @@
 
 use crate::env;
 use crate::error::RuntimeError;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use xsched_core::{Hint, LaunchConfig, Level, Nanos, QueueHints};
 
@@ -96,6 +97,10 @@ pub struct QueueOptions {
     pub hints: QueueHints,
     /// Register with the scheduler (default). `false` makes a queue nobody suspends.
     pub scheduled: bool,
+    /// The most commands the queue holds submitted but not launched; a submit beyond it waits
+    /// until a launch makes room (backpressure on a tenant that submits faster than it may
+    /// run). `None` (the default): no bound.
+    pub max_pending: Option<NonZeroUsize>,
 }
 
 impl Default for QueueOptions {
@@ -105,6 +110,7 @@ impl Default for QueueOptions {
             config: LaunchConfig::DEFAULT.with_inflight_budget(Some(DEFAULT_INFLIGHT_BUDGET)),
             hints: QueueHints::default(),
             scheduled: true,
+            max_pending: None,
         }
     }
 }
@@ -112,8 +118,8 @@ impl Default for QueueOptions {
 impl QueueOptions {
     /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
     /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
-    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH` and `XSCHED_INFLIGHT_US` (0 turns the budget off), then
-    /// put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
+    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off) and
+    /// `XSCHED_MAX_PENDING`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
     pub fn from_env() -> Result<QueueOptions, RuntimeError> {
         QueueOptions::from_lookup(&env::process_lookup)
     }
@@ -128,6 +134,7 @@ impl QueueOptions {
         }
         options.level = env::level(lookup)?;
         options.config = env::launch_config(lookup, options.config)?;
+        options.max_pending = env::max_pending(lookup)?;
         Ok(match env::mode(lookup)? {
             Some(mode) => mode.apply(options),
             None => options,
@@ -153,6 +160,15 @@ impl QueueOptions {
         QueueOptions { config, ..self }
     }
 
+    /// The same options holding at most `max` commands unlaunched (see
+    /// [`max_pending`](Self::max_pending)).
+    pub fn with_max_pending(self, max: NonZeroUsize) -> QueueOptions {
+        QueueOptions {
+            max_pending: Some(max),
+            ..self
+        }
+    }
+
     /// Unscheduled, unbounded: what an application gets without xsched (everything launched at
     /// once; nobody suspends it). For "native" baselines.
     pub fn native() -> QueueOptions {
@@ -161,6 +177,7 @@ impl QueueOptions {
             config: LaunchConfig::UNBOUNDED,
             hints: QueueHints::default(),
             scheduled: false,
+            max_pending: None,
         }
     }
 }

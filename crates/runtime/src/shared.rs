@@ -73,8 +73,14 @@ pub(crate) struct Tracker {
     /// The command whose completion frees half of a binding in-flight budget (`u64::MAX`:
     /// none): reported once, so the launcher refills before the device drains.
     refill_at: AtomicU64,
+    /// Device time the backend reported for completed commands (ns; `u64::MAX`: none yet).
+    device_ns: AtomicU64,
+    /// Submitters waiting for room under a pending bound (`XQueue` with `max_pending`).
+    room_waiters: AtomicUsize,
     observed: Mutex<Observed>,
     cond: Condvar,
+    /// Wakes the submitters waiting for room (a launch lowered `pending`, or the queue closed).
+    room: Condvar,
 }
 
 impl Tracker {
@@ -92,8 +98,11 @@ impl Tracker {
             closed: AtomicBool::new(false),
             launched: AtomicU64::new(0),
             batch: AtomicU64::new(1),
+            device_ns: AtomicU64::new(u64::MAX),
+            room_waiters: AtomicUsize::new(0),
             observed: Mutex::new(Observed::default()),
             cond: Condvar::new(),
+            room: Condvar::new(),
         }
     }
 
@@ -178,6 +187,7 @@ impl Tracker {
         self.closed.store(true, Ordering::SeqCst);
         self.lock().closed = true;
         self.cond.notify_all();
+        self.room.notify_all();
     }
 
     /// Command `cmd` is being launched (before the backend sees it).
@@ -217,6 +227,27 @@ impl Tracker {
                 && (cmd.0 + 1).checked_rem(self.batch.load(Ordering::Relaxed)) == Some(0))
     }
 
+    /// Commands submitted and not launched, as last published.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Block until fewer than `max` commands are pending, or the queue closed.
+    pub(crate) fn wait_for_room(&self, max: usize) {
+        if self.pending() < max {
+            return;
+        }
+        let mut o = self.lock();
+        self.room_waiters.fetch_add(1, Ordering::SeqCst);
+        while self.pending() >= max && !o.closed {
+            o = self
+                .room
+                .wait(o)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        self.room_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Whether the launcher is gone (a submit would never be observed).
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
@@ -229,7 +260,12 @@ impl Tracker {
         suspended: bool,
         level: Level,
     ) {
-        self.pending.store(pending, Ordering::Relaxed);
+        let before = self.pending.swap(pending, Ordering::SeqCst);
+        if pending < before && self.room_waiters.load(Ordering::SeqCst) > 0 {
+            // Under the lock the waiters check `pending` in, so none misses the wake-up.
+            let _o = self.lock();
+            self.room.notify_all();
+        }
         self.in_flight.store(in_flight, Ordering::Relaxed);
         self.suspended.store(suspended, Ordering::Relaxed);
         self.level.store(level.number(), Ordering::Relaxed);
@@ -237,6 +273,27 @@ impl Tracker {
 
     pub(crate) fn publish_recent_p99(&self, ns: u64) {
         self.recent_p99.store(ns, Ordering::Relaxed);
+    }
+
+    /// The backend measured `time` of device time for one more command.
+    fn add_device_time(&self, time: std::time::Duration) {
+        let ns = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX - 1);
+        // The first report replaces the "none" marker; later ones add (saturating below it).
+        let _ = self
+            .device_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(if t == u64::MAX {
+                    ns
+                } else {
+                    t.saturating_add(ns).min(u64::MAX - 1)
+                })
+            });
+    }
+
+    /// The device time the backend reported, if it reports any.
+    pub(crate) fn device_time(&self) -> Option<std::time::Duration> {
+        let ns = self.device_ns.load(Ordering::Relaxed);
+        (ns != u64::MAX).then(|| std::time::Duration::from_nanos(ns))
     }
 
     /// What `xsched top` shows of this queue.
@@ -366,5 +423,9 @@ impl CompletionSink for QueueSink {
             // The launcher may be gone when a queue is torn down; nothing waits then.
             let _ = self.launcher.send(Msg::Synced(cmd, clock::now()));
         }
+    }
+
+    fn device_time(&self, _cmd: CommandId, time: std::time::Duration) {
+        self.tracker.add_device_time(time);
     }
 }

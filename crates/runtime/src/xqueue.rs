@@ -7,6 +7,7 @@
 //! call [`XQueue::cancel_pending`] first: cancelled commands report [`CommandError::Cancelled`]
 //! to their waiters. No command is silently lost.
 
+use crate::account::QueueAccount;
 use crate::error::{CommandError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
@@ -90,6 +91,7 @@ pub struct XQueue<H: HwQueue> {
     next_id: Mutex<u64>,
     machine: Arc<SharedMachine<H>>,
     hints: Mutex<QueueHints>,
+    max_pending: Option<std::num::NonZeroUsize>,
     sched: Option<SchedLink>,
     thread: Option<JoinHandle<()>>,
 }
@@ -145,6 +147,7 @@ impl<H: HwQueue> XQueue<H> {
             tracker: tracker.clone(),
             sched: scheduler.map(link),
         };
+        machine.set_latency_bound(latency_bound(&options.hints));
         let sched = scheduler.map(|s| s.link(id));
         let thread = std::thread::Builder::new()
             .name(format!("xsched-launch-{}", id.0))
@@ -161,6 +164,7 @@ impl<H: HwQueue> XQueue<H> {
             next_id: Mutex::new(0),
             machine,
             hints: Mutex::new(options.hints),
+            max_pending: options.max_pending,
             sched,
             thread: Some(thread),
         })
@@ -192,13 +196,25 @@ impl<H: HwQueue> XQueue<H> {
         if self.tracker.looks_idle() {
             self.report_ready();
         }
-        let mut next = self
-            .next_id
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.tracker.is_closed() {
-            return Err(RuntimeError::Closed);
-        }
+        let mut next = loop {
+            if let Some(max) = self.max_pending {
+                self.tracker.wait_for_room(max.get());
+            }
+            let next = self
+                .next_id
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.tracker.is_closed() {
+                return Err(RuntimeError::Closed);
+            }
+            // Another submitter may have taken the room first: then wait again.
+            if self
+                .max_pending
+                .is_none_or(|max| self.tracker.pending() < max.get())
+            {
+                break next;
+            }
+        };
         // Launched right here when the queue has room and is not suspended (the machine reports
         // Ready itself if the queue was idle and nobody did).
         self.machine.submit(cmd, meta, crate::clock::now());
@@ -305,6 +321,7 @@ impl<H: HwQueue> XQueue<H> {
         let mut updated = *hints;
         updated.apply(hint)?;
         *hints = updated;
+        self.machine.set_latency_bound(latency_bound(&updated));
         if let Some(s) = &self.sched {
             s.event(Event::Hint {
                 queue: self.id,
@@ -312,6 +329,11 @@ impl<H: HwQueue> XQueue<H> {
             });
         }
         Ok(())
+    }
+
+    /// What the queue's commands went through so far (see [`QueueAccount`]).
+    pub fn account(&self) -> QueueAccount {
+        self.machine.account()
     }
 
     /// The hints in force.
@@ -347,6 +369,11 @@ impl<H: HwQueue> XQueue<H> {
             tracing::error!("launcher thread of queue {} panicked", self.id);
         }
     }
+}
+
+/// The latency a command may take before it counts as a miss: the SLO, else the deadline.
+fn latency_bound(hints: &QueueHints) -> Option<xsched_core::Nanos> {
+    hints.slo.or(hints.deadline)
 }
 
 impl<H: HwQueue> Drop for XQueue<H> {
