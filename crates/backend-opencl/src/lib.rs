@@ -19,9 +19,11 @@ mod device;
 mod error;
 mod event;
 mod queue;
+mod spin;
 
 pub use cl3;
 pub use device::{FIRST_DEVICE_ID, OclDevice, capabilities, device_id_of, devices};
 pub use error::OclError;
 pub use event::Event;
 pub use queue::{EnqueueFn, Gate, OclCommand, OclQueue};
+pub use spin::{SpinKernel, Versions};

@@ -21,7 +21,10 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_report::{cells, columns, round3};
-use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_runtime::{
+    CommandHandle, QueueAccount, QueueOptions, QueueState, Runtime, RuntimeConfig, RuntimeError,
+    XQueue,
+};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -49,6 +52,9 @@ pub struct FgBgParams {
     pub levels: Vec<Level>,
     /// Seed of the arrival jitter.
     pub seed: u64,
+    /// Sample both queues' states this often during the measured window (for a timeline);
+    /// `None`: no samples.
+    pub timeline: Option<Duration>,
 }
 
 impl Default for FgBgParams {
@@ -67,6 +73,7 @@ impl Default for FgBgParams {
             workers: 1,
             levels: Level::ALL.to_vec(),
             seed: 1,
+            timeline: None,
         }
     }
 }
@@ -89,12 +96,27 @@ pub struct RunResult {
     pub latency: Histogram<u64>,
     /// Fraction of the measured window the device spent on background kernels.
     pub bg_device_share: f64,
+    /// The foreground queue's accounting.
+    pub fg_account: QueueAccount,
+    /// The background queue's, if it ran.
+    pub bg_account: Option<QueueAccount>,
+    /// The queues' states every [`FgBgParams::timeline`], from the start of the measured window.
+    pub timeline: Vec<Sample>,
+}
+
+/// Both queues' states at one moment of the measured window.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    /// Since the measured window began.
+    pub at: Duration,
+    /// The foreground queue.
+    pub fg: QueueState,
+    /// The background queue, if it runs.
+    pub bg: Option<QueueState>,
 }
 
 /// Run one mode.
 pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
-    let device = CpuDevice::new(p.workers)?;
-    let runtime = Runtime::new(RuntimeConfig::default())?;
     let (fg_options, bg_options) = match mode {
         Mode::Standalone | Mode::Native => (QueueOptions::native(), QueueOptions::native()),
         Mode::Xsched(level) => {
@@ -105,27 +127,49 @@ pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
             )
         }
     };
+    let bg_options = (mode != Mode::Standalone).then_some(bg_options);
+    run_options(p, fg_options, bg_options)
+}
+
+/// Run the foreground with `fg_options` beside, unless `None`, the background with
+/// `bg_options`, both on one in-process runtime.
+pub fn run_options(
+    p: &FgBgParams,
+    fg_options: QueueOptions,
+    bg_options: Option<QueueOptions>,
+) -> Result<RunResult, RuntimeError> {
+    let device = CpuDevice::new(p.workers)?;
+    let runtime = Runtime::new(RuntimeConfig::default())?;
     let fg = runtime.create_queue(Arc::new(device.create_queue()), fg_options)?;
-    let bg = match mode {
-        Mode::Standalone => None,
-        _ => Some(runtime.create_queue(Arc::new(device.create_queue()), bg_options)?),
+    let bg = match bg_options {
+        None => None,
+        Some(o) => Some(runtime.create_queue(Arc::new(device.create_queue()), o)?),
     };
     let stop = AtomicBool::new(false);
+    let measuring = AtomicBool::new(false);
     let bg_done = AtomicU64::new(0);
     let mut window = (Instant::now(), 0u64);
-    let (latency, elapsed, bg_commands) = std::thread::scope(|s| {
+    let (latency, elapsed, bg_commands, timeline) = std::thread::scope(|s| {
         if let Some(bg) = &bg {
             s.spawn(|| background(bg, p, &stop, &bg_done));
         }
+        let sampler = p.timeline.map(|every| {
+            let (fg, bg, measuring, stop) = (&fg, bg.as_ref(), &measuring, &stop);
+            s.spawn(move || sample(fg, bg, every, measuring, stop))
+        });
         let latency = foreground(&fg, p, || {
             window = (Instant::now(), bg_done.load(Ordering::Relaxed));
+            measuring.store(true, Ordering::Relaxed);
         });
         let measured = (
             window.0.elapsed().as_secs_f64(),
             bg_done.load(Ordering::Relaxed) - window.1,
         );
         stop.store(true, Ordering::Relaxed);
-        (latency, measured.0, measured.1)
+        let timeline = sampler
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        (latency, measured.0, measured.1, timeline)
     });
     let bg_work = bg_commands as f64 * p.bg_kernel.as_secs_f64() / p.workers as f64;
     Ok(RunResult {
@@ -135,7 +179,34 @@ pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
         } else {
             0.0
         },
+        fg_account: fg.account(),
+        bg_account: bg.as_ref().map(XQueue::account),
+        timeline,
     })
+}
+
+/// The queues' states every `every` while `measuring`, until `stop`.
+fn sample(
+    fg: &XQueue<CpuQueue>,
+    bg: Option<&XQueue<CpuQueue>>,
+    every: Duration,
+    measuring: &AtomicBool,
+    stop: &AtomicBool,
+) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    while !measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(every);
+    }
+    let start = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        samples.push(Sample {
+            at: start.elapsed(),
+            fg: fg.query(),
+            bg: bg.map(XQueue::query),
+        });
+        std::thread::sleep(every);
+    }
+    samples
 }
 
 /// The background's training loop: iterations of `bg_iteration` kernels, each iteration waited

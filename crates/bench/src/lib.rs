@@ -6,6 +6,8 @@
 //! (`xsched demo`, `xsched bench NAME`); tests only check that the experiments run and are
 //! well-formed, never tight timings.
 //!
+//! - [`adopt`]: the adoption path on the demo's conflict: natively, then observe, cooperative
+//!   and preemptive mode, with every queue's accounting (and a record for `xsched report`).
 //! - [`case_ai_pc`]: XSched's AI-PC case study (video blur beside speech jobs with a
 //!   deadline) under FCFS, fixed priority and laxity, time scaled down tenfold.
 //! - [`case_harvest`]: XSched's GPU-harvesting case study (a production service beside a
@@ -17,6 +19,8 @@
 //!   native vs xsched at each level (the demo).
 //! - [`preempt`]: preemption latency against command length, per level, beside the machine's
 //!   raw thread wake-up round trip (the floor).
+//! - [`probe`]: `xsched probe`, this machine's capability-and-cost table per backend and
+//!   level, stamped with the driver version, and its comparison with an earlier one.
 //! - [`overhead`]: per-command submit cost and throughput loss against direct launching.
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
 //! - [`multi_device`]: a pipeline across two devices under one policy per device vs one
@@ -33,6 +37,7 @@
 //! - [`soak`]: client processes under a daemon that is killed, stopped and restarted while
 //!   clients are killed too: every surviving client's commands run exactly once.
 
+pub mod adopt;
 pub mod case_ai_pc;
 pub mod case_harvest;
 pub mod case_two_model;
@@ -44,6 +49,7 @@ pub mod multi_device;
 pub mod overhead;
 pub mod poisson;
 pub mod preempt;
+pub mod probe;
 pub mod soak;
 mod stats;
 pub mod switches;

@@ -3,16 +3,20 @@
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 use xsched_bench::{
-    Report, case_ai_pc, case_harvest, case_two_model, cpu_share, daemon_rtt, fg_bg, harvest,
+    Report, adopt, case_ai_pc, case_harvest, case_two_model, cpu_share, daemon_rtt, fg_bg, harvest,
     multi_device, overhead, preempt, soak,
 };
 use xsched_report::plot::Figure;
+use xsched_report::run::RunRecord;
 
 /// The benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Name {
     /// The demo with --samples requests per mode.
     FgBg,
+    /// The adoption path: the demo natively, then in observe, cooperative and preemptive mode,
+    /// with every queue's accounting (--record keeps what `xsched report` draws).
+    Adopt,
     /// Preemption latency vs command length, per level.
     Preempt,
     /// Submit cost and throughput loss vs direct launching.
@@ -88,6 +92,11 @@ impl SoakArgs {
 }
 
 impl Name {
+    /// Whether the benchmark keeps a record for `xsched report` (`--record`).
+    pub fn keeps_record(self) -> bool {
+        self == Name::Adopt
+    }
+
     /// The name as typed.
     pub fn label(self) -> String {
         self.to_possible_value()
@@ -95,19 +104,41 @@ impl Name {
     }
 }
 
-/// Run benchmark `name`, with the figures it draws (most draw none); `samples` overrides its
-/// sample count where it has one.
+/// What a benchmark produced: its table, the figures it draws (most draw none) and the record
+/// it keeps for `xsched report` (only those whose [`Name::keeps_record`]).
+pub struct Outcome {
+    pub report: Report,
+    pub figures: Vec<Figure>,
+    pub record: Option<RunRecord>,
+}
+
+/// Run benchmark `name`; `samples` overrides its sample count where it has one.
 pub fn run(
     name: Name,
     samples: Option<u32>,
     soak: &SoakArgs,
     tick: &dyn Fn(usize, usize),
-) -> anyhow::Result<(Report, Vec<Figure>)> {
+) -> anyhow::Result<Outcome> {
+    let with_figures = |(report, figures)| Outcome {
+        report,
+        figures,
+        record: None,
+    };
     let report = match name {
         Name::FgBg => {
             let mut p = fg_bg::FgBgParams::default();
             p.requests = samples.unwrap_or(p.requests);
             fg_bg::run(&p, tick)?
+        }
+        Name::Adopt => {
+            let mut p = adopt::AdoptParams::default();
+            p.workload.requests = samples.unwrap_or(p.workload.requests);
+            let (report, record) = adopt::run(&p, tick)?;
+            return Ok(Outcome {
+                report,
+                figures: Vec::new(),
+                record: Some(record),
+            });
         }
         Name::Preempt => {
             let mut p = preempt::PreemptParams::default();
@@ -135,17 +166,17 @@ pub fn run(
         Name::CaseAiPc => {
             let mut p = case_ai_pc::AiPcParams::default();
             p.runs = samples.unwrap_or(p.runs);
-            return Ok(case_ai_pc::run(&p, tick)?);
+            return Ok(with_figures(case_ai_pc::run(&p, tick)?));
         }
         Name::CaseHarvest => {
             let mut p = case_harvest::CaseHarvestParams::default();
             p.runs = samples.unwrap_or(p.runs);
-            return Ok(case_harvest::run(&p, tick)?);
+            return Ok(with_figures(case_harvest::run(&p, tick)?));
         }
         Name::CaseTwoModel => {
             let mut p = case_two_model::TwoModelParams::default();
             p.runs = samples.unwrap_or(p.runs);
-            return Ok(case_two_model::run(&p, tick)?);
+            return Ok(with_figures(case_two_model::run(&p, tick)?));
         }
         Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
         Name::Daemon => {
@@ -154,5 +185,5 @@ pub fn run(
             daemon_rtt::run(&p, tick).map_err(|e| anyhow::anyhow!(e))?
         }
     };
-    Ok((report, Vec::new()))
+    Ok(with_figures((report, Vec::new())))
 }

@@ -5,6 +5,8 @@
 mod bench;
 mod daemon_cmds;
 mod output;
+mod probe_cmd;
+mod report_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -109,6 +111,10 @@ enum Command {
         /// Write the benchmark's figures (SVG) into this directory (the case-* benchmarks draw one each).
         #[arg(long, value_name = "DIR")]
         plot: Option<PathBuf>,
+        /// Write what the run recorded (latency CDFs, queue-state timelines, accounting) as
+        /// JSON, for `xsched report` (adopt only).
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
         #[command(flatten)]
         soak: bench::SoakArgs,
         #[command(flatten)]
@@ -167,7 +173,20 @@ enum Command {
     Worker(WorkerArgs),
     /// LLM request scheduling: policies side by side on real prompts over a load sweep.
     Llm(Box<LlmArgs>),
-    /// List the devices and their capability tables.
+    /// Draw what a run recorded (`xsched bench adopt --record RUN.json`) as one self-contained
+    /// HTML page: latency CDFs, queue-state timelines and the accounting table.
+    Report {
+        /// The run's record (JSON).
+        run: PathBuf,
+        /// The page to write.
+        #[arg(short, long, value_name = "FILE", default_value = "report.html")]
+        output: PathBuf,
+    },
+    /// Measure each available backend and level on this machine: preemption latency over a
+    /// sweep of command lengths, suspend/resume cost and what state survives, stamped with the
+    /// driver version (`--compare OLD.json` flags what regressed, e.g. after a driver update).
+    Probe(probe_cmd::ProbeArgs),
+    /// List the devices and their capability tables (and the last probe's figures).
     Devices {
         #[command(flatten)]
         output: Output,
@@ -478,16 +497,27 @@ fn run(cli: Cli) -> Result<()> {
             name,
             samples,
             plot,
+            record,
             soak,
             output,
         } => {
-            let (report, figures) =
-                output::with_progress(|tick| bench::run(name, samples, &soak, tick))
-                    .with_context(|| format!("running benchmark `{}`", name.label()))?;
+            if record.is_some() && !name.keeps_record() {
+                anyhow::bail!(
+                    "--record: benchmark `{}` keeps no record (adopt does)",
+                    name.label()
+                );
+            }
+            let outcome = output::with_progress(|tick| bench::run(name, samples, &soak, tick))
+                .with_context(|| format!("running benchmark `{}`", name.label()))?;
             let title = format!("bench {}", name.label());
-            output::write_figures(plot.as_deref(), &figures, &title)?;
-            output::print_report(&title, &report, output.json)
+            output::write_figures(plot.as_deref(), &outcome.figures, &title)?;
+            if let (Some(path), Some(r)) = (&record, &outcome.record) {
+                report_cmd::write_record(path, r)?;
+            }
+            output::print_report(&title, &outcome.report, output.json)
         }
+        Command::Report { run, output } => report_cmd::render(&run, &output),
+        Command::Probe(args) => probe_cmd::run(&args),
         Command::Sim { file, plot, output } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;
             let (report, figures) = output::run_with_progress(&scenario);

@@ -146,20 +146,31 @@ fn backends() -> Vec<Backend> {
     all
 }
 
-/// Print each available backend's capability table, then the simulated profiles.
+/// Print each available backend's capability table, then the simulated profiles, then the
+/// figures of the last `xsched probe` on this machine, if one was kept.
 pub fn print_devices(json: bool) -> Result<()> {
     let all = profile::all();
     let real = backends();
+    let probe = last_probe();
     if json {
         let mut doc: Vec<serde_json::Value> = real
             .iter()
             .map(|b| {
+                let backend = b.key.split(':').next().unwrap_or_default();
+                // The last probe's figures for this device (a probe measures a backend's first).
+                let first = b.key == backend || b.key == format!("{backend}:0");
+                let probed = probe.as_ref().and_then(|(_, t)| {
+                    t.backends
+                        .iter()
+                        .find(|p| b.available && first && p.backend == backend)
+                });
                 serde_json::json!({
-                    "backend": b.key.split(':').next().unwrap_or_default(),
+                    "backend": backend,
                     "key": b.key,
                     "name": b.name,
                     "available": b.available,
                     "capabilities": b.caps,
+                    "probe": probed,
                 })
             })
             .collect();
@@ -208,5 +219,27 @@ pub fn print_devices(json: bool) -> Result<()> {
         ]);
     }
     println!("{t}");
+    match probe {
+        Some((path, table)) => {
+            println!("\nLast probe ({}):", path.display());
+            print_report("probe", &crate::probe_cmd::report(&table), false)?;
+        }
+        None => println!("\nNo probe kept yet: `xsched probe` measures this machine's backends."),
+    }
     Ok(())
+}
+
+/// The last probe kept, if any; a kept file that cannot be read is said, not skipped silently.
+fn last_probe() -> Option<(std::path::PathBuf, xsched_bench::probe::ProbeTable)> {
+    let path = crate::probe_cmd::last_probe_path()?;
+    if !path.exists() {
+        return None;
+    }
+    match crate::probe_cmd::read_table(&path) {
+        Ok(table) => Some((path, table)),
+        Err(e) => {
+            eprintln!("warning: the last probe is unusable (probe again): {e:#}");
+            None
+        }
+    }
 }

@@ -12,7 +12,9 @@
 //!
 //! [`plot`] draws any experiment's figures (lines against a swept parameter, CDFs) as SVG.
 
+pub mod html;
 pub mod plot;
+pub mod run;
 mod stats;
 
 pub use stats::{hist_quantile_us, new_histogram, quantile, record_duration};

@@ -83,6 +83,9 @@ pub fn samples(h: &hdrhistogram::Histogram<u64>, per: f64) -> Vec<f64> {
         .collect()
 }
 
+/// A figure's size in pixels.
+const SIZE: (u32, u32) = (900, 560);
+
 /// Points per CDF curve at most (every k-th sorted sample, and the last).
 const CDF_POINTS: usize = 400;
 
@@ -95,6 +98,18 @@ impl Figure {
             message,
         };
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+        self.render(SVGBackend::new(&path, SIZE)).map_err(err)?;
+        Ok(path)
+    }
+
+    /// The figure as SVG text (to inline in a page).
+    pub fn svg(&self) -> Result<String, String> {
+        let mut text = String::new();
+        self.render(SVGBackend::with_string(&mut text, SIZE))?;
+        Ok(text)
+    }
+
+    fn render(&self, backend: SVGBackend<'_>) -> Result<(), String> {
         let curves = self.curves();
         let (x0, x1, y1) = curves
             .iter()
@@ -103,9 +118,9 @@ impl Figure {
                 (lo.min(x), hi.max(x), top.max(y))
             });
         if x0 > x1 {
-            return Err(err("nothing to plot".into()));
+            return Err("nothing to plot".into());
         }
-        let root = SVGBackend::new(&path, (900, 560)).into_drawing_area();
+        let root = backend.into_drawing_area();
         let axes = (self.axes.0.as_str(), self.axes.1.as_str());
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
         let (y, legend) = match self.kind {
@@ -137,11 +152,7 @@ impl Figure {
         } else {
             draw(chart, x0..x1.max(x0 + 1e-9), y)
         };
-        drawn
-            .and_then(|()| root.present().map_err(|e| e.to_string()))
-            .map_err(err)?;
-        drop(root);
-        Ok(path)
+        drawn.and_then(|()| root.present().map_err(|e| e.to_string()))
     }
 
     /// Each series as the points to draw.

@@ -1,0 +1,323 @@
+//! `xsched probe`: measure, on this machine, what each available backend and level can stop
+//! and at what cost, and keep it as a capability-and-cost table stamped with the driver or
+//! runtime version (../shared/docs/PAPERS.md §1: "keep a verified table of what each device
+//! and driver can stop, at what worst-case cost, re-measured after every driver update").
+//!
+//! Per backend and level: preemption latency over a sweep of background command lengths
+//! (P50/P99/P99.9/max), what suspend and resume cost the calling thread, and what state
+//! survives (at Level 3, whether an interrupted command's result matches an uninterrupted
+//! run). [`compare`] flags what regressed against an earlier table.
+
+pub mod compare;
+mod measure;
+pub mod table;
+
+pub use compare::{Regression, Tolerance, compare};
+pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread, TableError};
+
+use measure::Target;
+use std::sync::Arc;
+use std::time::Duration;
+use xsched_backend_cpu::kernels::{MatMul, Spin};
+use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
+use xsched_backend_opencl::{OclCommand, OclQueue, SpinKernel};
+use xsched_core::{Capabilities, Level};
+use xsched_runtime::HwQueue as _;
+use xsched_runtime::{HwError, QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode};
+
+/// The backends a probe knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The built-in CPU device.
+    Cpu,
+    /// The first OpenCL device (POCL here).
+    OpenCl,
+}
+
+impl Backend {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::OpenCl => "opencl",
+        }
+    }
+}
+
+/// What a probe runs.
+#[derive(Clone, Debug)]
+pub struct ProbeParams {
+    /// The backends (each must be present).
+    pub backends: Vec<Backend>,
+    /// The background command lengths of the latency sweep.
+    pub lengths: Vec<Duration>,
+    /// Samples per latency point and per cost.
+    pub samples: u32,
+}
+
+impl Default for ProbeParams {
+    /// The CPU device and OpenCL, 100 µs to 2 ms, 200 samples.
+    fn default() -> Self {
+        ProbeParams {
+            backends: vec![Backend::Cpu, Backend::OpenCl],
+            lengths: [100, 500, 1000, 2000]
+                .into_iter()
+                .map(Duration::from_micros)
+                .collect(),
+            samples: 200,
+        }
+    }
+}
+
+/// Why a probe could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// A backend asked for is not on this machine.
+    #[error("backend {backend} is absent: {reason}")]
+    Absent {
+        /// Which.
+        backend: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A measurement failed.
+    #[error("probing {backend}: {source}")]
+    Run {
+        /// Which backend.
+        backend: &'static str,
+        /// What failed.
+        source: RuntimeError,
+    },
+}
+
+/// Probe every backend in `p`; `progress(done, total)` after each measurement.
+pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTable, ProbeError> {
+    // Each level: the latency sweep, the costs and the state check.
+    let steps = Steps {
+        done: 0,
+        total: p.backends.len() * 3 * (p.lengths.len() + 2),
+        progress,
+    };
+    let mut steps = steps;
+    let mut backends = Vec::new();
+    for &b in &p.backends {
+        let run_err = |source: RuntimeError| ProbeError::Run {
+            backend: b.name(),
+            source,
+        };
+        let probe = match b {
+            Backend::Cpu => {
+                let device = CpuDevice::new(1).map_err(|e| run_err(RuntimeError::from(e)))?;
+                let cpu = Cpu(device);
+                BackendProbe {
+                    backend: b.name().into(),
+                    device: "built-in CPU device (one worker)".into(),
+                    runtime: format!("{}; Linux {}", crate::stats::cpu_model(), kernel_release()),
+                    levels: levels(&cpu, &CpuDevice::capabilities(), p, &mut steps)
+                        .map_err(run_err)?,
+                }
+            }
+            Backend::OpenCl => {
+                let absent = |e: xsched_backend_opencl::OclError| ProbeError::Absent {
+                    backend: "opencl",
+                    reason: e.to_string(),
+                };
+                let mut kernel = SpinKernel::first_device().map_err(absent)?;
+                kernel.calibrate().map_err(absent)?;
+                let versions = kernel.versions().clone();
+                let ocl = Ocl(kernel);
+                let caps = ocl.queue().map_err(run_err)?.capabilities().clone();
+                BackendProbe {
+                    backend: b.name().into(),
+                    device: versions.device,
+                    runtime: format!("{}; driver {}", versions.platform, versions.driver),
+                    levels: levels(&ocl, &caps, p, &mut steps).map_err(run_err)?,
+                }
+            }
+        };
+        backends.push(probe);
+    }
+    (steps.progress)(steps.total, steps.total);
+    Ok(ProbeTable {
+        format: table::FORMAT,
+        taken_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        machine: format!(
+            "{}, {} cores available",
+            crate::stats::cpu_model(),
+            std::thread::available_parallelism().map_or(0, usize::from)
+        ),
+        xsched: env!("CARGO_PKG_VERSION").into(),
+        samples: p.samples,
+        backends,
+    })
+}
+
+/// Progress through the probe's measurements.
+struct Steps<'a> {
+    done: usize,
+    total: usize,
+    progress: &'a dyn Fn(usize, usize),
+}
+
+impl Steps<'_> {
+    fn tick(&mut self) {
+        (self.progress)(self.done, self.total);
+        self.done += 1;
+    }
+}
+
+/// Every level `caps` offers, measured on `target`.
+fn levels<T: Target + StateCheck>(
+    target: &T,
+    caps: &Capabilities,
+    p: &ProbeParams,
+    steps: &mut Steps<'_>,
+) -> Result<Vec<LevelProbe>, RuntimeError> {
+    let mut out = Vec::new();
+    for level in Level::ALL.into_iter().filter(|&l| l <= caps.max_level) {
+        let mut latency = Vec::new();
+        for (i, &length) in p.lengths.iter().enumerate() {
+            steps.tick();
+            latency.push(measure::latency(
+                target,
+                level,
+                length,
+                p.samples,
+                1 + i as u64,
+            )?);
+        }
+        steps.tick();
+        let cost_length = p
+            .lengths
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(Duration::from_millis(1));
+        let (suspend_us, resume_us) =
+            measure::suspend_resume(target, level, cost_length, p.samples)?;
+        steps.tick();
+        let (state, state_kept) = target.state(level)?;
+        out.push(LevelProbe {
+            level: level.number(),
+            latency,
+            suspend_us,
+            resume_us,
+            state,
+            state_kept,
+        });
+    }
+    Ok(out)
+}
+
+/// What survives a preemption at a level, checked where a command is stopped midway.
+trait StateCheck {
+    fn state(&self, level: Level) -> Result<(String, Option<bool>), RuntimeError>;
+}
+
+/// Levels 1 and 2 never stop a command midway: there is no state at risk to check.
+fn unstopped(level: Level) -> (String, Option<bool>) {
+    let words = match level {
+        Level::Block => "nothing is stopped midway: launched commands drain",
+        _ => "nothing is stopped midway: queued commands are held, the running one finishes",
+    };
+    (words.into(), None)
+}
+
+/// The CPU device with one worker.
+struct Cpu(CpuDevice);
+
+impl Target for Cpu {
+    type Hw = CpuQueue;
+
+    fn queue(&self) -> Result<CpuQueue, RuntimeError> {
+        Ok(self.0.create_queue())
+    }
+
+    fn busy(&self, length: Duration) -> Result<CpuCommand, RuntimeError> {
+        Ok(CpuCommand::Kernel(Arc::new(Spin::new(length))))
+    }
+
+    fn noop(&self) -> Result<CpuCommand, RuntimeError> {
+        Ok(CpuCommand::host(|| {}))
+    }
+}
+
+impl StateCheck for Cpu {
+    /// Level 3: a matrix product interrupted midway and restored gives the same result as an
+    /// uninterrupted one.
+    fn state(&self, level: Level) -> Result<(String, Option<bool>), RuntimeError> {
+        if level != Level::Interrupt {
+            return Ok(unstopped(level));
+        }
+        let runtime = Runtime::new(RuntimeConfig {
+            scheduler: SchedulerMode::App,
+            ..RuntimeConfig::default()
+        })?;
+        let run = |interrupt: bool| -> Result<(Vec<f32>, u64), RuntimeError> {
+            let q = runtime.create_queue(
+                Arc::new(self.0.create_queue()),
+                QueueOptions::default().with_level(Level::Interrupt),
+            )?;
+            let kernel = Arc::new(MatMul::new(192, 2, 7));
+            let h = q.submit(CpuCommand::Kernel(kernel.clone()))?;
+            if interrupt {
+                std::thread::sleep(Duration::from_millis(2));
+                q.suspend()?;
+                std::thread::sleep(Duration::from_millis(5));
+                q.resume()?;
+            }
+            h.wait()
+                .map_err(|e| RuntimeError::Hw(HwError::Backend(e.to_string())))?;
+            Ok((kernel.result(), q.account().interrupts))
+        };
+        let (reference, _) = run(false)?;
+        let (interrupted, interrupts) = run(true)?;
+        let kept = interrupted == reference;
+        let words = if interrupts == 0 {
+            "progress kept at tile checkpoints (the check's command finished before the interrupt)"
+        } else if kept {
+            "progress kept at tile checkpoints: an interrupted matrix product equals an uninterrupted one"
+        } else {
+            "LOST: an interrupted matrix product differs from an uninterrupted one"
+        };
+        Ok((words.into(), Some(kept)))
+    }
+}
+
+/// The first OpenCL device.
+struct Ocl(SpinKernel);
+
+fn ocl_error(e: xsched_backend_opencl::OclError) -> RuntimeError {
+    RuntimeError::Hw(HwError::Backend(e.to_string()))
+}
+
+impl Target for Ocl {
+    type Hw = OclQueue;
+
+    fn queue(&self) -> Result<OclQueue, RuntimeError> {
+        self.0.queue().map_err(ocl_error)
+    }
+
+    fn busy(&self, length: Duration) -> Result<OclCommand, RuntimeError> {
+        self.0.command(length).map_err(ocl_error)
+    }
+
+    fn noop(&self) -> Result<OclCommand, RuntimeError> {
+        self.0.command(Duration::ZERO).map_err(ocl_error)
+    }
+}
+
+impl StateCheck for Ocl {
+    fn state(&self, level: Level) -> Result<(String, Option<bool>), RuntimeError> {
+        Ok(unstopped(level))
+    }
+}
+
+/// The running kernel's release.
+fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}

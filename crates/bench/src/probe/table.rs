@@ -1,0 +1,158 @@
+//! The capability-and-cost table `xsched probe` writes (JSON, and markdown for docs), read
+//! back by `xsched probe --compare` and `xsched devices`. A file that is not such a table is an
+//! error naming the line, column and field; unknown fields are refused, not ignored.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The table's format version ([`ProbeTable::format`]).
+pub const FORMAT: u32 = 1;
+
+/// What one probe measured on one machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeTable {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// When, in seconds since the Unix epoch.
+    pub taken_unix_s: u64,
+    /// The machine (CPU model, cores, kernel release).
+    pub machine: String,
+    /// The xsched version that measured.
+    pub xsched: String,
+    /// Samples per latency point.
+    pub samples: u32,
+    /// One entry per backend probed.
+    pub backends: Vec<BackendProbe>,
+}
+
+/// One backend on one device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendProbe {
+    /// `cpu`, `opencl`, ...
+    pub backend: String,
+    /// The device's name.
+    pub device: String,
+    /// The driver or runtime version the figures belong to (POCL's platform and driver
+    /// version strings; the kernel release for the CPU device).
+    pub runtime: String,
+    /// Every level the backend offers, lowest first.
+    pub levels: Vec<LevelProbe>,
+}
+
+/// One preemption level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelProbe {
+    /// 1, 2 or 3.
+    pub level: u8,
+    /// Preemption latency over the sweep of background command lengths.
+    pub latency: Vec<LatencyPoint>,
+    /// What `suspend` costs the calling thread (µs): stop launching, and deactivate or
+    /// interrupt at Levels 2 and 3.
+    pub suspend_us: Spread,
+    /// What `resume` costs (reactivate or restore, and relaunch).
+    pub resume_us: Spread,
+    /// What state survives a preemption, in words.
+    pub state: String,
+    /// Whether an interrupted command's result matched an uninterrupted run (Level 3 only;
+    /// `None` where no command is stopped midway).
+    pub state_kept: Option<bool>,
+}
+
+/// Preemption latency beside background commands of one length: from an urgent queue's
+/// submission of a no-op command until the application saw it complete.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyPoint {
+    /// The background command length (µs).
+    pub cmd_us: f64,
+    /// P50 (µs).
+    pub p50_us: f64,
+    /// P99 (µs).
+    pub p99_us: f64,
+    /// P99.9 (µs).
+    pub p999_us: f64,
+    /// The worst sample (µs).
+    pub max_us: f64,
+}
+
+/// A cost's distribution (µs).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spread {
+    /// Median.
+    pub p50: f64,
+    /// P99.
+    pub p99: f64,
+    /// Worst.
+    pub max: f64,
+}
+
+/// Why a probe file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// Not JSON of a probe table.
+    #[error("not a probe table: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// Another format version.
+    #[error("probe table format {found}; this xsched reads format {FORMAT} (probe again)")]
+    Format {
+        /// The file's version.
+        found: u32,
+    },
+}
+
+impl ProbeTable {
+    /// Read a table from JSON text.
+    pub fn parse(text: &str) -> Result<ProbeTable, TableError> {
+        let table: ProbeTable = serde_json::from_str(text)?;
+        if table.format != FORMAT {
+            return Err(TableError::Format {
+                found: table.format,
+            });
+        }
+        Ok(table)
+    }
+
+    /// The table as markdown (for docs/BENCHMARKS.md): one row per backend, level and
+    /// command length.
+    pub fn markdown(&self) -> String {
+        let mut md = format!(
+            "Probe of {} (xsched {}, {} samples per point)\n\n\
+             | backend | device | runtime | level | cmd µs | P50 µs | P99 µs | P99.9 µs | max µs | suspend P50/P99 µs | resume P50/P99 µs | state |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            self.machine, self.xsched, self.samples
+        );
+        for b in &self.backends {
+            for l in &b.levels {
+                for (i, p) in l.latency.iter().enumerate() {
+                    let (suspend, resume, state) = if i == 0 {
+                        (
+                            format!("{} / {}", l.suspend_us.p50, l.suspend_us.p99),
+                            format!("{} / {}", l.resume_us.p50, l.resume_us.p99),
+                            l.state.clone(),
+                        )
+                    } else {
+                        Default::default()
+                    };
+                    let _ = writeln!(
+                        md,
+                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {suspend} | {resume} | {state} |",
+                        b.backend,
+                        b.device,
+                        b.runtime,
+                        l.level,
+                        p.cmd_us,
+                        p.p50_us,
+                        p.p99_us,
+                        p.p999_us,
+                        p.max_us
+                    );
+                }
+            }
+        }
+        md
+    }
+}
