@@ -5,6 +5,7 @@ settings: only XSCHED_PRIORITY per process), for short and long background kerne
 shim's per-call cost on clEnqueueNDRangeKernel. Prints a Markdown table for docs/BENCHMARKS.md.
 
 Usage: python3 scripts/bench-opencl.py [--runs 3] [--requests 300] [--bg-works 100,1000]
+       python3 scripts/bench-opencl.py --calls-only   (the per-call cost in each XSCHED_MODE)
 Needs: cargo build --release -p xsched-cli -p xsched-shim-opencl, POCL, cc and the OpenCL
 headers (scripts/test.sh installs them).
 """
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--fg-kernels", type=int, default=8, help="kernels per fg request")
     ap.add_argument("--period-us", type=int, default=15000)
     ap.add_argument("--bg-works", default="100,1000", help="bg kernel length knobs (short, long)")
+    ap.add_argument("--calls-only", action="store_true",
+                    help="only the per-call cost, natively and through the shim in each XSCHED_MODE")
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
@@ -85,7 +88,7 @@ def main():
     shim = {"LD_PRELOAD": SHIM, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock}
     rows = []
     try:
-        for bg_work in [int(w) for w in args.bg_works.split(",")]:
+        for bg_work in [] if args.calls_only else [int(w) for w in args.bg_works.split(",")]:
             res = {k: [] for k in ["alone", "native", "shim", "bg_alone", "bg_native", "bg_shim",
                                    "p50_alone", "p50_native", "p50_shim"]}
             for run in range(args.runs):
@@ -110,7 +113,10 @@ def main():
                       f"shim {res['bg_shim'][-1]:.0f}", file=sys.stderr)
             rows.append((bg_work, res))
         over = {}
-        for name, env in [("native", {}), ("shim", {"LD_PRELOAD": SHIM})]:
+        calls = [("native", {}), ("shim", {"LD_PRELOAD": SHIM})]
+        calls += [(f"shim {m}", {"LD_PRELOAD": SHIM, "XSCHED_MODE": m})
+                  for m in ["observe", "cooperative", "preemptive"]]
+        for name, env in calls:
             vals = []
             for _ in range(args.runs):
                 out = subprocess.run([prog, "overhead", "1", "0", "2000"], env=clean_env(env),
@@ -136,9 +142,12 @@ def main():
               f"{rng(r['shim'], x)} | {us(med(r['p50_alone']))} / {us(med(r['p50_native']))} / "
               f"{us(med(r['p50_shim']))} | {us(med(r['bg_alone']))} | {us(med(r['bg_native']))} | "
               f"{us(med(r['bg_shim']))} |")
-    print(f"\nclEnqueueNDRangeKernel call, best of 5 × 2000 calls, median of {args.runs} runs: "
-          f"native {med(over['native']):.0f} ns, shim {med(over['shim']):.0f} ns "
-          f"(+{med(over['shim']) - med(over['native']):.0f} ns per call)")
+    print(f"\nclEnqueueNDRangeKernel call, best of 5 × 2000 calls, median (min–max) of {args.runs} "
+          "runs (the shim in process, local scheduler):\n")
+    print("| program | ns per call | added by xsched |")
+    print("|---|---|---|")
+    for name, vals in over.items():
+        print(f"| {name} | {rng(vals, us)} | {med(vals) - med(over['native']):+.0f} |")
 
 
 if __name__ == "__main__":

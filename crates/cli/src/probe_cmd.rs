@@ -30,6 +30,9 @@ pub struct ProbeArgs {
     /// Samples per latency point and per cost (default 200).
     #[arg(long)]
     samples: Option<u32>,
+    /// Repeats of each measurement; figures are the medians (default 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: Option<u32>,
     /// Background command lengths of the latency sweep, in µs, comma-separated (default
     /// 100,500,1000,2000).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
@@ -43,10 +46,13 @@ pub struct ProbeArgs {
     /// With --compare: compare this table instead of probing now.
     #[arg(long, value_name = "NEW.json", requires = "compare")]
     table: Option<PathBuf>,
-    /// With --compare: the growth a figure may show before it counts as a regression, as a
-    /// fraction (0.5: up to 1.5 times the old figure).
+    /// With --compare: the growth a median (P50) may show before it counts as a regression, as
+    /// a fraction (0.5: up to 1.5 times the old figure).
     #[arg(long, default_value_t = 0.5, value_parser = fraction)]
     threshold: f64,
+    /// With --compare: the same for tails (P99, P99.9, the costs' P99), which vary more.
+    #[arg(long, default_value_t = 1.0, value_parser = fraction)]
+    tail_threshold: f64,
     /// With --compare: growth in µs never counted as a regression (noise on small figures).
     #[arg(long, default_value_t = 20.0, value_parser = fraction)]
     floor_us: f64,
@@ -94,6 +100,7 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
     let Some(old) = old else { return Ok(()) };
     let tolerance = Tolerance {
         fraction: a.threshold,
+        tail_fraction: a.tail_threshold,
         floor_us: a.floor_us,
     };
     let regressions = probe::compare(&old, &table, tolerance);
@@ -103,8 +110,9 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
         .map_or_else(String::new, |p| p.display().to_string());
     if regressions.is_empty() {
         eprintln!(
-            "no figure regressed against {old_path} (threshold {:.0} % and {} us)",
+            "no figure regressed against {old_path} (medians {:.0} %, tails {:.0} %, and {} us)",
             a.threshold * 100.0,
+            a.tail_threshold * 100.0,
             a.floor_us
         );
         return Ok(());
@@ -126,9 +134,11 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
     );
     crate::output::print_report("probe --compare", &flagged, false)?;
     bail!(
-        "{} figure(s) regressed against {old_path} beyond {:.0} % and {} us",
+        "{} figure(s) regressed against {old_path} beyond {:.0} % (medians) or {:.0} % (tails) \
+         and {} us",
         regressions.len(),
         a.threshold * 100.0,
+        a.tail_threshold * 100.0,
         a.floor_us
     )
 }
@@ -136,6 +146,7 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
 fn measure(a: &ProbeArgs) -> Result<ProbeTable> {
     let mut p = ProbeParams::default();
     p.samples = a.samples.unwrap_or(p.samples);
+    p.repeats = a.repeats.unwrap_or(p.repeats);
     if !a.lengths_us.is_empty() {
         p.lengths = a
             .lengths_us

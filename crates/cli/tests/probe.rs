@@ -77,7 +77,10 @@ fn a_probe_covers_every_cpu_level_and_devices_shows_it() {
         "nothing stopped at Level 1"
     );
     let md = std::fs::read_to_string(dir.path().join("probe.md")).expect("probe.md");
-    assert!(md.contains("| cpu |") && md.contains("P99.9"), "{md}");
+    assert!(
+        md.contains("**cpu**: built-in CPU device") && md.contains("P99.9"),
+        "{md}"
+    );
     // Kept for `xsched devices`, which shows it beside the capability table.
     let out = xsched(dir.path(), &["devices", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));

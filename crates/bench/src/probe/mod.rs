@@ -18,7 +18,7 @@ pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread, Tabl
 use measure::Target;
 use std::sync::Arc;
 use std::time::Duration;
-use xsched_backend_cpu::kernels::{MatMul, Spin};
+use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_backend_opencl::{OclCommand, OclQueue, SpinKernel};
 use xsched_core::{Capabilities, Level};
@@ -53,6 +53,9 @@ pub struct ProbeParams {
     pub lengths: Vec<Duration>,
     /// Samples per latency point and per cost.
     pub samples: u32,
+    /// Each latency point and cost is measured this many times and every figure is the median
+    /// of the repeats (one noisy stretch of the machine then moves no figure).
+    pub repeats: u32,
 }
 
 impl Default for ProbeParams {
@@ -65,6 +68,7 @@ impl Default for ProbeParams {
                 .map(Duration::from_micros)
                 .collect(),
             samples: 200,
+            repeats: 3,
         }
     }
 }
@@ -150,6 +154,7 @@ pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTabl
         ),
         xsched: env!("CARGO_PKG_VERSION").into(),
         samples: p.samples,
+        repeats: p.repeats.max(1),
         backends,
     })
 }
@@ -180,13 +185,19 @@ fn levels<T: Target + StateCheck>(
         let mut latency = Vec::new();
         for (i, &length) in p.lengths.iter().enumerate() {
             steps.tick();
-            latency.push(measure::latency(
-                target,
-                level,
-                length,
-                p.samples,
-                1 + i as u64,
-            )?);
+            let runs = (0..p.repeats.max(1))
+                .map(|r| {
+                    let seed = 1 + i as u64 + 1000 * u64::from(r);
+                    measure::latency(target, level, length, p.samples, seed)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            latency.push(LatencyPoint {
+                cmd_us: runs[0].cmd_us,
+                p50_us: median(runs.iter().map(|r| r.p50_us)),
+                p99_us: median(runs.iter().map(|r| r.p99_us)),
+                p999_us: median(runs.iter().map(|r| r.p999_us)),
+                max_us: runs.iter().map(|r| r.max_us).fold(0.0, f64::max),
+            });
         }
         steps.tick();
         let cost_length = p
@@ -195,8 +206,15 @@ fn levels<T: Target + StateCheck>(
             .copied()
             .max()
             .unwrap_or(Duration::from_millis(1));
-        let (suspend_us, resume_us) =
-            measure::suspend_resume(target, level, cost_length, p.samples)?;
+        let costs = (0..p.repeats.max(1))
+            .map(|_| measure::suspend_resume(target, level, cost_length, p.samples))
+            .collect::<Result<Vec<_>, _>>()?;
+        let spread_of = |pick: fn(&(Spread, Spread)) -> Spread| Spread {
+            p50: median(costs.iter().map(|c| pick(c).p50)),
+            p99: median(costs.iter().map(|c| pick(c).p99)),
+            max: costs.iter().map(|c| pick(c).max).fold(0.0, f64::max),
+        };
+        let (suspend_us, resume_us) = (spread_of(|c| c.0), spread_of(|c| c.1));
         steps.tick();
         let (state, state_kept) = target.state(level)?;
         out.push(LevelProbe {
@@ -209,6 +227,12 @@ fn levels<T: Target + StateCheck>(
         });
     }
     Ok(out)
+}
+
+/// The median of `values` (0 for none).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let (mid, _, _) = crate::stats::spread(values.collect());
+    if mid.is_nan() { 0.0 } else { mid }
 }
 
 /// What survives a preemption at a level, checked where a command is stopped midway.
@@ -245,8 +269,8 @@ impl Target for Cpu {
 }
 
 impl StateCheck for Cpu {
-    /// Level 3: a matrix product interrupted midway and restored gives the same result as an
-    /// uninterrupted one.
+    /// Level 3: a kernel of 200 tiles of 100 µs, interrupted 5 ms in and restored, runs every
+    /// tile exactly once (its progress is kept, nothing is redone or lost).
     fn state(&self, level: Level) -> Result<(String, Option<bool>), RuntimeError> {
         if level != Level::Interrupt {
             return Ok(unstopped(level));
@@ -255,34 +279,72 @@ impl StateCheck for Cpu {
             scheduler: SchedulerMode::App,
             ..RuntimeConfig::default()
         })?;
-        let run = |interrupt: bool| -> Result<(Vec<f32>, u64), RuntimeError> {
-            let q = runtime.create_queue(
-                Arc::new(self.0.create_queue()),
-                QueueOptions::default().with_level(Level::Interrupt),
-            )?;
-            let kernel = Arc::new(MatMul::new(192, 2, 7));
-            let h = q.submit(CpuCommand::Kernel(kernel.clone()))?;
-            if interrupt {
-                std::thread::sleep(Duration::from_millis(2));
-                q.suspend()?;
-                std::thread::sleep(Duration::from_millis(5));
-                q.resume()?;
-            }
-            h.wait()
-                .map_err(|e| RuntimeError::Hw(HwError::Backend(e.to_string())))?;
-            Ok((kernel.result(), q.account().interrupts))
-        };
-        let (reference, _) = run(false)?;
-        let (interrupted, interrupts) = run(true)?;
-        let kept = interrupted == reference;
-        let words = if interrupts == 0 {
-            "progress kept at tile checkpoints (the check's command finished before the interrupt)"
-        } else if kept {
-            "progress kept at tile checkpoints: an interrupted matrix product equals an uninterrupted one"
+        let q = runtime.create_queue(
+            Arc::new(self.0.create_queue()),
+            QueueOptions::default().with_level(Level::Interrupt),
+        )?;
+        let tally = Arc::new(Tally::new(200, Duration::from_micros(100)));
+        let h = q.submit(CpuCommand::Kernel(tally.clone()))?;
+        std::thread::sleep(Duration::from_millis(5));
+        q.suspend()?;
+        std::thread::sleep(Duration::from_millis(5));
+        q.resume()?;
+        h.wait()
+            .map_err(|e| RuntimeError::Hw(HwError::Backend(e.to_string())))?;
+        if q.account().interrupts == 0 {
+            let words = "not checked: the command finished before the interrupt";
+            return Ok((words.into(), None));
+        }
+        let kept = tally.each_ran_once();
+        let words = if kept {
+            "progress kept at tile checkpoints: an interrupted kernel ran every tile once"
         } else {
-            "LOST: an interrupted matrix product differs from an uninterrupted one"
+            "LOST: an interrupted kernel ran a tile twice or not at all"
         };
         Ok((words.into(), Some(kept)))
+    }
+}
+
+/// A kernel that counts how often each tile runs, each busy for a fixed time.
+struct Tally {
+    runs: Vec<std::sync::atomic::AtomicU32>,
+    per_tile: Duration,
+}
+
+impl Tally {
+    fn new(tiles: usize, per_tile: Duration) -> Tally {
+        Tally {
+            runs: (0..tiles)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+            per_tile,
+        }
+    }
+
+    fn each_ran_once(&self) -> bool {
+        self.runs
+            .iter()
+            .all(|r| r.load(std::sync::atomic::Ordering::SeqCst) == 1)
+    }
+}
+
+impl xsched_backend_cpu::Kernel for Tally {
+    fn tiles(&self) -> u32 {
+        u32::try_from(self.runs.len()).unwrap_or(u32::MAX)
+    }
+
+    fn run_tile(&self, tile: u32) {
+        let end = std::time::Instant::now() + self.per_tile;
+        while std::time::Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        if let Some(r) = self.runs.get(tile as usize) {
+            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "tally"
     }
 }
 

@@ -22,6 +22,9 @@ pub struct ProbeTable {
     pub xsched: String,
     /// Samples per latency point.
     pub samples: u32,
+    /// Repeats of each measurement; every percentile is the median of the repeats, every
+    /// maximum the largest.
+    pub repeats: u32,
     /// One entry per backend probed.
     pub backends: Vec<BackendProbe>,
 }
@@ -116,16 +119,21 @@ impl ProbeTable {
         Ok(table)
     }
 
-    /// The table as markdown (for docs/BENCHMARKS.md): one row per backend, level and
-    /// command length.
+    /// The table as markdown (for docs/BENCHMARKS.md): per backend its device and runtime,
+    /// then one row per level and command length.
     pub fn markdown(&self) -> String {
         let mut md = format!(
-            "Probe of {} (xsched {}, {} samples per point)\n\n\
-             | backend | device | runtime | level | cmd µs | P50 µs | P99 µs | P99.9 µs | max µs | suspend P50/P99 µs | resume P50/P99 µs | state |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            self.machine, self.xsched, self.samples
+            "Probe of {} (xsched {}; {} samples per point, medians of {} repeats)\n",
+            self.machine, self.xsched, self.samples, self.repeats
         );
         for b in &self.backends {
+            let _ = write!(
+                md,
+                "\n**{}**: {}; {}\n\n\
+                 | level | cmd µs | P50 µs | P99 µs | P99.9 µs | max µs | suspend P50 / P99 µs | resume P50 / P99 µs | state |\n\
+                 |---|---|---|---|---|---|---|---|---|\n",
+                b.backend, b.device, b.runtime
+            );
             for l in &b.levels {
                 for (i, p) in l.latency.iter().enumerate() {
                     let (suspend, resume, state) = if i == 0 {
@@ -139,16 +147,8 @@ impl ProbeTable {
                     };
                     let _ = writeln!(
                         md,
-                        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {suspend} | {resume} | {state} |",
-                        b.backend,
-                        b.device,
-                        b.runtime,
-                        l.level,
-                        p.cmd_us,
-                        p.p50_us,
-                        p.p99_us,
-                        p.p999_us,
-                        p.max_us
+                        "| {} | {} | {} | {} | {} | {} | {suspend} | {resume} | {state} |",
+                        l.level, p.cmd_us, p.p50_us, p.p99_us, p.p999_us, p.max_us
                     );
                 }
             }
