@@ -96,7 +96,7 @@ pub struct RunResult {
     pub latency: Histogram<u64>,
     /// Fraction of the measured window the device spent on background kernels.
     pub bg_device_share: f64,
-    /// The foreground queue's accounting.
+    /// The foreground queue's accounting over the measured window (its maxima over its life).
     pub fg_account: QueueAccount,
     /// The background queue's, if it ran.
     pub bg_account: Option<QueueAccount>,
@@ -149,6 +149,7 @@ pub fn run_options(
     let measuring = AtomicBool::new(false);
     let bg_done = AtomicU64::new(0);
     let mut window = (Instant::now(), 0u64);
+    let mut accounts_at_start = (QueueAccount::default(), None);
     let (latency, elapsed, bg_commands, timeline) = std::thread::scope(|s| {
         if let Some(bg) = &bg {
             s.spawn(|| background(bg, p, &stop, &bg_done));
@@ -159,6 +160,7 @@ pub fn run_options(
         });
         let latency = foreground(&fg, p, || {
             window = (Instant::now(), bg_done.load(Ordering::Relaxed));
+            accounts_at_start = (fg.account(), bg.as_ref().map(XQueue::account));
             measuring.store(true, Ordering::Relaxed);
         });
         let measured = (
@@ -179,8 +181,10 @@ pub fn run_options(
         } else {
             0.0
         },
-        fg_account: fg.account(),
-        bg_account: bg.as_ref().map(XQueue::account),
+        fg_account: fg.account().since(&accounts_at_start.0),
+        bg_account: bg
+            .as_ref()
+            .map(|b| b.account().since(&accounts_at_start.1.unwrap_or_default())),
         timeline,
     })
 }

@@ -1,4 +1,4 @@
-//! The daemon-facing commands: `serve`, `top`, `policy`, `hint`.
+//! The daemon-facing commands: `serve`, `top`, `policy`, `hint`, `mode set`.
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -35,7 +35,7 @@ pub fn serve(
 }
 
 /// How long an operator command waits for the daemon at each step.
-const TIMEOUT: Duration = Duration::from_secs(5);
+pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One request to the daemon, one answer.
 fn request(socket: &Path, msg: &ClientMsg) -> Result<DaemonMsg> {
@@ -62,7 +62,8 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                         "queue": r.queue, "priority": r.hints.priority, "share": r.hints.share,
                         "ready": r.ready, "suspended": r.suspended,
                         "in_flight": r.stats.in_flight, "completed": r.stats.completed,
-                        "recent_p99_us": r.stats.recent_p99_us,
+                        "recent_p99_us": r.stats.recent_p99_us, "uid": r.uid,
+                        "mode": r.stats.mode.map(|m| m.name()),
                     })
                 })
                 .collect();
@@ -81,12 +82,16 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                 "priority",
                 "share",
                 "state",
+                "mode",
                 "in flight",
                 "completed",
                 "P99 us (1 s)",
             ]);
             for r in &rows {
+                let observed = r.stats.mode == Some(xsched_proto::WireMode::Observe);
                 let state = match (r.ready, r.suspended) {
+                    // Observed queues ignore suspensions: what the policy would do, not did.
+                    (_, true) if observed => "would be held",
                     (_, true) => "suspended",
                     (true, false) => "running",
                     (false, false) => "idle",
@@ -99,6 +104,7 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                     r.hints.priority.to_string(),
                     r.hints.share.to_string(),
                     state.to_string(),
+                    r.stats.mode_name().to_string(),
                     r.stats.in_flight.to_string(),
                     r.stats.completed.to_string(),
                     format!("{:.1}", r.stats.recent_p99_us),
@@ -135,6 +141,21 @@ pub fn policy(socket: &Path, set: Option<&str>) -> Result<()> {
 pub fn hint(socket: &Path, pid: u32, queue: Option<u32>, hint: Hint) -> Result<()> {
     let hint = hint.into();
     match request(socket, &ClientMsg::HintProcess { pid, queue, hint })? {
+        DaemonMsg::Done => Ok(()),
+        other => bail!("unexpected answer: {other:?}"),
+    }
+}
+
+/// `xsched mode set`: switch the rollout mode of another process's queues (same user, or
+/// root, as hints).
+pub fn set_mode(
+    socket: &Path,
+    pid: u32,
+    queue: Option<u32>,
+    mode: xsched_runtime::Mode,
+) -> Result<()> {
+    let mode = mode.into();
+    match request(socket, &ClientMsg::SetMode { pid, queue, mode })? {
         DaemonMsg::Done => Ok(()),
         other => bail!("unexpected answer: {other:?}"),
     }

@@ -2,6 +2,7 @@
 //! libraries' types, runs one job and prints tables (or JSON); errors print as a one-line
 //! cause chain. What a run measures and which targets it checks is the libraries' business.
 
+mod account_cmd;
 mod bench;
 mod daemon_cmds;
 mod output;
@@ -167,6 +168,21 @@ enum Command {
     },
     /// Advise the daemon about a process's queues (same user, or root).
     Hint(HintArgs),
+    /// Switch the rollout mode of a running process's queues through the daemon (same user,
+    /// or root).
+    Mode {
+        #[command(subcommand)]
+        action: ModeAction,
+    },
+    /// What every queue the daemon schedules went through (commands, device time, waits,
+    /// misses, preemptions), and the totals per process and per tenant (uid).
+    Account {
+        #[command(flatten)]
+        socket: Socket,
+        /// Print one JSON document instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// A scheduled client process (used by the demo, the benchmarks and the tests): one queue
     /// configured from XSCHED_* variables.
     #[command(hide = true)]
@@ -191,6 +207,30 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+}
+
+#[derive(Subcommand)]
+enum ModeAction {
+    /// Put a process's queues (or one of them) in a mode.
+    Set {
+        /// The process.
+        #[arg(long)]
+        pid: u32,
+        /// One of its queues (default: all of them).
+        #[arg(long)]
+        queue: Option<u32>,
+        /// observe, cooperative or preemptive.
+        #[arg(value_parser = mode_name)]
+        mode: xsched_runtime::Mode,
+        #[command(flatten)]
+        socket: Socket,
+    },
+}
+
+/// A rollout mode, checked while parsing.
+fn mode_name(s: &str) -> Result<xsched_runtime::Mode, String> {
+    s.parse()
+        .map_err(|e: String| format!("unknown mode `{s}`: {e}"))
 }
 
 #[derive(Subcommand)]
@@ -551,6 +591,16 @@ fn run(cli: Cli) -> Result<()> {
             PolicyAction::Get => daemon_cmds::policy(&socket.path(), None),
             PolicyAction::Set { name } => daemon_cmds::policy(&socket.path(), Some(&name)),
         },
+        Command::Mode {
+            action:
+                ModeAction::Set {
+                    pid,
+                    queue,
+                    mode,
+                    socket,
+                },
+        } => daemon_cmds::set_mode(&socket.path(), pid, queue, mode),
+        Command::Account { socket, json } => account_cmd::run(&socket.path(), json),
         Command::Hint(args) => {
             // The argument group requires exactly one piece of advice.
             let hint = args.hint().context("no advice given")?;

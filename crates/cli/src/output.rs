@@ -157,12 +157,17 @@ pub fn print_devices(json: bool) -> Result<()> {
             .iter()
             .map(|b| {
                 let backend = b.key.split(':').next().unwrap_or_default();
-                // The last probe's figures for this device (a probe measures a backend's first).
+                // The last probe's figures for this device (a probe measures a backend's first),
+                // if it was taken on this machine.
                 let first = b.key == backend || b.key == format!("{backend}:0");
                 let probed = probe.as_ref().and_then(|(_, t)| {
-                    t.backends
-                        .iter()
-                        .find(|p| b.available && first && p.backend == backend)
+                    t.backends.iter().find(|p| {
+                        b.available
+                            && first
+                            && p.backend == backend
+                            && (backend == "cpu" || b.name.starts_with(&p.device))
+                            && t.machine == xsched_bench::probe::machine()
+                    })
                 });
                 serde_json::json!({
                     "backend": backend,
@@ -220,10 +225,16 @@ pub fn print_devices(json: bool) -> Result<()> {
     }
     println!("{t}");
     match probe {
-        Some((path, table)) => {
+        Some((path, table)) if table.machine == xsched_bench::probe::machine() => {
             println!("\nLast probe ({}):", path.display());
             print_report("probe", &crate::probe_cmd::report(&table), false)?;
         }
+        Some((path, table)) => println!(
+            "\nThe last probe ({}) was taken on another machine ({}): `xsched probe` measures \
+             this one.",
+            path.display(),
+            table.machine
+        ),
         None => println!("\nNo probe kept yet: `xsched probe` measures this machine's backends."),
     }
     Ok(())

@@ -28,7 +28,7 @@ pub struct ProbeArgs {
     #[arg(long, value_delimiter = ',')]
     backend: Vec<BackendName>,
     /// Samples per latency point and per cost (default 200).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     samples: Option<u32>,
     /// Repeats of each measurement; figures are the medians (default 3).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -48,13 +48,13 @@ pub struct ProbeArgs {
     table: Option<PathBuf>,
     /// With --compare: the growth a median (P50) may show before it counts as a regression, as
     /// a fraction (0.5: up to 1.5 times the old figure).
-    #[arg(long, default_value_t = 0.5, value_parser = fraction)]
+    #[arg(long, default_value_t = 0.5, value_parser = fraction, requires = "compare")]
     threshold: f64,
     /// With --compare: the same for tails (P99, P99.9, the costs' P99), which vary more.
-    #[arg(long, default_value_t = 1.0, value_parser = fraction)]
+    #[arg(long, default_value_t = 1.0, value_parser = fraction, requires = "compare")]
     tail_threshold: f64,
     /// With --compare: growth in µs never counted as a regression (noise on small figures).
-    #[arg(long, default_value_t = 20.0, value_parser = fraction)]
+    #[arg(long, default_value_t = 20.0, value_parser = fraction, requires = "compare")]
     floor_us: f64,
     /// Print the table as JSON.
     #[arg(long)]
@@ -154,6 +154,8 @@ fn measure(a: &ProbeArgs) -> Result<ProbeTable> {
             .map(|&us| Duration::from_micros(us))
             .collect();
     }
+    // Backends chosen by default are skipped if unusable; one asked for must work.
+    p.skip_unusable = a.backend.is_empty();
     p.backends = if a.backend.is_empty() {
         let mut all = vec![Backend::Cpu];
         if xsched_backend_opencl::devices().is_ok() {

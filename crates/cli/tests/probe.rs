@@ -183,7 +183,15 @@ fn absent_backends_and_nonsense_thresholds_are_refused() {
     let err = stderr(&out);
     assert!(err.contains("--backend cuda"), "{err}");
     for bad in ["-1", "NaN", "lots"] {
-        let out = xsched(dir.path(), &["probe", &format!("--threshold={bad}")]);
+        let out = xsched(
+            dir.path(),
+            &[
+                "probe",
+                "--compare",
+                "old.json",
+                &format!("--threshold={bad}"),
+            ],
+        );
         assert!(!out.status.success(), "{bad}");
         assert!(
             stderr(&out).contains("--threshold"),
@@ -193,4 +201,12 @@ fn absent_backends_and_nonsense_thresholds_are_refused() {
     }
     let out = xsched(dir.path(), &["probe", "--lengths-us", "0"]);
     assert!(!out.status.success(), "a zero-length command sweep");
+    let out = xsched(dir.path(), &["probe", "--samples", "0"]);
+    assert!(!out.status.success(), "no samples");
+    let out = xsched(dir.path(), &["probe", "--threshold", "0.2"]);
+    assert!(
+        !out.status.success(),
+        "a threshold without --compare is not ignored"
+    );
+    assert!(stderr(&out).contains("--compare"), "{}", stderr(&out));
 }

@@ -10,6 +10,7 @@ use crate::admission::Admitted;
 use crate::core::Target;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
+use crate::registry::ProcessQueue;
 use crate::server::Shared;
 use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
@@ -17,8 +18,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use xsched_core::{DeviceId, Event, Hint, QueueId, policy};
 use xsched_proto::{
-    ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, read_frame,
-    write_frame,
+    ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, WireMode,
+    read_frame, write_frame,
 };
 use xsched_runtime::clock;
 use xsched_runtime::prompt::CpuGuard;
@@ -122,6 +123,7 @@ fn kind(msg: &ClientMsg) -> &'static str {
         ClientMsg::Top { .. } => "Top",
         ClientMsg::Stats { .. } => "Stats",
         ClientMsg::Ping { .. } => "Ping",
+        ClientMsg::SetMode { .. } => "SetMode",
     }
 }
 
@@ -167,7 +169,9 @@ impl<'a> Session<'a> {
         outbox: Arc<Outbox>,
         admitted: Admitted,
     ) -> Session<'a> {
-        shared.registry.add_client(conn, peer.clone());
+        shared
+            .registry
+            .add_client(conn, peer.clone(), outbox.clone());
         tracing::info!("client {} ({}) connected", peer.pid, peer.name);
         Session {
             shared,
@@ -340,33 +344,74 @@ impl<'a> Session<'a> {
             }
             ClientMsg::Top { from } => Some(self.top_page(from)),
             ClientMsg::Ping { seq } => Some(DaemonMsg::Pong { seq }),
+            ClientMsg::SetMode { pid, queue, mode } => self.set_mode(pid, queue, mode),
         }
     }
 
-    fn hint_process(&self, pid: u32, queue: Option<u32>, hint: WireHint) -> Option<DaemonMsg> {
+    /// The queues of process `pid` (all, or its `queue`) an operator's `what` may act on: this
+    /// peer may see and hint them. The refusal to send back otherwise.
+    fn operated(
+        &self,
+        pid: u32,
+        queue: Option<u32>,
+        what: &str,
+    ) -> Result<Vec<ProcessQueue>, Option<DaemonMsg>> {
         let authority = &self.shared.authority;
         let targets: Vec<_> = self
             .shared
             .registry
             .of_process(pid)
             .into_iter()
-            .filter(|(owner, local, _)| {
-                queue.is_none_or(|q| q == *local) && authority.may_see(&self.peer, owner)
+            .filter(|t| {
+                queue.is_none_or(|q| q == t.local) && authority.may_see(&self.peer, &t.owner)
             })
             .collect();
         if targets.is_empty() {
-            return error(format!("process {pid} has no such queues you may see"));
+            return Err(error(format!(
+                "process {pid} has no such queues you may see"
+            )));
         }
-        if let Some((owner, _, _)) = targets
+        if let Some(t) = targets
             .iter()
-            .find(|(owner, _, _)| !authority.may_hint(&self.peer, owner))
+            .find(|t| !authority.may_hint(&self.peer, &t.owner))
         {
-            return error(format!(
-                "hinting process {pid} refused: it belongs to uid {}, and uid {} is not root, \
+            return Err(error(format!(
+                "{what} process {pid} refused: it belongs to uid {}, and uid {} is not root, \
                  the daemon's user, or named in authority.hint_others",
-                owner.uid, self.peer.uid
-            ));
+                t.owner.uid, self.peer.uid
+            )));
         }
+        Ok(targets)
+    }
+
+    /// Forward a mode switch to the owner of each queue (its agent applies it; its next
+    /// statistics show it).
+    fn set_mode(&self, pid: u32, queue: Option<u32>, mode: WireMode) -> Option<DaemonMsg> {
+        let targets = match self.operated(pid, queue, "switching the mode of") {
+            Ok(t) => t,
+            Err(refusal) => return refusal,
+        };
+        for t in &targets {
+            t.outbox.push(&DaemonMsg::SetMode {
+                queue: t.local,
+                mode,
+            });
+            t.outbox.flush();
+        }
+        tracing::info!(
+            "uid {} switched {} queue(s) of process {pid} to {}",
+            self.peer.uid,
+            targets.len(),
+            mode.name()
+        );
+        Some(DaemonMsg::Done)
+    }
+
+    fn hint_process(&self, pid: u32, queue: Option<u32>, hint: WireHint) -> Option<DaemonMsg> {
+        let targets = match self.operated(pid, queue, "hinting") {
+            Ok(t) => t,
+            Err(refusal) => return refusal,
+        };
         if let Err(why) = self.check_hint(hint) {
             return error(format!("hinting process {pid} refused: {why}"));
         }
@@ -375,7 +420,7 @@ impl<'a> Session<'a> {
         let result = self.shared.core.with(|d| {
             targets
                 .iter()
-                .try_for_each(|&(_, _, q)| d.event(now, Event::Hint { queue: q, hint }))
+                .try_for_each(|t| d.event(now, Event::Hint { queue: t.id, hint }))
         });
         match result {
             Ok(()) => Some(DaemonMsg::Done),
@@ -403,6 +448,7 @@ impl<'a> Session<'a> {
             }
             rows.push(TopRow {
                 pid: owner.pid,
+                uid: owner.uid,
                 process: owner.name,
                 device: q.view.device.0,
                 queue: local,

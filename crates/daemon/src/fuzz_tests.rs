@@ -25,7 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use xsched_core::policy;
-use xsched_proto::{ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, read_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, WireMode, read_frame};
 
 /// The clients: (pid, uid). Root is the daemon's admin here (the tests run as root or not:
 /// uid 0 is an admin either way); 1000 has two processes; 1001 one.
@@ -113,9 +113,18 @@ fn message() -> impl Strategy<Value = ClientMsg> {
                 in_flight: 1,
                 completed,
                 recent_p99_us: 1.0,
+                ..QueueStats::default()
             },
         }),
         any::<u32>().prop_map(|seq| ClientMsg::Ping { seq }),
+        (99u32..105, proptest::option::of(0u32..4), 0usize..3).prop_map(|(pid, queue, m)| {
+            let mode = [
+                WireMode::Observe,
+                WireMode::Cooperative,
+                WireMode::Preemptive,
+            ][m];
+            ClientMsg::SetMode { pid, queue, mode }
+        }),
     ]
 }
 

@@ -1,5 +1,6 @@
 //! Prometheus metrics (`xsched serve --metrics-addr 127.0.0.1:PORT`): queue states, operations
-//! issued, client counts and queue statistics, in the text exposition format at `/metrics`.
+//! issued, queue statistics, and the accounting clients report (per queue, and per tenant:
+//! uid), in the text exposition format at `/metrics`.
 //!
 //! The endpoint answers plain HTTP/1.0-style GETs, one request per connection, which is all a
 //! Prometheus scraper needs; anything else gets a 404 or 400. Each request has its own thread
@@ -16,6 +17,7 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use xsched_proto::WireAccount;
 
 /// Requests answered at once.
 pub(crate) const MAX_CONCURRENT: usize = 8;
@@ -172,5 +174,91 @@ pub(crate) fn render(shared: &Shared) -> String {
             );
         }
     }
+    accounting(&mut out, shared, &queues);
     out
 }
+
+/// The accounting counters, per queue and summed per tenant (uid).
+fn accounting(out: &mut String, shared: &Shared, queues: &[xsched_core::QueueSnapshot]) {
+    let owned: Vec<_> = queues
+        .iter()
+        .filter_map(|q| shared.registry.owner(q.view.id).map(|o| (q, o)))
+        .collect();
+    let mut tenants: std::collections::BTreeMap<u32, WireAccount> = Default::default();
+    for (_, (peer, _, stats)) in &owned {
+        tenants
+            .entry(peer.uid)
+            .or_insert_with(|| WireAccount {
+                device_measured: true,
+                ..WireAccount::default()
+            })
+            .merge(&stats.account);
+    }
+    for (name, help, value) in COUNTERS {
+        let _ = writeln!(
+            out,
+            "# HELP xsched_queue_{name} {help}.\n# TYPE xsched_queue_{name} counter"
+        );
+        for (q, (peer, local, stats)) in &owned {
+            let process = peer.name.replace(['"', '\\', '\n'], "_");
+            let mode = stats.mode_name();
+            let _ = writeln!(
+                out,
+                "xsched_queue_{name}{{pid=\"{}\",uid=\"{}\",process=\"{process}\",device=\"{}\",queue=\"{local}\",mode=\"{mode}\"}} {}",
+                peer.pid,
+                peer.uid,
+                q.view.device.0,
+                value(&stats.account)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP xsched_tenant_{name} {help}, summed over the tenant's queues.\n# TYPE xsched_tenant_{name} counter"
+        );
+        for (uid, a) in &tenants {
+            let _ = writeln!(out, "xsched_tenant_{name}{{uid=\"{uid}\"}} {}", value(a));
+        }
+    }
+}
+
+/// A counter's name, help and value.
+type Counter = (&'static str, &'static str, fn(&WireAccount) -> f64);
+
+/// The accounting counters, from what clients report (measured or estimated device time: see
+/// `xsched account`).
+const COUNTERS: [Counter; 8] = [
+    ("commands_completed_total", "commands completed", |a| {
+        a.completed as f64
+    }),
+    (
+        "device_seconds_total",
+        "device time of completed commands",
+        |a| a.device_ns as f64 / 1e9,
+    ),
+    (
+        "wait_seconds_total",
+        "latency less device time of completed commands",
+        |a| a.latency_ns.saturating_sub(a.device_ns) as f64 / 1e9,
+    ),
+    (
+        "launch_wait_seconds_total",
+        "time commands waited in xsched before launch",
+        |a| a.queue_wait_ns as f64 / 1e9,
+    ),
+    (
+        "latency_misses_total",
+        "completions later than the SLO or deadline hint",
+        |a| a.latency_misses as f64,
+    ),
+    ("preemptions_total", "suspensions that held work", |a| {
+        a.preemptions as f64
+    }),
+    ("held_seconds_total", "time held by preemptions", |a| {
+        a.held_ns as f64 / 1e9
+    }),
+    (
+        "interrupts_total",
+        "Level-3 interrupts of commands in flight",
+        |a| a.interrupts as f64,
+    ),
+];

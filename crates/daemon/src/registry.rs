@@ -3,20 +3,35 @@
 //! Daemon queue ids are handed out from a counter that skips ids still in use, so a daemon that
 //! has seen four billion queues come and go never gives one queue another's id.
 
+use crate::outbox::Outbox;
 use crate::peer::Peer;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use xsched_core::QueueId;
 use xsched_proto::QueueStats;
 
 /// One client connection.
 struct Client {
     peer: Peer,
+    /// Where messages to it go (an operator's mode switch for one of its queues).
+    outbox: Arc<Outbox>,
     /// The client's latest statistics per queue.
     stats: HashMap<u32, QueueStats>,
     /// The client's queue ids → the daemon's.
     queues: HashMap<u32, QueueId>,
+}
+
+/// One queue of a process, as an operator's command reaches it.
+pub(crate) struct ProcessQueue {
+    /// Its owner.
+    pub(crate) owner: Peer,
+    /// The client's id for it.
+    pub(crate) local: u32,
+    /// The daemon's.
+    pub(crate) id: QueueId,
+    /// Its client's outbox.
+    pub(crate) outbox: Arc<Outbox>,
 }
 
 /// Every client and queue.
@@ -41,11 +56,12 @@ impl Registry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn add_client(&self, conn: u64, peer: Peer) {
+    pub(crate) fn add_client(&self, conn: u64, peer: Peer, outbox: Arc<Outbox>) {
         self.clients().insert(
             conn,
             Client {
                 peer,
+                outbox,
                 stats: HashMap::new(),
                 queues: HashMap::new(),
             },
@@ -116,12 +132,19 @@ impl Registry {
             .collect()
     }
 
-    /// Every (owner, client's queue id, daemon queue id) of process `pid`.
-    pub(crate) fn of_process(&self, pid: u32) -> Vec<(Peer, u32, QueueId)> {
+    /// Every queue of process `pid`.
+    pub(crate) fn of_process(&self, pid: u32) -> Vec<ProcessQueue> {
         self.clients()
             .values()
             .filter(|c| c.peer.pid == pid)
-            .flat_map(|c| c.queues.iter().map(|(&l, &id)| (c.peer.clone(), l, id)))
+            .flat_map(|c| {
+                c.queues.iter().map(|(&local, &id)| ProcessQueue {
+                    owner: c.peer.clone(),
+                    local,
+                    id,
+                    outbox: c.outbox.clone(),
+                })
+            })
             .collect()
     }
 

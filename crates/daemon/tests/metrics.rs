@@ -74,6 +74,32 @@ fn metrics_show_queues_and_operations() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The accounting the clients report (about once a second), per queue and per tenant.
+    let uid =
+        std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
+    let tenant = format!("xsched_tenant_commands_completed_total{{uid=\"{uid}\"}} ");
+    loop {
+        let text = get(addr, "/metrics");
+        let completed = text
+            .lines()
+            .find_map(|l| l.strip_prefix(tenant.as_str()))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if completed > 0.0 {
+            assert!(text.contains("# TYPE xsched_queue_device_seconds_total counter"));
+            assert!(text.contains("xsched_queue_preemptions_total{"), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no accounting seen:\n{text}"
+        );
+        fg.submit(CpuCommand::Kernel(kernel.clone()))
+            .expect("fg submit")
+            .wait()
+            .expect("fg done");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(get(addr, "/other").starts_with("HTTP/1.1 404"));
     bg.cancel_pending().expect("cancel");
     drop((bg, fg));

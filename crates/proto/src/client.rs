@@ -135,6 +135,7 @@ pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientE
                 DaemonMsg::Suspend { .. }
                 | DaemonMsg::Resume { .. }
                 | DaemonMsg::Protect { .. }
+                | DaemonMsg::SetMode { .. }
                 | DaemonMsg::Pong { .. },
             ) => {}
             Some(DaemonMsg::Error { message }) => return Err(ClientError::Refused(message)),

@@ -21,7 +21,9 @@ mod messages;
 mod wire;
 
 pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
-pub use messages::{ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION};
+pub use messages::{
+    ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION, WireAccount, WireMode,
+};
 pub use wire::{WireHint, WireHints};
 
 /// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else

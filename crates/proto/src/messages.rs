@@ -13,12 +13,14 @@ use serde::{Deserialize, Serialize};
 /// The protocol version; a daemon refuses clients of another version with an [`DaemonMsg::Error`]
 /// saying which versions meet. 2: hints are the protocol's own types (with the SLO hint), and
 /// `Stats` and `Protect` exist. 3: `Ping`/`Pong` (the agent's heartbeat), and `Top` is paged.
-pub const VERSION: u16 = 3;
+/// 4: statistics carry the queue's accounting and mode, top rows the owner's uid, and an
+/// operator can switch a queue's mode (`SetMode`).
+pub const VERSION: u16 = 4;
 
 /// Rows in one [`DaemonMsg::Top`] page: the largest possible row (a process name is at most
-/// 16 bytes) encodes in 114 bytes, so a page always fits in a frame
+/// 16 bytes) encodes in 262 bytes, so a page always fits in a frame
 /// ([`MAX_FRAME`](crate::MAX_FRAME)).
-pub const TOP_PAGE_ROWS: usize = 400;
+pub const TOP_PAGE_ROWS: usize = 200;
 
 /// From a client (an application's runtime, or an operator command) to the daemon.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +95,105 @@ pub enum ClientMsg {
         /// Echoed back.
         seq: u32,
     },
+    /// Operator: switch the rollout mode of a process's queues (allowed for the same uid, or
+    /// root, as hints are).
+    SetMode {
+        /// The process.
+        pid: u32,
+        /// Its queue id (as that process numbers them); `None`: every queue of it.
+        queue: Option<u32>,
+        /// The mode.
+        mode: WireMode,
+    },
+}
+
+/// A queue's rollout mode (`xsched_runtime::Mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireMode {
+    /// Intercept and count; launch everything at once, never suspend.
+    Observe,
+    /// Level 1.
+    Cooperative,
+    /// The backend's highest level.
+    Preemptive,
+}
+
+impl WireMode {
+    /// The name `XSCHED_MODE` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            WireMode::Observe => "observe",
+            WireMode::Cooperative => "cooperative",
+            WireMode::Preemptive => "preemptive",
+        }
+    }
+}
+
+/// What a queue's commands went through since it was created (`xsched_runtime::QueueAccount`,
+/// durations in nanoseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireAccount {
+    /// Commands submitted.
+    pub submitted: u64,
+    /// Commands handed to the hardware.
+    pub launched: u64,
+    /// Commands observed complete.
+    pub completed: u64,
+    /// Commands cancelled before launch.
+    pub cancelled: u64,
+    /// Submit-to-completion time of the completed commands.
+    pub latency_ns: u64,
+    /// Their device time.
+    pub device_ns: u64,
+    /// Whether the device time was measured by the backend (else estimated).
+    pub device_measured: bool,
+    /// Time commands waited between submission and launch.
+    pub queue_wait_ns: u64,
+    /// The longest such wait.
+    pub queue_wait_max_ns: u64,
+    /// The most commands in flight at once.
+    pub max_in_flight: u64,
+    /// Completions later than the queue's SLO (or deadline) hint.
+    pub latency_misses: u64,
+    /// Suspensions that held work.
+    pub preemptions: u64,
+    /// Time held by them.
+    pub held_ns: u64,
+    /// What their hardware actions cost the preempting thread.
+    pub preemption_cost_ns: u64,
+    /// Level-3 interrupts of commands in flight.
+    pub interrupts: u64,
+}
+
+impl QueueStats {
+    /// The mode's name for labels and tables (`-` when none was set).
+    pub fn mode_name(&self) -> &'static str {
+        self.mode.map_or("-", WireMode::name)
+    }
+}
+
+impl WireAccount {
+    /// Add `other`'s figures (a process's or a tenant's total): counts and times add, the
+    /// largest wait and in-flight depth are the larger, and device time is measured only if
+    /// both were.
+    pub fn merge(&mut self, other: &WireAccount) {
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut self.submitted, other.submitted);
+        sum(&mut self.launched, other.launched);
+        sum(&mut self.completed, other.completed);
+        sum(&mut self.cancelled, other.cancelled);
+        sum(&mut self.latency_ns, other.latency_ns);
+        sum(&mut self.device_ns, other.device_ns);
+        sum(&mut self.queue_wait_ns, other.queue_wait_ns);
+        sum(&mut self.latency_misses, other.latency_misses);
+        sum(&mut self.preemptions, other.preemptions);
+        sum(&mut self.held_ns, other.held_ns);
+        sum(&mut self.preemption_cost_ns, other.preemption_cost_ns);
+        sum(&mut self.interrupts, other.interrupts);
+        self.queue_wait_max_ns = self.queue_wait_max_ns.max(other.queue_wait_max_ns);
+        self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
+        self.device_measured = self.device_measured && other.device_measured;
+    }
 }
 
 /// What a client reports about one queue, about once a second.
@@ -104,6 +205,10 @@ pub struct QueueStats {
     pub completed: u64,
     /// P99 of submit → completion of the commands completed in the last period (µs; 0 if none).
     pub recent_p99_us: f64,
+    /// The queue's rollout mode, if one was set (`XSCHED_MODE`, or `SetMode`).
+    pub mode: Option<WireMode>,
+    /// The queue's accounting.
+    pub account: WireAccount,
 }
 
 /// From the daemon to a client.
@@ -156,6 +261,13 @@ pub enum DaemonMsg {
         /// The ping's `seq`.
         seq: u32,
     },
+    /// Switch this queue's rollout mode (an operator's [`ClientMsg::SetMode`]).
+    SetMode {
+        /// The client's queue id.
+        queue: u32,
+        /// The mode.
+        mode: WireMode,
+    },
 }
 
 /// One queue as `xsched top` shows it.
@@ -163,6 +275,8 @@ pub enum DaemonMsg {
 pub struct TopRow {
     /// The owning process (from the socket's peer credentials).
     pub pid: u32,
+    /// Its user (the tenant).
+    pub uid: u32,
     /// Its name (`/proc/<pid>/comm`).
     pub process: String,
     /// The device.
@@ -177,4 +291,41 @@ pub struct TopRow {
     pub suspended: bool,
     /// The client's latest statistics.
     pub stats: QueueStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_accounts_add_counts_and_keep_the_largest_wait_and_depth() {
+        let a = WireAccount {
+            completed: 3,
+            device_ns: 10,
+            device_measured: true,
+            queue_wait_max_ns: 7,
+            max_in_flight: 2,
+            preemptions: u64::MAX,
+            ..WireAccount::default()
+        };
+        let b = WireAccount {
+            completed: 4,
+            device_ns: 5,
+            device_measured: false,
+            queue_wait_max_ns: 9,
+            max_in_flight: 1,
+            preemptions: 1,
+            ..WireAccount::default()
+        };
+        let mut total = WireAccount {
+            device_measured: true,
+            ..WireAccount::default()
+        };
+        total.merge(&a);
+        total.merge(&b);
+        assert_eq!((total.completed, total.device_ns), (7, 15));
+        assert_eq!((total.queue_wait_max_ns, total.max_in_flight), (9, 2));
+        assert!(!total.device_measured, "one estimate makes the total one");
+        assert_eq!(total.preemptions, u64::MAX, "saturates");
+    }
 }

@@ -6,7 +6,8 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use xsched_proto::{
-    ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION, WireHint, WireHints, write_frame,
+    ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION, WireAccount, WireHint, WireHints, WireMode,
+    write_frame,
 };
 
 /// The name of a client message's variant: the match makes a new variant a compile error here
@@ -25,6 +26,7 @@ fn client_name(m: &ClientMsg) -> &'static str {
         ClientMsg::Top { .. } => "client.top",
         ClientMsg::Stats { .. } => "client.stats",
         ClientMsg::Ping { .. } => "client.ping",
+        ClientMsg::SetMode { .. } => "client.set-mode",
     }
 }
 
@@ -39,6 +41,7 @@ fn daemon_name(m: &DaemonMsg) -> &'static str {
         DaemonMsg::Done => "daemon.done",
         DaemonMsg::Protect { .. } => "daemon.protect",
         DaemonMsg::Pong { .. } => "daemon.pong",
+        DaemonMsg::SetMode { .. } => "daemon.set-mode",
     }
 }
 
@@ -58,6 +61,24 @@ fn stats() -> QueueStats {
         in_flight: 4,
         completed: 99,
         recent_p99_us: 812.5,
+        mode: Some(WireMode::Cooperative),
+        account: WireAccount {
+            submitted: 120,
+            launched: 110,
+            completed: 99,
+            cancelled: 10,
+            latency_ns: 5_000_000,
+            device_ns: 4_000_000,
+            device_measured: true,
+            queue_wait_ns: 700_000,
+            queue_wait_max_ns: 90_000,
+            max_in_flight: 8,
+            latency_misses: 3,
+            preemptions: 4,
+            held_ns: 2_000_000,
+            preemption_cost_ns: 12_000,
+            interrupts: 2,
+        },
     }
 }
 
@@ -91,6 +112,11 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             stats: stats(),
         },
         ClientMsg::Ping { seq: 300 },
+        ClientMsg::SetMode {
+            pid: 4242,
+            queue: None,
+            mode: WireMode::Observe,
+        },
     ];
     let daemon = [
         DaemonMsg::Welcome { version: VERSION },
@@ -100,6 +126,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         DaemonMsg::Top {
             rows: vec![TopRow {
                 pid: 4242,
+                uid: 1000,
                 process: "infer".into(),
                 device: 0,
                 queue: 1,
@@ -119,6 +146,10 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             protected: true,
         },
         DaemonMsg::Pong { seq: 300 },
+        DaemonMsg::SetMode {
+            queue: 1,
+            mode: WireMode::Preemptive,
+        },
     ];
     let frame = |m: &dyn Fn(&mut Vec<u8>)| {
         let mut b = Vec::new();
@@ -162,8 +193,8 @@ fn every_message_encodes_as_its_version_says() {
     let names: std::collections::BTreeSet<&str> = samples().iter().map(|(n, _)| *n).collect();
     assert_eq!(
         names.len(),
-        21,
-        "one sample per variant (12 client, 9 daemon)"
+        23,
+        "one sample per variant (13 client, 10 daemon)"
     );
     match std::fs::read_to_string(&file) {
         Ok(pinned) => assert!(
@@ -238,6 +269,7 @@ fn the_handshake_is_the_same_in_every_version() {
 fn the_largest_top_page_fits_in_a_frame() {
     let worst = TopRow {
         pid: u32::MAX,
+        uid: u32::MAX,
         process: "p".repeat(16),
         device: u16::MAX,
         queue: u32::MAX,
@@ -255,10 +287,28 @@ fn the_largest_top_page_fits_in_a_frame() {
             in_flight: u64::MAX,
             completed: u64::MAX,
             recent_p99_us: f64::MAX,
+            mode: Some(WireMode::Preemptive),
+            account: WireAccount {
+                submitted: u64::MAX,
+                launched: u64::MAX,
+                completed: u64::MAX,
+                cancelled: u64::MAX,
+                latency_ns: u64::MAX,
+                device_ns: u64::MAX,
+                device_measured: true,
+                queue_wait_ns: u64::MAX,
+                queue_wait_max_ns: u64::MAX,
+                max_in_flight: u64::MAX,
+                latency_misses: u64::MAX,
+                preemptions: u64::MAX,
+                held_ns: u64::MAX,
+                preemption_cost_ns: u64::MAX,
+                interrupts: u64::MAX,
+            },
         },
     };
     let row = postcard::to_allocvec(&worst).expect("encodes").len();
-    assert_eq!(row, 114, "the bound TOP_PAGE_ROWS was chosen by");
+    assert_eq!(row, 262, "the bound TOP_PAGE_ROWS was chosen by");
     let page = DaemonMsg::Top {
         rows: vec![worst; xsched_proto::TOP_PAGE_ROWS],
         next: Some(u32::MAX),

@@ -18,7 +18,9 @@ pub trait CompletionSink: Send + Sync {
     fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>);
 
     /// `cmd` kept the device busy for `time` (reported by backends that measure it, before
-    /// the command completes). The default ignores it.
+    /// the command completes; the CPU device reports its workers' time in the command's tiles,
+    /// so parallel tiles add up). Backends may call it under their own locks, as they call
+    /// [`complete`](Self::complete): it must not block. The default ignores it.
     fn device_time(&self, cmd: CommandId, time: Duration) {
         let _ = (cmd, time);
     }

@@ -138,14 +138,17 @@ pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
         ));
     }
     if mode == Mode::Observe
-        && let Some(var) = [THRESHOLD, BATCH, INFLIGHT_US]
+        && let Some(var) = [THRESHOLD, BATCH, INFLIGHT_US, MAX_PENDING]
             .into_iter()
             .find(|v| lookup(v).is_some())
     {
         return Err(bad(
             MODE,
             &value,
-            format!("{var} is set too; observe launches every command at once: set one of the two"),
+            format!(
+                "{var} is set too; observe launches every command at once and never holds one: \
+                 set one of the two"
+            ),
         ));
     }
     Ok(Some(mode))
@@ -305,7 +308,10 @@ mod tests {
         assert!(text.contains(MODE) && text.contains(BATCH), "{text}");
         let observe = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (PRIORITY, "2")]))
             .expect("a valid mode");
-        assert!(!observe.scheduled && observe.hints.priority == 2);
+        assert!(observe.mode == Some(Mode::Observe) && observe.hints.priority == 2);
+        let both = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (MAX_PENDING, "4")]));
+        let text = both.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(text.contains(MODE) && text.contains(MAX_PENDING), "{text}");
         let err = QueueOptions::from_lookup(&vars(&[(SHARE, "0")]));
         assert!(matches!(
             err,

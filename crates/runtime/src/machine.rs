@@ -24,6 +24,7 @@ use crate::shared::Tracker;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use xsched_core::{
     CommandId, CommandMeta, Event, HwAction, LaunchConfig, LaunchMachine, Level, Nanos, Synced,
 };
@@ -180,7 +181,8 @@ impl<H: HwQueue> SharedMachine<H> {
             self.report_ready();
         }
         q.payloads.push_back(cmd);
-        q.ledger.submitted(now);
+        let suspended = q.machine.is_suspended();
+        q.ledger.submitted(now, suspended);
         q.submitted += 1;
         self.launch_locked(&mut q, now);
         self.publish(&q);
@@ -211,9 +213,7 @@ impl<H: HwQueue> SharedMachine<H> {
             self.report_idle();
         }
         let observed = synced.map(|synced| Observed {
-            p99: q
-                .ledger
-                .completed(synced.last.0 - synced.first.0 + 1, completed_at, now),
+            p99: q.ledger.completed(synced.last, completed_at, now),
             synced,
         });
         self.publish(&q);
@@ -301,6 +301,46 @@ impl<H: HwQueue> SharedMachine<H> {
         }
         self.publish(&q);
         Ok(())
+    }
+
+    /// Switch to `level` and `config` at once, under the lock: the queue is resumed for the
+    /// switch and is held afterwards, at the new level, if it was held before (by its
+    /// application or scheduler) or `hold` (its scheduler suspended it while it was observed)
+    /// and not `release` (observe mode, which nobody holds); what the new config allows is
+    /// launched (here).
+    pub(crate) fn switch(
+        &self,
+        level: Level,
+        config: LaunchConfig,
+        (hold, release): (bool, bool),
+    ) -> Result<(), RuntimeError> {
+        self.hw.capabilities().check_level(level)?;
+        let mut q = self.lock();
+        let held = q.machine.is_suspended();
+        let mut result = Ok(());
+        if held {
+            let action = q.machine.resume();
+            result = execute(&*self.hw, action);
+        }
+        // Not suspended now, so the level changes.
+        let _ = q.machine.set_level(level);
+        q.machine.set_config(config);
+        self.tracker.publish_batch(config.batch());
+        let now = clock::now();
+        if (held || hold) && !release {
+            let action = q.machine.suspend();
+            result = result.and(execute(&*self.hw, action));
+            let (pending, in_flight) = (q.machine.pending(), q.machine.in_flight());
+            if !held {
+                q.ledger
+                    .suspended(now, pending + in_flight, in_flight, Duration::ZERO, false);
+            }
+        } else if held {
+            q.ledger.resumed(now, Duration::ZERO);
+        }
+        self.launch_locked(&mut q, now);
+        self.publish(&q);
+        Ok(result?)
     }
 
     /// Change the launch config, and launch what it now allows (here).

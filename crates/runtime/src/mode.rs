@@ -3,18 +3,23 @@
 //! asks for"): first only watch, then preempt at command boundaries, then preempt on the device.
 //!
 //! - `observe`: the queue is intercepted and goes through its XQueue (so it can be counted), but
-//!   every command is launched at once and nobody ever suspends it: the device sees what it
-//!   would see natively, in the same order.
+//!   every command is launched at once and nobody ever suspends it (it stays registered, so the
+//!   scheduler and the daemon see it and it can be switched, but their suspensions of it are
+//!   ignored): the device sees what it would see natively, in the same order.
 //! - `cooperative`: Level 1, progressive launching and suspension at command boundaries.
 //! - `preemptive`: the highest level the backend offers.
 //!
+//! A running queue switches with [`XQueue::set_mode`](crate::XQueue::set_mode), or from the
+//! daemon (`xsched mode set`).
+//!
 //! A mode chooses the level, so giving `XSCHED_LEVEL` too is an error, not a silent override;
 //! so is giving observe a launch limit (`XSCHED_THRESHOLD`, `XSCHED_BATCH`,
-//! `XSCHED_INFLIGHT_US`) it would not use.
+//! `XSCHED_INFLIGHT_US`, `XSCHED_MAX_PENDING`) it would not use.
 
 use crate::options::QueueOptions;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use xsched_core::{LaunchConfig, Level};
 
 /// How far xsched acts on a queue.
@@ -43,11 +48,14 @@ impl Mode {
 
     /// `options` in this mode (hints kept).
     pub fn apply(self, options: QueueOptions) -> QueueOptions {
+        let options = QueueOptions {
+            mode: Some(self),
+            ..options
+        };
         match self {
             Mode::Observe => QueueOptions {
                 level: Some(Level::Block),
                 config: LaunchConfig::UNBOUNDED,
-                scheduled: false,
                 ..options
             },
             Mode::Cooperative => options.with_level(Level::Block),
@@ -56,6 +64,85 @@ impl Mode {
                 ..options
             },
         }
+    }
+
+    /// The level and launch config of this mode on a backend whose highest level is `max`,
+    /// with `config` the queue's own (for the modes that launch progressively).
+    pub(crate) fn setting(self, max: Level, config: LaunchConfig) -> (Level, LaunchConfig) {
+        match self {
+            Mode::Observe => (Level::Block, LaunchConfig::UNBOUNDED),
+            Mode::Cooperative => (Level::Block, config),
+            Mode::Preemptive => (max, config),
+        }
+    }
+
+    fn number(self) -> u8 {
+        match self {
+            Mode::Observe => 1,
+            Mode::Cooperative => 2,
+            Mode::Preemptive => 3,
+        }
+    }
+}
+
+impl From<Mode> for xsched_proto::WireMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Observe => xsched_proto::WireMode::Observe,
+            Mode::Cooperative => xsched_proto::WireMode::Cooperative,
+            Mode::Preemptive => xsched_proto::WireMode::Preemptive,
+        }
+    }
+}
+
+impl From<xsched_proto::WireMode> for Mode {
+    fn from(m: xsched_proto::WireMode) -> Self {
+        match m {
+            xsched_proto::WireMode::Observe => Mode::Observe,
+            xsched_proto::WireMode::Cooperative => Mode::Cooperative,
+            xsched_proto::WireMode::Preemptive => Mode::Preemptive,
+        }
+    }
+}
+
+/// A queue's mode, read by its control on every scheduler operation (observe ignores
+/// suspensions) and by its statistics, with whether the scheduler wants the queue held (so
+/// that a queue leaving observe mode is held at once if its scheduler had suspended it).
+#[derive(Debug, Default)]
+pub(crate) struct ModeCell {
+    mode: AtomicU8,
+    wanted_held: AtomicBool,
+}
+
+impl ModeCell {
+    pub(crate) fn new(mode: Option<Mode>) -> ModeCell {
+        ModeCell {
+            mode: AtomicU8::new(mode.map_or(0, Mode::number)),
+            wanted_held: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn set(&self, mode: Mode) {
+        self.mode.store(mode.number(), Ordering::SeqCst);
+    }
+
+    pub(crate) fn get(&self) -> Option<Mode> {
+        let n = self.mode.load(Ordering::SeqCst);
+        Mode::ALL.into_iter().find(|m| m.number() == n)
+    }
+
+    pub(crate) fn observing(&self) -> bool {
+        self.get() == Some(Mode::Observe)
+    }
+
+    /// The scheduler suspended (`true`) or resumed the queue, whether or not it was obeyed.
+    pub(crate) fn scheduler_wants_held(&self, held: bool) {
+        self.wanted_held.store(held, Ordering::SeqCst);
+    }
+
+    /// Whether the scheduler's last word was to hold the queue.
+    pub(crate) fn wanted_held(&self) -> bool {
+        self.wanted_held.load(Ordering::SeqCst)
     }
 }
 
@@ -96,8 +183,13 @@ mod tests {
             .expect("a priority");
         let o = Mode::Observe.apply(base);
         assert_eq!(
-            (o.level, o.config, o.scheduled),
-            (Some(Level::Block), LaunchConfig::UNBOUNDED, false)
+            (o.level, o.config, o.scheduled, o.mode),
+            (
+                Some(Level::Block),
+                LaunchConfig::UNBOUNDED,
+                true,
+                Some(Mode::Observe)
+            )
         );
         let c = Mode::Cooperative.apply(base);
         assert_eq!(

@@ -101,6 +101,8 @@ pub struct QueueOptions {
     /// until a launch makes room (backpressure on a tenant that submits faster than it may
     /// run). `None` (the default): no bound.
     pub max_pending: Option<NonZeroUsize>,
+    /// The rollout mode it was put in ([`Mode::apply`](crate::Mode::apply)), if any.
+    pub mode: Option<crate::Mode>,
 }
 
 impl Default for QueueOptions {
@@ -111,6 +113,7 @@ impl Default for QueueOptions {
             hints: QueueHints::default(),
             scheduled: true,
             max_pending: None,
+            mode: None,
         }
     }
 }
@@ -178,6 +181,7 @@ impl QueueOptions {
             hints: QueueHints::default(),
             scheduled: false,
             max_pending: None,
+            mode: None,
         }
     }
 }

@@ -22,6 +22,9 @@ pub type Control = Box<dyn Fn(Operation) + Send>;
 /// Reads a queue's statistics (for the daemon's `xsched top`).
 pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
 
+/// Switches a queue's rollout mode (an operator's `xsched mode set`, through the daemon).
+pub type ModeSetter = Arc<dyn Fn(crate::Mode) + Send + Sync>;
+
 /// A message to a scheduling thread (the local scheduler or the client agent).
 pub(crate) enum SchedMsg {
     Register {
@@ -30,6 +33,7 @@ pub(crate) enum SchedMsg {
         hints: QueueHints,
         control: Control,
         stats: StatsSource,
+        set_mode: ModeSetter,
     },
     Event(Nanos, Event),
     SetPolicy(Box<dyn Policy>, String),
@@ -100,6 +104,7 @@ impl SchedulerThread {
         hints: QueueHints,
         control: Control,
         stats: StatsSource,
+        set_mode: ModeSetter,
     ) -> SchedLink {
         let _ = self.tx.send(SchedMsg::Register {
             queue,
@@ -107,6 +112,7 @@ impl SchedulerThread {
             hints,
             control,
             stats,
+            set_mode,
         });
         self.link(queue)
     }
@@ -200,7 +206,7 @@ fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
             device,
             hints,
             control,
-            stats: _,
+            ..
         } => d.register(clock::now(), queue, device, hints, control),
         SchedMsg::SetPolicy(policy, _) => d.set_policy(policy),
         SchedMsg::Snapshot(reply) => {

@@ -296,12 +296,14 @@ impl Tracker {
         (ns != u64::MAX).then(|| std::time::Duration::from_nanos(ns))
     }
 
-    /// What `xsched top` shows of this queue.
+    /// What `xsched top` shows of this queue that the tracker knows (the queue adds its
+    /// accounting and mode).
     pub(crate) fn stats(&self) -> xsched_proto::QueueStats {
         xsched_proto::QueueStats {
             in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
             completed: self.lock().upto,
             recent_p99_us: self.recent_p99.load(Ordering::Relaxed) as f64 / 1e3,
+            ..xsched_proto::QueueStats::default()
         }
     }
 

@@ -12,8 +12,9 @@ use crate::error::{CommandError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
 use crate::machine::SharedMachine;
+use crate::mode::{Mode, ModeCell};
 use crate::options::QueueOptions;
-use crate::scheduler::{Control, SchedLink, SchedulerThread, StatsSource};
+use crate::scheduler::{Control, ModeSetter, SchedLink, SchedulerThread, StatsSource};
 use crate::shared::{QueueSink, Tracker};
 use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,9 @@ use xsched_core::{
     CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, Operation, QueueHints,
     QueueId,
 };
+
+/// What [`XQueue::set_mode`] runs.
+type ModeSwitch = dyn Fn(Mode) -> Result<(), RuntimeError> + Send + Sync;
 
 /// A snapshot of a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +96,8 @@ pub struct XQueue<H: HwQueue> {
     machine: Arc<SharedMachine<H>>,
     hints: Mutex<QueueHints>,
     max_pending: Option<std::num::NonZeroUsize>,
+    /// Puts the queue in a mode (see [`set_mode`](Self::set_mode)).
+    switch: Arc<ModeSwitch>,
     sched: Option<SchedLink>,
     thread: Option<JoinHandle<()>>,
 }
@@ -122,10 +128,34 @@ impl<H: HwQueue> XQueue<H> {
             [sink(false), sink(true)],
             scheduler.map(|s| s.link(id)),
         ));
+        let mode = Arc::new(ModeCell::new(options.mode));
+        // The config the progressive modes launch with: the queue's own, or the default for a
+        // queue created observing (whose own is unbounded).
+        let mode_config = match options.mode {
+            Some(Mode::Observe) => QueueOptions::default().config,
+            _ => options.config,
+        };
+        let switch: Arc<ModeSwitch> = {
+            let (machine, mode, max) = (machine.clone(), mode.clone(), caps.max_level);
+            Arc::new(move |m: Mode| {
+                let (level, config) = m.setting(max, mode_config);
+                mode.set(m);
+                let observe = m == Mode::Observe;
+                machine.switch(level, config, (mode.wanted_held(), observe))
+            })
+        };
         let link = |s: &SchedulerThread| {
-            let machine = machine.clone();
+            let (to, observed) = (machine.clone(), mode.clone());
             let control: Control = Box::new(move |op| {
+                let (machine, mode) = (&to, &observed);
+                match op {
+                    Operation::Suspend(_) => mode.scheduler_wants_held(true),
+                    Operation::Resume(_) => mode.scheduler_wants_held(false),
+                    Operation::Protect(_) | Operation::Unprotect(_) => {}
+                }
                 let result = match op {
+                    // An observed queue is never held: it launches as it would natively.
+                    Operation::Suspend(_) | Operation::Protect(_) if mode.observing() => Ok(()),
                     Operation::Suspend(_) => machine.suspend(),
                     Operation::Resume(_) => machine.resume(),
                     Operation::Protect(_) | Operation::Unprotect(_) => {
@@ -137,9 +167,20 @@ impl<H: HwQueue> XQueue<H> {
                     tracing::warn!("queue {id}: {e}");
                 }
             });
-            let tracker = tracker.clone();
-            let stats: StatsSource = Arc::new(move || tracker.stats());
-            s.register(id, hw.device(), options.hints, control, stats)
+            let (tracker, machine, mode) = (tracker.clone(), machine.clone(), mode.clone());
+            let stats: StatsSource = Arc::new(move || {
+                let mut stats = tracker.stats();
+                stats.account = machine.account().into();
+                stats.mode = mode.get().map(Into::into);
+                stats
+            });
+            let switch = switch.clone();
+            let set_mode: ModeSetter = Arc::new(move |m| {
+                if let Err(e) = switch(m) {
+                    tracing::warn!("queue {id}: switching to {m}: {e}");
+                }
+            });
+            s.register(id, hw.device(), options.hints, control, stats, set_mode)
         };
         let launcher = Launcher {
             machine: machine.clone(),
@@ -165,6 +206,7 @@ impl<H: HwQueue> XQueue<H> {
             machine,
             hints: Mutex::new(options.hints),
             max_pending: options.max_pending,
+            switch,
             sched,
             thread: Some(thread),
         })
@@ -303,6 +345,15 @@ impl<H: HwQueue> XQueue<H> {
     /// Change the preemption level. Fails if the backend lacks it or the queue is suspended.
     pub fn set_level(&self, level: Level) -> Result<(), RuntimeError> {
         self.machine.set_level(level)
+    }
+
+    /// Switch the queue's rollout mode at run time: `observe` releases it and launches
+    /// everything at once, ignoring suspensions from then on; `cooperative` and `preemptive`
+    /// launch progressively again (with the queue's own launch config, or the default one for a
+    /// queue created observing) at Level 1 or the backend's highest, and a queue the scheduler
+    /// holds stays held, at the new level.
+    pub fn set_mode(&self, mode: Mode) -> Result<(), RuntimeError> {
+        (self.switch)(mode)
     }
 
     /// Change the launch config (validated by [`LaunchConfig::new`]); applies to the next launch.

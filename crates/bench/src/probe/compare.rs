@@ -2,8 +2,9 @@
 //! one, the check to run after a driver or firmware update. A latency or cost regressed when it
 //! grew by more than its threshold (a fraction: one for medians, a looser one for tails, which
 //! vary more between identical probes) *and* by more than an absolute floor, so that
-//! microsecond noise on a small figure is not called a regression; a level, a backend or a kept
-//! state that is gone is always one.
+//! microsecond noise on a small figure is not called a regression; a level, a backend, a
+//! command length or a kept state that is gone is always one. Maxima are not compared: each is
+//! one sample.
 
 use super::table::{BackendProbe, LevelProbe, ProbeTable};
 
@@ -98,33 +99,44 @@ fn compare_level(
     (tol, p999): Rules,
     out: &mut Vec<Regression>,
 ) {
-    let mut figure = |what: String, o: f64, n: f64| {
+    let worse = |what: String, o: f64, n: f64| {
         let fraction = if what.ends_with("p50") {
             tol.fraction
         } else {
             tol.tail_fraction
         };
-        if n > o * (1.0 + fraction) && n - o > tol.floor_us {
-            out.push(Regression {
-                figure: format!("{level} {what}"),
-                old: format!("{o} us"),
-                new: format!("{n} us"),
-            });
-        }
+        (n > o * (1.0 + fraction) && n - o > tol.floor_us).then(|| Regression {
+            figure: format!("{level} {what}"),
+            old: format!("{o} us"),
+            new: format!("{n} us"),
+        })
     };
     for op in &old.latency {
         let Some(np) = new.latency.iter().find(|p| p.cmd_us == op.cmd_us) else {
+            out.push(Regression {
+                figure: format!("{level} cmd {} us", op.cmd_us),
+                old: "measured".into(),
+                new: "not measured".into(),
+            });
             continue;
         };
         let at = |q: &str| format!("cmd {} us {q}", op.cmd_us);
-        figure(at("p50"), op.p50_us, np.p50_us);
-        figure(at("p99"), op.p99_us, np.p99_us);
+        out.extend(worse(at("p50"), op.p50_us, np.p50_us));
+        out.extend(worse(at("p99"), op.p99_us, np.p99_us));
         if p999 {
-            figure(at("p99.9"), op.p999_us, np.p999_us);
+            out.extend(worse(at("p99.9"), op.p999_us, np.p999_us));
         }
     }
-    figure("suspend p99".into(), old.suspend_us.p99, new.suspend_us.p99);
-    figure("resume p99".into(), old.resume_us.p99, new.resume_us.p99);
+    out.extend(worse(
+        "suspend p99".into(),
+        old.suspend_us.p99,
+        new.suspend_us.p99,
+    ));
+    out.extend(worse(
+        "resume p99".into(),
+        old.resume_us.p99,
+        new.resume_us.p99,
+    ));
     if old.state_kept == Some(true) && new.state_kept != Some(true) {
         out.push(Regression {
             figure: format!("{level} state kept"),
@@ -226,5 +238,12 @@ mod tests {
         let mut none = old.clone();
         none.backends.clear();
         assert_eq!(flagged(&old, &none), ["cpu d"]);
+        let mut shorter = old.clone();
+        shorter.backends[0].levels[0].latency.clear();
+        assert_eq!(
+            flagged(&old, &shorter),
+            ["cpu d L1 cmd 100 us"],
+            "a length not measured"
+        );
     }
 }

@@ -27,21 +27,58 @@ pub trait Target: Sync {
 }
 
 /// Keep `q` saturated with commands of `length` until `stop`: always plenty submitted and
-/// not yet done.
-fn saturate<T: Target>(target: &T, q: &XQueue<T::Hw>, length: Duration, stop: &AtomicBool) {
+/// not yet done. A command that cannot be made, submitted or run ends it with the error (so
+/// that no figure is measured beside an idle device).
+fn saturate<T: Target>(
+    target: &T,
+    q: &XQueue<T::Hw>,
+    length: Duration,
+    stop: &AtomicBool,
+) -> Result<(), RuntimeError> {
     let mut outstanding = VecDeque::new();
     while !stop.load(Ordering::Relaxed) {
-        let Ok(cmd) = target.busy(length) else { return };
-        match q.submit(cmd) {
-            Ok(h) => outstanding.push_back(h),
-            Err(_) => return,
-        }
+        outstanding.push_back(q.submit(target.busy(length)?)?);
         if outstanding.len() > 32
             && let Some(h) = outstanding.pop_front()
         {
-            let _ = h.wait();
+            h.wait().map_err(failed)?;
         }
     }
+    Ok(())
+}
+
+/// A command that did not complete, as a measurement error.
+fn failed(e: xsched_runtime::CommandError) -> RuntimeError {
+    RuntimeError::Hw(xsched_runtime::HwError::Backend(format!(
+        "a probe command failed: {e}"
+    )))
+}
+
+/// Run `measure` beside a saturating background on `bg` until it returns; the first error of
+/// either.
+fn beside_background<T: Target>(
+    target: &T,
+    bg: &XQueue<T::Hw>,
+    length: Duration,
+    measure: impl FnOnce() -> Result<(), RuntimeError>,
+) -> Result<(), RuntimeError> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let background = s.spawn(|| saturate(target, bg, length, &stop));
+        std::thread::sleep(Duration::from_millis(20));
+        let result = if background.is_finished() {
+            Ok(())
+        } else {
+            measure()
+        };
+        stop.store(true, Ordering::Relaxed);
+        let background = background.join().unwrap_or_else(|_| {
+            Err(RuntimeError::Hw(xsched_runtime::HwError::Backend(
+                "the background thread panicked".into(),
+            )))
+        });
+        background.and(result)
+    })
 }
 
 /// Preemption latency at `level` beside background commands of `length`: at random moments an
@@ -63,25 +100,17 @@ pub fn latency<T: Target>(
         .with_hint(Hint::Priority(1))?;
     let bg = runtime.create_queue(Arc::new(target.queue()?), bg_options)?;
     let fg = runtime.create_queue(Arc::new(target.queue()?), fg_options)?;
-    let stop = AtomicBool::new(false);
     let mut rng = stats::rng(seed);
     let mut hist = xsched_report::new_histogram();
-    std::thread::scope(|s| -> Result<(), RuntimeError> {
-        s.spawn(|| saturate(target, &bg, length, &stop));
-        std::thread::sleep(Duration::from_millis(20));
-        let result = (|| {
-            for _ in 0..samples {
-                std::thread::sleep(length.mul_f64(rng.random_range(1.0..3.0)));
-                let cmd = target.noop()?;
-                let asked = Instant::now();
-                let h = fg.submit(cmd)?;
-                let _ = h.wait();
-                xsched_report::record_duration(&mut hist, asked.elapsed());
-            }
-            Ok(())
-        })();
-        stop.store(true, Ordering::Relaxed);
-        result
+    beside_background(target, &bg, length, || {
+        for _ in 0..samples {
+            std::thread::sleep(length.mul_f64(rng.random_range(1.0..3.0)));
+            let cmd = target.noop()?;
+            let asked = Instant::now();
+            fg.submit(cmd)?.wait().map_err(failed)?;
+            xsched_report::record_duration(&mut hist, asked.elapsed());
+        }
+        Ok(())
     })?;
     bg.cancel_pending()?;
     Ok(LatencyPoint {
@@ -109,29 +138,22 @@ pub fn suspend_resume<T: Target>(
         Arc::new(target.queue()?),
         QueueOptions::default().with_level(level),
     )?;
-    let stop = AtomicBool::new(false);
     let (mut suspend, mut resume) = (
         xsched_report::new_histogram(),
         xsched_report::new_histogram(),
     );
-    std::thread::scope(|s| -> Result<(), RuntimeError> {
-        s.spawn(|| saturate(target, &q, length, &stop));
-        std::thread::sleep(Duration::from_millis(20));
-        let result = (|| {
-            for _ in 0..samples {
-                std::thread::sleep(length);
-                let t = Instant::now();
-                q.suspend()?;
-                xsched_report::record_duration(&mut suspend, t.elapsed());
-                std::thread::sleep(Duration::from_micros(500));
-                let t = Instant::now();
-                q.resume()?;
-                xsched_report::record_duration(&mut resume, t.elapsed());
-            }
-            Ok(())
-        })();
-        stop.store(true, Ordering::Relaxed);
-        result
+    beside_background(target, &q, length, || {
+        for _ in 0..samples {
+            std::thread::sleep(length);
+            let t = Instant::now();
+            q.suspend()?;
+            xsched_report::record_duration(&mut suspend, t.elapsed());
+            std::thread::sleep(Duration::from_micros(500));
+            let t = Instant::now();
+            q.resume()?;
+            xsched_report::record_duration(&mut resume, t.elapsed());
+        }
+        Ok(())
     })?;
     q.cancel_pending()?;
     Ok((spread(&suspend), spread(&resume)))

@@ -17,7 +17,7 @@
 
 mod link;
 
-use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource};
+use crate::scheduler::{Control, ModeSetter, SchedMsg, SchedulerThread, StatsSource};
 use crossbeam_channel::{Receiver, Sender, select};
 use link::{Conn, Down, Incoming, Trust};
 use std::collections::BTreeMap;
@@ -62,6 +62,7 @@ struct Queue {
     hints: QueueHints,
     control: Control,
     stats: StatsSource,
+    set_mode: ModeSetter,
     ready: bool,
 }
 
@@ -274,6 +275,7 @@ impl Agent {
                 hints,
                 control,
                 stats,
+                set_mode,
             } => {
                 self.queues.insert(
                     queue,
@@ -282,6 +284,7 @@ impl Agent {
                         hints,
                         control,
                         stats,
+                        set_mode,
                         ready: false,
                     },
                 );
@@ -381,6 +384,11 @@ impl Agent {
             } else {
                 Operation::Unprotect(QueueId(queue))
             }),
+            DaemonMsg::SetMode { queue, mode } => {
+                if let Some(q) = self.queues.get(&QueueId(queue)) {
+                    (q.set_mode)(mode.into());
+                }
+            }
             DaemonMsg::Error { message } => tracing::warn!("xsched daemon: {message}"),
             _ => {}
         }
