@@ -9,6 +9,15 @@ use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_runtime::{Mode, QueueOptions, Runtime, RuntimeConfig, XQueue};
 
+/// Sets its flag when dropped, also while a panic unwinds.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 fn spin(us: u64) -> CpuCommand {
     CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_micros(us))))
 }
@@ -64,6 +73,8 @@ fn a_held_queue_switched_to_observe_runs_and_back_to_cooperative_is_held_again()
                 }
             }
         });
+        // A failing assertion below must still stop the busy thread, or the scope never ends.
+        let _stop = StopOnDrop(&stop);
         until("the high queue to run", || high.account().completed > 2);
         for _ in 0..20 {
             low.submit(spin(200)).expect("submit low");

@@ -28,6 +28,8 @@
 //! max_connections_per_user = 256
 //! max_pending_handshakes = 64
 //! max_queues_per_client = 1024
+//! tenant_max_pending = 4096     # per uid, over its queues (off by default)
+//! tenant_inflight_us = 2000     # per uid, over its queues (off by default)
 //! handshake_timeout_ms = 2000
 //! ```
 
@@ -161,6 +163,14 @@ pub struct Limits {
     pub max_queues_per_client: usize,
     /// How long a new connection has to say hello.
     pub handshake_timeout_ms: u64,
+    /// Commands one tenant (a uid) may hold submitted but not launched, over all its queues:
+    /// each queue gets an even share (at least one), re-divided as the tenant's queues come and
+    /// go. Off by default.
+    pub tenant_max_pending: Option<usize>,
+    /// Device time (µs) one tenant may have launched but unfinished, over all its queues,
+    /// shared out the same way (at least 1 µs each; it bounds what a higher-priority queue waits
+    /// for at Level 1). Off by default.
+    pub tenant_inflight_us: Option<u64>,
 }
 
 impl Default for Limits {
@@ -171,6 +181,8 @@ impl Default for Limits {
             max_pending_handshakes: 64,
             max_queues_per_client: 1024,
             handshake_timeout_ms: 2000,
+            tenant_max_pending: None,
+            tenant_inflight_us: None,
         }
     }
 }
@@ -238,6 +250,14 @@ impl DaemonConfig {
             ),
             ("limits.max_pending_handshakes", l.max_pending_handshakes),
             ("limits.max_queues_per_client", l.max_queues_per_client),
+            (
+                "limits.tenant_max_pending",
+                l.tenant_max_pending.unwrap_or(1),
+            ),
+            (
+                "limits.tenant_inflight_us",
+                usize::try_from(l.tenant_inflight_us.unwrap_or(1)).unwrap_or(usize::MAX),
+            ),
         ] {
             if v == 0 {
                 return Err(format!("{field}: must be at least 1"));
@@ -471,6 +491,12 @@ mod tests {
         let e = DaemonConfig::parse("[authority]\npriority = { min = 5, max = 1 }\n")
             .expect_err("range");
         assert!(e.contains("authority.priority"), "{e}");
+        for zero in ["tenant_max_pending", "tenant_inflight_us"] {
+            let e = DaemonConfig::parse(&format!("[limits]\n{zero} = 0\n")).expect_err("zero");
+            assert!(e.contains(zero), "{e}");
+        }
+        let c = DaemonConfig::parse("[limits]\ntenant_max_pending = 8\n").expect("valid");
+        assert_eq!(c.limits.tenant_max_pending, Some(8));
         let e = DaemonConfig::parse("[limits]\nmax_connections = 0\n").expect_err("zero");
         assert!(e.contains("limits.max_connections"), "{e}");
         let unknown = DaemonConfig::parse("[authority]\nsee_all = [\"no-such-user-xsched\"]\n")

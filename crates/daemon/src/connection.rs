@@ -142,6 +142,7 @@ impl Drop for Session<'_> {
     fn drop(&mut self) {
         self.outbox.close();
         let queues = self.shared.registry.remove_client(self.conn);
+        self.rebalance();
         let now = clock::now();
         self.shared.core.with(|d| {
             for q in queues {
@@ -286,7 +287,10 @@ impl<'a> Session<'a> {
                     d.register(now, id, DeviceId(device), hints, target)
                 });
                 match result {
-                    Ok(()) => None,
+                    Ok(()) => {
+                        self.rebalance();
+                        None
+                    }
                     Err(e) => {
                         reg.remove_queue(self.conn, queue);
                         refused(e.to_string())
@@ -306,6 +310,7 @@ impl<'a> Session<'a> {
                 Some(q) => {
                     let now = clock::now();
                     let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
+                    self.rebalance();
                     result.err().and_then(|e| error(e.to_string()))
                 }
                 None => error(format!("unknown queue {queue}")),
@@ -382,6 +387,28 @@ impl<'a> Session<'a> {
             )));
         }
         Ok(targets)
+    }
+
+    /// Share this peer's tenant bounds (`[limits] tenant_*`) out evenly over the tenant's
+    /// queues now, as its queue count changed: each queue's client is told its share.
+    fn rebalance(&self) {
+        let limits = self.shared.admission.limits();
+        let (pending, inflight) = (limits.tenant_max_pending, limits.tenant_inflight_us);
+        if pending.is_none() && inflight.is_none() {
+            return;
+        }
+        let queues = self.shared.registry.of_tenant(self.peer.uid);
+        let n = queues.len().max(1);
+        let max_pending = pending.map(|p| u32::try_from((p / n).max(1)).unwrap_or(u32::MAX));
+        let inflight_us = inflight.map(|t| (t / n as u64).max(1));
+        for (queue, outbox) in &queues {
+            outbox.push(&DaemonMsg::Bounds {
+                queue: *queue,
+                max_pending,
+                inflight_us,
+            });
+            outbox.flush();
+        }
     }
 
     /// Forward a mode switch to the owner of each queue (its agent applies it; its next

@@ -132,6 +132,15 @@ impl Registry {
             .collect()
     }
 
+    /// Every queue of user `uid`'s clients: the client's id for it and its client's outbox.
+    pub(crate) fn of_tenant(&self, uid: u32) -> Vec<(u32, Arc<Outbox>)> {
+        self.clients()
+            .values()
+            .filter(|c| c.peer.uid == uid)
+            .flat_map(|c| c.queues.keys().map(|&local| (local, c.outbox.clone())))
+            .collect()
+    }
+
     /// Every queue of process `pid`.
     pub(crate) fn of_process(&self, pid: u32) -> Vec<ProcessQueue> {
         self.clients()

@@ -136,6 +136,7 @@ pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientE
                 | DaemonMsg::Resume { .. }
                 | DaemonMsg::Protect { .. }
                 | DaemonMsg::SetMode { .. }
+                | DaemonMsg::Bounds { .. }
                 | DaemonMsg::Pong { .. },
             ) => {}
             Some(DaemonMsg::Error { message }) => return Err(ClientError::Refused(message)),

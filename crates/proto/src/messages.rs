@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 /// The protocol version; a daemon refuses clients of another version with an [`DaemonMsg::Error`]
 /// saying which versions meet. 2: hints are the protocol's own types (with the SLO hint), and
 /// `Stats` and `Protect` exist. 3: `Ping`/`Pong` (the agent's heartbeat), and `Top` is paged.
-/// 4: statistics carry the queue's accounting and mode, top rows the owner's uid, and an
-/// operator can switch a queue's mode (`SetMode`).
+/// 4: statistics carry the queue's accounting and mode, top rows the owner's uid, an operator
+/// can switch a queue's mode (`SetMode`), and the daemon bounds a tenant's queues (`Bounds`).
 pub const VERSION: u16 = 4;
 
 /// Rows in one [`DaemonMsg::Top`] page: the largest possible row (a process name is at most
@@ -267,6 +267,17 @@ pub enum DaemonMsg {
         queue: u32,
         /// The mode.
         mode: WireMode,
+    },
+    /// This queue's share of its tenant's bounds (the daemon's `[limits]`): hold at most
+    /// `max_pending` commands unlaunched and `inflight_us` of device time launched but
+    /// unfinished (`None`: no bound from the daemon; the queue's own still apply).
+    Bounds {
+        /// The client's queue id.
+        queue: u32,
+        /// Commands submitted but not launched.
+        max_pending: Option<u32>,
+        /// Device time in flight, in µs.
+        inflight_us: Option<u64>,
     },
 }
 

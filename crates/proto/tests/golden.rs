@@ -42,6 +42,7 @@ fn daemon_name(m: &DaemonMsg) -> &'static str {
         DaemonMsg::Protect { .. } => "daemon.protect",
         DaemonMsg::Pong { .. } => "daemon.pong",
         DaemonMsg::SetMode { .. } => "daemon.set-mode",
+        DaemonMsg::Bounds { .. } => "daemon.bounds",
     }
 }
 
@@ -150,6 +151,11 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
             queue: 1,
             mode: WireMode::Preemptive,
         },
+        DaemonMsg::Bounds {
+            queue: 1,
+            max_pending: Some(16),
+            inflight_us: None,
+        },
     ];
     let frame = |m: &dyn Fn(&mut Vec<u8>)| {
         let mut b = Vec::new();
@@ -193,8 +199,8 @@ fn every_message_encodes_as_its_version_says() {
     let names: std::collections::BTreeSet<&str> = samples().iter().map(|(n, _)| *n).collect();
     assert_eq!(
         names.len(),
-        23,
-        "one sample per variant (13 client, 10 daemon)"
+        24,
+        "one sample per variant (13 client, 11 daemon)"
     );
     match std::fs::read_to_string(&file) {
         Ok(pinned) => assert!(

@@ -36,6 +36,7 @@ pub mod prompt;
 mod runtime;
 pub mod scheduler;
 mod shared;
+mod steer;
 mod xqueue;
 
 pub use account::QueueAccount;
@@ -49,4 +50,5 @@ pub use logging::init_logging;
 pub use mode::Mode;
 pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
 pub use runtime::Runtime;
+pub use steer::Steer;
 pub use xqueue::{CommandHandle, QueueState, XQueue};

@@ -343,6 +343,11 @@ impl<H: HwQueue> SharedMachine<H> {
         Ok(result?)
     }
 
+    /// The launch config in force.
+    pub(crate) fn config(&self) -> LaunchConfig {
+        self.lock().machine.config()
+    }
+
     /// Change the launch config, and launch what it now allows (here).
     pub(crate) fn set_config(&self, config: LaunchConfig) {
         let mut q = self.lock();

@@ -22,8 +22,9 @@ pub type Control = Box<dyn Fn(Operation) + Send>;
 /// Reads a queue's statistics (for the daemon's `xsched top`).
 pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
 
-/// Switches a queue's rollout mode (an operator's `xsched mode set`, through the daemon).
-pub type ModeSetter = Arc<dyn Fn(crate::Mode) + Send + Sync>;
+/// Carries out an operator's or the daemon's request to a queue (`xsched mode set`, a tenant's
+/// bounds).
+pub type Steerer = Arc<dyn Fn(crate::Steer) + Send + Sync>;
 
 /// A message to a scheduling thread (the local scheduler or the client agent).
 pub(crate) enum SchedMsg {
@@ -33,7 +34,7 @@ pub(crate) enum SchedMsg {
         hints: QueueHints,
         control: Control,
         stats: StatsSource,
-        set_mode: ModeSetter,
+        steer: Steerer,
     },
     Event(Nanos, Event),
     SetPolicy(Box<dyn Policy>, String),
@@ -104,7 +105,7 @@ impl SchedulerThread {
         hints: QueueHints,
         control: Control,
         stats: StatsSource,
-        set_mode: ModeSetter,
+        steer: Steerer,
     ) -> SchedLink {
         let _ = self.tx.send(SchedMsg::Register {
             queue,
@@ -112,7 +113,7 @@ impl SchedulerThread {
             hints,
             control,
             stats,
-            set_mode,
+            steer,
         });
         self.link(queue)
     }

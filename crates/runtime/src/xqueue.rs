@@ -14,8 +14,9 @@ use crate::launcher::{Launcher, Msg};
 use crate::machine::SharedMachine;
 use crate::mode::{Mode, ModeCell};
 use crate::options::QueueOptions;
-use crate::scheduler::{Control, ModeSetter, SchedLink, SchedulerThread, StatsSource};
+use crate::scheduler::{Control, SchedLink, SchedulerThread, StatsSource, Steerer};
 use crate::shared::{QueueSink, Tracker};
+use crate::steer::{Steer, Steering};
 use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,9 +24,6 @@ use xsched_core::{
     CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, Operation, QueueHints,
     QueueId,
 };
-
-/// What [`XQueue::set_mode`] runs.
-type ModeSwitch = dyn Fn(Mode) -> Result<(), RuntimeError> + Send + Sync;
 
 /// A snapshot of a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,9 +93,8 @@ pub struct XQueue<H: HwQueue> {
     next_id: Mutex<u64>,
     machine: Arc<SharedMachine<H>>,
     hints: Mutex<QueueHints>,
-    max_pending: Option<std::num::NonZeroUsize>,
-    /// Puts the queue in a mode (see [`set_mode`](Self::set_mode)).
-    switch: Arc<ModeSwitch>,
+    /// Its mode and bounds (see [`set_mode`](Self::set_mode)).
+    steering: Arc<Steering<H>>,
     sched: Option<SchedLink>,
     thread: Option<JoinHandle<()>>,
 }
@@ -129,21 +126,12 @@ impl<H: HwQueue> XQueue<H> {
             scheduler.map(|s| s.link(id)),
         ));
         let mode = Arc::new(ModeCell::new(options.mode));
-        // The config the progressive modes launch with: the queue's own, or the default for a
-        // queue created observing (whose own is unbounded).
-        let mode_config = match options.mode {
-            Some(Mode::Observe) => QueueOptions::default().config,
-            _ => options.config,
-        };
-        let switch: Arc<ModeSwitch> = {
-            let (machine, mode, max) = (machine.clone(), mode.clone(), caps.max_level);
-            Arc::new(move |m: Mode| {
-                let (level, config) = m.setting(max, mode_config);
-                mode.set(m);
-                let observe = m == Mode::Observe;
-                machine.switch(level, config, (mode.wanted_held(), observe))
-            })
-        };
+        let steering = Arc::new(Steering::new(
+            machine.clone(),
+            mode.clone(),
+            &options,
+            caps.max_level,
+        ));
         let link = |s: &SchedulerThread| {
             let (to, observed) = (machine.clone(), mode.clone());
             let control: Control = Box::new(move |op| {
@@ -174,13 +162,13 @@ impl<H: HwQueue> XQueue<H> {
                 stats.mode = mode.get().map(Into::into);
                 stats
             });
-            let switch = switch.clone();
-            let set_mode: ModeSetter = Arc::new(move |m| {
-                if let Err(e) = switch(m) {
-                    tracing::warn!("queue {id}: switching to {m}: {e}");
+            let steer = steering.clone();
+            let steer: Steerer = Arc::new(move |request| {
+                if let Err(e) = steer.apply(request) {
+                    tracing::warn!("queue {id}: {request:?}: {e}");
                 }
             });
-            s.register(id, hw.device(), options.hints, control, stats, set_mode)
+            s.register(id, hw.device(), options.hints, control, stats, steer)
         };
         let launcher = Launcher {
             machine: machine.clone(),
@@ -205,8 +193,7 @@ impl<H: HwQueue> XQueue<H> {
             next_id: Mutex::new(0),
             machine,
             hints: Mutex::new(options.hints),
-            max_pending: options.max_pending,
-            switch,
+            steering,
             sched,
             thread: Some(thread),
         })
@@ -239,8 +226,9 @@ impl<H: HwQueue> XQueue<H> {
             self.report_ready();
         }
         let mut next = loop {
-            if let Some(max) = self.max_pending {
-                self.tracker.wait_for_room(max.get());
+            let max_pending = self.steering.max_pending();
+            if let Some(max) = max_pending {
+                self.tracker.wait_for_room(max);
             }
             let next = self
                 .next_id
@@ -250,10 +238,7 @@ impl<H: HwQueue> XQueue<H> {
                 return Err(RuntimeError::Closed);
             }
             // Another submitter may have taken the room first: then wait again.
-            if self
-                .max_pending
-                .is_none_or(|max| self.tracker.pending() < max.get())
-            {
+            if max_pending.is_none_or(|max| self.tracker.pending() < max) {
                 break next;
             }
         };
@@ -353,7 +338,13 @@ impl<H: HwQueue> XQueue<H> {
     /// queue created observing) at Level 1 or the backend's highest, and a queue the scheduler
     /// holds stays held, at the new level.
     pub fn set_mode(&self, mode: Mode) -> Result<(), RuntimeError> {
-        (self.switch)(mode)
+        self.steering.apply(Steer::Mode(mode))
+    }
+
+    /// The launch config in force (the queue's own, its mode's, or capped by its tenant's
+    /// share of in-flight time).
+    pub fn launch_config(&self) -> LaunchConfig {
+        self.machine.config()
     }
 
     /// Change the launch config (validated by [`LaunchConfig::new`]); applies to the next launch.

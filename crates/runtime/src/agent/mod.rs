@@ -17,14 +17,16 @@
 
 mod link;
 
-use crate::scheduler::{Control, ModeSetter, SchedMsg, SchedulerThread, StatsSource};
+use crate::Steer;
+use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource, Steerer};
 use crossbeam_channel::{Receiver, Sender, select};
 use link::{Conn, Down, Incoming, Trust};
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xsched_core::{DeviceId, Event, Operation, QueueHints, QueueId};
+use xsched_core::{DeviceId, Event, Nanos, Operation, QueueHints, QueueId};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client};
 
 /// How soon to try again after the daemon was unreachable.
@@ -62,7 +64,7 @@ struct Queue {
     hints: QueueHints,
     control: Control,
     stats: StatsSource,
-    set_mode: ModeSetter,
+    steer: Steerer,
     ready: bool,
 }
 
@@ -275,7 +277,7 @@ impl Agent {
                 hints,
                 control,
                 stats,
-                set_mode,
+                steer,
             } => {
                 self.queues.insert(
                     queue,
@@ -284,7 +286,7 @@ impl Agent {
                         hints,
                         control,
                         stats,
-                        set_mode,
+                        steer,
                         ready: false,
                     },
                 );
@@ -384,13 +386,27 @@ impl Agent {
             } else {
                 Operation::Unprotect(QueueId(queue))
             }),
-            DaemonMsg::SetMode { queue, mode } => {
-                if let Some(q) = self.queues.get(&QueueId(queue)) {
-                    (q.set_mode)(mode.into());
-                }
-            }
+            DaemonMsg::SetMode { queue, mode } => self.steer(queue, Steer::Mode(mode.into())),
+            DaemonMsg::Bounds {
+                queue,
+                max_pending,
+                inflight_us,
+            } => self.steer(
+                queue,
+                Steer::Bounds {
+                    max_pending: max_pending
+                        .and_then(|n| NonZeroUsize::new(usize::try_from(n).unwrap_or(usize::MAX))),
+                    inflight: inflight_us.map(Nanos::from_us),
+                },
+            ),
             DaemonMsg::Error { message } => tracing::warn!("xsched daemon: {message}"),
             _ => {}
+        }
+    }
+
+    fn steer(&self, queue: u32, request: Steer) {
+        if let Some(q) = self.queues.get(&QueueId(queue)) {
+            (q.steer)(request);
         }
     }
 

@@ -1,0 +1,123 @@
+//! What an operator or the daemon asks of one running queue beyond scheduling: its rollout mode
+//! (`XQueue::set_mode`, `xsched mode set`) and its share of its tenant's bounds (the daemon's
+//! `[limits] tenant_*`). Both change the queue's launch config, so they live together: the
+//! config a progressive mode launches with is the queue's own with its in-flight budget capped
+//! by the tenant's share, and its pending bound is the smaller of its own and the share.
+
+use crate::error::RuntimeError;
+use crate::hwqueue::HwQueue;
+use crate::machine::SharedMachine;
+use crate::mode::{Mode, ModeCell};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use xsched_core::{LaunchConfig, Level, Nanos};
+
+/// One request to a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// Switch to this rollout mode.
+    Mode(Mode),
+    /// The queue's share of its tenant's bounds (`None`: no bound from the tenant).
+    Bounds {
+        /// Commands submitted but not launched.
+        max_pending: Option<NonZeroUsize>,
+        /// Device time launched but unfinished.
+        inflight: Option<Nanos>,
+    },
+}
+
+/// A queue's steering: its mode, its own launch config and bounds, and its tenant's shares.
+pub(crate) struct Steering<H: HwQueue> {
+    machine: Arc<SharedMachine<H>>,
+    pub(crate) mode: Arc<ModeCell>,
+    /// The config the progressive modes (and a queue in no mode) launch with: the queue's own,
+    /// or the default one for a queue created observing (whose own is unbounded).
+    own_config: LaunchConfig,
+    own_max_pending: Option<NonZeroUsize>,
+    max_level: Level,
+    /// The tenant's share of pending commands (0: none).
+    tenant_pending: AtomicUsize,
+    /// The tenant's share of in-flight device time, in ns (0: none).
+    tenant_inflight: AtomicU64,
+    /// Serializes mode switches and bound changes (each reads the other's state).
+    changing: Mutex<()>,
+}
+
+impl<H: HwQueue> Steering<H> {
+    pub(crate) fn new(
+        machine: Arc<SharedMachine<H>>,
+        mode: Arc<ModeCell>,
+        options: &crate::QueueOptions,
+        max_level: Level,
+    ) -> Steering<H> {
+        let own_config = match options.mode {
+            Some(Mode::Observe) => crate::QueueOptions::default().config,
+            _ => options.config,
+        };
+        Steering {
+            machine,
+            mode,
+            own_config,
+            own_max_pending: options.max_pending,
+            max_level,
+            tenant_pending: AtomicUsize::new(0),
+            tenant_inflight: AtomicU64::new(0),
+            changing: Mutex::new(()),
+        }
+    }
+
+    /// Carry out `steer`.
+    pub(crate) fn apply(&self, steer: Steer) -> Result<(), RuntimeError> {
+        let _one_at_a_time = self
+            .changing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match steer {
+            Steer::Mode(m) => {
+                self.mode.set(m);
+                let (level, config) = m.setting(self.max_level, self.capped());
+                let observe = m == Mode::Observe;
+                self.machine
+                    .switch(level, config, (self.mode.wanted_held(), observe))
+            }
+            Steer::Bounds {
+                max_pending,
+                inflight,
+            } => {
+                self.tenant_pending
+                    .store(max_pending.map_or(0, NonZeroUsize::get), Ordering::SeqCst);
+                self.tenant_inflight
+                    .store(inflight.map_or(0, |n| n.0.max(1)), Ordering::SeqCst);
+                // An observed queue launches unbounded whatever the tenant's share.
+                if !self.mode.observing() {
+                    self.machine.set_config(self.capped());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The queue's own config, its in-flight budget capped by the tenant's share.
+    fn capped(&self) -> LaunchConfig {
+        let share = match self.tenant_inflight.load(Ordering::SeqCst) {
+            0 => return self.own_config,
+            ns => Nanos(ns),
+        };
+        let budget = self
+            .own_config
+            .inflight_budget()
+            .map_or(share, |own| own.min(share));
+        self.own_config.with_inflight_budget(Some(budget))
+    }
+
+    /// The pending bound in force: the smaller of the queue's own and the tenant's share.
+    pub(crate) fn max_pending(&self) -> Option<usize> {
+        let own = self.own_max_pending.map(NonZeroUsize::get);
+        match (own, self.tenant_pending.load(Ordering::SeqCst)) {
+            (own, 0) => own,
+            (None, share) => Some(share),
+            (Some(own), share) => Some(own.min(share)),
+        }
+    }
+}
