@@ -6,25 +6,15 @@
 //! keeps a worker busy at least 2 ms; a queue suspended for 50 ms made its commands wait at
 //! least that), never as tight figures: the machines running the tests are noisy.
 
+mod common;
+
+use common::{app_runtime, spin};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{Hint, Level};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode};
-
-fn app_runtime() -> Runtime {
-    Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime")
-}
-
-fn spin(us: u64) -> CpuCommand {
-    CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_micros(us))))
-}
+use xsched_runtime::{QueueOptions, RuntimeError};
 
 #[test]
 fn the_account_counts_commands_waits_device_time_and_misses() {

@@ -2,10 +2,11 @@
 //! the in-process scheduler: observe releases a held queue and ignores the scheduler from then
 //! on; cooperative and preemptive hold it again at once if the scheduler still wants it held.
 
+mod common;
+
+use common::{spin, until};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use xsched_backend_cpu::kernels::Spin;
-use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
+use xsched_backend_cpu::{CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_runtime::{Mode, QueueOptions, Runtime, RuntimeConfig, XQueue};
 
@@ -15,21 +16,6 @@ struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-fn spin(us: u64) -> CpuCommand {
-    CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_micros(us))))
-}
-
-fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(2));
     }
 }
 

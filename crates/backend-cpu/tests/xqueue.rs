@@ -1,28 +1,18 @@
 //! XQueues over the real CPU device: ordering, waiting, cancel and drain, faults, levels, and
 //! fixed-priority scheduling by the in-process scheduler thread.
 
+mod common;
+
+use common::{app_runtime, spin};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, Kernel};
 use xsched_core::{Capabilities, CoreError, DeviceId, Hint, LaunchConfig, Level};
 use xsched_runtime::{
     CommandError, Completion, HwError, HwQueue, Mode, QueueOptions, Runtime, RuntimeConfig,
     RuntimeError, SchedulerMode,
 };
-
-fn app_runtime() -> Runtime {
-    Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
-        ..RuntimeConfig::default()
-    })
-    .expect("runtime")
-}
-
-fn spin(us: u64) -> CpuCommand {
-    CpuCommand::Kernel(Arc::new(Spin::new(Duration::from_micros(us))))
-}
 
 #[test]
 fn submitted_commands_run_once_in_order_and_wait_works() {
