@@ -5,6 +5,7 @@
 mod account_cmd;
 mod bench;
 mod daemon_cmds;
+mod gateway_cmd;
 mod output;
 mod probe_cmd;
 mod report_cmd;
@@ -350,6 +351,14 @@ enum EmbeddingArg {
     Minilm,
 }
 
+#[derive(Subcommand)]
+enum LlmCommand {
+    /// An OpenAI-compatible gateway (/v1/chat/completions, /v1/completions, /v1/models) that
+    /// queues requests and admits them to unchanged engines (llama.cpp's server, vLLM) up to a
+    /// concurrency limit each, in the policy's order; streamed answers pass through as sent.
+    Serve(gateway_cmd::ServeArgs),
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum LlmAction {
     /// Report the output-length predictor's accuracy and latency instead of a sweep.
@@ -359,7 +368,11 @@ enum LlmAction {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 struct LlmArgs {
+    /// The gateway in front of real engines (`xsched llm serve`).
+    #[command(subcommand)]
+    command: Option<LlmCommand>,
     /// What to run (default: the policy sweep).
     #[arg(value_enum)]
     action: Option<LlmAction>,
@@ -567,6 +580,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Devices { output } => output::print_devices(output.json),
         Command::Llm(args) => {
+            if let Some(LlmCommand::Serve(serve)) = &args.command {
+                return gateway_cmd::serve(serve);
+            }
             let study = args.study();
             let report = match args.action {
                 Some(LlmAction::PredictEval) => study::predict_eval(&study)?,

@@ -228,3 +228,41 @@ fn sim_plot_writes_the_case_studys_figure() {
     assert_eq!(document(&out)["rows"].as_array().map(Vec::len), Some(4));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
+    for (args, says) in [
+        (&["llm", "serve"][..], "--upstream"),
+        (
+            &["llm", "serve", "--upstream", "https://engine:8080"],
+            "not an http:// URL",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--policy",
+                "sagesched",
+            ],
+            "not built yet",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--concurrency",
+                "0",
+            ],
+            "--concurrency",
+        ),
+    ] {
+        let out = xsched(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,24 @@
+//! # xsched-gateway
+//!
+//! `xsched llm serve`: an OpenAI-compatible gateway in front of unchanged inference engines
+//! (llama.cpp's server, vLLM, SGLang). The gateway is where a request can still be ordered: it
+//! holds requests in its own queue and admits them to each upstream engine up to a concurrency
+//! limit, in the policy's order, passing requests and responses (streamed or not) through
+//! unchanged apart from that.
+//!
+//! - [`request`]: what is checked of a request before it is queued (a 400 names the field).
+//! - [`admission`]: the queue and the upstream slots (bounded: a 429 past the bound).
+//! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
+//!   the answer ends or the client goes away.
+//! - [`server`]: the HTTP front and the configuration.
+//!
+//! This is the first slice of issue 20: first-come-first-served order. The SageSched ordering
+//! (predicted cost from the ShareGPT issue's predictor), its online learning from responses, the
+//! metrics and the load generator are not built yet.
+
+pub mod admission;
+pub mod proxy;
+pub mod request;
+pub mod server;
+
+pub use server::{Gateway, GatewayConfig, GatewayError, Policy, RunningGateway};

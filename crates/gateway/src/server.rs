@@ -1,0 +1,291 @@
+//! The HTTP front: `POST /v1/chat/completions` and `POST /v1/completions` are checked, queued
+//! and forwarded in the policy's order; `GET /v1/models` goes straight to the first upstream;
+//! anything else is a 404. It runs on its own tokio runtime ([`Gateway::spawn`]) so a caller
+//! without one (the CLI, a test) can start and stop it.
+
+use crate::admission::{Admission, Refused};
+use crate::proxy::{self, AnswerBody, UpstreamClient};
+use crate::request::{self, Endpoint};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest request body read (bytes); larger is a 413.
+pub const MAX_BODY: usize = 4 << 20;
+
+/// The order requests are admitted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// First come, first served.
+    Fcfs,
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Policy, String> {
+        match s {
+            "fcfs" => Ok(Policy::Fcfs),
+            "sagesched" => {
+                Err("sagesched ordering in the gateway is not built yet; use fcfs".into())
+            }
+            _ => Err(format!("unknown policy `{s}`; known: fcfs")),
+        }
+    }
+}
+
+/// What the gateway serves.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The engines (`http://host:port`).
+    pub upstreams: Vec<Uri>,
+    /// The order of admission.
+    pub policy: Policy,
+    /// Requests in flight per upstream at most (configured; llama.cpp's server: its
+    /// `--parallel` slots).
+    pub concurrency: usize,
+    /// Requests waiting at most; past it, a 429.
+    pub max_waiting: usize,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No upstream, or one that is not an `http://` URL.
+    #[error("upstream: {0}")]
+    Upstream(String),
+    /// A zero concurrency or queue bound.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// The listening socket or the runtime.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct Shared {
+    config: GatewayConfig,
+    admission: Arc<Admission>,
+    client: UpstreamClient,
+    arrivals: AtomicU64,
+}
+
+/// A gateway bound to its address, not yet serving.
+pub struct Gateway {
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+}
+
+/// A gateway serving on its own threads; dropping it stops it.
+pub struct RunningGateway {
+    addr: SocketAddr,
+    admission: Arc<Admission>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Gateway {
+    /// Check `config` and bind its address.
+    pub fn bind(config: GatewayConfig) -> Result<Gateway, GatewayError> {
+        if config.upstreams.is_empty() {
+            return Err(GatewayError::Upstream("at least one is needed".into()));
+        }
+        if let Some(u) = config
+            .upstreams
+            .iter()
+            .find(|u| u.scheme_str() != Some("http"))
+        {
+            return Err(GatewayError::Upstream(format!(
+                "`{u}` is not an http:// URL (https to an upstream is not supported)"
+            )));
+        }
+        if config.concurrency == 0 {
+            return Err(GatewayError::Zero("concurrency"));
+        }
+        if config.max_waiting == 0 {
+            return Err(GatewayError::Zero("the queue bound"));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("xsched-gateway")
+            .enable_all()
+            .build()?;
+        let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
+        let admission = Admission::new(
+            config.upstreams.len(),
+            config.concurrency,
+            config.max_waiting,
+        );
+        let client = {
+            let _enter = runtime.enter();
+            proxy::client()
+        };
+        Ok(Gateway {
+            shared: Arc::new(Shared {
+                config,
+                admission,
+                client,
+                arrivals: AtomicU64::new(0),
+            }),
+            runtime,
+            listener,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve on the runtime's threads until the returned handle is dropped.
+    pub fn spawn(self) -> std::io::Result<RunningGateway> {
+        let addr = self.listener.local_addr()?;
+        let (shared, listener) = (self.shared, self.listener);
+        let admission = shared.admission.clone();
+        self.runtime.spawn(accept(listener, shared));
+        Ok(RunningGateway {
+            addr,
+            admission,
+            runtime: Some(self.runtime),
+        })
+    }
+}
+
+impl RunningGateway {
+    /// The address it serves on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// How many requests wait, and how many are in flight on each upstream.
+    pub fn load(&self) -> (usize, Vec<usize>) {
+        self.admission.load()
+    }
+
+    /// Serve until the process ends.
+    pub fn wait(self) {
+        if let Some(rt) = &self.runtime {
+            rt.block_on(std::future::pending::<()>());
+        }
+    }
+}
+
+impl Drop for RunningGateway {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!("gateway: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(req, shared.clone()));
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!("gateway: connection: {e}");
+            }
+        });
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<AnswerBody>, std::convert::Infallible> {
+    let endpoint = match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/chat/completions") => Endpoint::Chat,
+        (&Method::POST, "/v1/completions") => Endpoint::Completions,
+        (&Method::GET, "/v1/models") => {
+            let (parts, _) = req.into_parts();
+            let first = &shared.config.upstreams[0];
+            return Ok(proxy::forward(&shared.client, first, &parts, Bytes::new(), None).await);
+        }
+        (_, path) => {
+            let message = format!(
+                "no route {path}: the gateway serves /v1/chat/completions, /v1/completions and /v1/models"
+            );
+            return Ok(proxy::error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                &message,
+                None,
+            ));
+        }
+    };
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            let (status, message) = if too_large {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("body: larger than {MAX_BODY} bytes"),
+                )
+            } else {
+                (StatusCode::BAD_REQUEST, format!("body: {e}"))
+            };
+            return Ok(proxy::error(
+                status,
+                "invalid_request_error",
+                &message,
+                Some("body"),
+            ));
+        }
+    };
+    if let Err(e) = request::check(endpoint, &body) {
+        return Ok(proxy::error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &e.to_string(),
+            Some(e.field),
+        ));
+    }
+    let rank = match shared.config.policy {
+        Policy::Fcfs => shared.arrivals.fetch_add(1, Ordering::Relaxed),
+    };
+    let slot = match shared.admission.admit(rank).await {
+        Ok(slot) => slot,
+        Err(e @ Refused::Full(_)) => {
+            return Ok(proxy::error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                &e.to_string(),
+                None,
+            ));
+        }
+        Err(e @ Refused::Closed) => {
+            return Ok(proxy::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                &e.to_string(),
+                None,
+            ));
+        }
+    };
+    let upstream = &shared.config.upstreams[slot.upstream()];
+    Ok(proxy::forward(&shared.client, upstream, &parts, body, Some(slot)).await)
+}

@@ -1,0 +1,370 @@
+//! The gateway in front of a fake engine (an HTTP server in this test that records what reaches
+//! it): first-come-first-served admission within the concurrency limit, answers passed through
+//! byte for byte (streamed and not), a slot freed when its client disconnects mid-stream, and
+//! bad input answered without losing anything. The real engine (llama.cpp) is the next slice.
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use xsched_gateway::{Gateway, GatewayConfig, Policy, RunningGateway};
+
+/// What the fake engine saw.
+#[derive(Default)]
+struct Seen {
+    /// Request tags in the order they arrived.
+    order: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    /// Streams whose client went away before the end.
+    cut: AtomicUsize,
+}
+
+/// A streamed body fed by a channel.
+struct ChanBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl Body for ChanBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.get_mut()
+            .0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+type EngineBody = BoxBody<Bytes, Infallible>;
+
+/// Answer like an engine: a request's `user` field is its tag and `max_tokens` how many ms to
+/// take; the answer is a JSON body naming the tag or, when `stream`, one event per 20 ms.
+async fn engine(
+    req: Request<Incoming>,
+    seen: Arc<Seen>,
+) -> Result<Response<EngineBody>, Infallible> {
+    let path = req.uri().path().to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    if path == "/v1/models" {
+        return Ok(Response::new(
+            Full::new(Bytes::from_static(br#"{"data":[{"id":"fake"}]}"#)).boxed(),
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let tag = v["user"].as_str().unwrap_or("-").to_string();
+    let ms = v["max_tokens"].as_u64().unwrap_or(0);
+    seen.order.lock().expect("order").push(tag.clone());
+    let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+    if v["stream"] != true {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let text = format!(r#"{{"id":"{tag}","choices":[{{"text":"ok"}}]}}"#);
+        let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+        r.headers_mut()
+            .insert("x-engine", "fake".parse().expect("header"));
+        return Ok(r);
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for i in 0..ms / 20 {
+            let event = Bytes::from(format!("data: {{\"tag\":\"{tag}\",\"i\":{i}}}\n\n"));
+            if tx.send(event).await.is_err() {
+                seen.cut.fetch_add(1, Ordering::SeqCst);
+                seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+    });
+    Ok(Response::new(ChanBody(rx).boxed()))
+}
+
+/// The fake engine on a port of its own, served by `rt`.
+fn start_engine(rt: &tokio::runtime::Runtime) -> (SocketAddr, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("engine port");
+    let addr = listener.local_addr().expect("addr");
+    let s = seen.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let s = s.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |r| engine(r, s.clone()));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn gateway(upstreams: &[SocketAddr], concurrency: usize, max_waiting: usize) -> RunningGateway {
+    let config = GatewayConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        upstreams: upstreams
+            .iter()
+            .map(|a| format!("http://{a}").parse().expect("uri"))
+            .collect(),
+        policy: Policy::Fcfs,
+        concurrency,
+        max_waiting,
+    };
+    Gateway::bind(config).expect("bind").spawn().expect("serve")
+}
+
+/// POST `body` to `path` at `addr`; the status, one header and the whole body.
+async fn post(addr: SocketAddr, path: &str, body: String) -> (StatusCode, Option<String>, Bytes) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let req = Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let r = client.request(req).await.expect("an answer");
+    let status = r.status();
+    let engine = r
+        .headers()
+        .get("x-engine")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let bytes = r.into_body().collect().await.expect("body").to_bytes();
+    (status, engine, bytes)
+}
+
+/// Requests the fake engine has finished.
+fn done(seen: &Seen) -> usize {
+    seen.order.lock().expect("order").len() - seen.in_flight.load(Ordering::SeqCst)
+}
+
+fn chat(tag: &str, ms: u64, stream: bool) -> String {
+    serde_json::json!({
+        "model": "m", "user": tag, "max_tokens": ms, "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn one_slot_means_the_engine_sees_one_request_at_a_time_in_arrival_order() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = gateway(&[engine], 1, 64);
+    let addr = gw.addr();
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..6 {
+            tasks.push(tokio::spawn(post(
+                addr,
+                "/v1/chat/completions",
+                chat(&format!("r{i}"), 30, false),
+            )));
+            // The next arrives once this one is in flight or queued, so the order is known.
+            while gw.load().0 + gw.load().1[0] + done(&seen) < i + 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        for t in tasks {
+            let (status, engine, _) = t.await.expect("task");
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(
+                engine.as_deref(),
+                Some("fake"),
+                "the engine's headers pass through"
+            );
+        }
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(order, ["r0", "r1", "r2", "r3", "r4", "r5"]);
+    assert_eq!(seen.most_in_flight.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn answers_pass_through_byte_for_byte_streamed_and_not() {
+    let rt = runtime();
+    let (engine, _) = start_engine(&rt);
+    let gw = gateway(&[engine], 4, 64);
+    rt.block_on(async {
+        for stream in [false, true] {
+            let direct = post(engine, "/v1/chat/completions", chat("same", 100, stream)).await;
+            let through = post(gw.addr(), "/v1/chat/completions", chat("same", 100, stream)).await;
+            assert_eq!(direct.0, through.0);
+            assert_eq!(direct.2, through.2, "stream {stream}");
+        }
+        let models = post(gw.addr(), "/v1/models", String::new()).await;
+        assert_eq!(models.0, StatusCode::NOT_FOUND, "models is a GET");
+    });
+}
+
+#[test]
+fn a_client_gone_mid_stream_frees_its_slot_for_the_next() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = gateway(&[engine], 1, 64);
+    let addr = gw.addr();
+    rt.block_on(async {
+        // A raw client reads the first event of a 5 s stream, then hangs up.
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let body = chat("cut", 5000, true);
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.expect("send");
+        let mut buf = vec![0u8; 4096];
+        let mut got = String::new();
+        while !got.contains("\"i\":0") {
+            let n = s.read(&mut buf).await.expect("read");
+            assert!(n > 0, "the stream ended early: {got}");
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        drop(s);
+        // With one slot, this is admitted only once the cut stream's slot is free.
+        let (status, _, _) = post(addr, "/v1/chat/completions", chat("next", 10, false)).await;
+        assert_eq!(status, StatusCode::OK);
+    });
+    assert_eq!(*seen.order.lock().expect("order"), ["cut", "next"]);
+    // The engine notices at its next event that the gateway dropped the upstream connection.
+    let start = std::time::Instant::now();
+    while seen.cut.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the engine never saw the client go"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn bad_input_gets_a_clear_answer_and_loses_nothing() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = gateway(&[engine], 1, 1);
+    let addr = gw.addr();
+    rt.block_on(async {
+        let (status, _, body) = post(addr, "/v1/chat/completions", r#"{"model":"m"}"#.into()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let err: serde_json::Value = serde_json::from_slice(&body).expect("JSON error");
+        assert_eq!(err["error"]["param"], "messages", "{err}");
+        let (status, _, _) = post(addr, "/v2/unknown", "{}".into()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        // One in flight, one waiting: a third is refused at once, the others still answered.
+        let slow = tokio::spawn(post(addr, "/v1/chat/completions", chat("a", 300, false)));
+        while gw.load().1[0] < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let waiting = tokio::spawn(post(addr, "/v1/chat/completions", chat("b", 10, false)));
+        while gw.load().0 < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (status, _, body) = post(addr, "/v1/chat/completions", chat("c", 10, false)).await;
+        assert_eq!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        assert_eq!(slow.await.expect("a").0, StatusCode::OK);
+        assert_eq!(waiting.await.expect("b").0, StatusCode::OK);
+    });
+    assert_eq!(*seen.order.lock().expect("order"), ["a", "b"]);
+    // An engine that is not there: a 502 with the reason.
+    let dead: SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr")
+    };
+    let gw = gateway(&[dead], 1, 4);
+    rt.block_on(async {
+        let (status, _, body) = post(gw.addr(), "/v1/chat/completions", chat("x", 1, false)).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert!(
+            String::from_utf8_lossy(&body).contains("upstream"),
+            "{body:?}"
+        );
+    });
+}
+
+#[test]
+fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
+    let base = GatewayConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        upstreams: vec!["http://127.0.0.1:9".parse().expect("uri")],
+        policy: Policy::Fcfs,
+        concurrency: 1,
+        max_waiting: 1,
+    };
+    for (config, names) in [
+        (
+            GatewayConfig {
+                upstreams: vec![],
+                ..base.clone()
+            },
+            "upstream",
+        ),
+        (
+            GatewayConfig {
+                upstreams: vec!["https://x".parse().expect("uri")],
+                ..base.clone()
+            },
+            "http://",
+        ),
+        (
+            GatewayConfig {
+                concurrency: 0,
+                ..base.clone()
+            },
+            "concurrency",
+        ),
+        (
+            GatewayConfig {
+                max_waiting: 0,
+                ..base.clone()
+            },
+            "queue",
+        ),
+    ] {
+        let err = Gateway::bind(config)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains(names), "{err}");
+    }
+    assert!(
+        "sagesched".parse::<Policy>().is_err(),
+        "not built yet: refused, not faked"
+    );
+}
