@@ -60,9 +60,11 @@ impl Admission {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Wait for a slot on some upstream, in `rank` order; the slot names the upstream.
+    /// Wait for a slot on some upstream, in `rank` order; the slot names the upstream. A wait
+    /// that is given up (its client went away) leaves the queue at once, and a slot handed to it
+    /// in that instant is passed on.
     pub async fn admit(self: &Arc<Self>, rank: Rank) -> Result<Slot, Refused> {
-        let rx = {
+        let mut waiting = {
             let mut st = self.lock();
             let arrival = st.arrivals;
             st.arrivals += 1;
@@ -77,10 +79,21 @@ impl Admission {
             }
             let (tx, rx) = oneshot::channel();
             st.waiting.insert((rank, arrival), tx);
-            rx
+            Waiting {
+                admission: self,
+                key: (rank, arrival),
+                rx,
+                admitted: false,
+            }
         };
-        // A waiter dropped here (its client went away) is skipped by `release`.
-        rx.await.map(|u| self.slot(u)).map_err(|_| Refused::Closed)
+        let u = (&mut waiting.rx).await.map_err(|_| Refused::Closed)?;
+        waiting.admitted = true;
+        Ok(self.slot(u))
+    }
+
+    /// Requests that asked for a slot so far (admitted, waiting, refused or gone).
+    pub fn arrivals(&self) -> u64 {
+        self.lock().arrivals
     }
 
     /// How many requests wait, and how many are in flight on each upstream.
@@ -116,6 +129,32 @@ impl Admission {
                 // Its client went away while it waited.
                 st.in_flight[u] -= 1;
             }
+        }
+    }
+}
+
+/// A request waiting in the queue. Dropped before it was admitted (its client went away), it
+/// leaves the queue; if a slot was sent to it in the meantime, it releases that slot.
+struct Waiting<'a> {
+    admission: &'a Arc<Admission>,
+    key: (Rank, u64),
+    rx: oneshot::Receiver<usize>,
+    admitted: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        let mut st = self.admission.lock();
+        if st.waiting.remove(&self.key).is_some() {
+            return;
+        }
+        drop(st);
+        // `release` sent it a slot (under the lock, so it is in the channel now).
+        if let Ok(u) = self.rx.try_recv() {
+            self.admission.release(u);
         }
     }
 }
@@ -183,6 +222,35 @@ mod tests {
     }
 
     #[test]
+    fn a_waiter_given_up_as_its_slot_arrives_passes_the_slot_on() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let a = Admission::new(1, 1, 8);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut first = Box::pin(a.admit(0));
+        let Poll::Ready(Ok(held)) = first.as_mut().poll(&mut cx) else {
+            panic!("the free slot is taken at once");
+        };
+        let mut queued = Box::pin(a.admit(5));
+        assert!(queued.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(a.load(), (1, vec![1]));
+        // The held slot goes to the waiter, which is dropped before it runs again.
+        drop(held);
+        drop(queued);
+        assert_eq!(a.load(), (0, vec![0]), "no slot leaked");
+        // Waiters given up while every slot is busy leave the queue at once.
+        let mut busy = Box::pin(a.admit(0));
+        let Poll::Ready(Ok(_held)) = busy.as_mut().poll(&mut cx) else {
+            panic!("free again");
+        };
+        for rank in 0..8 {
+            let mut w = Box::pin(a.admit(rank));
+            assert!(w.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(a.load(), (0, vec![1]), "the queue holds no dead waiters");
+    }
+
+    #[test]
     fn past_its_bound_the_queue_refuses_and_gone_waiters_are_skipped() {
         runtime().block_on(async {
             let a = Admission::new(2, 1, 1);
@@ -199,8 +267,13 @@ mod tests {
             assert_eq!(a.admit(1).await.err(), Some(Refused::Full(1)));
             waiting.abort();
             let _ = waiting.await;
+            assert_eq!(
+                a.load(),
+                (0, vec![1, 1]),
+                "the aborted waiter left the queue"
+            );
             drop(s1);
-            assert_eq!(a.load(), (0, vec![0, 1]), "the aborted waiter took no slot");
+            assert_eq!(a.load(), (0, vec![0, 1]), "and took no slot");
             drop(s2);
         });
     }

@@ -17,6 +17,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// The body type of every answer the gateway gives.
 pub type AnswerBody = BoxBody<Bytes, hyper::Error>;
@@ -24,9 +25,54 @@ pub type AnswerBody = BoxBody<Bytes, hyper::Error>;
 /// The HTTP client the gateway talks to upstreams with.
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
 
-/// A new client (connection pooling per upstream, HTTP/1.1).
+/// How long connecting to an upstream may take before the request gets a 502.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an idle pooled connection to an upstream is kept (under llama.cpp's server's 5 s
+/// keep-alive, so the gateway never reuses one the engine is closing).
+pub const POOL_IDLE: Duration = Duration::from_secs(4);
+
+/// A new client (connection pooling per upstream, HTTP/1.1). Must be called in a tokio
+/// runtime.
 pub fn client() -> UpstreamClient {
-    Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.set_keepalive(Some(Duration::from_secs(30)));
+    connector.set_nodelay(true);
+    Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE)
+        .build(connector)
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1): never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Drop the hop-by-hop headers from an upstream answer (and those its `Connection` names), and
+/// its framing, which the gateway's own connection sets.
+fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {
+    let named: Vec<String> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|n| n.trim().to_ascii_lowercase()))
+        .collect();
+    for name in HOP_BY_HOP
+        .iter()
+        .copied()
+        .chain(named.iter().map(String::as_str))
+    {
+        headers.remove(name);
+    }
+    headers.remove(hyper::header::TRANSFER_ENCODING);
 }
 
 /// A complete answer with a JSON body.
@@ -99,7 +145,8 @@ pub async fn forward(
     };
     match client.request(up).await {
         Ok(answer) => {
-            let (parts, body) = answer.into_parts();
+            let (mut parts, body) = answer.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, Guarded { body, _slot: slot }.boxed())
         }
         Err(e) => {

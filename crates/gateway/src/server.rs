@@ -19,6 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
+/// How long a client may take to send a request's headers (and how long an idle keep-alive
+/// connection stays open), and then its body (a 408 after).
+pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Client connections served at once; more wait in the listen backlog until one closes.
+pub const MAX_CONNECTIONS: usize = 4096;
 
 /// The order requests are admitted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +175,11 @@ impl RunningGateway {
         self.admission.load()
     }
 
+    /// Requests that reached the queue so far (admitted, waiting, refused or gone).
+    pub fn arrivals(&self) -> u64 {
+        self.admission.arrivals()
+    }
+
     /// Serve until the process ends.
     pub fn wait(self) {
         if let Some(rt) = &self.runtime {
@@ -187,7 +197,11 @@ impl Drop for RunningGateway {
 }
 
 async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(permit) = connections.clone().acquire_owned().await else {
+            return;
+        };
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
@@ -198,8 +212,11 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
         };
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = service_fn(move |req| handle(req, shared.clone()));
             if let Err(e) = http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(CLIENT_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {
@@ -234,9 +251,19 @@ async fn handle(
         }
     };
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
+    let read = tokio::time::timeout(CLIENT_TIMEOUT, Limited::new(body, MAX_BODY).collect()).await;
+    let body = match read {
+        Err(_) => {
+            let message = format!("body: not sent within {} s", CLIENT_TIMEOUT.as_secs());
+            return Ok(proxy::error(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                &message,
+                Some("body"),
+            ));
+        }
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) => {
             let too_large = e
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some();

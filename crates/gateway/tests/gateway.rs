@@ -20,14 +20,39 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use xsched_gateway::{Gateway, GatewayConfig, Policy, RunningGateway};
 
 /// What the fake engine saw.
-#[derive(Default)]
 struct Seen {
+    /// Requests tagged `hold` wait for a permit here before they answer.
+    gate: tokio::sync::Semaphore,
     /// Request tags in the order they arrived.
     order: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
     /// Streams whose client went away before the end.
     cut: AtomicUsize,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            gate: tokio::sync::Semaphore::new(0),
+            order: Mutex::default(),
+            in_flight: AtomicUsize::default(),
+            most_in_flight: AtomicUsize::default(),
+            cut: AtomicUsize::default(),
+        }
+    }
+}
+
+/// Wait (async) until `ok` holds, failing after 30 s.
+async fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// A streamed body fed by a channel.
@@ -74,6 +99,9 @@ async fn engine(
     seen.order.lock().expect("order").push(tag.clone());
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+    if tag == "hold" {
+        let _ = seen.gate.acquire().await;
+    }
     if v["stream"] != true {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -158,9 +186,19 @@ async fn post(addr: SocketAddr, path: &str, body: String) -> (StatusCode, Option
     (status, engine, bytes)
 }
 
-/// Requests the fake engine has finished.
-fn done(seen: &Seen) -> usize {
-    seen.order.lock().expect("order").len() - seen.in_flight.load(Ordering::SeqCst)
+/// GET `path` at `addr`: the status and body.
+async fn get(addr: SocketAddr, path: &str) -> (StatusCode, Bytes) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let req = Request::get(format!("http://{addr}{path}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let r = client.request(req).await.expect("an answer");
+    let status = r.status();
+    (
+        status,
+        r.into_body().collect().await.expect("body").to_bytes(),
+    )
 }
 
 fn chat(tag: &str, ms: u64, stream: bool) -> String {
@@ -187,16 +225,17 @@ fn one_slot_means_the_engine_sees_one_request_at_a_time_in_arrival_order() {
     let addr = gw.addr();
     rt.block_on(async {
         let mut tasks = Vec::new();
-        for i in 0..6 {
+        for i in 0..6u64 {
             tasks.push(tokio::spawn(post(
                 addr,
                 "/v1/chat/completions",
                 chat(&format!("r{i}"), 30, false),
             )));
-            // The next arrives once this one is in flight or queued, so the order is known.
-            while gw.load().0 + gw.load().1[0] + done(&seen) < i + 1 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            // The next is sent once this one reached the queue, so the order is known.
+            until("the request to reach the gateway's queue", || {
+                gw.arrivals() > i
+            })
+            .await;
         }
         for t in tasks {
             let (status, engine, _) = t.await.expect("task");
@@ -227,6 +266,12 @@ fn answers_pass_through_byte_for_byte_streamed_and_not() {
         }
         let models = post(gw.addr(), "/v1/models", String::new()).await;
         assert_eq!(models.0, StatusCode::NOT_FOUND, "models is a GET");
+        let (direct, through) = (
+            get(engine, "/v1/models").await,
+            get(gw.addr(), "/v1/models").await,
+        );
+        assert_eq!(direct, through, "GET /v1/models goes to the engine");
+        assert_eq!(through.0, StatusCode::OK);
     });
 }
 
@@ -237,9 +282,9 @@ fn a_client_gone_mid_stream_frees_its_slot_for_the_next() {
     let gw = gateway(&[engine], 1, 64);
     let addr = gw.addr();
     rt.block_on(async {
-        // A raw client reads the first event of a 5 s stream, then hangs up.
+        // A raw client reads the first event of a 60 s stream, then hangs up.
         let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let body = chat("cut", 5000, true);
+        let body = chat("cut", 60_000, true);
         let head = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
@@ -283,14 +328,11 @@ fn bad_input_gets_a_clear_answer_and_loses_nothing() {
         let (status, _, _) = post(addr, "/v2/unknown", "{}".into()).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         // One in flight, one waiting: a third is refused at once, the others still answered.
-        let slow = tokio::spawn(post(addr, "/v1/chat/completions", chat("a", 300, false)));
-        while gw.load().1[0] < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        // The engine holds the first until the test lets it go.
+        let slow = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
+        until("the first in flight", || gw.load().1[0] == 1).await;
         let waiting = tokio::spawn(post(addr, "/v1/chat/completions", chat("b", 10, false)));
-        while gw.load().0 < 1 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        until("the second queued", || gw.load().0 == 1).await;
         let (status, _, body) = post(addr, "/v1/chat/completions", chat("c", 10, false)).await;
         assert_eq!(
             status,
@@ -298,10 +340,11 @@ fn bad_input_gets_a_clear_answer_and_loses_nothing() {
             "{}",
             String::from_utf8_lossy(&body)
         );
-        assert_eq!(slow.await.expect("a").0, StatusCode::OK);
+        seen.gate.add_permits(1);
+        assert_eq!(slow.await.expect("hold").0, StatusCode::OK);
         assert_eq!(waiting.await.expect("b").0, StatusCode::OK);
     });
-    assert_eq!(*seen.order.lock().expect("order"), ["a", "b"]);
+    assert_eq!(*seen.order.lock().expect("order"), ["hold", "b"]);
     // An engine that is not there: a 502 with the reason.
     let dead: SocketAddr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
