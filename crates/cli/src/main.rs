@@ -357,6 +357,10 @@ enum LlmCommand {
     /// queues requests and admits them to unchanged engines (llama.cpp's server, vLLM) up to a
     /// concurrency limit each, in the policy's order; streamed answers pass through as sent.
     Serve(gateway_cmd::ServeArgs),
+    /// An open-loop load of ShareGPT prompts (Poisson arrivals, streaming chat completions
+    /// with max_tokens capped) against any OpenAI-compatible server, engine or gateway: TTFT
+    /// and TTLT.
+    Load(gateway_cmd::LoadArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -580,8 +584,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Devices { output } => output::print_devices(output.json),
         Command::Llm(args) => {
-            if let Some(LlmCommand::Serve(serve)) = &args.command {
-                return gateway_cmd::serve(serve);
+            match &args.command {
+                Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
+                Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
+                None => {}
             }
             let study = args.study();
             let report = match args.action {

@@ -118,6 +118,8 @@ fn the_openai_client_gets_the_engines_answer_through_the_gateway_streamed_and_no
             .arg(&model)
             .args(["--host", "127.0.0.1", "--port", &engine_port.to_string()])
             .args(["--n_ctx", "2048", "--seed", "1"])
+            // By default the server cuts a streaming answer short when another request arrives.
+            .args(["--interrupt_requests", "False"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -114,7 +114,9 @@ async fn engine(
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     tokio::spawn(async move {
         for i in 0..ms / 20 {
-            let event = Bytes::from(format!("data: {{\"tag\":\"{tag}\",\"i\":{i}}}\n\n"));
+            let event = Bytes::from(format!(
+                "data: {{\"tag\":\"{tag}\",\"i\":{i},\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n"
+            ));
             if tx.send(event).await.is_err() {
                 seen.cut.fetch_add(1, Ordering::SeqCst);
                 seen.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -409,5 +411,39 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
     assert!(
         "sagesched".parse::<Policy>().is_err(),
         "not built yet: refused, not faked"
+    );
+}
+
+#[test]
+fn the_load_generator_measures_every_request_it_sends() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = gateway(&[engine], 8, 64);
+    let config = xsched_gateway::load::LoadConfig {
+        url: format!("http://{}", gw.addr()).parse().expect("uri"),
+        prompts: vec!["hello".into(), "again".into()],
+        rate: 50.0,
+        duration: Duration::from_millis(400),
+        // The fake engine streams one event per 20 ms of max_tokens.
+        max_tokens: 100,
+        seed: 3,
+    };
+    let samples = xsched_gateway::load::run(&config).expect("a run");
+    assert!(!samples.is_empty(), "some arrivals within 400 ms at 50/s");
+    for s in &samples {
+        assert_eq!(s.status, 200, "{s:?}");
+        assert_eq!(s.chunks, 5, "{s:?}");
+        assert!(s.ttft.is_some_and(|t| t <= s.ttlt), "{s:?}");
+    }
+    assert_eq!(seen.order.lock().expect("order").len(), samples.len());
+    let summary = xsched_gateway::load::summary(&samples);
+    assert_eq!(summary["answered"], samples.len());
+    let empty = xsched_gateway::load::LoadConfig {
+        rate: 0.0,
+        ..config
+    };
+    assert!(
+        xsched_gateway::load::run(&empty).is_err(),
+        "a rate of zero sends nothing"
     );
 }

@@ -1,0 +1,226 @@
+//! `xsched llm load`: an open-loop load generator for any OpenAI-compatible server (an engine
+//! directly, or the gateway in front of it), so one run can target either. Requests are sent at
+//! seeded Poisson arrivals whether or not earlier ones have finished; each is a streaming chat
+//! completion of one prompt with `max_tokens` capped, at temperature 0 with a fixed seed (so two
+//! runs ask the same work), and its time to first token (the first server-sent event with
+//! content) and to last token (the end of the stream) are recorded.
+
+use crate::proxy::{UpstreamClient, Uri};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use std::time::{Duration, Instant};
+use xsched_core::Nanos;
+use xsched_workload::SeededRng;
+
+/// What a load run sends.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    /// The server (`http://host:port`; requests go to `/v1/chat/completions`).
+    pub url: Uri,
+    /// The prompts, used in order (cycled if the run needs more).
+    pub prompts: Vec<String>,
+    /// Mean requests per second.
+    pub rate: f64,
+    /// How long to send for.
+    pub duration: Duration,
+    /// The `max_tokens` of every request.
+    pub max_tokens: u32,
+    /// The arrival gaps' seed.
+    pub seed: u64,
+}
+
+/// One request's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Seconds from its arrival to the first event with content (`None`: none came).
+    pub ttft: Option<f64>,
+    /// Seconds from its arrival to the end of its answer.
+    pub ttlt: f64,
+    /// The HTTP status.
+    pub status: u16,
+    /// Events with content received (about one per token).
+    pub chunks: usize,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Nothing to send.
+    #[error("no prompts")]
+    NoPrompts,
+    /// A rate or duration that sends nothing.
+    #[error("rate and duration must be positive (rate {rate}, duration {duration:?})")]
+    Empty {
+        /// The rate.
+        rate: f64,
+        /// The duration.
+        duration: Duration,
+    },
+    /// The runtime.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Send the load; every request's outcome, in arrival order (failed connections as status 0).
+pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
+    if config.prompts.is_empty() {
+        return Err(LoadError::NoPrompts);
+    }
+    if !(config.rate > 0.0 && config.rate.is_finite()) || config.duration.is_zero() {
+        return Err(LoadError::Empty {
+            rate: config.rate,
+            duration: config.duration,
+        });
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("xsched-load")
+        .enable_all()
+        .build()?;
+    runtime.block_on(send_all(config))
+}
+
+async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
+    let client = crate::proxy::client();
+    let mut rng = SeededRng::new(config.seed);
+    let mean_gap = Nanos::from_us_f64(1e6 / config.rate);
+    let start = Instant::now();
+    let mut at = Duration::ZERO;
+    let mut tasks = Vec::new();
+    for i in 0.. {
+        at += Duration::from_nanos(rng.exponential(mean_gap).0);
+        if at >= config.duration {
+            break;
+        }
+        tokio::time::sleep_until((start + at).into()).await;
+        let prompt = &config.prompts[i % config.prompts.len()];
+        let body = serde_json::json!({
+            "model": "default",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": config.max_tokens,
+            "stream": true,
+            // Deterministic answers, so runs against the engine and the gateway ask the same work.
+            "temperature": 0,
+            "seed": 1,
+        })
+        .to_string();
+        let (client, url) = (client.clone(), config.url.clone());
+        tasks.push(tokio::spawn(async move { one(&client, &url, body).await }));
+    }
+    let mut samples = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        samples.push(t.await.unwrap_or(Sample {
+            ttft: None,
+            ttlt: 0.0,
+            status: 0,
+            chunks: 0,
+        }));
+    }
+    Ok(samples)
+}
+
+/// One streaming request from now.
+async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Sample {
+    let arrival = Instant::now();
+    let failed = |status| Sample {
+        ttft: None,
+        ttlt: arrival.elapsed().as_secs_f64(),
+        status,
+        chunks: 0,
+    };
+    let uri = format!(
+        "{}/v1/chat/completions",
+        url.to_string().trim_end_matches('/')
+    );
+    let Ok(req) = Request::post(uri)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+    else {
+        return failed(0);
+    };
+    let Ok(answer) = client.request(req).await else {
+        return failed(0);
+    };
+    let status = answer.status().as_u16();
+    let mut body = answer.into_body();
+    let (mut ttft, mut chunks) = (None, 0);
+    // Server-sent events may be split across frames: complete ones end with a blank line.
+    let mut pending = String::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        pending.push_str(&String::from_utf8_lossy(data));
+        while let Some(end) = pending.find("\n\n") {
+            let event: String = pending.drain(..end + 2).collect();
+            if has_content(&event) {
+                ttft.get_or_insert_with(|| arrival.elapsed().as_secs_f64());
+                chunks += 1;
+            }
+        }
+    }
+    Sample {
+        ttft,
+        ttlt: arrival.elapsed().as_secs_f64(),
+        status,
+        chunks,
+    }
+}
+
+/// Whether a server-sent event carries generated text (a chat delta's or a completion's).
+fn has_content(event: &str) -> bool {
+    let Some(json) = event.trim().strip_prefix("data:") else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json.trim()) else {
+        return false;
+    };
+    let choice = &v["choices"][0];
+    [&choice["delta"]["content"], &choice["text"]]
+        .iter()
+        .any(|t| t.as_str().is_some_and(|t| !t.is_empty()))
+}
+
+/// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the
+/// answered ones.
+pub fn summary(samples: &[Sample]) -> serde_json::Map<String, serde_json::Value> {
+    let ok: Vec<&Sample> = samples.iter().filter(|s| s.status == 200).collect();
+    let ms = |mut v: Vec<f64>| -> (f64, f64, f64) {
+        if v.is_empty() {
+            return (0.0, 0.0, 0.0);
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] * 1e3;
+        (
+            v.iter().sum::<f64>() / v.len() as f64 * 1e3,
+            at(0.5),
+            at(0.99),
+        )
+    };
+    let (ttft_mean, ttft_p50, ttft_p99) = ms(ok.iter().filter_map(|s| s.ttft).collect());
+    let (ttlt_mean, ttlt_p50, ttlt_p99) = ms(ok.iter().map(|s| s.ttlt).collect());
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    let mut m = serde_json::Map::new();
+    for (k, v) in [
+        ("sent", serde_json::json!(samples.len())),
+        ("answered", serde_json::json!(ok.len())),
+        ("failed", serde_json::json!(samples.len() - ok.len())),
+        ("ttft_mean_ms", serde_json::json!(round(ttft_mean))),
+        ("ttft_p50_ms", serde_json::json!(round(ttft_p50))),
+        ("ttft_p99_ms", serde_json::json!(round(ttft_p99))),
+        ("ttlt_mean_ms", serde_json::json!(round(ttlt_mean))),
+        ("ttlt_p50_ms", serde_json::json!(round(ttlt_p50))),
+        ("ttlt_p99_ms", serde_json::json!(round(ttlt_p99))),
+        (
+            "chunks_mean",
+            serde_json::json!(round(
+                ok.iter().map(|s| s.chunks as f64).sum::<f64>() / ok.len().max(1) as f64
+            )),
+        ),
+    ] {
+        m.insert(k.to_string(), v);
+    }
+    m
+}
