@@ -11,14 +11,16 @@
 //! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
 //!   the answer ends or the client goes away.
 //! - [`server`]: the HTTP front and the configuration.
+//! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 //! - [`load`]: `xsched llm load`, an open-loop load generator for any OpenAI-compatible server.
 //!
 //! This is the first slice of issue 20: first-come-first-served order. The SageSched ordering
-//! (predicted cost from the ShareGPT issue's predictor), its online learning from responses and
-//! the metrics are not built yet.
+//! (predicted cost from the ShareGPT issue's predictor) and its online learning from responses
+//! are not built yet.
 
 pub mod admission;
 pub mod load;
+pub mod metrics;
 pub mod proxy;
 pub mod request;
 pub mod server;

@@ -6,6 +6,7 @@
 //! engine slot (the upstream connection is dropped with it, which the engine sees).
 
 use crate::admission::Slot;
+use crate::metrics::Metrics;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -16,8 +17,9 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The body type of every answer the gateway gives.
 pub type AnswerBody = BoxBody<Bytes, hyper::Error>;
@@ -101,15 +103,24 @@ pub fn error(
     )
 }
 
+/// When a request arrived, and where its answer's first and last byte are recorded.
+pub struct Timing {
+    /// The gateway's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The request's arrival.
+    pub arrival: Instant,
+}
+
 /// Send `body` to `base` + `path_and_query` like the client's request `parts`, and answer with
-/// the upstream's answer (its body carrying `slot`), or a 502 saying why the upstream could not
-/// be reached.
+/// the upstream's answer (its body carrying `slot` and `timing`), or a 502 saying why the
+/// upstream could not be reached.
 pub async fn forward(
     client: &UpstreamClient,
     base: &Uri,
     parts: &hyper::http::request::Parts,
     body: Bytes,
     slot: Option<Slot>,
+    timing: Option<Timing>,
 ) -> Response<AnswerBody> {
     let path = parts
         .uri
@@ -147,7 +158,13 @@ pub async fn forward(
         Ok(answer) => {
             let (mut parts, body) = answer.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, Guarded { body, _slot: slot }.boxed())
+            let guarded = Guarded {
+                body,
+                _slot: slot,
+                timing,
+                first: false,
+            };
+            Response::from_parts(parts, guarded.boxed())
         }
         Err(e) => {
             tracing::warn!("upstream {base}: {e}");
@@ -161,10 +178,27 @@ pub async fn forward(
     }
 }
 
-/// An upstream answer's body with the slot it holds.
+/// An upstream answer's body with the slot it holds, recording its first and last byte.
 struct Guarded {
     body: Incoming,
     _slot: Option<Slot>,
+    timing: Option<Timing>,
+    first: bool,
+}
+
+impl Guarded {
+    /// The body ended or was dropped: record it once.
+    fn end(&mut self) {
+        if let Some(t) = self.timing.take() {
+            t.metrics.last_byte(t.arrival.elapsed());
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 impl Body for Guarded {
@@ -175,7 +209,19 @@ impl Body for Guarded {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) if !this.first && frame.is_data() => {
+                this.first = true;
+                if let Some(t) = &this.timing {
+                    t.metrics.first_byte(t.arrival.elapsed());
+                }
+            }
+            Poll::Ready(None | Some(Err(_))) => this.end(),
+            _ => {}
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -4,7 +4,8 @@
 //! without one (the CLI, a test) can start and stop it.
 
 use crate::admission::{Admission, Refused};
-use crate::proxy::{self, AnswerBody, UpstreamClient};
+use crate::metrics::Metrics;
+use crate::proxy::{self, AnswerBody, Timing, UpstreamClient};
 use crate::request::{self, Endpoint};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -16,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
@@ -30,6 +32,15 @@ pub const MAX_CONNECTIONS: usize = 4096;
 pub enum Policy {
     /// First come, first served.
     Fcfs,
+}
+
+impl Policy {
+    /// Its name (`--policy`, and the metrics' `policy` label).
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fcfs => "fcfs",
+        }
+    }
 }
 
 impl std::str::FromStr for Policy {
@@ -78,6 +89,7 @@ pub enum GatewayError {
 
 struct Shared {
     config: GatewayConfig,
+    metrics: Arc<Metrics>,
     admission: Arc<Admission>,
     client: UpstreamClient,
     arrivals: AtomicU64,
@@ -136,6 +148,7 @@ impl Gateway {
         Ok(Gateway {
             shared: Arc::new(Shared {
                 config,
+                metrics: Arc::default(),
                 admission,
                 client,
                 arrivals: AtomicU64::new(0),
@@ -230,24 +243,45 @@ async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
 ) -> Result<Response<AnswerBody>, std::convert::Infallible> {
+    let answer = answer(req, &shared).await;
+    shared.metrics.answered(answer.status().as_u16());
+    Ok(answer)
+}
+
+async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
+    let arrival = Instant::now();
     let endpoint = match (req.method(), req.uri().path()) {
         (&Method::POST, "/v1/chat/completions") => Endpoint::Chat,
         (&Method::POST, "/v1/completions") => Endpoint::Completions,
+        (&Method::GET, "/metrics") => {
+            let mut r = Response::new(
+                http_body_util::Full::new(Bytes::from(
+                    shared.metrics.render(shared.config.policy.name()),
+                ))
+                .map_err(|never| match never {})
+                .boxed(),
+            );
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            return r;
+        }
         (&Method::GET, "/v1/models") => {
             let (parts, _) = req.into_parts();
             let first = &shared.config.upstreams[0];
-            return Ok(proxy::forward(&shared.client, first, &parts, Bytes::new(), None).await);
+            return proxy::forward(&shared.client, first, &parts, Bytes::new(), None, None).await;
         }
         (_, path) => {
             let message = format!(
                 "no route {path}: the gateway serves /v1/chat/completions, /v1/completions and /v1/models"
             );
-            return Ok(proxy::error(
+            return proxy::error(
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
                 &message,
                 None,
-            ));
+            );
         }
     };
     let (parts, body) = req.into_parts();
@@ -255,12 +289,12 @@ async fn handle(
     let body = match read {
         Err(_) => {
             let message = format!("body: not sent within {} s", CLIENT_TIMEOUT.as_secs());
-            return Ok(proxy::error(
+            return proxy::error(
                 StatusCode::REQUEST_TIMEOUT,
                 "invalid_request_error",
                 &message,
                 Some("body"),
-            ));
+            );
         }
         Ok(Ok(b)) => b.to_bytes(),
         Ok(Err(e)) => {
@@ -275,21 +309,16 @@ async fn handle(
             } else {
                 (StatusCode::BAD_REQUEST, format!("body: {e}"))
             };
-            return Ok(proxy::error(
-                status,
-                "invalid_request_error",
-                &message,
-                Some("body"),
-            ));
+            return proxy::error(status, "invalid_request_error", &message, Some("body"));
         }
     };
     if let Err(e) = request::check(endpoint, &body) {
-        return Ok(proxy::error(
+        return proxy::error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             &e.to_string(),
             Some(e.field),
-        ));
+        );
     }
     let rank = match shared.config.policy {
         Policy::Fcfs => shared.arrivals.fetch_add(1, Ordering::Relaxed),
@@ -297,22 +326,35 @@ async fn handle(
     let slot = match shared.admission.admit(rank).await {
         Ok(slot) => slot,
         Err(e @ Refused::Full(_)) => {
-            return Ok(proxy::error(
+            return proxy::error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
                 &e.to_string(),
                 None,
-            ));
+            );
         }
         Err(e @ Refused::Closed) => {
-            return Ok(proxy::error(
+            return proxy::error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
                 &e.to_string(),
                 None,
-            ));
+            );
         }
     };
+    shared.metrics.queued(arrival.elapsed());
     let upstream = &shared.config.upstreams[slot.upstream()];
-    Ok(proxy::forward(&shared.client, upstream, &parts, body, Some(slot)).await)
+    let timing = Timing {
+        metrics: shared.metrics.clone(),
+        arrival,
+    };
+    proxy::forward(
+        &shared.client,
+        upstream,
+        &parts,
+        body,
+        Some(slot),
+        Some(timing),
+    )
+    .await
 }

@@ -447,3 +447,31 @@ fn the_load_generator_measures_every_request_it_sends() {
         "a rate of zero sends nothing"
     );
 }
+
+#[test]
+fn metrics_count_every_answer_with_its_waits() {
+    let rt = runtime();
+    let (engine, _) = start_engine(&rt);
+    let gw = gateway(&[engine], 2, 64);
+    rt.block_on(async {
+        for stream in [false, true, true] {
+            let (status, _, _) =
+                post(gw.addr(), "/v1/chat/completions", chat("m", 40, stream)).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let (status, _, _) = post(gw.addr(), "/v1/chat/completions", "{}".into()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, text) = get(gw.addr(), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        let text = String::from_utf8_lossy(&text);
+        for line in [
+            "xsched_gateway_queue_wait_seconds_count{policy=\"fcfs\"} 3",
+            "xsched_gateway_ttft_seconds_count{policy=\"fcfs\"} 3",
+            "xsched_gateway_ttlt_seconds_count{policy=\"fcfs\"} 3",
+            "xsched_gateway_answers_total{policy=\"fcfs\",status=\"2xx\"} 3",
+            "xsched_gateway_answers_total{policy=\"fcfs\",status=\"4xx\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+    });
+}
