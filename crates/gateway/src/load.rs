@@ -11,6 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use std::time::{Duration, Instant};
 use xsched_core::Nanos;
+use xsched_report::quantile;
 use xsched_workload::SeededRng;
 
 /// What a load run sends.
@@ -187,17 +188,10 @@ fn has_content(event: &str) -> bool {
 /// answered ones.
 pub fn summary(samples: &[Sample]) -> serde_json::Map<String, serde_json::Value> {
     let ok: Vec<&Sample> = samples.iter().filter(|s| s.status == 200).collect();
-    let ms = |mut v: Vec<f64>| -> (f64, f64, f64) {
-        if v.is_empty() {
-            return (0.0, 0.0, 0.0);
-        }
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] * 1e3;
-        (
-            v.iter().sum::<f64>() / v.len() as f64 * 1e3,
-            at(0.5),
-            at(0.99),
-        )
+    let ms = |v: Vec<f64>| -> (f64, f64, f64) {
+        let at = |q: f64| quantile(&v, q).unwrap_or(0.0) * 1e3;
+        let mean = v.iter().sum::<f64>() / v.len().max(1) as f64 * 1e3;
+        (mean, at(0.5), at(0.99))
     };
     let (ttft_mean, ttft_p50, ttft_p99) = ms(ok.iter().filter_map(|s| s.ttft).collect());
     let (ttlt_mean, ttlt_p50, ttlt_p99) = ms(ok.iter().map(|s| s.ttlt).collect());
