@@ -88,21 +88,19 @@ type Tenants = BTreeMap<u32, (usize, usize, WireAccount)>;
 
 /// The totals per process and per tenant.
 fn totals(rows: &[TopRow]) -> (Processes, Tenants) {
-    let fresh = || WireAccount {
-        device_measured: true,
-        ..WireAccount::default()
-    };
     let mut processes = Processes::new();
     for r in rows {
         let (_, n, a) = processes
             .entry((r.uid, r.pid))
-            .or_insert_with(|| (r.process.clone(), 0, fresh()));
+            .or_insert_with(|| (r.process.clone(), 0, WireAccount::total()));
         *n += 1;
         a.merge(&r.stats.account);
     }
     let mut tenants = Tenants::new();
     for (&(uid, _), (_, n, a)) in &processes {
-        let (procs, queues, total) = tenants.entry(uid).or_insert_with(|| (0, 0, fresh()));
+        let (procs, queues, total) = tenants
+            .entry(uid)
+            .or_insert_with(|| (0, 0, WireAccount::total()));
         *procs += 1;
         *queues += n;
         total.merge(a);

@@ -188,10 +188,7 @@ fn accounting(out: &mut String, shared: &Shared, queues: &[xsched_core::QueueSna
     for (_, (peer, _, stats)) in &owned {
         tenants
             .entry(peer.uid)
-            .or_insert_with(|| WireAccount {
-                device_measured: true,
-                ..WireAccount::default()
-            })
+            .or_insert_with(WireAccount::total)
             .merge(&stats.account);
     }
     for (name, help, value) in COUNTERS {

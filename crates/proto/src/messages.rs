@@ -173,6 +173,15 @@ impl QueueStats {
 }
 
 impl WireAccount {
+    /// An empty total to [`merge`](Self::merge) accounts into: its device time counts as
+    /// measured until an estimated one is merged.
+    pub fn total() -> WireAccount {
+        WireAccount {
+            device_measured: true,
+            ..WireAccount::default()
+        }
+    }
+
     /// Add `other`'s figures (a process's or a tenant's total): counts and times add, the
     /// largest wait and in-flight depth are the larger, and device time is measured only if
     /// both were.
@@ -328,10 +337,7 @@ mod tests {
             preemptions: 1,
             ..WireAccount::default()
         };
-        let mut total = WireAccount {
-            device_measured: true,
-            ..WireAccount::default()
-        };
+        let mut total = WireAccount::total();
         total.merge(&a);
         total.merge(&b);
         assert_eq!((total.completed, total.device_ns), (7, 15));

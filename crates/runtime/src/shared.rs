@@ -73,8 +73,10 @@ pub(crate) struct Tracker {
     /// The command whose completion frees half of a binding in-flight budget (`u64::MAX`:
     /// none): reported once, so the launcher refills before the device drains.
     refill_at: AtomicU64,
-    /// Device time the backend reported for completed commands (ns; `u64::MAX`: none yet).
+    /// Device time the backend reported for completed commands (ns).
     device_ns: AtomicU64,
+    /// Whether the backend reports device time at all.
+    device_reported: AtomicBool,
     /// Submitters waiting for room under a pending bound (`XQueue` with `max_pending`).
     room_waiters: AtomicUsize,
     observed: Mutex<Observed>,
@@ -98,7 +100,8 @@ impl Tracker {
             closed: AtomicBool::new(false),
             launched: AtomicU64::new(0),
             batch: AtomicU64::new(1),
-            device_ns: AtomicU64::new(u64::MAX),
+            device_ns: AtomicU64::new(0),
+            device_reported: AtomicBool::new(false),
             room_waiters: AtomicUsize::new(0),
             observed: Mutex::new(Observed::default()),
             cond: Condvar::new(),
@@ -277,23 +280,16 @@ impl Tracker {
 
     /// The backend measured `time` of device time for one more command.
     fn add_device_time(&self, time: std::time::Duration) {
-        let ns = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX - 1);
-        // The first report replaces the "none" marker; later ones add (saturating below it).
-        let _ = self
-            .device_ns
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                Some(if t == u64::MAX {
-                    ns
-                } else {
-                    t.saturating_add(ns).min(u64::MAX - 1)
-                })
-            });
+        let ns = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        self.device_ns.fetch_add(ns, Ordering::Relaxed);
+        self.device_reported.store(true, Ordering::Relaxed);
     }
 
     /// The device time the backend reported, if it reports any.
     pub(crate) fn device_time(&self) -> Option<std::time::Duration> {
-        let ns = self.device_ns.load(Ordering::Relaxed);
-        (ns != u64::MAX).then(|| std::time::Duration::from_nanos(ns))
+        self.device_reported
+            .load(Ordering::Relaxed)
+            .then(|| std::time::Duration::from_nanos(self.device_ns.load(Ordering::Relaxed)))
     }
 
     /// What `xsched top` shows of this queue that the tracker knows (the queue adds its
