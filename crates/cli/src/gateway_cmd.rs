@@ -1,10 +1,22 @@
 //! `xsched llm serve`: the OpenAI-compatible gateway (`xsched_gateway`) in the foreground.
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use xsched_gateway::proxy::Uri;
-use xsched_gateway::{Gateway, GatewayConfig, Policy};
+use xsched_gateway::{Gateway, GatewayConfig, Policy, Router};
+use xsched_llm::embedding::{Embedder, Hashed};
+
+/// The gateway's prompt embedding.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum GatewayEmbedding {
+    /// The built-in hashed n-grams (microseconds a prompt).
+    Hashed,
+    /// all-MiniLM-L6-v2 (the `minilm` feature and a model directory; milliseconds a prompt).
+    Minilm,
+}
 
 /// `xsched llm serve`'s arguments.
 #[derive(Args)]
@@ -15,9 +27,24 @@ pub struct ServeArgs {
     /// The engines, comma-separated (`http://127.0.0.1:8080`).
     #[arg(long, value_delimiter = ',', required = true)]
     upstream: Vec<Uri>,
-    /// The order requests are admitted in (fcfs; sagesched is not built yet).
+    /// The order requests are admitted in: fcfs, or sagesched (the Gittins index of the
+    /// predicted cost, learned online from the engines' answers, with the aging guard).
     #[arg(long, default_value = "fcfs", value_parser = policy)]
     policy: Policy,
+    /// Which engine a request goes to among those with a free slot: round-robin,
+    /// least-outstanding (fewest in flight) or cost-aware (least predicted cost in flight).
+    #[arg(long, default_value = "least-outstanding", value_parser = router)]
+    router: Router,
+    /// The predictor's prompt embedding (sagesched and the cost-aware router predict).
+    #[arg(long, value_enum, default_value = "hashed")]
+    embedding: GatewayEmbedding,
+    /// MiniLM model directory (default: $XSCHED_MINILM_DIR), for --embedding minilm.
+    #[arg(long)]
+    minilm_dir: Option<PathBuf>,
+    /// Answers the predictor's history holds (oldest forgotten first).
+    #[arg(long, default_value_t = xsched_gateway::order::HISTORY as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    history: u64,
     /// Requests in flight per engine at most (set it to the engine's own slots, e.g. llama.cpp
     /// server's --parallel).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
@@ -31,6 +58,26 @@ fn policy(s: &str) -> Result<Policy, String> {
     s.parse()
 }
 
+fn router(s: &str) -> Result<Router, String> {
+    s.parse()
+}
+
+fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
+    match a.embedding {
+        GatewayEmbedding::Hashed => Ok(Arc::new(Hashed)),
+        GatewayEmbedding::Minilm => {
+            let dir = a
+                .minilm_dir
+                .clone()
+                .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
+                .context("--embedding minilm needs --minilm-dir or XSCHED_MINILM_DIR")?;
+            let m = xsched_llm::embedding::load_minilm(&dir)
+                .with_context(|| format!("loading MiniLM from {}", dir.display()))?;
+            Ok(Arc::from(m))
+        }
+    }
+}
+
 /// Serve until killed.
 pub fn serve(a: &ServeArgs) -> Result<()> {
     let config = GatewayConfig {
@@ -39,20 +86,24 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         policy: a.policy,
         concurrency: usize::try_from(a.concurrency).unwrap_or(usize::MAX),
         max_waiting: usize::try_from(a.max_queue).unwrap_or(usize::MAX),
+        router: a.router,
+        embedder: Some(embedder(a)?),
+        history: usize::try_from(a.history).unwrap_or(usize::MAX),
     };
     let gateway = Gateway::bind(config)
         .with_context(|| format!("starting the gateway on {}", a.listen))?
         .spawn()
         .context("serving")?;
     eprintln!(
-        "xsched gateway on http://{} -> {} (policy {:?}, {} in flight per engine)",
+        "xsched gateway on http://{} -> {} (policy {}, router {}, {} in flight per engine)",
         gateway.addr(),
         a.upstream
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        a.policy,
+        a.policy.name(),
+        a.router.name(),
         a.concurrency
     );
     gateway.wait();
@@ -66,11 +117,30 @@ pub struct LoadArgs {
     #[arg(long)]
     url: Uri,
     /// Mean requests per second (Poisson arrivals, open loop).
+    #[arg(
+        long,
+        required_unless_present = "sequential",
+        conflicts_with = "sequential"
+    )]
+    rate: Option<f64>,
+    /// Send each request when the previous answer has ended (closed loop, one at a time): every
+    /// request alone, the light-load baseline.
     #[arg(long)]
-    rate: f64,
+    sequential: bool,
     /// Seconds to send for.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
+    /// Send at most this many requests.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    requests: Option<u64>,
+    /// Skip this many prompts first (so runs can use different prompts).
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
+    /// Also write every request's outcome to this file, one JSON object a line (prompt index
+    /// counted from the first prompt not skipped, seconds sent after the start, TTFT, TTLT,
+    /// status, events with content).
+    #[arg(long)]
+    samples: Option<std::path::PathBuf>,
     /// Every request's `max_tokens` (the cap on each answer).
     #[arg(long, default_value_t = 64)]
     max_tokens: u32,
@@ -91,9 +161,11 @@ pub struct LoadArgs {
 
 /// Run a load and print what it measured.
 pub fn load(a: &LoadArgs) -> Result<()> {
-    if !(a.rate > 0.0 && a.rate.is_finite()) {
-        anyhow::bail!("--rate must be a positive number of requests per second");
-    }
+    let arrivals = match a.rate {
+        Some(r) if r > 0.0 && r.is_finite() => xsched_gateway::load::Arrivals::Poisson(r),
+        Some(_) => anyhow::bail!("--rate must be a positive number of requests per second"),
+        None => xsched_gateway::load::Arrivals::Sequential,
+    };
     if !(a.duration > 0.0 && a.duration.is_finite()) {
         anyhow::bail!("--duration must be a positive number of seconds");
     }
@@ -106,28 +178,60 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         .filter_map(|c| c.messages.iter().find(|(from, _)| from == "human"))
         .map(|(_, text)| text.trim().to_string())
         .filter(|t| !t.is_empty() && t.chars().count() <= a.max_prompt_chars)
+        .skip(a.skip)
         .collect();
+    if prompts.is_empty() {
+        anyhow::bail!(
+            "no prompts left in {} after skipping {} of those up to {} characters",
+            path.display(),
+            a.skip,
+            a.max_prompt_chars
+        );
+    }
     let config = xsched_gateway::load::LoadConfig {
         url: a.url.clone(),
         prompts,
-        rate: a.rate,
+        arrivals,
         duration: std::time::Duration::from_secs_f64(a.duration),
+        requests: a.requests.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         max_tokens: a.max_tokens,
         seed: a.seed,
     };
     let samples = xsched_gateway::load::run(&config).context("running the load")?;
+    if let Some(file) = &a.samples {
+        write_samples(file, &samples).with_context(|| format!("writing {}", file.display()))?;
+    }
     let summary = xsched_gateway::load::summary(&samples);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
     }
+    let pace = match a.rate {
+        Some(r) => format!("{r} req/s"),
+        None => "one at a time".into(),
+    };
     let report = xsched_report::Report::new(
         format!(
-            "{} at {} req/s for {} s, max_tokens {}",
-            a.url, a.rate, a.duration, a.max_tokens
+            "{} at {pace} for {} s, max_tokens {}",
+            a.url, a.duration, a.max_tokens
         ),
         xsched_report::columns_of(std::slice::from_ref(&summary)),
         vec![summary],
     );
     crate::output::print_report("llm load", &report, false)
+}
+
+/// Every sample as a JSON line.
+fn write_samples(file: &std::path::Path, samples: &[xsched_gateway::load::Sample]) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(file)?);
+    for s in samples {
+        let line = serde_json::json!({
+            "prompt": s.prompt, "sent_s": s.sent, "ttft_s": s.ttft, "ttlt_s": s.ttlt,
+            "status": s.status, "chunks": s.chunks,
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
 }

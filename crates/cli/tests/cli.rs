@@ -244,9 +244,33 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
                 "--upstream",
                 "http://engine:8080",
                 "--policy",
-                "sagesched",
+                "srpt",
             ],
-            "not built yet",
+            "known: fcfs, sagesched",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--router",
+                "random",
+            ],
+            "known: round-robin, least-outstanding, cost-aware",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--embedding",
+                "minilm",
+                "--minilm-dir",
+                "/nonexistent/minilm",
+            ],
+            "/nonexistent/minilm",
         ),
         (
             &[

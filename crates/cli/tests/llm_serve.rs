@@ -131,27 +131,29 @@ fn the_openai_client_gets_the_engines_answer_through_the_gateway_streamed_and_no
         "llama.cpp",
         &mut engine.0,
     );
-    let mut gateway = Killed(
-        Command::new(env!("CARGO_BIN_EXE_xsched"))
-            .args([
-                "llm",
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{gateway_port}"),
-            ])
-            .args(["--upstream", &format!("http://127.0.0.1:{engine_port}")])
-            .args(["--concurrency", "1"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the gateway starts"),
-    );
-    wait_ready(
-        gateway_port,
-        Duration::from_secs(30),
-        "the gateway",
-        &mut gateway.0,
-    );
+    // One gateway first come first served, one ordering by SageSched and placing by predicted
+    // cost: both must pass answers through unchanged.
+    let sage_port = free_port();
+    let mut gateways: Vec<Killed> = [
+        (gateway_port, "fcfs", "least-outstanding"),
+        (sage_port, "sagesched", "cost-aware"),
+    ]
+    .into_iter()
+    .map(|(port, policy, router)| {
+        let mut g = Killed(
+            Command::new(env!("CARGO_BIN_EXE_xsched"))
+                .args(["llm", "serve", "--listen", &format!("127.0.0.1:{port}")])
+                .args(["--upstream", &format!("http://127.0.0.1:{engine_port}")])
+                .args(["--concurrency", "1", "--policy", policy, "--router", router])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the gateway starts"),
+        );
+        wait_ready(port, Duration::from_secs(30), "the gateway", &mut g.0);
+        g
+    })
+    .collect();
     // llama-cpp-python's first generation, before its prompt cache holds the prefix, can differ
     // from later identical ones (seen here): warm it up, then compare like with like.
     let engine_url = format!("http://127.0.0.1:{engine_port}/v1");
@@ -167,4 +169,25 @@ fn the_openai_client_gets_the_engines_answer_through_the_gateway_streamed_and_no
         through, direct,
         "the same deterministic answers through the gateway"
     );
+    let sage = openai_check(&format!("http://127.0.0.1:{sage_port}/v1"));
+    assert_eq!(sage, direct, "and through the SageSched gateway");
+    // It learned from both answers: the complete one's usage and the stream's counted events.
+    let metrics = Command::new("python3")
+        .args([
+            "-c",
+            &format!("import urllib.request as r; print(r.urlopen('http://127.0.0.1:{sage_port}/metrics').read().decode())"),
+        ])
+        .output()
+        .expect("python3 runs");
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 2"),
+        "{metrics}"
+    );
+    for g in &mut gateways {
+        assert!(
+            g.0.try_wait().is_ok_and(|s| s.is_none()),
+            "the gateways still serve"
+        );
+    }
 }

@@ -7,22 +7,28 @@
 //! unchanged apart from that.
 //!
 //! - [`request`]: what is checked of a request before it is queued (a 400 names the field).
-//! - [`admission`]: the queue and the upstream slots (bounded: a 429 past the bound).
+//! - [`order`]: the policy (`fcfs`, `sagesched`) and the predictor it learns online.
+//! - [`admission`]: the queue and the upstream slots (bounded: a 429 past the bound), with the
+//!   starvation guard.
+//! - [`route`]: which upstream a request goes to (round-robin, least-outstanding, cost-aware).
+//! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
 //! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
 //!   the answer ends or the client goes away.
 //! - [`server`]: the HTTP front and the configuration.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 //! - [`load`]: `xsched llm load`, an open-loop load generator for any OpenAI-compatible server.
 //!
-//! This is the first slice of issue 20: first-come-first-served order. The SageSched ordering
-//! (predicted cost from the ShareGPT issue's predictor) and its online learning from responses
-//! are not built yet.
 
 pub mod admission;
 pub mod load;
 pub mod metrics;
+pub mod order;
 pub mod proxy;
 pub mod request;
+pub mod route;
 pub mod server;
+pub mod tally;
 
-pub use server::{Gateway, GatewayConfig, GatewayError, Policy, RunningGateway};
+pub use order::Policy;
+pub use route::Router;
+pub use server::{Gateway, GatewayConfig, GatewayError, RunningGateway};

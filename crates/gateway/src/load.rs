@@ -3,7 +3,9 @@
 //! seeded Poisson arrivals whether or not earlier ones have finished; each is a streaming chat
 //! completion of one prompt with `max_tokens` capped, at temperature 0 with a fixed seed (so two
 //! runs ask the same work), and its time to first token (the first server-sent event with
-//! content) and to last token (the end of the stream) are recorded.
+//! content) and to last token (the end of the stream) are recorded. Sequentially (each request
+//! sent when the previous answer ended) it measures every request alone: the light-load
+//! baseline, and each request's time alone for relative waits.
 
 use crate::proxy::{UpstreamClient, Uri};
 use bytes::Bytes;
@@ -21,19 +23,34 @@ pub struct LoadConfig {
     pub url: Uri,
     /// The prompts, used in order (cycled if the run needs more).
     pub prompts: Vec<String>,
-    /// Mean requests per second.
-    pub rate: f64,
+    /// How requests are sent.
+    pub arrivals: Arrivals,
     /// How long to send for.
     pub duration: Duration,
+    /// Requests to send at most (`None`: as many as the duration allows).
+    pub requests: Option<usize>,
     /// The `max_tokens` of every request.
     pub max_tokens: u32,
     /// The arrival gaps' seed.
     pub seed: u64,
 }
 
+/// How requests are sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrivals {
+    /// Open loop: Poisson arrivals at this mean rate (requests per second).
+    Poisson(f64),
+    /// Closed loop: each request when the previous answer ended.
+    Sequential,
+}
+
 /// One request's outcome.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// Its prompt (an index into the configured prompts).
+    pub prompt: usize,
+    /// Seconds from the run's start to its sending.
+    pub sent: f64,
     /// Seconds from its arrival to the first event with content (`None`: none came).
     pub ttft: Option<f64>,
     /// Seconds from its arrival to the end of its answer.
@@ -50,13 +67,17 @@ pub enum LoadError {
     /// Nothing to send.
     #[error("no prompts")]
     NoPrompts,
-    /// A rate or duration that sends nothing.
-    #[error("rate and duration must be positive (rate {rate}, duration {duration:?})")]
+    /// A rate, duration or request count that sends nothing.
+    #[error(
+        "rate, duration and requests must be positive (arrivals {arrivals:?}, duration {duration:?}, requests {requests:?})"
+    )]
     Empty {
-        /// The rate.
-        rate: f64,
+        /// The arrivals.
+        arrivals: Arrivals,
         /// The duration.
         duration: Duration,
+        /// The request bound.
+        requests: Option<usize>,
     },
     /// The runtime.
     #[error("{0}")]
@@ -68,10 +89,12 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     if config.prompts.is_empty() {
         return Err(LoadError::NoPrompts);
     }
-    if !(config.rate > 0.0 && config.rate.is_finite()) || config.duration.is_zero() {
+    let bad_rate = matches!(config.arrivals, Arrivals::Poisson(r) if !(r > 0.0 && r.is_finite()));
+    if bad_rate || config.duration.is_zero() || config.requests == Some(0) {
         return Err(LoadError::Empty {
-            rate: config.rate,
+            arrivals: config.arrivals,
             duration: config.duration,
+            requests: config.requests,
         });
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -85,17 +108,22 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     let client = crate::proxy::client();
     let mut rng = SeededRng::new(config.seed);
-    let mean_gap = Nanos::from_us_f64(1e6 / config.rate);
     let start = Instant::now();
     let mut at = Duration::ZERO;
     let mut tasks = Vec::new();
-    for i in 0.. {
-        at += Duration::from_nanos(rng.exponential(mean_gap).0);
-        if at >= config.duration {
+    let mut samples = Vec::new();
+    for i in 0..config.requests.unwrap_or(usize::MAX) {
+        if let Arrivals::Poisson(rate) = config.arrivals {
+            at += Duration::from_nanos(rng.exponential(Nanos::from_us_f64(1e6 / rate)).0);
+            if at >= config.duration {
+                break;
+            }
+            tokio::time::sleep_until((start + at).into()).await;
+        } else if start.elapsed() >= config.duration {
             break;
         }
-        tokio::time::sleep_until((start + at).into()).await;
-        let prompt = &config.prompts[i % config.prompts.len()];
+        let index = i % config.prompts.len();
+        let prompt = &config.prompts[index];
         let body = serde_json::json!({
             "model": "default",
             "messages": [{"role": "user", "content": prompt}],
@@ -106,25 +134,52 @@ async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
             "seed": 1,
         })
         .to_string();
+        let sent = start.elapsed().as_secs_f64();
         let (client, url) = (client.clone(), config.url.clone());
-        tasks.push(tokio::spawn(async move { one(&client, &url, body).await }));
+        let task = tokio::spawn(async move { one(&client, &url, body).await });
+        if config.arrivals == Arrivals::Sequential {
+            samples.push(finished(task.await, index, sent));
+        } else {
+            tasks.push((task, index, sent));
+        }
     }
-    let mut samples = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        samples.push(t.await.unwrap_or(Sample {
-            ttft: None,
-            ttlt: 0.0,
-            status: 0,
-            chunks: 0,
-        }));
+    for (t, index, sent) in tasks {
+        samples.push(finished(t.await, index, sent));
     }
     Ok(samples)
 }
 
+/// A request's outcome as a sample of prompt `prompt` sent at `sent` (a task that failed to
+/// run counts as a failed connection).
+fn finished(outcome: Result<Outcome, tokio::task::JoinError>, prompt: usize, sent: f64) -> Sample {
+    let o = outcome.unwrap_or(Outcome {
+        ttft: None,
+        ttlt: 0.0,
+        status: 0,
+        chunks: 0,
+    });
+    Sample {
+        prompt,
+        sent,
+        ttft: o.ttft,
+        ttlt: o.ttlt,
+        status: o.status,
+        chunks: o.chunks,
+    }
+}
+
+/// What one request measured.
+struct Outcome {
+    ttft: Option<f64>,
+    ttlt: f64,
+    status: u16,
+    chunks: usize,
+}
+
 /// One streaming request from now.
-async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Sample {
+async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Outcome {
     let arrival = Instant::now();
-    let failed = |status| Sample {
+    let failed = |status| Outcome {
         ttft: None,
         ttlt: arrival.elapsed().as_secs_f64(),
         status,
@@ -162,7 +217,7 @@ async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Sample {
             }
         }
     }
-    Sample {
+    Outcome {
         ttft,
         ttlt: arrival.elapsed().as_secs_f64(),
         status,
@@ -175,13 +230,7 @@ fn has_content(event: &str) -> bool {
     let Some(json) = event.trim().strip_prefix("data:") else {
         return false;
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json.trim()) else {
-        return false;
-    };
-    let choice = &v["choices"][0];
-    [&choice["delta"]["content"], &choice["text"]]
-        .iter()
-        .any(|t| t.as_str().is_some_and(|t| !t.is_empty()))
+    serde_json::from_str::<serde_json::Value>(json.trim()).is_ok_and(|v| crate::tally::has_text(&v))
 }
 
 /// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the

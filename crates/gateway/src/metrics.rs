@@ -1,76 +1,128 @@
 //! The gateway's Prometheus metrics at `GET /metrics` on its own listener: per policy, how long
 //! requests waited in its queue, their time to first byte of the answer's body (the first token
-//! of a stream) and to its end, as histograms, and the answers by status. Every figure is
-//! measured at the gateway, from a request's arrival; recording is a few atomic additions.
+//! of a stream) and to its end, as histograms, the predictor's error (predicted mean output
+//! tokens against the answer's), and the answers by status. Every time is measured at the
+//! gateway, from a request's arrival; recording is a few atomic additions.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Histogram bucket bounds (seconds).
-const BUCKETS: [f64; 14] = [
+/// Bucket bounds of the time histograms (seconds).
+const SECONDS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
+/// Bucket bounds of the gateway's own time per request (seconds).
+const OWN: [f64; 13] = [
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1,
+];
+/// Bucket bounds of the predictor's error (tokens).
+const TOKENS: [f64; 12] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
 
-/// A histogram of durations.
-#[derive(Default)]
+/// A histogram over `bounds` (at most 16).
 struct Histogram {
+    bounds: &'static [f64],
     /// Observations at most each bound (cumulative when rendered).
-    counts: [AtomicU64; BUCKETS.len()],
+    counts: [AtomicU64; 16],
     count: AtomicU64,
-    sum_us: AtomicU64,
+    /// The sum of the observations in millionths.
+    sum_micro: AtomicU64,
 }
 
 impl Histogram {
-    fn record(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|&b| s <= b) {
+    fn over(bounds: &'static [f64]) -> Histogram {
+        debug_assert!(bounds.len() <= 16);
+        Histogram {
+            bounds,
+            counts: Default::default(),
+            count: AtomicU64::new(0),
+            sum_micro: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, value: f64) {
+        if let Some(i) = self.bounds.iter().position(|&b| value <= b) {
             self.counts[i].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        // `as` saturates: a negative or NaN value adds 0, an enormous one u64::MAX.
+        self.sum_micro
+            .fetch_add((value * 1e6) as u64, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
         let _ = writeln!(out, "# HELP {name} {help}.\n# TYPE {name} histogram");
         let mut cumulative = 0;
-        for (bound, c) in BUCKETS.iter().zip(&self.counts) {
+        for (bound, c) in self.bounds.iter().zip(&self.counts) {
             cumulative += c.load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
         }
         let count = self.count.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let sum = self.sum_micro.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
         let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
     }
 }
 
 /// What the gateway measured.
-#[derive(Default)]
 pub struct Metrics {
     queue_wait: Histogram,
     ttft: Histogram,
     ttlt: Histogram,
+    /// The gateway's own work on a request before it is forwarded (checks, prediction,
+    /// admission), less its wait for a slot.
+    own: Histogram,
+    /// |predicted mean − actual| output tokens.
+    predictor_error: Histogram,
+    /// The sum of (predicted mean − actual) in millionths of a token, signed: the bias.
+    predictor_bias_micro: std::sync::atomic::AtomicI64,
     /// Answers by class: 2xx, 4xx, 429, 5xx (the gateway's or the engine's).
     answers: [AtomicU64; 4],
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            queue_wait: Histogram::over(&SECONDS),
+            ttft: Histogram::over(&SECONDS),
+            ttlt: Histogram::over(&SECONDS),
+            own: Histogram::over(&OWN),
+            predictor_error: Histogram::over(&TOKENS),
+            predictor_bias_micro: std::sync::atomic::AtomicI64::new(0),
+            answers: Default::default(),
+        }
+    }
 }
 
 impl Metrics {
     /// A request waited `d` in the queue before it was admitted.
     pub fn queued(&self, d: Duration) {
-        self.queue_wait.record(d);
+        self.queue_wait.record(d.as_secs_f64());
     }
 
     /// The first byte of an answer's body came `d` after its request arrived.
     pub fn first_byte(&self, d: Duration) {
-        self.ttft.record(d);
+        self.ttft.record(d.as_secs_f64());
     }
 
     /// An answer's body ended (or its client went away) `d` after its request arrived.
     pub fn last_byte(&self, d: Duration) {
-        self.ttlt.record(d);
+        self.ttlt.record(d.as_secs_f64());
+    }
+
+    /// The gateway spent `d` of its own on a request before forwarding it.
+    pub fn own_time(&self, d: Duration) {
+        self.own.record(d.as_secs_f64());
+    }
+
+    /// An answer predicted at `predicted` output tokens (the mean) had `actual`.
+    pub fn predicted(&self, predicted: f64, actual: f64) {
+        self.predictor_error.record((predicted - actual).abs());
+        self.predictor_bias_micro
+            .fetch_add(((predicted - actual) * 1e6) as i64, Ordering::Relaxed);
     }
 
     /// An answer with `status` was given.
@@ -106,6 +158,23 @@ impl Metrics {
             "arrival to the end of the answer's body",
             &labels,
         );
+        self.own.render(
+            &mut out,
+            "xsched_gateway_own_seconds",
+            "the gateway's own work on a request before forwarding it (checks, prediction, admission), less its wait for a slot",
+            &labels,
+        );
+        self.predictor_error.render(
+            &mut out,
+            "xsched_gateway_predictor_abs_error_tokens",
+            "|predicted mean - actual| output tokens of answers learned from",
+            &labels,
+        );
+        let bias = self.predictor_bias_micro.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "# HELP xsched_gateway_predictor_bias_tokens_total The sum of predicted mean - actual output tokens (divide by the error's count for the mean bias).\n# TYPE xsched_gateway_predictor_bias_tokens_total counter\nxsched_gateway_predictor_bias_tokens_total{{{labels}}} {bias}"
+        );
         let _ = writeln!(
             out,
             "# HELP xsched_gateway_answers_total Answers given, by status class.\n# TYPE xsched_gateway_answers_total counter"
@@ -133,6 +202,8 @@ mod tests {
         m.last_byte(Duration::from_secs(500));
         m.answered(200);
         m.answered(429);
+        m.predicted(10.0, 4.0);
+        m.predicted(3.0, 100.0);
         let text = m.render("fcfs");
         assert!(
             text.contains("xsched_gateway_ttlt_seconds_bucket{policy=\"fcfs\",le=\"0.005\"} 1"),
@@ -145,5 +216,12 @@ mod tests {
         assert!(text.contains("xsched_gateway_ttlt_seconds_bucket{policy=\"fcfs\",le=\"+Inf\"} 3"));
         assert!(text.contains("xsched_gateway_ttlt_seconds_count{policy=\"fcfs\"} 3"));
         assert!(text.contains("xsched_gateway_answers_total{policy=\"fcfs\",status=\"429\"} 1"));
+        assert!(text.contains(
+            "xsched_gateway_predictor_abs_error_tokens_bucket{policy=\"fcfs\",le=\"8\"} 1"
+        ));
+        assert!(
+            text.contains("xsched_gateway_predictor_abs_error_tokens_sum{policy=\"fcfs\"} 103")
+        );
+        assert!(text.contains("xsched_gateway_predictor_bias_tokens_total{policy=\"fcfs\"} -91"));
     }
 }

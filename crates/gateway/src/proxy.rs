@@ -3,10 +3,13 @@
 //! the status, headers and body (streamed chunk by chunk, so server-sent events arrive as the
 //! engine sends them) come down. The request's [`Slot`] rides with the answer's body and is
 //! freed when the body ends or is dropped, so a client that disconnects mid-stream frees its
-//! engine slot (the upstream connection is dropped with it, which the engine sees).
+//! engine slot (the upstream connection is dropped with it, which the engine sees). A successful
+//! answer that ends whole is tallied on its way (`tally.rs`) and the predictor learns from it.
 
 use crate::admission::Slot;
 use crate::metrics::Metrics;
+use crate::order::{Forecast, Orderer};
+use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -111,16 +114,37 @@ pub struct Timing {
     pub arrival: Instant,
 }
 
+/// What the predictor learns a request's answer with.
+pub struct Learning {
+    /// Who learns.
+    pub orderer: Arc<Orderer>,
+    /// What was predicted.
+    pub forecast: Forecast,
+    /// The answer's tally (streamed or not, as the request asked).
+    pub tally: Tally,
+    /// When it was admitted (its service starts).
+    pub admitted: Instant,
+}
+
+/// What rides with a scheduled request's answer.
+pub struct Tracked {
+    /// Its slot, freed when the answer ends.
+    pub slot: Slot,
+    /// Its times.
+    pub timing: Timing,
+    /// Learning from it, when the gateway predicts.
+    pub learning: Option<Learning>,
+}
+
 /// Send `body` to `base` + `path_and_query` like the client's request `parts`, and answer with
-/// the upstream's answer (its body carrying `slot` and `timing`), or a 502 saying why the
+/// the upstream's answer (its body carrying what is `tracked`), or a 502 saying why the
 /// upstream could not be reached.
 pub async fn forward(
     client: &UpstreamClient,
     base: &Uri,
     parts: &hyper::http::request::Parts,
     body: Bytes,
-    slot: Option<Slot>,
-    timing: Option<Timing>,
+    tracked: Option<Tracked>,
 ) -> Response<AnswerBody> {
     let path = parts
         .uri
@@ -158,10 +182,16 @@ pub async fn forward(
         Ok(answer) => {
             let (mut parts, body) = answer.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            let (slot, timing, learning) = match tracked {
+                Some(t) => (Some(t.slot), Some(t.timing), t.learning),
+                None => (None, None, None),
+            };
             let guarded = Guarded {
                 body,
                 _slot: slot,
                 timing,
+                // Errors are not answers to learn lengths from.
+                learning: learning.filter(|_| parts.status.is_success()),
                 first: false,
             };
             Response::from_parts(parts, guarded.boxed())
@@ -178,11 +208,13 @@ pub async fn forward(
     }
 }
 
-/// An upstream answer's body with the slot it holds, recording its first and last byte.
+/// An upstream answer's body with the slot it holds, recording its first and last byte and
+/// tallying it for the predictor.
 struct Guarded {
     body: Incoming,
     _slot: Option<Slot>,
     timing: Option<Timing>,
+    learning: Option<Learning>,
     first: bool,
 }
 
@@ -191,6 +223,15 @@ impl Guarded {
     fn end(&mut self) {
         if let Some(t) = self.timing.take() {
             t.metrics.last_byte(t.arrival.elapsed());
+        }
+    }
+
+    /// The body ended whole: learn from it.
+    fn learn(&mut self) {
+        if let Some(l) = self.learning.take()
+            && let Some(counted) = l.tally.finish()
+        {
+            l.orderer.learn(l.forecast, counted, l.admitted.elapsed());
         }
     }
 }
@@ -212,14 +253,32 @@ impl Body for Guarded {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         match &polled {
-            Poll::Ready(Some(Ok(frame))) if !this.first && frame.is_data() => {
-                this.first = true;
-                if let Some(t) = &this.timing {
-                    t.metrics.first_byte(t.arrival.elapsed());
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    if !this.first {
+                        this.first = true;
+                        if let Some(t) = &this.timing {
+                            t.metrics.first_byte(t.arrival.elapsed());
+                        }
+                    }
+                    if let Some(l) = &mut this.learning {
+                        l.tally.feed(data);
+                    }
+                }
+                // A sized body's last frame: the server may not poll again.
+                if this.body.is_end_stream() {
+                    this.learn();
                 }
             }
-            Poll::Ready(None | Some(Err(_))) => this.end(),
-            _ => {}
+            Poll::Ready(None) => {
+                this.learn();
+                this.end();
+            }
+            Poll::Ready(Some(Err(_))) => {
+                this.learning = None;
+                this.end();
+            }
+            Poll::Pending => {}
         }
         polled
     }

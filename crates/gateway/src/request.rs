@@ -1,6 +1,11 @@
 //! What the gateway checks of a request before it queues it: that the body is JSON of the
 //! endpoint's shape, as far as scheduling needs it. Everything else passes through unchanged for
 //! the engine to judge. A malformed request gets a 400 whose message names the field.
+//!
+//! What the predictor needs is read on the way: the text the answer responds to (a chat's last
+//! user message, or a completion's prompt), the length of the whole context, and the previous
+//! answer in the conversation (the last assistant message before it), whose length predicts
+//! this one's.
 
 use serde_json::Value;
 
@@ -22,6 +27,14 @@ pub struct Checked {
     pub stream: bool,
     /// The requested output bound, if any.
     pub max_tokens: Option<u64>,
+    /// The text the answer responds to: a chat's last user message (every message's text if it
+    /// has none), or a completion's prompt (its strings joined).
+    pub prompt: String,
+    /// Characters of the whole context: every message's text, or the whole prompt.
+    pub context_chars: usize,
+    /// Characters of the conversation's previous answer (the last assistant message before the
+    /// last user message), if there is one.
+    pub previous_answer_chars: Option<usize>,
 }
 
 /// Why a request was refused: the field and what it must be.
@@ -48,23 +61,28 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
     let Value::Object(fields) = value else {
         return Err(invalid("body", "expected a JSON object"));
     };
-    match endpoint {
+    let (prompt, context_chars, previous_answer_chars) = match endpoint {
         Endpoint::Chat => match fields.get("messages") {
             Some(Value::Array(m)) if !m.is_empty() => {
                 if let Some(i) = m.iter().position(|v| !v.is_object()) {
                     return Err(invalid("messages", format!("item {i} is not an object")));
                 }
+                conversation(m)
             }
             Some(Value::Array(_)) => return Err(invalid("messages", "must not be empty")),
             Some(_) => return Err(invalid("messages", "expected an array of messages")),
             None => return Err(invalid("messages", "missing")),
         },
         Endpoint::Completions => match fields.get("prompt") {
-            Some(Value::String(_) | Value::Array(_)) => {}
+            Some(p @ (Value::String(_) | Value::Array(_))) => {
+                let text = text_of(p);
+                let chars = text.chars().count();
+                (text, chars, None)
+            }
             Some(_) => return Err(invalid("prompt", "expected a string or an array")),
             None => return Err(invalid("prompt", "missing")),
         },
-    }
+    };
     if let Some(m) = fields.get("model")
         && !m.is_string()
     {
@@ -86,7 +104,48 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
         endpoint,
         stream,
         max_tokens,
+        prompt,
+        context_chars,
+        previous_answer_chars,
     })
+}
+
+/// The text of a message's `content` or a completion's `prompt`: a string, or an array of
+/// strings and `{"type": "text", "text": …}` parts (other parts, such as images, have none).
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter_map(|p| p.as_str().or_else(|| p.get("text")?.as_str()))
+                .collect();
+            texts.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// A chat's prompt text, context characters and previous answer's characters.
+fn conversation(messages: &[Value]) -> (String, usize, Option<usize>) {
+    let texts: Vec<(Option<&str>, String)> = messages
+        .iter()
+        .map(|m| {
+            let role = m.get("role").and_then(Value::as_str);
+            (role, m.get("content").map(text_of).unwrap_or_default())
+        })
+        .collect();
+    let context = texts.iter().map(|(_, t)| t.chars().count()).sum();
+    let Some(last_user) = texts.iter().rposition(|(role, _)| *role == Some("user")) else {
+        let all: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+        return (all.join("\n"), context, None);
+    };
+    let previous = texts[..last_user]
+        .iter()
+        .rev()
+        .find(|(role, _)| *role == Some("assistant"))
+        .map(|(_, t)| t.chars().count());
+    (texts[last_user].1.clone(), context, previous)
 }
 
 #[cfg(test)]
@@ -101,11 +160,40 @@ mod tests {
             Ok(Checked {
                 endpoint: Endpoint::Chat,
                 stream: true,
-                max_tokens: Some(8)
+                max_tokens: Some(8),
+                prompt: "hi".into(),
+                context_chars: 2,
+                previous_answer_chars: None,
             })
         );
         let c = check(Endpoint::Completions, br#"{"prompt":"once"}"#).expect("valid");
         assert!(!c.stream && c.max_tokens.is_none());
+        assert_eq!((c.prompt.as_str(), c.context_chars), ("once", 4));
+    }
+
+    #[test]
+    fn the_predictor_sees_the_last_question_and_the_answer_before_it() {
+        let chat = br#"{"messages":[
+            {"role":"system","content":"be brief"},
+            {"role":"user","content":"first question"},
+            {"role":"assistant","content":"an answer"},
+            {"role":"user","content":[{"type":"text","text":"and"},{"type":"image_url"},{"type":"text","text":"then?"}]}
+        ]}"#;
+        let c = check(Endpoint::Chat, chat).expect("valid");
+        assert_eq!(c.prompt, "and\nthen?");
+        assert_eq!(c.previous_answer_chars, Some(9));
+        assert_eq!(c.context_chars, 8 + 14 + 9 + 9);
+        let no_user = check(
+            Endpoint::Chat,
+            br#"{"messages":[{"role":"system","content":"s"}]}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            (no_user.prompt.as_str(), no_user.previous_answer_chars),
+            ("s", None)
+        );
+        let parts = check(Endpoint::Completions, br#"{"prompt":["a","b"]}"#).expect("valid");
+        assert_eq!(parts.prompt, "a\nb");
     }
 
     #[test]

@@ -5,8 +5,11 @@
 
 use crate::admission::{Admission, Refused};
 use crate::metrics::Metrics;
-use crate::proxy::{self, AnswerBody, Timing, UpstreamClient};
+use crate::order::{Orderer, Policy};
+use crate::proxy::{self, AnswerBody, Learning, Timing, Tracked, UpstreamClient};
 use crate::request::{self, Endpoint};
+use crate::route::Router;
+use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -16,8 +19,8 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+use xsched_llm::embedding::{Embedder, Hashed};
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
@@ -27,38 +30,8 @@ pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3
 /// Client connections served at once; more wait in the listen backlog until one closes.
 pub const MAX_CONNECTIONS: usize = 4096;
 
-/// The order requests are admitted in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// First come, first served.
-    Fcfs,
-}
-
-impl Policy {
-    /// Its name (`--policy`, and the metrics' `policy` label).
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Fcfs => "fcfs",
-        }
-    }
-}
-
-impl std::str::FromStr for Policy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Policy, String> {
-        match s {
-            "fcfs" => Ok(Policy::Fcfs),
-            "sagesched" => {
-                Err("sagesched ordering in the gateway is not built yet; use fcfs".into())
-            }
-            _ => Err(format!("unknown policy `{s}`; known: fcfs")),
-        }
-    }
-}
-
 /// What the gateway serves.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct GatewayConfig {
     /// Where to listen.
     pub listen: SocketAddr,
@@ -71,6 +44,50 @@ pub struct GatewayConfig {
     pub concurrency: usize,
     /// Requests waiting at most; past it, a 429.
     pub max_waiting: usize,
+    /// Which upstream a request goes to.
+    pub router: Router,
+    /// The prompt embedding the predictor uses (`sagesched` and the cost-aware router predict;
+    /// `None`: the built-in hashed n-grams).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Entries the predictor's history holds.
+    pub history: usize,
+}
+
+impl GatewayConfig {
+    /// `listen` in front of `upstreams`, first come first served to the least loaded, `concurrency`
+    /// in flight per upstream, at most 1024 waiting.
+    pub fn new(listen: SocketAddr, upstreams: Vec<Uri>, concurrency: usize) -> GatewayConfig {
+        GatewayConfig {
+            listen,
+            upstreams,
+            policy: Policy::Fcfs,
+            concurrency,
+            max_waiting: 1024,
+            router: Router::LeastOutstanding,
+            embedder: None,
+            history: crate::order::HISTORY,
+        }
+    }
+
+    /// Whether requests are predicted.
+    fn predicts(&self) -> bool {
+        self.policy == Policy::SageSched || self.router == Router::CostAware
+    }
+}
+
+impl std::fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayConfig")
+            .field("listen", &self.listen)
+            .field("upstreams", &self.upstreams)
+            .field("policy", &self.policy)
+            .field("concurrency", &self.concurrency)
+            .field("max_waiting", &self.max_waiting)
+            .field("router", &self.router)
+            .field("embedder", &self.embedder.as_ref().map(|e| e.name()))
+            .field("history", &self.history)
+            .finish()
+    }
 }
 
 /// Why the gateway could not start.
@@ -91,8 +108,8 @@ struct Shared {
     config: GatewayConfig,
     metrics: Arc<Metrics>,
     admission: Arc<Admission>,
+    orderer: Arc<Orderer>,
     client: UpstreamClient,
-    arrivals: AtomicU64,
 }
 
 /// A gateway bound to its address, not yet serving.
@@ -136,11 +153,28 @@ impl Gateway {
             .enable_all()
             .build()?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
+        if config.history == 0 {
+            return Err(GatewayError::Zero("the predictor's history"));
+        }
         let admission = Admission::new(
             config.upstreams.len(),
             config.concurrency,
             config.max_waiting,
+            config.router,
         );
+        let metrics = Arc::new(Metrics::default());
+        let embedder = config.predicts().then(|| {
+            config
+                .embedder
+                .clone()
+                .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>)
+        });
+        let orderer = Arc::new(Orderer::new(
+            config.policy,
+            embedder,
+            config.history,
+            metrics.clone(),
+        ));
         let client = {
             let _enter = runtime.enter();
             proxy::client()
@@ -148,10 +182,10 @@ impl Gateway {
         Ok(Gateway {
             shared: Arc::new(Shared {
                 config,
-                metrics: Arc::default(),
+                metrics,
                 admission,
+                orderer,
                 client,
-                arrivals: AtomicU64::new(0),
             }),
             runtime,
             listener,
@@ -270,7 +304,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         (&Method::GET, "/v1/models") => {
             let (parts, _) = req.into_parts();
             let first = &shared.config.upstreams[0];
-            return proxy::forward(&shared.client, first, &parts, Bytes::new(), None, None).await;
+            return proxy::forward(&shared.client, first, &parts, Bytes::new(), None).await;
         }
         (_, path) => {
             let message = format!(
@@ -312,18 +346,38 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             return proxy::error(status, "invalid_request_error", &message, Some("body"));
         }
     };
-    if let Err(e) = request::check(endpoint, &body) {
-        return proxy::error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &e.to_string(),
-            Some(e.field),
-        );
-    }
-    let rank = match shared.config.policy {
-        Policy::Fcfs => shared.arrivals.fetch_add(1, Ordering::Relaxed),
+    let read = Instant::now();
+    let checked = match request::check(endpoint, &body) {
+        Ok(c) => c,
+        Err(e) => {
+            return proxy::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &e.to_string(),
+                Some(e.field),
+            );
+        }
     };
-    let slot = match shared.admission.admit(rank).await {
+    let stream = checked.stream;
+    let placed = if shared.orderer.predicts() {
+        // Embedding the prompt is CPU work: off the runtime's threads.
+        let orderer = shared.orderer.clone();
+        match tokio::task::spawn_blocking(move || orderer.place(&checked)).await {
+            Ok(p) => p,
+            Err(e) => {
+                return proxy::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    &format!("predicting the request: {e}"),
+                    None,
+                );
+            }
+        }
+    } else {
+        shared.orderer.place(&checked)
+    };
+    let placed_at = Instant::now();
+    let slot = match shared.admission.admit(placed.ticket).await {
         Ok(slot) => slot,
         Err(e @ Refused::Full(_)) => {
             return proxy::error(
@@ -342,19 +396,24 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             );
         }
     };
-    shared.metrics.queued(arrival.elapsed());
+    let admitted = Instant::now();
+    shared.metrics.queued(admitted - arrival);
     let upstream = &shared.config.upstreams[slot.upstream()];
-    let timing = Timing {
-        metrics: shared.metrics.clone(),
-        arrival,
+    let tracked = Tracked {
+        slot,
+        timing: Timing {
+            metrics: shared.metrics.clone(),
+            arrival,
+        },
+        learning: placed.forecast.map(|forecast| Learning {
+            orderer: shared.orderer.clone(),
+            forecast,
+            tally: Tally::new(stream),
+            admitted,
+        }),
     };
-    proxy::forward(
-        &shared.client,
-        upstream,
-        &parts,
-        body,
-        Some(slot),
-        Some(timing),
-    )
-    .await
+    shared
+        .metrics
+        .own_time((placed_at - read) + admitted.elapsed());
+    proxy::forward(&shared.client, upstream, &parts, body, Some(tracked)).await
 }

@@ -1,7 +1,9 @@
 //! The gateway in front of a fake engine (an HTTP server in this test that records what reaches
 //! it): first-come-first-served admission within the concurrency limit, answers passed through
 //! byte for byte (streamed and not), a slot freed when its client disconnects mid-stream, and
-//! bad input answered without losing anything. The real engine (llama.cpp) is the next slice.
+//! bad input answered without losing anything; SageSched ordering learned online from the
+//! engine's answers, and the routers over two engines. The real engine (llama.cpp) is in
+//! `crates/cli/tests/llm_serve.rs`.
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xsched_gateway::{Gateway, GatewayConfig, Policy, RunningGateway};
+use xsched_gateway::{Gateway, GatewayConfig, Policy, Router, RunningGateway};
 
 /// What the fake engine saw.
 struct Seen {
@@ -75,8 +77,9 @@ impl Body for ChanBody {
 
 type EngineBody = BoxBody<Bytes, Infallible>;
 
-/// Answer like an engine: a request's `user` field is its tag and `max_tokens` how many ms to
-/// take; the answer is a JSON body naming the tag or, when `stream`, one event per 20 ms.
+/// Answer like an engine: a request's `user` field is its tag and `ms` (else `max_tokens`) how
+/// many ms to take; the answer is a JSON body naming the tag, with `answer_tokens` (a test's
+/// field) as its usage's completion tokens when given, or, when `stream`, one event per 20 ms.
 async fn engine(
     req: Request<Incoming>,
     seen: Arc<Seen>,
@@ -95,7 +98,7 @@ async fn engine(
     }
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let tag = v["user"].as_str().unwrap_or("-").to_string();
-    let ms = v["max_tokens"].as_u64().unwrap_or(0);
+    let ms = v["ms"].as_u64().or(v["max_tokens"].as_u64()).unwrap_or(0);
     seen.order.lock().expect("order").push(tag.clone());
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -105,7 +108,12 @@ async fn engine(
     if v["stream"] != true {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let text = format!(r#"{{"id":"{tag}","choices":[{{"text":"ok"}}]}}"#);
+        let text = match v["answer_tokens"].as_u64() {
+            Some(n) => format!(
+                r#"{{"id":"{tag}","choices":[{{"text":"ok"}}],"usage":{{"prompt_tokens":3,"completion_tokens":{n}}}}}"#
+            ),
+            None => format!(r#"{{"id":"{tag}","choices":[{{"text":"ok"}}]}}"#),
+        };
         let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
         r.headers_mut()
             .insert("x-engine", "fake".parse().expect("header"));
@@ -155,17 +163,25 @@ fn start_engine(rt: &tokio::runtime::Runtime) -> (SocketAddr, Arc<Seen>) {
     (addr, seen)
 }
 
-fn gateway(upstreams: &[SocketAddr], concurrency: usize, max_waiting: usize) -> RunningGateway {
-    let config = GatewayConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        upstreams: upstreams
+fn config(upstreams: &[SocketAddr], concurrency: usize) -> GatewayConfig {
+    GatewayConfig::new(
+        "127.0.0.1:0".parse().expect("addr"),
+        upstreams
             .iter()
             .map(|a| format!("http://{a}").parse().expect("uri"))
             .collect(),
-        policy: Policy::Fcfs,
         concurrency,
+    )
+}
+
+fn gateway(upstreams: &[SocketAddr], concurrency: usize, max_waiting: usize) -> RunningGateway {
+    serve(GatewayConfig {
         max_waiting,
-    };
+        ..config(upstreams, concurrency)
+    })
+}
+
+fn serve(config: GatewayConfig) -> RunningGateway {
     Gateway::bind(config).expect("bind").spawn().expect("serve")
 }
 
@@ -365,13 +381,11 @@ fn bad_input_gets_a_clear_answer_and_loses_nothing() {
 
 #[test]
 fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
-    let base = GatewayConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        upstreams: vec!["http://127.0.0.1:9".parse().expect("uri")],
-        policy: Policy::Fcfs,
-        concurrency: 1,
-        max_waiting: 1,
-    };
+    let base = GatewayConfig::new(
+        "127.0.0.1:0".parse().expect("addr"),
+        vec!["http://127.0.0.1:9".parse().expect("uri")],
+        1,
+    );
     for (config, names) in [
         (
             GatewayConfig {
@@ -401,6 +415,13 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
             },
             "queue",
         ),
+        (
+            GatewayConfig {
+                history: 0,
+                ..base.clone()
+            },
+            "history",
+        ),
     ] {
         let err = Gateway::bind(config)
             .err()
@@ -408,10 +429,7 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
             .unwrap_or_default();
         assert!(err.contains(names), "{err}");
     }
-    assert!(
-        "sagesched".parse::<Policy>().is_err(),
-        "not built yet: refused, not faked"
-    );
+    assert!("srpt".parse::<Policy>().is_err());
 }
 
 #[test]
@@ -422,8 +440,9 @@ fn the_load_generator_measures_every_request_it_sends() {
     let config = xsched_gateway::load::LoadConfig {
         url: format!("http://{}", gw.addr()).parse().expect("uri"),
         prompts: vec!["hello".into(), "again".into()],
-        rate: 50.0,
+        arrivals: xsched_gateway::load::Arrivals::Poisson(50.0),
         duration: Duration::from_millis(400),
+        requests: None,
         // The fake engine streams one event per 20 ms of max_tokens.
         max_tokens: 100,
         seed: 3,
@@ -438,14 +457,38 @@ fn the_load_generator_measures_every_request_it_sends() {
     assert_eq!(seen.order.lock().expect("order").len(), samples.len());
     let summary = xsched_gateway::load::summary(&samples);
     assert_eq!(summary["answered"], samples.len());
-    let empty = xsched_gateway::load::LoadConfig {
-        rate: 0.0,
-        ..config
-    };
-    assert!(
-        xsched_gateway::load::run(&empty).is_err(),
-        "a rate of zero sends nothing"
-    );
+    let prompts: Vec<usize> = samples.iter().map(|s| s.prompt).collect();
+    let cycled: Vec<usize> = (0..samples.len()).map(|i| i % 2).collect();
+    assert_eq!(prompts, cycled, "prompts in order, cycled");
+    // Sequentially: each request alone, sent after the previous answer ended.
+    let alone = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
+        arrivals: xsched_gateway::load::Arrivals::Sequential,
+        requests: Some(3),
+        ..config.clone()
+    })
+    .expect("a run");
+    assert_eq!(alone.len(), 3);
+    for pair in alone.windows(2) {
+        assert!(
+            pair[1].sent >= pair[0].sent + pair[0].ttlt,
+            "sent after the previous ended: {pair:?}"
+        );
+    }
+    for empty in [
+        xsched_gateway::load::LoadConfig {
+            arrivals: xsched_gateway::load::Arrivals::Poisson(0.0),
+            ..config.clone()
+        },
+        xsched_gateway::load::LoadConfig {
+            requests: Some(0),
+            ..config
+        },
+    ] {
+        assert!(
+            xsched_gateway::load::run(&empty).is_err(),
+            "sends nothing: {empty:?}"
+        );
+    }
 }
 
 #[test]
@@ -468,10 +511,145 @@ fn metrics_count_every_answer_with_its_waits() {
             "xsched_gateway_queue_wait_seconds_count{policy=\"fcfs\"} 3",
             "xsched_gateway_ttft_seconds_count{policy=\"fcfs\"} 3",
             "xsched_gateway_ttlt_seconds_count{policy=\"fcfs\"} 3",
+            "xsched_gateway_own_seconds_count{policy=\"fcfs\"} 3",
             "xsched_gateway_answers_total{policy=\"fcfs\",status=\"2xx\"} 3",
             "xsched_gateway_answers_total{policy=\"fcfs\",status=\"4xx\"} 1",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
         }
     });
+}
+
+/// A chat request whose answer the fake engine makes `answer_tokens` long, taking `ms`.
+fn sized(tag: &str, prompt: &str, answer_tokens: u64, ms: u64) -> String {
+    serde_json::json!({
+        "model": "m", "user": tag, "max_tokens": 4096, "ms": ms, "answer_tokens": answer_tokens,
+        "messages": [{"role": "user", "content": prompt}],
+    })
+    .to_string()
+}
+
+const SHORT: &str = "answer yes or no please";
+const LONG: &str = "write a long detailed essay on the history of the roman empire";
+
+#[test]
+fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        policy: Policy::SageSched,
+        ..config(&[engine], 1)
+    });
+    let addr = gw.addr();
+    rt.block_on(async {
+        // Teach it: one at a time, so every answer is learned before the next is placed. Each
+        // takes 50 ms: the aging guard then measures about 0.1 ms per token, and the long
+        // request ages after 100 × its ~600 predicted tokens × 0.1 ms, seconds after this test
+        // needs it to wait.
+        for i in 0..20 {
+            for (prompt, tokens) in [(SHORT, 2), (LONG, 900)] {
+                let (status, _, _) = post(
+                    addr,
+                    "/v1/chat/completions",
+                    sized(&format!("t{i}"), prompt, tokens, 50),
+                )
+                .await;
+                assert_eq!(status, StatusCode::OK);
+            }
+        }
+        let hold = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
+        until("the held request to reach the engine", || {
+            seen.in_flight.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        let mut tasks = Vec::new();
+        for (i, (tag, prompt)) in [("long", LONG), ("short", SHORT)].into_iter().enumerate() {
+            tasks.push(tokio::spawn(post(
+                addr,
+                "/v1/chat/completions",
+                sized(tag, prompt, 1, 0),
+            )));
+            until("the request to queue", || gw.load().0 > i).await;
+        }
+        seen.gate.add_permits(1);
+        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
+        for t in tasks {
+            assert_eq!(t.await.expect("task").0, StatusCode::OK);
+        }
+        let (_, text) = get(addr, "/metrics").await;
+        let text = String::from_utf8_lossy(&text);
+        // 40 taught, 2 measured; the held request's answer had no usage and is not learned.
+        assert!(
+            text.contains(
+                "xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 42"
+            ),
+            "{text}"
+        );
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(
+        &order[order.len() - 2..],
+        ["short", "long"],
+        "arrived long first, admitted short first"
+    );
+}
+
+#[test]
+fn the_predictor_learns_from_streams_counted_as_they_pass() {
+    let rt = runtime();
+    let (engine, _) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        policy: Policy::SageSched,
+        ..config(&[engine], 2)
+    });
+    rt.block_on(async {
+        for _ in 0..3 {
+            // 100 ms: five events with content.
+            let (status, _, _) =
+                post(gw.addr(), "/v1/chat/completions", chat("s", 100, true)).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let (_, text) = get(gw.addr(), "/metrics").await;
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            text.contains(
+                "xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 3"
+            ),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn round_robin_alternates_engines_where_least_outstanding_takes_the_first_idle_one() {
+    let rt = runtime();
+    let engines = [start_engine(&rt), start_engine(&rt)];
+    let addrs = [engines[0].0, engines[1].0];
+    for (router, expected) in [
+        (Router::RoundRobin, [2, 2]),
+        (Router::LeastOutstanding, [4, 0]),
+        (Router::CostAware, [4, 0]),
+    ] {
+        let gw = serve(GatewayConfig {
+            router,
+            ..config(&addrs, 4)
+        });
+        let before = engines
+            .each_ref()
+            .map(|(_, s)| s.order.lock().expect("o").len());
+        rt.block_on(async {
+            // One at a time: both engines are idle at every decision.
+            for _ in 0..4 {
+                let (status, _, _) =
+                    post(gw.addr(), "/v1/chat/completions", chat("r", 0, false)).await;
+                assert_eq!(status, StatusCode::OK);
+            }
+        });
+        let seen: Vec<usize> = engines
+            .iter()
+            .zip(before)
+            .map(|((_, s), b)| s.order.lock().expect("o").len() - b)
+            .collect();
+        assert_eq!(seen, expected, "{}", router.name());
+    }
 }

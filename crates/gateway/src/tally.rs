@@ -1,0 +1,210 @@
+//! Counting an answer's tokens as it passes through, so the predictor learns from real answers:
+//! the `usage` an engine reports (`completion_tokens`, and `prompt_tokens` for the prompt's
+//! length) when it sends one, else, in a stream, the events that carry text (llama.cpp's and
+//! vLLM's servers send one per token). A stream is scanned line by line as its chunks arrive; a
+//! complete answer is kept (up to [`MAX_KEPT`] bytes) and read at its end. Nothing is changed.
+
+use serde_json::Value;
+
+/// The most bytes of a non-streamed answer kept to read its `usage` (a larger answer is not
+/// learned from), and of one unfinished line of a stream.
+pub const MAX_KEPT: usize = 1 << 20;
+
+/// What an answer said about its length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// Output tokens: `usage.completion_tokens`, or the events with text.
+    pub output_tokens: u32,
+    /// `usage.prompt_tokens`, when the engine reported it.
+    pub prompt_tokens: Option<u32>,
+}
+
+/// The tally of one answer.
+#[derive(Debug)]
+pub struct Tally {
+    stream: bool,
+    /// A non-streamed answer so far, or a stream's unfinished line.
+    kept: Vec<u8>,
+    overflow: bool,
+    events_with_text: u32,
+    usage: Option<Counted>,
+}
+
+impl Tally {
+    /// A tally of a streamed (server-sent events) or complete JSON answer.
+    pub fn new(stream: bool) -> Tally {
+        Tally {
+            stream,
+            kept: Vec::new(),
+            overflow: false,
+            events_with_text: 0,
+            usage: None,
+        }
+    }
+
+    /// The next chunk of the answer's body.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if !self.stream {
+            self.keep(chunk);
+            return;
+        }
+        let mut rest = chunk;
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.keep(&rest[..end]);
+            let line = std::mem::take(&mut self.kept);
+            if !std::mem::take(&mut self.overflow) {
+                self.line(&line);
+            }
+            self.kept = line;
+            self.kept.clear();
+            rest = &rest[end + 1..];
+        }
+        self.keep(rest);
+    }
+
+    fn keep(&mut self, bytes: &[u8]) {
+        if self.kept.len() + bytes.len() > MAX_KEPT {
+            self.overflow = true;
+            self.kept.clear();
+        } else if !self.overflow {
+            self.kept.extend_from_slice(bytes);
+        }
+    }
+
+    /// One line of a stream: `data: {json}` events count.
+    fn line(&mut self, line: &[u8]) {
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return;
+        };
+        let Ok(event) = serde_json::from_slice::<Value>(data.trim_ascii()) else {
+            return; // `[DONE]`, or not JSON: not a token.
+        };
+        if let Some(u) = usage(&event) {
+            self.usage = Some(u);
+        }
+        if has_text(&event) {
+            self.events_with_text += 1;
+        }
+    }
+
+    /// The answer ended: what it said of its length, if anything.
+    pub fn finish(mut self) -> Option<Counted> {
+        if self.stream {
+            let last = std::mem::take(&mut self.kept);
+            if !self.overflow {
+                self.line(&last);
+            }
+            return self.usage.or_else(|| {
+                (self.events_with_text > 0).then_some(Counted {
+                    output_tokens: self.events_with_text,
+                    prompt_tokens: None,
+                })
+            });
+        }
+        if self.overflow {
+            return None;
+        }
+        usage(&serde_json::from_slice(&self.kept).ok()?)
+    }
+}
+
+/// Whether a streamed event carries generated text (a chat delta's or a completion's).
+pub fn has_text(event: &Value) -> bool {
+    let choice = &event["choices"][0];
+    choice["delta"]["content"]
+        .as_str()
+        .or_else(|| choice["text"].as_str())
+        .is_some_and(|t| !t.is_empty())
+}
+
+/// An answer's or event's `usage`.
+fn usage(v: &Value) -> Option<Counted> {
+    let u = v.get("usage")?;
+    Some(Counted {
+        output_tokens: u32::try_from(u.get("completion_tokens")?.as_u64()?).ok()?,
+        prompt_tokens: u
+            .get("prompt_tokens")
+            .and_then(Value::as_u64)
+            .and_then(|p| u32::try_from(p).ok()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(stream: bool, chunks: &[&[u8]]) -> Option<Counted> {
+        let mut t = Tally::new(stream);
+        chunks.iter().for_each(|c| t.feed(c));
+        t.finish()
+    }
+
+    #[test]
+    fn a_complete_answer_is_counted_by_its_usage() {
+        let body = br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}"#;
+        let (a, b) = body.split_at(40);
+        assert_eq!(
+            tally(false, &[a, b]),
+            Some(Counted {
+                output_tokens: 7,
+                prompt_tokens: Some(12)
+            })
+        );
+        assert_eq!(tally(false, &[b"{\"choices\":[]}"]), None, "no usage");
+        assert_eq!(tally(false, &[b"not json"]), None);
+    }
+
+    #[test]
+    fn a_stream_counts_events_with_text_across_split_chunks() {
+        let events = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n\
+                      data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n\
+                      data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n\
+                      data: {\"choices\":[{\"delta\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n\
+                      data: [DONE]\n\n";
+        for cut in [1, 7, 50, 101, events.len() - 3] {
+            let (a, b) = events.as_bytes().split_at(cut);
+            assert_eq!(
+                tally(true, &[a, b]),
+                Some(Counted {
+                    output_tokens: 2,
+                    prompt_tokens: None
+                }),
+                "cut at {cut}"
+            );
+        }
+        let completion =
+            b"data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}";
+        assert_eq!(tally(true, &[completion]).map(|c| c.output_tokens), Some(2));
+        assert_eq!(tally(true, &[b"data: [DONE]\n\n"]), None, "nothing said");
+    }
+
+    #[test]
+    fn a_streamed_usage_wins_over_the_event_count() {
+        let events = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                       data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9}}\n\n";
+        assert_eq!(
+            tally(true, &[events]),
+            Some(Counted {
+                output_tokens: 9,
+                prompt_tokens: Some(3)
+            })
+        );
+    }
+
+    #[test]
+    fn an_answer_past_the_bound_is_not_learned_and_costs_bounded_memory() {
+        let mut t = Tally::new(false);
+        let chunk = vec![b' '; MAX_KEPT / 2 + 1];
+        t.feed(&chunk);
+        t.feed(&chunk);
+        assert!(t.kept.capacity() <= MAX_KEPT, "nothing kept past the bound");
+        t.feed(br#"{"usage":{"completion_tokens":1}}"#);
+        assert_eq!(t.finish(), None);
+        // A stream's over-long line is skipped; the lines after it still count.
+        let mut s = Tally::new(true);
+        s.feed(b"data: ");
+        s.feed(&vec![b'x'; MAX_KEPT + 1]);
+        s.feed(b"\ndata: {\"choices\":[{\"delta\":{\"content\":\"y\"}}]}\n");
+        assert_eq!(s.finish().map(|c| c.output_tokens), Some(1));
+    }
+}
