@@ -27,15 +27,19 @@ pub struct ServeArgs {
     /// The engines, comma-separated (`http://127.0.0.1:8080`).
     #[arg(long, value_delimiter = ',', required = true)]
     upstream: Vec<Uri>,
-    /// The order requests are admitted in: fcfs, or sagesched (the Gittins index of the
-    /// predicted cost, learned online from the engines' answers, with the aging guard).
+    /// The order requests are admitted in: fcfs; sagesched (the Gittins index of the predicted
+    /// cost O²/2 + I·O, the predictor learning online from the engines' answers, with the aging
+    /// guard); or sagesched-time (the same over the predicted time on the engine, a·I + b·O
+    /// with both rates measured from streamed answers: for engines that serve one request at a
+    /// time, like llama-cpp-python's server).
     #[arg(long, default_value = "fcfs", value_parser = policy)]
     policy: Policy,
     /// Which engine a request goes to among those with a free slot: round-robin,
     /// least-outstanding (fewest in flight) or cost-aware (least predicted cost in flight).
     #[arg(long, default_value = "least-outstanding", value_parser = router)]
     router: Router,
-    /// The predictor's prompt embedding (sagesched and the cost-aware router predict).
+    /// The predictor's prompt embedding (both SageSched policies and the cost-aware router
+    /// predict).
     #[arg(long, value_enum, default_value = "hashed")]
     embedding: GatewayEmbedding,
     /// MiniLM model directory (default: $XSCHED_MINILM_DIR), for --embedding minilm.

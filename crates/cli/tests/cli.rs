@@ -230,6 +230,49 @@ fn sim_plot_writes_the_case_studys_figure() {
 }
 
 #[test]
+fn llm_load_refuses_a_load_that_sends_nothing_with_the_reason() {
+    for (args, says) in [
+        (
+            &["llm", "load", "--url", "http://engine:8080"][..],
+            "--rate",
+        ),
+        (
+            &["llm", "load", "--url", "http://engine:8080", "--rate", "0"],
+            "positive",
+        ),
+        (
+            &[
+                "llm",
+                "load",
+                "--url",
+                "http://engine:8080",
+                "--rate",
+                "1",
+                "--sequential",
+            ],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "llm",
+                "load",
+                "--url",
+                "http://engine:8080",
+                "--sequential",
+                "--requests",
+                "0",
+            ],
+            "--requests",
+        ),
+    ] {
+        let out = xsched(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
     for (args, says) in [
         (&["llm", "serve"][..], "--upstream"),

@@ -171,19 +171,28 @@ fn the_openai_client_gets_the_engines_answer_through_the_gateway_streamed_and_no
     );
     let sage = openai_check(&format!("http://127.0.0.1:{sage_port}/v1"));
     assert_eq!(sage, direct, "and through the SageSched gateway");
-    // It learned from both answers: the complete one's usage and the stream's counted events.
-    let metrics = Command::new("python3")
-        .args([
-            "-c",
-            &format!("import urllib.request as r; print(r.urlopen('http://127.0.0.1:{sage_port}/metrics').read().decode())"),
-        ])
-        .output()
-        .expect("python3 runs");
-    let metrics = String::from_utf8_lossy(&metrics.stdout);
-    assert!(
-        metrics.contains("xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 2"),
-        "{metrics}"
-    );
+    // It learned from both answers: the complete one's usage and the stream's counted events
+    // (on a blocking thread after each answer: allow it a moment).
+    let learned = "xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 2";
+    let start = Instant::now();
+    loop {
+        let metrics = Command::new("python3")
+            .args([
+                "-c",
+                &format!("import urllib.request as r; print(r.urlopen('http://127.0.0.1:{sage_port}/metrics').read().decode())"),
+            ])
+            .output()
+            .expect("python3 runs");
+        let metrics = String::from_utf8_lossy(&metrics.stdout).into_owned();
+        if metrics.contains(learned) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{learned} in {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     for g in &mut gateways {
         assert!(
             g.0.try_wait().is_ok_and(|s| s.is_none()),

@@ -214,6 +214,12 @@ impl Admission {
         Ok(self.slot(u, ticket.cost))
     }
 
+    /// `Some` when the queue holds its bound (a request arriving now would be refused).
+    pub fn full(&self) -> Option<Refused> {
+        let n = self.lock().waiting.len();
+        (n >= self.max_waiting).then_some(Refused::Full(n))
+    }
+
     /// Requests that asked for a slot so far (admitted, waiting, refused or gone).
     pub fn arrivals(&self) -> u64 {
         self.lock().arrivals
@@ -253,7 +259,9 @@ impl Admission {
             let Some(w) = st.next(now) else {
                 return;
             };
+            // `pick` just found a free upstream and nothing changed since: `take` finds it too.
             let Some(u) = self.take(&mut st.upstreams, w.cost) else {
+                debug_assert!(false, "a free upstream vanished under the lock");
                 return;
             };
             if w.tx.send(u).is_err() {

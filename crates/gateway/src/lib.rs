@@ -7,7 +7,8 @@
 //! unchanged apart from that.
 //!
 //! - [`request`]: what is checked of a request before it is queued (a 400 names the field).
-//! - [`order`]: the policy (`fcfs`, `sagesched`) and the predictor it learns online.
+//! - [`order`]: the policy (`fcfs`, `sagesched`, `sagesched-time`) and the predictor it learns
+//!   online.
 //! - [`admission`]: the queue and the upstream slots (bounded: a 429 past the bound), with the
 //!   starvation guard.
 //! - [`route`]: which upstream a request goes to (round-robin, least-outstanding, cost-aware).

@@ -47,9 +47,10 @@ impl Histogram {
             self.counts[i].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        // `as` saturates: a negative or NaN value adds 0, an enormous one u64::MAX.
+        // `as` saturates (a negative or NaN value adds 0); values are bounded here so the sum
+        // cannot wrap in any real run (a day of seconds or 2³² tokens each, 2⁶⁴ millionths).
         self.sum_micro
-            .fetch_add((value * 1e6) as u64, Ordering::Relaxed);
+            .fetch_add((value.min(1e10) * 1e6) as u64, Ordering::Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
@@ -173,7 +174,7 @@ impl Metrics {
         let bias = self.predictor_bias_micro.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(
             out,
-            "# HELP xsched_gateway_predictor_bias_tokens_total The sum of predicted mean - actual output tokens (divide by the error's count for the mean bias).\n# TYPE xsched_gateway_predictor_bias_tokens_total counter\nxsched_gateway_predictor_bias_tokens_total{{{labels}}} {bias}"
+            "# HELP xsched_gateway_predictor_signed_error_tokens The sum of predicted mean - actual output tokens (divide by the error's count for the mean bias).\n# TYPE xsched_gateway_predictor_signed_error_tokens gauge\nxsched_gateway_predictor_signed_error_tokens{{{labels}}} {bias}"
         );
         let _ = writeln!(
             out,
@@ -222,6 +223,6 @@ mod tests {
         assert!(
             text.contains("xsched_gateway_predictor_abs_error_tokens_sum{policy=\"fcfs\"} 103")
         );
-        assert!(text.contains("xsched_gateway_predictor_bias_tokens_total{policy=\"fcfs\"} -91"));
+        assert!(text.contains("xsched_gateway_predictor_signed_error_tokens{policy=\"fcfs\"} -91"));
     }
 }

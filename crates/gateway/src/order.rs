@@ -7,6 +7,13 @@
 //!   request's `max_tokens`; the cost `O²/2 + I·O` of each length makes a cost distribution, and
 //!   requests go in order of its Gittins index (highest first). The gateway admits a request
 //!   whole, so its index is the one at no service attained.
+//! - `sagesched-time`: the same rule over the predicted *time* on the engine instead of the
+//!   paper's cost: `a·I + b·O`, with `a` (seconds per prompt token) and `b` (per output token)
+//!   measured from streamed answers (admission to first byte, first byte to last, as moving
+//!   sums). The paper's cost models a batching engine's compute and KV memory; an engine that
+//!   serves one request at a time (llama-cpp-python's server) spends time linear in both, and
+//!   on this machine a prompt token costs about as much as an output token. Until both rates
+//!   are measured it orders by the paper's cost.
 //!
 //! The predictor learns online from every answer that ends whole: its output tokens as the
 //! engine reported them (`usage`) or as counted from the stream (`tally.rs`). Input tokens are
@@ -21,7 +28,8 @@
 //! (admission to the answer's end) and of their output tokens, divided, so long answers weigh
 //! as much as they cost. Until one answer is measured nothing ages.
 //!
-//! The cost-aware router uses the same prediction, whatever the policy.
+//! The cost-aware router uses the same prediction, whatever the policy: the size of the mean
+//! predicted answer (its time under `sagesched-time`, else the paper's cost).
 
 use crate::admission::{Rank, Ticket};
 use crate::metrics::Metrics;
@@ -41,10 +49,12 @@ pub enum Policy {
     Fcfs,
     /// Highest Gittins index of the predicted cost first, with the aging guard.
     SageSched,
+    /// The same over the predicted time on the engine (measured rates).
+    SageSchedTime,
 }
 
 /// Every policy's name.
-pub const NAMES: &[&str] = &["fcfs", "sagesched"];
+pub const NAMES: &[&str] = &["fcfs", "sagesched", "sagesched-time"];
 
 impl Policy {
     /// Its name (`--policy`, and the metrics' `policy` label).
@@ -52,6 +62,7 @@ impl Policy {
         match self {
             Policy::Fcfs => "fcfs",
             Policy::SageSched => "sagesched",
+            Policy::SageSchedTime => "sagesched-time",
         }
     }
 }
@@ -63,6 +74,7 @@ impl std::str::FromStr for Policy {
         match s {
             "fcfs" => Ok(Policy::Fcfs),
             "sagesched" => Ok(Policy::SageSched),
+            "sagesched-time" => Ok(Policy::SageSchedTime),
             _ => Err(format!("unknown policy `{s}`; known: {}", NAMES.join(", "))),
         }
     }
@@ -79,18 +91,45 @@ const SMOOTHING: f64 = 0.1;
 struct Learned {
     predictor: Predictor,
     tokens_per_char: f64,
-    /// Moving averages of answers' service (s) and output tokens (`None` until an answer is
-    /// measured).
-    service: Option<(f64, f64)>,
+    /// Answers' service and output tokens.
+    service: Rate,
+    /// Streamed answers' prefill (admission to first byte) and prompt tokens.
+    prefill: Rate,
+    /// Streamed answers' decoding (first byte to last) and output tokens after the first.
+    decode: Rate,
 }
 
-impl Learned {
-    /// Seconds of service per output token, once measured.
-    fn seconds_per_token(&self) -> Option<f64> {
-        self.service
-            .filter(|(_, tokens)| *tokens > 0.0)
-            .map(|(seconds, tokens)| seconds / tokens)
+/// Seconds per token as moving averages of seconds and of tokens, divided (so long answers
+/// weigh as much as they cost).
+#[derive(Clone, Copy, Debug, Default)]
+struct Rate(Option<(f64, f64)>);
+
+impl Rate {
+    /// A sample of `tokens` taking `seconds`; one of no tokens says nothing of a rate.
+    fn add(&mut self, seconds: f64, tokens: f64) {
+        if !(tokens > 0.0 && seconds.is_finite() && seconds >= 0.0) {
+            return;
+        }
+        self.0 = Some(match self.0 {
+            Some((s, t)) => (s + SMOOTHING * (seconds - s), t + SMOOTHING * (tokens - t)),
+            None => (seconds, tokens),
+        });
     }
+
+    /// Seconds per token, once measured.
+    fn get(self) -> Option<f64> {
+        self.0.filter(|(_, t)| *t > 0.0).map(|(s, t)| s / t)
+    }
+}
+
+/// How long an answer took, from its admission.
+#[derive(Clone, Copy, Debug)]
+pub struct Served {
+    /// To its end.
+    pub total: Duration,
+    /// To its first byte, for a stream (`None`: a complete answer, whose first byte is its
+    /// end's).
+    pub first_byte: Option<Duration>,
 }
 
 /// What was predicted for a request, kept until its answer ends.
@@ -100,6 +139,8 @@ pub struct Forecast {
     /// The predicted mean output tokens.
     pub tokens: f64,
     context_chars: usize,
+    /// The estimated prompt tokens.
+    input: u32,
 }
 
 /// A request's ticket and, when the gateway predicts, its forecast.
@@ -135,7 +176,9 @@ impl Orderer {
             learned: Mutex::new(Learned {
                 predictor: Predictor::new(history),
                 tokens_per_char: TOKENS_PER_CHAR,
-                service: None,
+                service: Rate::default(),
+                prefill: Rate::default(),
+                decode: Rate::default(),
             }),
             arrivals: AtomicU64::new(0),
             metrics,
@@ -171,7 +214,7 @@ impl Orderer {
             };
         };
         let embedding = embedder.embed(&req.prompt);
-        let (lengths, input, seconds_per_token) = {
+        let (lengths, input, seconds_per_token, rates) = {
             let learned = self.lock();
             let per_char = learned.tokens_per_char;
             let tokens = |chars: usize| (chars as f64 * per_char).round() as u32;
@@ -179,7 +222,8 @@ impl Orderer {
             (
                 learned.predictor.predict(&embedding, previous),
                 tokens(req.context_chars).max(1),
-                learned.seconds_per_token(),
+                learned.service.get(),
+                learned.prefill.get().zip(learned.decode.get()),
             )
         };
         let lengths = match req.max_tokens {
@@ -190,35 +234,42 @@ impl Orderer {
             None => lengths,
         };
         let tokens = lengths.mean();
+        let size = |o: f64| match (self.policy, rates) {
+            (Policy::SageSchedTime, Some((a, b))) => a * f64::from(input) + b * o,
+            _ => cost(input, o as u32),
+        };
+        // Predicted tokens are finite and at least 1, rates finite and positive: every size is
+        // finite. A guard time beyond what `Instant` holds is no guard.
+        let aged_at = |s: f64| {
+            Duration::try_from_secs_f64(AGING_FACTOR * s * tokens)
+                .ok()
+                .and_then(|d| now.checked_add(d))
+        };
         let ticket = match self.policy {
             Policy::Fcfs => Ticket::ranked(arrival),
-            Policy::SageSched => Ticket {
-                rank: Rank(
-                    lengths
-                        .map(|o| cost(input, o as u32))
-                        .map_or(0.0, |d| -d.gittins(0.0)),
-                ),
-                aged_at: seconds_per_token
-                    .map(|s| now + Duration::from_secs_f64(AGING_FACTOR * s * tokens)),
+            Policy::SageSched | Policy::SageSchedTime => Ticket {
+                rank: Rank(lengths.map(size).map_or(0.0, |d| -d.gittins(0.0))),
+                aged_at: seconds_per_token.and_then(aged_at),
                 cost: 0.0,
             },
         };
         Placed {
             ticket: Ticket {
-                cost: cost(input, tokens.round() as u32),
+                cost: size(tokens.round()),
                 ..ticket
             },
             forecast: Some(Forecast {
                 embedding,
                 tokens,
                 context_chars: req.context_chars,
+                input,
             }),
         }
     }
 
-    /// An answer predicted as `forecast` ended whole, `counted` long, `service` after it was
-    /// admitted: learn from it.
-    pub fn learn(&self, forecast: Forecast, counted: Counted, service: Duration) {
+    /// An answer predicted as `forecast` ended whole, `counted` long, `served` as it was: learn
+    /// from it.
+    pub fn learn(&self, forecast: Forecast, counted: Counted, served: Served) {
         self.metrics
             .predicted(forecast.tokens, f64::from(counted.output_tokens));
         let mut learned = self.lock();
@@ -231,11 +282,15 @@ impl Orderer {
             let ratio = f64::from(p) / forecast.context_chars as f64;
             learned.tokens_per_char += SMOOTHING * (ratio - learned.tokens_per_char);
         }
-        let now = (service.as_secs_f64(), f64::from(counted.output_tokens));
-        learned.service = Some(match learned.service {
-            Some((s, t)) => (s + SMOOTHING * (now.0 - s), t + SMOOTHING * (now.1 - t)),
-            None => now,
-        });
+        let (total, output) = (served.total.as_secs_f64(), f64::from(counted.output_tokens));
+        learned.service.add(total, output);
+        if let Some(first) = served.first_byte {
+            let prompt = counted.prompt_tokens.unwrap_or(forecast.input);
+            learned.prefill.add(first.as_secs_f64(), f64::from(prompt));
+            learned
+                .decode
+                .add(total - first.as_secs_f64(), (output - 1.0).max(0.0));
+        }
     }
 }
 
@@ -257,6 +312,13 @@ mod tests {
         check(Endpoint::Chat, body.to_string().as_bytes()).expect("valid")
     }
 
+    fn served(total_ms: u64, first_ms: Option<u64>) -> Served {
+        Served {
+            total: Duration::from_millis(total_ms),
+            first_byte: first_ms.map(Duration::from_millis),
+        }
+    }
+
     fn teach(o: &Orderer, text: &str, tokens: u32, times: usize) {
         for _ in 0..times {
             let f = o.place(&chat(text, 4096)).forecast.expect("predicted");
@@ -264,7 +326,7 @@ mod tests {
                 output_tokens: tokens,
                 prompt_tokens: None,
             };
-            o.learn(f, counted, Duration::from_millis(u64::from(tokens)));
+            o.learn(f, counted, served(u64::from(tokens), None));
         }
     }
 
@@ -335,6 +397,35 @@ mod tests {
     }
 
     #[test]
+    fn answers_of_no_tokens_teach_no_rate_and_nothing_panics() {
+        let o = orderer(Policy::SageSchedTime);
+        for _ in 0..2000 {
+            let f = o.place(&chat("empty", 0)).forecast.expect("f");
+            let counted = Counted {
+                output_tokens: 0,
+                prompt_tokens: Some(1),
+            };
+            o.learn(f, counted, served(5, Some(5)));
+        }
+        let l = o.lock();
+        assert!(
+            l.service.get().is_none() && l.decode.get().is_none(),
+            "no rate from 0 tokens"
+        );
+        drop(l);
+        for _ in 0..500 {
+            let f = o.place(&chat("one", 1)).forecast.expect("f");
+            let counted = Counted {
+                output_tokens: 1,
+                prompt_tokens: Some(1),
+            };
+            o.learn(f, counted, served(5, Some(5)));
+        }
+        let placed = o.place(&chat("one", 1));
+        assert!(placed.ticket.cost.is_finite() && placed.ticket.rank.0.is_finite());
+    }
+
+    #[test]
     fn input_tokens_follow_the_engines_reported_prompt_lengths() {
         let o = orderer(Policy::SageSched);
         let text = "x".repeat(400);
@@ -345,11 +436,51 @@ mod tests {
                 output_tokens: 8,
                 prompt_tokens: Some(400),
             };
-            o.learn(f, counted, Duration::from_millis(8));
+            o.learn(f, counted, served(8, None));
         }
         let learned = o.lock().tokens_per_char;
         assert!((learned - 1.0).abs() < 0.01, "{learned}");
         assert!(o.place(&chat(&text, 8)).ticket.cost > first);
+    }
+
+    #[test]
+    fn sagesched_time_ranks_by_measured_time_where_the_paper_cost_ranks_by_output() {
+        // Same predicted answer length (8 tokens, learned); one prompt 100 times longer.
+        let (short, long) = ("q".to_string(), "q ".repeat(400));
+        for policy in [Policy::SageSched, Policy::SageSchedTime] {
+            let o = orderer(policy);
+            for text in [&short, &long] {
+                for _ in 0..20 {
+                    let f = o.place(&chat(text, 4096)).forecast.expect("f");
+                    let counted = Counted {
+                        output_tokens: 8,
+                        prompt_tokens: None,
+                    };
+                    // Prefill: 1 ms a prompt token; decoding: 1 ms a token.
+                    let prefill = u64::from(f.input);
+                    o.learn(f, counted, served(prefill + 7, Some(prefill)));
+                }
+            }
+            let rates = {
+                let l = o.lock();
+                (l.prefill.get(), l.decode.get())
+            };
+            let (a, b) = (rates.0.expect("prefill"), rates.1.expect("decode"));
+            assert!(
+                (a - 0.001).abs() < 1e-4 && (b - 0.001).abs() < 1e-4,
+                "{a} {b}"
+            );
+            let rank = |t: &str| o.place(&chat(t, 4096)).ticket.rank;
+            assert!(
+                rank(&short) < rank(&long),
+                "{policy:?}: the short prompt first"
+            );
+        }
+        // A long answer to a short prompt against a short answer to a long prompt: by time
+        // (1 + 200 ms against 200 + 8 ms) nearly even; by the paper's cost the long answer
+        // (200²/2 + 200 = 20 200) is far costlier than the long prompt (8²/2 + 200·8 = 1 632).
+        let paper = cost(1, 200) / cost(200, 8);
+        assert!(paper > 10.0, "{paper}");
     }
 
     #[test]
@@ -361,7 +492,7 @@ mod tests {
             "srpt"
                 .parse::<Policy>()
                 .expect_err("unknown")
-                .contains("fcfs, sagesched")
+                .contains("fcfs, sagesched, sagesched-time")
         );
     }
 }

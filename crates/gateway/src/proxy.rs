@@ -8,7 +8,7 @@
 
 use crate::admission::Slot;
 use crate::metrics::Metrics;
-use crate::order::{Forecast, Orderer};
+use crate::order::{Forecast, Orderer, Served};
 use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -124,6 +124,8 @@ pub struct Learning {
     pub tally: Tally,
     /// When it was admitted (its service starts).
     pub admitted: Instant,
+    /// When its answer's first byte came (set on the way).
+    pub first_byte: Option<Instant>,
 }
 
 /// What rides with a scheduled request's answer.
@@ -228,10 +230,26 @@ impl Guarded {
 
     /// The body ended whole: learn from it.
     fn learn(&mut self) {
-        if let Some(l) = self.learning.take()
-            && let Some(counted) = l.tally.finish()
-        {
-            l.orderer.learn(l.forecast, counted, l.admitted.elapsed());
+        let Some(l) = self.learning.take() else {
+            return;
+        };
+        // A complete answer's first byte is its end's: only a stream's times its prefill.
+        let first_byte = l
+            .first_byte
+            .filter(|_| l.tally.streamed())
+            .map(|f| f - l.admitted);
+        if let Some(counted) = l.tally.finish() {
+            let served = Served {
+                total: l.admitted.elapsed(),
+                first_byte,
+            };
+            // Learning takes the predictor's lock, which a prediction holds for its scan: off
+            // the runtime's threads.
+            let (orderer, forecast) = (l.orderer, l.forecast);
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(move || orderer.learn(forecast, counted, served))),
+                Err(_) => orderer.learn(forecast, counted, served),
+            }
         }
     }
 }
@@ -262,6 +280,7 @@ impl Body for Guarded {
                         }
                     }
                     if let Some(l) = &mut this.learning {
+                        l.first_byte.get_or_insert_with(Instant::now);
                         l.tally.feed(data);
                     }
                 }

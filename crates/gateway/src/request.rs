@@ -35,6 +35,8 @@ pub struct Checked {
     /// Characters of the conversation's previous answer (the last assistant message before the
     /// last user message), if there is one.
     pub previous_answer_chars: Option<usize>,
+    /// Answers asked for (`n`, 1 by default).
+    pub choices: u64,
 }
 
 /// Why a request was refused: the field and what it must be.
@@ -100,6 +102,13 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
                 .ok_or_else(|| invalid("max_tokens", "expected a whole number >= 0"))?,
         ),
     };
+    let choices = match fields.get("n") {
+        None | Some(Value::Null) => 1,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| invalid("n", "expected a whole number >= 1"))?,
+    };
     Ok(Checked {
         endpoint,
         stream,
@@ -107,6 +116,7 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
         prompt,
         context_chars,
         previous_answer_chars,
+        choices,
     })
 }
 
@@ -164,6 +174,7 @@ mod tests {
                 prompt: "hi".into(),
                 context_chars: 2,
                 previous_answer_chars: None,
+                choices: 1,
             })
         );
         let c = check(Endpoint::Completions, br#"{"prompt":"once"}"#).expect("valid");
@@ -215,6 +226,7 @@ mod tests {
                 "max_tokens",
             ),
             (Endpoint::Chat, br#"{"messages":[{}],"model":7}"#, "model"),
+            (Endpoint::Chat, br#"{"messages":[{}],"n":0}"#, "n"),
             (Endpoint::Completions, br#"{"prompt":5}"#, "prompt"),
         ] {
             let err = check(endpoint, body).expect_err(&String::from_utf8_lossy(body));

@@ -1,8 +1,10 @@
 //! Counting an answer's tokens as it passes through, so the predictor learns from real answers:
 //! the `usage` an engine reports (`completion_tokens`, and `prompt_tokens` for the prompt's
 //! length) when it sends one, else, in a stream, the events that carry text (llama.cpp's and
-//! vLLM's servers send one per token). A stream is scanned line by line as its chunks arrive; a
-//! complete answer is kept (up to [`MAX_KEPT`] bytes) and read at its end. Nothing is changed.
+//! vLLM's servers send one per token). A stream is scanned line by line as its chunks arrive,
+//! and counts only if it finished (a `finish_reason` or `data: [DONE]`): one cut short, or
+//! ended by an error event, says nothing of the answer's length. A complete answer is kept (up
+//! to [`MAX_KEPT`] bytes) and read at its end. Nothing is changed.
 
 use serde_json::Value;
 
@@ -28,6 +30,10 @@ pub struct Tally {
     overflow: bool,
     events_with_text: u32,
     usage: Option<Counted>,
+    /// A stream said it finished.
+    finished: bool,
+    /// A stream carried an error event.
+    errored: bool,
 }
 
 impl Tally {
@@ -39,7 +45,14 @@ impl Tally {
             overflow: false,
             events_with_text: 0,
             usage: None,
+            finished: false,
+            errored: false,
         }
+    }
+
+    /// Whether the answer is a stream of events.
+    pub fn streamed(&self) -> bool {
+        self.stream
     }
 
     /// The next chunk of the answer's body.
@@ -76,9 +89,20 @@ impl Tally {
         let Some(data) = line.strip_prefix(b"data:") else {
             return;
         };
-        let Ok(event) = serde_json::from_slice::<Value>(data.trim_ascii()) else {
-            return; // `[DONE]`, or not JSON: not a token.
+        let data = data.trim_ascii();
+        if data == b"[DONE]" {
+            self.finished = true;
+            return;
+        }
+        let Ok(event) = serde_json::from_slice::<Value>(data) else {
+            return; // Not JSON: not a token.
         };
+        if !event["choices"][0]["finish_reason"].is_null() {
+            self.finished = true;
+        }
+        if event.get("error").is_some() {
+            self.errored = true;
+        }
         if let Some(u) = usage(&event) {
             self.usage = Some(u);
         }
@@ -93,6 +117,9 @@ impl Tally {
             let last = std::mem::take(&mut self.kept);
             if !self.overflow {
                 self.line(&last);
+            }
+            if !self.finished || self.errored {
+                return None;
             }
             return self.usage.or_else(|| {
                 (self.events_with_text > 0).then_some(Counted {
@@ -173,15 +200,24 @@ mod tests {
             );
         }
         let completion =
-            b"data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}";
+            b"data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"length\"}]}";
         assert_eq!(tally(true, &[completion]).map(|c| c.output_tokens), Some(2));
         assert_eq!(tally(true, &[b"data: [DONE]\n\n"]), None, "nothing said");
     }
 
     #[test]
+    fn a_stream_cut_short_or_ended_by_an_error_is_not_counted() {
+        let cut = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+        assert_eq!(tally(true, &[cut]), None, "no finish_reason, no [DONE]");
+        let error = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"error\":{\"message\":\"oom\"}}\n\ndata: [DONE]\n\n";
+        assert_eq!(tally(true, &[error]), None);
+    }
+
+    #[test]
     fn a_streamed_usage_wins_over_the_event_count() {
         let events = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
-                       data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9}}\n\n";
+                       data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9}}\n\n\
+                       data: [DONE]\n\n";
         assert_eq!(
             tally(true, &[events]),
             Some(Counted {
@@ -204,7 +240,7 @@ mod tests {
         let mut s = Tally::new(true);
         s.feed(b"data: ");
         s.feed(&vec![b'x'; MAX_KEPT + 1]);
-        s.feed(b"\ndata: {\"choices\":[{\"delta\":{\"content\":\"y\"}}]}\n");
+        s.feed(b"\ndata: {\"choices\":[{\"delta\":{\"content\":\"y\"}}]}\ndata: [DONE]\n");
         assert_eq!(s.finish().map(|c| c.output_tokens), Some(1));
     }
 }

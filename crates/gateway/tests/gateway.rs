@@ -557,6 +557,8 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
                 assert_eq!(status, StatusCode::OK);
             }
         }
+        // Learning runs on a blocking thread after each answer: let it catch up.
+        until_learned(addr, "sagesched", 40).await;
         let hold = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
         until("the held request to reach the engine", || {
             seen.in_flight.load(Ordering::SeqCst) == 1
@@ -576,15 +578,10 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
         for t in tasks {
             assert_eq!(t.await.expect("task").0, StatusCode::OK);
         }
-        let (_, text) = get(addr, "/metrics").await;
-        let text = String::from_utf8_lossy(&text);
         // 40 taught, 2 measured; the held request's answer had no usage and is not learned.
-        assert!(
-            text.contains(
-                "xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 42"
-            ),
-            "{text}"
-        );
+        until_learned(addr, "sagesched", 42).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(learned(addr, "sagesched").await, 42, "and nothing more");
     });
     let order = seen.order.lock().expect("order").clone();
     assert_eq!(
@@ -594,30 +591,47 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
     );
 }
 
+/// Answers the gateway at `addr` has learned from (its predictor-error count).
+async fn learned(addr: SocketAddr, policy: &str) -> u64 {
+    let (_, text) = get(addr, "/metrics").await;
+    let key = format!("xsched_gateway_predictor_abs_error_tokens_count{{policy=\"{policy}\"}} ");
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|l| l.strip_prefix(&key)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Wait until the gateway at `addr` has learned from `n` answers, failing after 30 s.
+async fn until_learned(addr: SocketAddr, policy: &str, n: u64) {
+    let start = std::time::Instant::now();
+    while learned(addr, policy).await < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not {n} answers learned"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[test]
-fn the_predictor_learns_from_streams_counted_as_they_pass() {
+fn both_sagesched_policies_learn_from_streams_counted_as_they_pass() {
     let rt = runtime();
     let (engine, _) = start_engine(&rt);
-    let gw = serve(GatewayConfig {
-        policy: Policy::SageSched,
-        ..config(&[engine], 2)
-    });
-    rt.block_on(async {
-        for _ in 0..3 {
-            // 100 ms: five events with content.
-            let (status, _, _) =
-                post(gw.addr(), "/v1/chat/completions", chat("s", 100, true)).await;
-            assert_eq!(status, StatusCode::OK);
-        }
-        let (_, text) = get(gw.addr(), "/metrics").await;
-        let text = String::from_utf8_lossy(&text);
-        assert!(
-            text.contains(
-                "xsched_gateway_predictor_abs_error_tokens_count{policy=\"sagesched\"} 3"
-            ),
-            "{text}"
-        );
-    });
+    for policy in [Policy::SageSched, Policy::SageSchedTime] {
+        let gw = serve(GatewayConfig {
+            policy,
+            ..config(&[engine], 2)
+        });
+        rt.block_on(async {
+            for _ in 0..3 {
+                // 100 ms: five events with content.
+                let (status, _, _) =
+                    post(gw.addr(), "/v1/chat/completions", chat("s", 100, true)).await;
+                assert_eq!(status, StatusCode::OK);
+            }
+            until_learned(gw.addr(), policy.name(), 3).await;
+        });
+    }
 }
 
 #[test]
