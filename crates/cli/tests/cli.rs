@@ -229,9 +229,19 @@ fn sim_plot_writes_the_case_studys_figure() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Each command fails, its error saying the given words.
+fn refused_with_reasons(cases: &[(&[&str], &str)]) {
+    for (args, says) in cases {
+        let out = xsched(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn llm_load_refuses_a_load_that_sends_nothing_with_the_reason() {
-    for (args, says) in [
+    refused_with_reasons(&[
         (
             &["llm", "load", "--url", "http://engine:8080"][..],
             "--rate",
@@ -264,17 +274,12 @@ fn llm_load_refuses_a_load_that_sends_nothing_with_the_reason() {
             ],
             "--requests",
         ),
-    ] {
-        let out = xsched(args);
-        assert!(!out.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(says), "{args:?}: {err}");
-    }
+    ]);
 }
 
 #[test]
 fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
-    for (args, says) in [
+    refused_with_reasons(&[
         (&["llm", "serve"][..], "--upstream"),
         (
             &["llm", "serve", "--upstream", "https://engine:8080"],
@@ -326,10 +331,5 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
             ],
             "--concurrency",
         ),
-    ] {
-        let out = xsched(args);
-        assert!(!out.status.success(), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(says), "{args:?}: {err}");
-    }
+    ]);
 }
