@@ -228,7 +228,7 @@ impl Guarded {
         }
     }
 
-    /// The body ended whole: learn from it.
+    /// The body ended, or was dropped: learn from it if the tally says it is whole.
     fn learn(&mut self) {
         let Some(l) = self.learning.take() else {
             return;
@@ -256,6 +256,10 @@ impl Guarded {
 
 impl Drop for Guarded {
     fn drop(&mut self) {
+        // A client may close as soon as it has read a stream's `[DONE]`, before the body's
+        // last frame is polled: what the tally saw decides (a stream counts only if it said it
+        // finished, a complete answer only if its JSON parses whole).
+        self.learn();
         self.end();
     }
 }

@@ -133,6 +133,10 @@ async fn engine(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        if tag == "linger" {
+            // The body stays open after `[DONE]`, as a slow engine's may.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
     });
     Ok(Response::new(ChanBody(rx).boxed()))
@@ -632,6 +636,44 @@ fn both_sagesched_policies_learn_from_streams_counted_as_they_pass() {
             until_learned(gw.addr(), policy.name(), 3).await;
         });
     }
+}
+
+/// Send a streamed chat to `addr` on a raw connection, read until `until` arrives, hang up.
+async fn read_then_hang_up(addr: SocketAddr, body: String, until: &str) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("send");
+    let mut buf = vec![0u8; 4096];
+    let mut got = String::new();
+    while !got.contains(until) {
+        let n = s.read(&mut buf).await.expect("read");
+        assert!(n > 0, "the stream ended early: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+}
+
+#[test]
+fn a_stream_read_to_its_done_is_learned_and_one_cut_short_is_not() {
+    let rt = runtime();
+    let (engine, _) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        policy: Policy::SageSched,
+        ..config(&[engine], 1)
+    });
+    rt.block_on(async {
+        // Like the openai client: it closes as soon as it has read `[DONE]`.
+        read_then_hang_up(gw.addr(), chat("linger", 60, true), "[DONE]").await;
+        until_learned(gw.addr(), "sagesched", 1).await;
+        // Gone after the first of 3 000 events: its length is unknown, nothing is learned.
+        read_then_hang_up(gw.addr(), chat("cut", 60_000, true), "\"i\":0").await;
+        let (status, _, _) = post(gw.addr(), "/v1/chat/completions", chat("n", 0, false)).await;
+        assert_eq!(status, StatusCode::OK, "the cut stream's slot is free");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(learned(gw.addr(), "sagesched").await, 1);
+    });
 }
 
 #[test]
