@@ -305,21 +305,7 @@ fn a_client_gone_mid_stream_frees_its_slot_for_the_next() {
     let addr = gw.addr();
     rt.block_on(async {
         // A raw client reads the first event of a 60 s stream, then hangs up.
-        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let body = chat("cut", 60_000, true);
-        let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(head.as_bytes()).await.expect("send");
-        let mut buf = vec![0u8; 4096];
-        let mut got = String::new();
-        while !got.contains("\"i\":0") {
-            let n = s.read(&mut buf).await.expect("read");
-            assert!(n > 0, "the stream ended early: {got}");
-            got.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-        drop(s);
+        read_then_hang_up(addr, chat("cut", 60_000, true), "\"i\":0").await;
         // With one slot, this is admitted only once the cut stream's slot is free.
         let (status, _, _) = post(addr, "/v1/chat/completions", chat("next", 10, false)).await;
         assert_eq!(status, StatusCode::OK);
