@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use xsched_gateway::proxy::Uri;
-use xsched_gateway::{Gateway, GatewayConfig, Policy, Router};
-use xsched_llm::embedding::{Embedder, Hashed};
+use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router};
+use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The gateway's prompt embedding.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -27,17 +27,24 @@ pub struct ServeArgs {
     /// The engines, comma-separated (`http://127.0.0.1:8080`).
     #[arg(long, value_delimiter = ',', required = true)]
     upstream: Vec<Uri>,
-    /// The order requests are admitted in: fcfs; sagesched (the Gittins index of the predicted
-    /// cost O²/2 + I·O, the predictor learning online from the engines' answers, with the aging
-    /// guard); or sagesched-time (the same over the predicted time on the engine, a·I + b·O
-    /// with both rates measured from streamed answers: for engines that serve one request at a
-    /// time, like llama-cpp-python's server).
+    /// The policy (xsched-llm-core's, as in `xsched llm`): fcfs; priority; sagesched (the
+    /// Gittins index of the predicted cost O²/2 + I·O, the predictor learning online from the
+    /// engines' answers, with the aging guard); sagesched-time (the same over the predicted
+    /// time on the engine, a·I + b·O with both rates measured from streamed answers: for
+    /// engines that serve one request at a time, like llama-cpp-python's server); ssjf and the
+    /// sagesched ablations. Policies that need true lengths or pause running requests are
+    /// simulation-only.
     #[arg(long, default_value = "fcfs", value_parser = policy)]
-    policy: Policy,
+    policy: PolicySpec,
     /// Which engine a request goes to among those with a free slot: round-robin,
-    /// least-outstanding (fewest in flight) or cost-aware (least predicted cost in flight).
+    /// least-outstanding (fewest in flight), kv-score or cost-aware (least predicted cost in
+    /// flight).
     #[arg(long, default_value = "least-outstanding", value_parser = router)]
     router: Router,
+    /// Each engine's KV capacity in tokens, if known: the sagesched policies then admit a
+    /// request only while the predicted KV of what runs there fits (expected-peak admission).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    kv_tokens: Option<u64>,
     /// The predictor's prompt embedding (both SageSched policies and the cost-aware router
     /// predict).
     #[arg(long, value_enum, default_value = "hashed")]
@@ -46,7 +53,7 @@ pub struct ServeArgs {
     #[arg(long)]
     minilm_dir: Option<PathBuf>,
     /// Answers the predictor's history holds (oldest forgotten first).
-    #[arg(long, default_value_t = xsched_gateway::order::HISTORY as u64,
+    #[arg(long, default_value_t = xsched_gateway::forecast::HISTORY as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     history: u64,
     /// Requests in flight per engine at most (set it to the engine's own slots, e.g. llama.cpp
@@ -58,12 +65,14 @@ pub struct ServeArgs {
     max_queue: u64,
 }
 
-fn policy(s: &str) -> Result<Policy, String> {
+fn policy(s: &str) -> Result<PolicySpec, String> {
     s.parse()
+        .map_err(|e: xsched_llm_core::policy::PolicyError| e.to_string())
 }
 
 fn router(s: &str) -> Result<Router, String> {
     s.parse()
+        .map_err(|e: xsched_llm_core::route::UnknownRouter| e.to_string())
 }
 
 fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
@@ -75,7 +84,7 @@ fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
                 .clone()
                 .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
                 .context("--embedding minilm needs --minilm-dir or XSCHED_MINILM_DIR")?;
-            let m = xsched_llm::embedding::load_minilm(&dir)
+            let m = xsched_llm_predict::embedding::load_minilm(&dir)
                 .with_context(|| format!("loading MiniLM from {}", dir.display()))?;
             Ok(Arc::from(m))
         }
@@ -89,6 +98,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         upstreams: a.upstream.clone(),
         policy: a.policy,
         concurrency: usize::try_from(a.concurrency).unwrap_or(usize::MAX),
+        kv_tokens: a.kv_tokens,
         max_waiting: usize::try_from(a.max_queue).unwrap_or(usize::MAX),
         router: a.router,
         embedder: Some(embedder(a)?),
@@ -106,8 +116,8 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", "),
-        a.policy.name(),
-        a.router.name(),
+        a.policy,
+        a.router,
         a.concurrency
     );
     gateway.wait();

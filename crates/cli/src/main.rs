@@ -459,7 +459,7 @@ struct LlmArgs {
     instances: usize,
     /// How the router places requests (with --instances above 1).
     #[arg(long, default_value = "least-outstanding",
-          value_parser = clap::builder::PossibleValuesParser::new(xsched_llm::cluster::ROUTERS))]
+          value_parser = clap::builder::PossibleValuesParser::new(xsched_llm_core::route::NAMES))]
     router: String,
     /// Write the plots (TTLT against load, TTLT CDF at high load; SVG) into this directory.
     #[arg(long)]
@@ -473,16 +473,18 @@ struct LlmArgs {
 }
 
 impl LlmArgs {
-    fn study(&self) -> Study {
-        let policies = if self.policy.iter().any(|p| p == "all") {
-            xsched_llm::policy::NAMES
-                .iter()
-                .map(|s| (*s).to_string())
-                .collect()
+    fn study(&self) -> Result<Study> {
+        let names: Vec<&str> = if self.policy.iter().any(|p| p == "all") {
+            xsched_llm_core::policy::ALL.to_vec()
         } else {
-            self.policy.iter().map(|s| s.trim().to_string()).collect()
+            self.policy.iter().map(|s| s.trim()).collect()
         };
-        Study {
+        let policies = names
+            .into_iter()
+            .map(str::parse::<xsched_llm_core::PolicySpec>)
+            .collect::<Result<Vec<_>, _>>()?;
+        let router: xsched_llm_core::Router = self.router.parse()?;
+        Ok(Study {
             data: self.data.clone(),
             dataset: match self.dataset {
                 DatasetArg::ArenaHard => Dataset::ArenaHard,
@@ -521,15 +523,15 @@ impl LlmArgs {
             }),
             overload: self.rate.zip(self.duration),
             plot: self.plot.clone(),
-            cluster: (self.instances != 1).then(|| xsched_llm::cluster::Cluster {
+            cluster: (self.instances != 1).then_some(xsched_llm::sim::Cluster {
                 instances: self.instances,
-                router: self.router.clone(),
-                ordering: match self.order_at {
-                    OrderAtArg::Instance => xsched_llm::cluster::Ordering::Instance,
-                    OrderAtArg::Router => xsched_llm::cluster::Ordering::Router,
+                router,
+                placement: match self.order_at {
+                    OrderAtArg::Instance => xsched_llm_core::Placement::AtArrival,
+                    OrderAtArg::Router => xsched_llm_core::Placement::WhenFree,
                 },
             }),
-        }
+        })
     }
 }
 
@@ -589,7 +591,7 @@ fn run(cli: Cli) -> Result<()> {
                 Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
                 None => {}
             }
-            let study = args.study();
+            let study = args.study()?;
             let report = match args.action {
                 Some(LlmAction::PredictEval) => study::predict_eval(&study)?,
                 Some(LlmAction::Presets) => study::presets_report(),

@@ -70,7 +70,7 @@ fn fraction(s: &str) -> Result<f64, String> {
 
 /// Where the last probe is kept for `xsched devices`.
 pub fn last_probe_path() -> Option<PathBuf> {
-    xsched_llm::embed_cache::default_dir().map(|d| d.join("probe.json"))
+    xsched_llm_predict::embed_cache::default_dir().map(|d| d.join("probe.json"))
 }
 
 /// Read a table, naming the file in any error.

@@ -294,7 +294,29 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
                 "--policy",
                 "srpt",
             ],
-            "known: fcfs, sagesched",
+            "known: fcfs, priority, sagesched",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--policy",
+                "srpt-oracle",
+            ],
+            "only a simulation knows",
+        ),
+        (
+            &[
+                "llm",
+                "serve",
+                "--upstream",
+                "http://engine:8080",
+                "--policy",
+                "fastserve",
+            ],
+            "`fastserve:preempt=off` runs its order without pausing",
         ),
         (
             &[
@@ -305,7 +327,7 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
                 "--router",
                 "random",
             ],
-            "known: round-robin, least-outstanding, cost-aware",
+            "known: round-robin, least-outstanding, kv-score, cost-aware",
         ),
         (
             &[

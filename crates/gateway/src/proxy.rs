@@ -6,9 +6,9 @@
 //! engine slot (the upstream connection is dropped with it, which the engine sees). A successful
 //! answer that ends whole is tallied on its way (`tally.rs`) and the predictor learns from it.
 
-use crate::admission::Slot;
+use crate::admission::{Admission, Slot};
+use crate::forecast::{Forecast, Forecaster};
 use crate::metrics::Metrics;
-use crate::order::{Forecast, Orderer, Served};
 use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -116,8 +116,10 @@ pub struct Timing {
 
 /// What the predictor learns a request's answer with.
 pub struct Learning {
-    /// Who learns.
-    pub orderer: Arc<Orderer>,
+    /// Who learns the answer's length.
+    pub forecaster: Arc<Forecaster>,
+    /// Who learns its service time.
+    pub admission: Arc<Admission>,
     /// What was predicted.
     pub forecast: Forecast,
     /// The answer's tally (streamed or not, as the request asked).
@@ -239,16 +241,18 @@ impl Guarded {
             .filter(|_| l.tally.streamed())
             .map(|f| f - l.admitted);
         if let Some(counted) = l.tally.finish() {
-            let served = Served {
-                total: l.admitted.elapsed(),
-                first_byte,
-            };
+            l.admission.served(xsched_llm_core::service::Served {
+                prompt_tokens: counted.prompt_tokens.unwrap_or(l.forecast.input),
+                output_tokens: counted.output_tokens,
+                total_s: l.admitted.elapsed().as_secs_f64(),
+                first_token_s: first_byte.map(|d| d.as_secs_f64()),
+            });
             // Learning takes the predictor's lock, which a prediction holds for its scan: off
             // the runtime's threads.
-            let (orderer, forecast) = (l.orderer, l.forecast);
+            let (forecaster, forecast) = (l.forecaster, l.forecast);
             match tokio::runtime::Handle::try_current() {
-                Ok(rt) => drop(rt.spawn_blocking(move || orderer.learn(forecast, counted, served))),
-                Err(_) => orderer.learn(forecast, counted, served),
+                Ok(rt) => drop(rt.spawn_blocking(move || forecaster.learn(forecast, counted))),
+                Err(_) => forecaster.learn(forecast, counted),
             }
         }
     }

@@ -39,6 +39,14 @@ pub struct Checked {
     pub choices: u64,
 }
 
+impl Checked {
+    /// The output bound in tokens, as the scheduler takes it (saturated at `u32::MAX`).
+    pub fn output_bound(&self) -> Option<u32> {
+        self.max_tokens
+            .map(|m| u32::try_from(m).unwrap_or(u32::MAX))
+    }
+}
+
 /// Why a request was refused: the field and what it must be.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]

@@ -4,11 +4,10 @@
 //! without one (the CLI, a test) can start and stop it.
 
 use crate::admission::{Admission, Refused};
+use crate::forecast::{Forecaster, TOKENS_PER_CHAR};
 use crate::metrics::Metrics;
-use crate::order::{Orderer, Policy};
 use crate::proxy::{self, AnswerBody, Learning, Timing, Tracked, UpstreamClient};
 use crate::request::{self, Endpoint};
-use crate::route::Router;
 use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -20,7 +19,9 @@ use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use xsched_llm::embedding::{Embedder, Hashed};
+use xsched_llm_core::service::{Rates, ServiceModel};
+use xsched_llm_core::{Arrival, Config, EngineLimits, Placement, PolicySpec, Router, Source};
+use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
@@ -37,11 +38,15 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// The engines (`http://host:port`).
     pub upstreams: Vec<Uri>,
-    /// The order of admission.
-    pub policy: Policy,
+    /// The policy (`xsched-llm-core`'s; those that need true lengths or pause running requests
+    /// are simulation-only and refused).
+    pub policy: PolicySpec,
     /// Requests in flight per upstream at most (configured; llama.cpp's server: its
     /// `--parallel` slots).
     pub concurrency: usize,
+    /// Each upstream's KV capacity in tokens, if known: expected-peak admission then keeps the
+    /// predicted KV of the requests in flight there within it.
+    pub kv_tokens: Option<u64>,
     /// Requests waiting at most; past it, a 429.
     pub max_waiting: usize,
     /// Which upstream a request goes to.
@@ -60,18 +65,19 @@ impl GatewayConfig {
         GatewayConfig {
             listen,
             upstreams,
-            policy: Policy::Fcfs,
+            policy: PolicySpec::FCFS,
             concurrency,
+            kv_tokens: None,
             max_waiting: 1024,
             router: Router::LeastOutstanding,
             embedder: None,
-            history: crate::order::HISTORY,
+            history: crate::forecast::HISTORY,
         }
     }
 
     /// Whether requests are predicted.
     fn predicts(&self) -> bool {
-        self.policy != Policy::Fcfs || self.router == Router::CostAware
+        self.policy.predicts() || self.router.predicts()
     }
 }
 
@@ -82,6 +88,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("upstreams", &self.upstreams)
             .field("policy", &self.policy)
             .field("concurrency", &self.concurrency)
+            .field("kv_tokens", &self.kv_tokens)
             .field("max_waiting", &self.max_waiting)
             .field("router", &self.router)
             .field("embedder", &self.embedder.as_ref().map(|e| e.name()))
@@ -99,6 +106,14 @@ pub enum GatewayError {
     /// A zero concurrency or queue bound.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// A policy the gateway cannot run.
+    #[error("policy `{policy}`: {reason}")]
+    Policy {
+        /// The policy.
+        policy: String,
+        /// Why not.
+        reason: String,
+    },
     /// The listening socket or the runtime.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -108,7 +123,7 @@ struct Shared {
     config: GatewayConfig,
     metrics: Arc<Metrics>,
     admission: Arc<Admission>,
-    orderer: Arc<Orderer>,
+    forecaster: Option<Arc<Forecaster>>,
     client: UpstreamClient,
 }
 
@@ -123,6 +138,7 @@ pub struct Gateway {
 pub struct RunningGateway {
     addr: SocketAddr,
     admission: Arc<Admission>,
+    upstreams: usize,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -156,25 +172,39 @@ impl Gateway {
         if config.history == 0 {
             return Err(GatewayError::Zero("the predictor's history"));
         }
-        let admission = Admission::new(
-            config.upstreams.len(),
-            config.concurrency,
-            config.max_waiting,
-            config.router,
-        );
+        if matches!(config.policy.source, Source::Truth | Source::Noisy(_)) {
+            return Err(GatewayError::Policy {
+                policy: config.policy.to_string(),
+                reason: "it orders by the true answer lengths, which only a simulation knows"
+                    .into(),
+            });
+        }
+        let limits = EngineLimits {
+            concurrency: config.concurrency,
+            kv_tokens: config.kv_tokens,
+            block_tokens: 16,
+        };
+        let admission = Admission::new(Config {
+            policy: config.policy,
+            engines: vec![limits; config.upstreams.len()],
+            router: config.router,
+            placement: Placement::WhenFree,
+            max_waiting: config.max_waiting,
+            service: ServiceModel::Measured(Rates::default()),
+            can_pause: false,
+        })
+        .map_err(|e| GatewayError::Policy {
+            policy: config.policy.to_string(),
+            reason: e.to_string(),
+        })?;
         let metrics = Arc::new(Metrics::default());
-        let embedder = config.predicts().then(|| {
-            config
+        let forecaster = config.predicts().then(|| {
+            let embedder = config
                 .embedder
                 .clone()
-                .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>)
+                .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
+            Arc::new(Forecaster::new(embedder, config.history, metrics.clone()))
         });
-        let orderer = Arc::new(Orderer::new(
-            config.policy,
-            embedder,
-            config.history,
-            metrics.clone(),
-        ));
         let client = {
             let _enter = runtime.enter();
             proxy::client()
@@ -184,7 +214,7 @@ impl Gateway {
                 config,
                 metrics,
                 admission,
-                orderer,
+                forecaster,
                 client,
             }),
             runtime,
@@ -202,10 +232,12 @@ impl Gateway {
         let addr = self.listener.local_addr()?;
         let (shared, listener) = (self.shared, self.listener);
         let admission = shared.admission.clone();
+        let upstreams = shared.config.upstreams.len();
         self.runtime.spawn(accept(listener, shared));
         Ok(RunningGateway {
             addr,
             admission,
+            upstreams,
             runtime: Some(self.runtime),
         })
     }
@@ -219,7 +251,7 @@ impl RunningGateway {
 
     /// How many requests wait, and how many are in flight on each upstream.
     pub fn load(&self) -> (usize, Vec<usize>) {
-        self.admission.load()
+        self.admission.load(self.upstreams)
     }
 
     /// Requests that reached the queue so far (admitted, waiting, refused or gone).
@@ -298,7 +330,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         (&Method::GET, "/metrics") => {
             let mut r = Response::new(
                 http_body_util::Full::new(Bytes::from(
-                    shared.metrics.render(shared.config.policy.name()),
+                    shared.metrics.render(&shared.config.policy.to_string()),
                 ))
                 .map_err(|never| match never {})
                 .boxed(),
@@ -377,25 +409,36 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         );
     }
     let learns = checked.choices == 1;
-    let placed = if shared.orderer.predicts() {
-        // Embedding the prompt is CPU work: off the runtime's threads.
-        let orderer = shared.orderer.clone();
-        match tokio::task::spawn_blocking(move || orderer.place(&checked)).await {
-            Ok(p) => p,
-            Err(e) => {
-                return proxy::error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "server_error",
-                    &format!("predicting the request: {e}"),
-                    None,
-                );
+    let forecast = match &shared.forecaster {
+        // Embedding the prompt and scanning the history are CPU work: off the runtime's threads.
+        Some(f) => {
+            let (f, req) = (f.clone(), checked.clone());
+            match tokio::task::spawn_blocking(move || f.forecast(&req)).await {
+                Ok(forecast) => Some(forecast),
+                Err(e) => {
+                    return proxy::error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "server_error",
+                        &format!("predicting the request: {e}"),
+                        None,
+                    );
+                }
             }
         }
-    } else {
-        shared.orderer.place(&checked)
+        None => None,
+    };
+    let job = Arrival {
+        id: 0,
+        input_tokens: forecast.as_ref().map_or_else(
+            || ((checked.context_chars as f64 * TOKENS_PER_CHAR).round() as u32).max(1),
+            |f| f.input,
+        ),
+        max_tokens: checked.output_bound(),
+        priority: 0,
+        lengths: forecast.as_ref().map(|f| f.lengths.clone()),
     };
     let placed_at = Instant::now();
-    let slot = match shared.admission.admit(placed.ticket).await {
+    let slot = match shared.admission.admit(job).await {
         Ok(slot) => slot,
         Err(e @ Refused::Full(_)) => {
             return proxy::error(
@@ -424,13 +467,17 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             arrival,
         },
         // With several choices an answer's tokens are not one answer's length.
-        learning: placed.forecast.filter(|_| learns).map(|forecast| Learning {
-            orderer: shared.orderer.clone(),
-            forecast,
-            tally: Tally::new(stream),
-            admitted,
-            first_byte: None,
-        }),
+        learning: forecast
+            .filter(|_| learns)
+            .zip(shared.forecaster.clone())
+            .map(|(forecast, forecaster)| Learning {
+                forecaster,
+                admission: shared.admission.clone(),
+                forecast,
+                tally: Tally::new(stream),
+                admitted,
+                first_byte: None,
+            }),
     };
     shared
         .metrics

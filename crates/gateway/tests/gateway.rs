@@ -19,7 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xsched_gateway::{Gateway, GatewayConfig, Policy, Router, RunningGateway};
+use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router, RunningGateway};
+
+fn policy(name: &str) -> PolicySpec {
+    name.parse().expect("a known policy")
+}
 
 /// What the fake engine saw.
 struct Seen {
@@ -79,7 +83,8 @@ type EngineBody = BoxBody<Bytes, Infallible>;
 
 /// Answer like an engine: a request's `user` field is its tag and `ms` (else `max_tokens`) how
 /// many ms to take; the answer is a JSON body naming the tag, with `answer_tokens` (a test's
-/// field) as its usage's completion tokens when given, or, when `stream`, one event per 20 ms.
+/// field) as its usage's completion tokens when given (and `prompt_tokens`, else 3, as its
+/// prompt's), or, when `stream`, one event per 20 ms.
 async fn engine(
     req: Request<Incoming>,
     seen: Arc<Seen>,
@@ -110,7 +115,8 @@ async fn engine(
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
         let text = match v["answer_tokens"].as_u64() {
             Some(n) => format!(
-                r#"{{"id":"{tag}","choices":[{{"text":"ok"}}],"usage":{{"prompt_tokens":3,"completion_tokens":{n}}}}}"#
+                r#"{{"id":"{tag}","choices":[{{"text":"ok"}}],"usage":{{"prompt_tokens":{},"completion_tokens":{n}}}}}"#,
+                v["prompt_tokens"].as_u64().unwrap_or(3)
             ),
             None => format!(r#"{{"id":"{tag}","choices":[{{"text":"ok"}}]}}"#),
         };
@@ -419,7 +425,22 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
             .unwrap_or_default();
         assert!(err.contains(names), "{err}");
     }
-    assert!("srpt".parse::<Policy>().is_err());
+    assert!("srpt".parse::<PolicySpec>().is_err());
+    for (simulated, why) in [
+        ("srpt-oracle", "true answer lengths"),
+        ("sagesched-noise-0.5", "true answer lengths"),
+        ("fastserve", "fastserve:preempt=off"),
+        ("trail", "trail:preempt=off"),
+    ] {
+        let err = Gateway::bind(GatewayConfig {
+            policy: policy(simulated),
+            ..base.clone()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(err.contains(why), "{simulated}: {err}");
+    }
 }
 
 #[test]
@@ -527,7 +548,7 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
     let rt = runtime();
     let (engine, seen) = start_engine(&rt);
     let gw = serve(GatewayConfig {
-        policy: Policy::SageSched,
+        policy: policy("sagesched"),
         ..config(&[engine], 1)
     });
     let addr = gw.addr();
@@ -607,9 +628,9 @@ async fn until_learned(addr: SocketAddr, policy: &str, n: u64) {
 fn both_sagesched_policies_learn_from_streams_counted_as_they_pass() {
     let rt = runtime();
     let (engine, _) = start_engine(&rt);
-    for policy in [Policy::SageSched, Policy::SageSchedTime] {
+    for name in ["sagesched", "sagesched-time"] {
         let gw = serve(GatewayConfig {
-            policy,
+            policy: policy(name),
             ..config(&[engine], 2)
         });
         rt.block_on(async {
@@ -619,7 +640,7 @@ fn both_sagesched_policies_learn_from_streams_counted_as_they_pass() {
                     post(gw.addr(), "/v1/chat/completions", chat("s", 100, true)).await;
                 assert_eq!(status, StatusCode::OK);
             }
-            until_learned(gw.addr(), policy.name(), 3).await;
+            until_learned(gw.addr(), name, 3).await;
         });
     }
 }
@@ -646,7 +667,7 @@ fn a_stream_read_to_its_done_is_learned_and_one_cut_short_is_not() {
     let rt = runtime();
     let (engine, _) = start_engine(&rt);
     let gw = serve(GatewayConfig {
-        policy: Policy::SageSched,
+        policy: policy("sagesched"),
         ..config(&[engine], 1)
     });
     rt.block_on(async {
@@ -694,4 +715,137 @@ fn round_robin_alternates_engines_where_least_outstanding_takes_the_first_idle_o
             .collect();
         assert_eq!(seen, expected, "{}", router.name());
     }
+}
+
+/// Prompts of a multiple of 4 characters (the gateway's token estimate, 0.25 a character, is
+/// then exact) and their true answer lengths.
+fn sequence() -> Vec<(String, u32)> {
+    let texts = [
+        ("say yes or no", 3),
+        ("write a long essay on the history of rome", 900),
+        ("list three colours", 40),
+        ("explain how a compiler works in detail", 200),
+        ("what is two plus two", 10),
+        ("write a story about a dragon and a knight", 600),
+        ("summarise this paragraph briefly", 80),
+        ("reply with ok", 5),
+    ];
+    texts
+        .into_iter()
+        .map(|(t, n)| {
+            let pad = (4 - t.len() % 4) % 4;
+            (format!("{t}{}", ".".repeat(pad)), n)
+        })
+        .collect()
+}
+
+#[test]
+fn the_gateway_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
+    use xsched_llm::Request;
+    use xsched_llm::engine::EngineConfig;
+    use xsched_llm::sim::{self, Cluster};
+    use xsched_llm_predict::embedding::{Embedder, Hashed};
+
+    let prompts = sequence();
+    let arrival_order = [1usize, 5, 3, 7, 0, 2, 6, 4];
+    let with_tokens = |tag: &str, prompt: &str, tokens: u32| {
+        serde_json::json!({
+            "model": "m", "user": tag, "max_tokens": 4096, "ms": 0, "answer_tokens": tokens,
+            "prompt_tokens": prompt.len() / 4,
+            "messages": [{"role": "user", "content": prompt}],
+        })
+        .to_string()
+    };
+    // Through the gateway: teach it every prompt four times, one at a time, then hold its one
+    // slot while the sequence queues, and release it.
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        policy: policy("sagesched-noaging"),
+        ..config(&[engine], 1)
+    });
+    let addr = gw.addr();
+    rt.block_on(async {
+        let mut taught = 0;
+        for _ in 0..4 {
+            for (prompt, tokens) in &prompts {
+                let body = with_tokens("teach", prompt, *tokens);
+                assert_eq!(
+                    post(addr, "/v1/chat/completions", body).await.0,
+                    StatusCode::OK
+                );
+                taught += 1;
+                // Learned in this order, as the simulator's history is filled.
+                until_learned(addr, "sagesched-noaging", taught).await;
+            }
+        }
+        let hold = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
+        until("the held request to reach the engine", || {
+            seen.in_flight.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        let mut tasks = Vec::new();
+        for (i, &k) in arrival_order.iter().enumerate() {
+            let (prompt, tokens) = &prompts[k];
+            let body = with_tokens(&format!("q{k}"), prompt, *tokens);
+            tasks.push(tokio::spawn(post(addr, "/v1/chat/completions", body)));
+            until("the request to queue", || gw.load().0 > i).await;
+        }
+        seen.gate.add_permits(1);
+        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
+        for t in tasks {
+            assert_eq!(t.await.expect("task").0, StatusCode::OK);
+        }
+    });
+    let order = seen.order.lock().expect("order").clone();
+    let through_gateway: Vec<String> = order[order.len() - arrival_order.len()..].to_vec();
+    // Through the simulator: the same history, the same arrivals behind a long request on an
+    // engine of one slot.
+    let request = |id: usize, arrival: f64, prompt: &str, input: u32, output: u32| Request {
+        id,
+        arrival,
+        prompt: prompt.to_string(),
+        input_tokens: input,
+        output_tokens: output,
+        previous_answer_tokens: None,
+        embedding: Hashed.embed(prompt),
+    };
+    let warm: Vec<Request> = (0..4)
+        .flat_map(|_| prompts.iter())
+        .enumerate()
+        .map(|(i, (p, n))| request(i, 0.0, p, (p.len() / 4) as u32, *n))
+        .collect();
+    let mut requests = vec![request(0, 0.0, "hi", 1, 2000)];
+    for (i, &k) in arrival_order.iter().enumerate() {
+        let (p, n) = &prompts[k];
+        requests.push(request(
+            i + 1,
+            0.001 * (i + 1) as f64,
+            p,
+            (p.len() / 4) as u32,
+            *n,
+        ));
+    }
+    let cfg = EngineConfig {
+        max_num_seqs: 1,
+        ..EngineConfig::preset("llama3.1-8b-a100").expect("preset")
+    };
+    let run = sim::simulate(
+        &cfg,
+        Cluster::SINGLE,
+        policy("sagesched-noaging"),
+        xsched_gateway::forecast::HISTORY,
+        &warm,
+        &requests,
+    )
+    .expect("run");
+    let through_simulator: Vec<String> = run.admitted[1..]
+        .iter()
+        .map(|&i| format!("q{}", arrival_order[i - 1]))
+        .collect();
+    assert_eq!(through_gateway, through_simulator);
+    // And the order is the predictions' (the two longest answers last), not the arrivals'.
+    let mut last_two = through_simulator[6..].to_vec();
+    last_two.sort();
+    assert_eq!(last_two, ["q1", "q5"], "{through_simulator:?}");
 }

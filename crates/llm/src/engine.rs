@@ -1,26 +1,32 @@
-//! A vLLM-like engine, simulated step by step in virtual time (deterministic).
+//! A vLLM-like engine, simulated step by step in virtual time (deterministic). It has no
+//! policy: the scheduler in front of it (`xsched-llm-core`, driven by `sim.rs`) decides which
+//! requests it is sent and when, as a gateway would in front of a real engine, and may ask it to
+//! pause a running request.
 //!
 //! Each step is scheduled the way vLLM's V1 scheduler does it (`vllm/v1/core/sched/
-//! scheduler.py`): first the *running* requests (those holding KV), in the order they were
-//! admitted, each getting a chunk of what it still has to prefill (chunked prefill) or one
-//! decode token, within the step's token budget (`max_num_batched_tokens`). When a running
-//! request needs a KV block and none is free, the lowest-ranked running request is preempted by
-//! recompute: the most recently admitted one, vLLM's default (its KV dropped; it returns to the
-//! waiting queue and must prefill its prompt and generated tokens again), and if that is the
-//! request itself, no more running requests are scheduled this step. Then, only if nobody was preempted, *waiting* requests are admitted in
-//! the policy's order while `max_num_seqs`, the budget and the free blocks allow; admission
-//! stops at the first that does not fit (no skipping). So a policy decides the order of the
-//! waiting queue (preempted requests rejoin it); it never pauses a running request to let a
-//! better one in (vLLM cannot). Choosing the victim by the policy's rank instead (vLLM's
-//! `priority` mode) was measured worse for every length-aware policy on ShareGPT: it preempts
-//! the requests with the most KV, whose recompute then collapses throughput
-//! (docs/BENCHMARKS.md). The step lasts `β0 + β1·prefill_tokens +
-//! β2·decode_tokens + β3·attended` µs, `attended` being the context tokens (KV) the decoding
-//! requests read. A request whose prompt and output cannot fit in the whole KV pool is refused
-//! at arrival (vLLM refuses it too) and counted.
+//! scheduler.py`; docs/LLM-ENGINE.md says what matches and what differs): first the *running*
+//! requests, in the order they were admitted, each getting a chunk of what it still has to
+//! prefill (chunked prefill) or one decode token, within the step's token budget
+//! (`max_num_batched_tokens`). When a running request needs a KV block and none is free, the
+//! most recently admitted running request is preempted by recompute (its KV dropped; it goes
+//! to the front of the engine's queue and must prefill its prompt and generated tokens again),
+//! and if that is the request itself, no more running requests are scheduled this step. Then,
+//! only if nobody was preempted, queued requests (sent by the scheduler, or preempted) are
+//! admitted first come first served while `max_num_seqs`, the budget and the free blocks
+//! allow; admission stops at the first that does not fit (no skipping).
+//!
+//! A request the scheduler pauses ([`Engine::pause`]) leaves the running set at the step
+//! boundary. Its KV is swapped to host memory if it fits the preset's swap space, at the
+//! host link's bandwidth each way, or else dropped and recomputed when it resumes: whichever
+//! costs less time. A swap is charged to the step that follows, in full (not overlapped).
+//!
+//! The step lasts `β0 + β1·prefill_tokens + β2·decode_tokens + β3·attended` µs, `attended`
+//! being the context tokens (KV) the decoding requests read, plus any swap traffic.
 
 use crate::Request;
-use crate::policy::{Policy, View};
+use std::collections::VecDeque;
+use xsched_llm_core::cost::StepFit;
+use xsched_llm_core::{EngineLimits, EngineReport};
 
 /// Engine and model/GPU parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +47,10 @@ pub struct EngineConfig {
     pub attend_us: f64,
     /// The model's window: prompt + output tokens of one request.
     pub max_model_len: u32,
+    /// µs to move one token's KV across the host link, one way.
+    pub swap_us_per_token: f64,
+    /// Tokens of KV the host's swap space holds.
+    pub swap_tokens: u64,
 }
 
 impl EngineConfig {
@@ -58,16 +68,33 @@ impl EngineConfig {
         crate::presets::default_engine()
     }
 
-    /// Seconds a request takes on an otherwise empty engine: its prompt in chunks of the token
-    /// budget, then one decode step per further token, each attending the context so far.
+    /// Its step-time fit, as the scheduler's service model takes it.
+    pub fn fit(&self) -> StepFit {
+        StepFit {
+            beta_us: self.beta_us,
+            attend_us: self.attend_us,
+            chunk_tokens: self.max_num_batched_tokens,
+        }
+    }
+
+    /// What the scheduler may admit to it: its slots and its KV pool.
+    pub fn limits(&self) -> EngineLimits {
+        EngineLimits {
+            concurrency: self.max_num_seqs,
+            kv_tokens: Some(u64::from(self.kv_blocks) * u64::from(self.block_tokens)),
+            block_tokens: self.block_tokens,
+        }
+    }
+
+    /// Seconds a request takes on an otherwise empty engine.
     pub fn solo_seconds(&self, input: u32, output: u32) -> f64 {
-        let [b0, b1, b2] = self.beta_us;
-        let (i, decodes) = (f64::from(input), f64::from(output.saturating_sub(1)));
-        let chunks = f64::from(input.div_ceil(self.max_num_batched_tokens.max(1)).max(1));
-        let prefill = chunks * b0 + b1 * i;
-        // Decode k (1-based) attends the prompt and k tokens.
-        let attended = decodes * i + decodes * (decodes + 1.0) / 2.0;
-        (prefill + decodes * (b0 + b2) + self.attend_us * attended) / 1e6
+        self.fit().solo_seconds(input, output)
+    }
+
+    /// Whether a request of `input` prompt and `output` answer tokens can ever fit the pool
+    /// (vLLM refuses one that cannot).
+    pub fn holds(&self, input: u32, output: u32) -> bool {
+        self.blocks_for(input.saturating_add(output)) <= self.kv_blocks
     }
 
     fn blocks_for(&self, tokens: u32) -> u32 {
@@ -87,20 +114,41 @@ pub struct Outcome {
 }
 
 /// One simulated run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStats {
     /// Completed requests, in completion order.
     pub outcomes: Vec<Outcome>,
-    /// Preemptions by recompute.
+    /// Preemptions by recompute the engine made (KV exhausted).
     pub preemptions: u64,
-    /// Tokens whose KV was dropped and recomputed.
+    /// Tokens whose KV was dropped and recomputed (by preemptions and recomputed pauses).
     pub wasted_tokens: u64,
+    /// Running requests paused at the scheduler's request.
+    pub pauses: u64,
+    /// Tokens of KV swapped out to host memory by pauses.
+    pub swapped_tokens: u64,
     /// Time of the last completion (s).
     pub makespan: f64,
     /// Engine steps.
     pub steps: u64,
     /// Requests refused at arrival: prompt and output larger than the whole KV pool.
     pub refused: u64,
+    /// Requests the scheduler shed (its queue full).
+    pub shed: u64,
+}
+
+impl RunStats {
+    /// Add another engine's run.
+    pub fn absorb(&mut self, other: RunStats) {
+        self.outcomes.extend(other.outcomes);
+        self.preemptions += other.preemptions;
+        self.wasted_tokens += other.wasted_tokens;
+        self.pauses += other.pauses;
+        self.swapped_tokens += other.swapped_tokens;
+        self.makespan = self.makespan.max(other.makespan);
+        self.steps += other.steps;
+        self.refused += other.refused;
+        self.shed += other.shed;
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -109,6 +157,8 @@ struct Active {
     computed: u32,
     generated: u32,
     blocks: u32,
+    /// Its KV sits in host memory (a paused request).
+    swapped: bool,
     first_token: Option<f64>,
 }
 
@@ -127,36 +177,97 @@ impl Active {
     }
 }
 
-/// The engine's state during one run.
-pub(crate) struct Engine<'a> {
+/// What one step did, for the scheduler.
+#[derive(Debug, Default)]
+pub struct StepEvents {
+    /// Requests that generated a token, with their tokens so far.
+    pub progressed: Vec<(usize, u32)>,
+    /// Requests that completed.
+    pub finished: Vec<usize>,
+    /// Requests the engine preempted.
+    pub preempted: Vec<usize>,
+}
+
+/// One engine during a run.
+pub struct Engine<'a> {
     cfg: &'a EngineConfig,
     requests: &'a [Request],
     state: Vec<Active>,
     /// Requests holding KV, in admission order.
     running: Vec<usize>,
-    /// Requests waiting to be admitted (new or preempted), in no particular order.
-    waiting: Vec<usize>,
+    /// Requests sent or preempted and not yet running, first come first served.
+    queue: VecDeque<usize>,
     free: u32,
+    /// Swap space in use (tokens).
+    swap_used: u64,
+    /// Swap traffic (µs) charged to the next step.
+    swap_due_us: f64,
     now: f64,
     /// This step's batch: (request, tokens).
     batch: Vec<(usize, u32)>,
     budget: u32,
     stats: RunStats,
+    events: StepEvents,
 }
 
-impl Engine<'_> {
-    fn rank(&self, policy: &dyn Policy, i: usize) -> f64 {
-        let a = &self.state[i];
-        policy.rank(&View {
-            req: &self.requests[i],
-            generated: a.generated,
-            started: a.generated > 0 || a.blocks > 0,
-            now: self.now,
-        })
+impl<'a> Engine<'a> {
+    /// An empty engine for `requests` (indexed by position; it only sees those it is sent).
+    pub fn new(cfg: &'a EngineConfig, requests: &'a [Request]) -> Engine<'a> {
+        Engine {
+            cfg,
+            requests,
+            state: vec![Active::default(); requests.len()],
+            running: Vec::new(),
+            queue: VecDeque::new(),
+            free: cfg.kv_blocks,
+            swap_used: 0,
+            swap_due_us: 0.0,
+            now: 0.0,
+            batch: Vec::new(),
+            budget: 0,
+            stats: RunStats::default(),
+            events: StepEvents::default(),
+        }
+    }
+
+    /// Request `i` is sent to the engine: it queues behind what was sent before.
+    pub fn accept(&mut self, i: usize) {
+        self.queue.push_back(i);
+    }
+
+    /// Pause running (or queued) request `i` at this step boundary: swap its KV out or drop
+    /// it, whichever costs less (see the module docs).
+    pub fn pause(&mut self, i: usize) {
+        self.running.retain(|&r| r != i);
+        self.queue.retain(|&r| r != i);
+        let cfg = self.cfg;
+        let a = &mut self.state[i];
+        self.stats.pauses += 1;
+        if a.swapped || a.blocks == 0 {
+            // Paused again before it resumed: its KV is already out of the GPU.
+            return;
+        }
+        let tokens = a.computed;
+        let swap_us = 2.0 * cfg.swap_us_per_token * f64::from(tokens);
+        let recompute_us = cfg.beta_us[1] * f64::from(tokens);
+        self.free += a.blocks;
+        a.blocks = 0;
+        if tokens > 0
+            && swap_us < recompute_us
+            && self.swap_used + u64::from(tokens) <= cfg.swap_tokens
+        {
+            a.swapped = true;
+            self.swap_used += u64::from(tokens);
+            self.swap_due_us += cfg.swap_us_per_token * f64::from(tokens);
+            self.stats.swapped_tokens += u64::from(tokens);
+        } else {
+            self.stats.wasted_tokens += u64::from(tokens);
+            a.computed = 0;
+        }
     }
 
     /// Preempt vLLM's default victim, the most recently admitted running request: drop its KV
-    /// and send it back to wait (un-batching it if it was batched). Which request it was.
+    /// and queue it first (un-batching it if it was batched). Which request it was.
     fn preempt_newest(&mut self) -> Option<usize> {
         let victim = self.running.pop()?;
         if let Some(pos) = self.batch.iter().position(|&(i, _)| i == victim) {
@@ -168,7 +279,8 @@ impl Engine<'_> {
         self.stats.wasted_tokens += u64::from(a.computed);
         a.blocks = 0;
         a.computed = 0;
-        self.waiting.push(victim);
+        self.queue.push_front(victim);
+        self.events.preempted.push(victim);
         Some(victim)
     }
 
@@ -213,44 +325,32 @@ impl Engine<'_> {
         preempted
     }
 
-    /// Admit waiting requests in the policy's order while they fit.
-    fn admit_waiting(&mut self, policy: &dyn Policy) {
-        // A waiting request holds no blocks, so it needs a free one and a free slot.
-        if self.waiting.is_empty()
-            || self.budget == 0
-            || self.free == 0
-            || self.running.len() >= self.cfg.max_num_seqs
-        {
-            return;
-        }
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Ranked>> = self
-            .waiting
-            .iter()
-            .map(|&i| std::cmp::Reverse(Ranked(self.rank(policy, i), i)))
-            .collect();
-        let mut admitted = false;
+    /// Start queued requests in order while they fit (a swapped one needs its whole KV back).
+    fn admit_queued(&mut self) {
         while self.running.len() < self.cfg.max_num_seqs && self.budget > 0 {
-            let Some(std::cmp::Reverse(Ranked(_, i))) = heap.pop() else {
+            let Some(&i) = self.queue.front() else {
                 break;
             };
-            let want = self.state[i].wants(&self.requests[i], self.budget);
+            let a = self.state[i];
+            let want = a.wants(&self.requests[i], self.budget);
             if !self.allocate(i, want) {
                 break;
             }
+            if a.swapped {
+                let a = &mut self.state[i];
+                a.swapped = false;
+                self.swap_used -= u64::from(a.computed);
+                self.swap_due_us += self.cfg.swap_us_per_token * f64::from(a.computed);
+            }
+            self.queue.pop_front();
             self.budget -= want;
             self.batch.push((i, want));
             self.running.push(i);
-            admitted = true;
-        }
-        if admitted {
-            // Waiting requests hold no blocks; the admitted ones now do.
-            let state = &self.state;
-            self.waiting.retain(|&i| state[i].blocks == 0);
         }
     }
 
     /// Run the batch: advance the clock, produce tokens, retire what finished.
-    fn execute(&mut self, policy: &mut dyn Policy) {
+    fn execute(&mut self) {
         let (mut prefill_tokens, mut decode_tokens, mut attended) = (0u32, 0u32, 0u64);
         for &(i, n) in &self.batch {
             if self.state[i].unprefilled(&self.requests[i]) > 0 {
@@ -264,7 +364,8 @@ impl Engine<'_> {
         self.now += (b0
             + b1 * f64::from(prefill_tokens)
             + b2 * f64::from(decode_tokens)
-            + self.cfg.attend_us * attended as f64)
+            + self.cfg.attend_us * attended as f64
+            + std::mem::take(&mut self.swap_due_us))
             / 1e6;
         self.stats.steps += 1;
         let mut finished = false;
@@ -277,12 +378,13 @@ impl Engine<'_> {
                 // A step that finishes a prefill, or a decode step, yields one token.
                 a.generated += 1;
                 a.first_token.get_or_insert(self.now);
+                self.events.progressed.push((i, a.generated));
             }
             if a.generated >= r.output_tokens {
                 self.free += a.blocks;
                 a.blocks = 0;
                 finished = true;
-                policy.complete(r);
+                self.events.finished.push(i);
                 self.stats.outcomes.push(Outcome {
                     id: r.id,
                     ttft: a.first_token.unwrap_or(self.now) - r.arrival,
@@ -297,154 +399,66 @@ impl Engine<'_> {
                 .retain(|&i| state[i].generated < requests[i].output_tokens);
         }
     }
-}
 
-/// A rank and its request, ordered by rank then request (lower first).
-#[derive(PartialEq)]
-struct Ranked(f64, usize);
-
-impl Eq for Ranked {}
-
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
+    /// Whether anything is running or queued.
+    pub fn busy(&self) -> bool {
+        !self.running.is_empty() || !self.queue.is_empty()
     }
-}
 
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
-    }
-}
-
-/// What one engine step did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// A batch ran (the clock advanced).
-    Ran,
-    /// Requests were preempted and nothing ran: step again.
-    Preempted,
-    /// Nothing can run until a request arrives.
-    Idle,
-}
-
-impl<'a> Engine<'a> {
-    /// An empty engine for `requests` (indexed by position; it only sees those that arrive).
-    pub(crate) fn new(cfg: &'a EngineConfig, requests: &'a [Request]) -> Engine<'a> {
-        Engine {
-            cfg,
-            requests,
-            state: vec![Active::default(); requests.len()],
-            running: Vec::new(),
-            waiting: Vec::new(),
-            free: cfg.kv_blocks,
-            now: 0.0,
-            batch: Vec::new(),
-            budget: 0,
-            stats: RunStats {
-                outcomes: Vec::new(),
-                preemptions: 0,
-                wasted_tokens: 0,
-                makespan: 0.0,
-                steps: 0,
-                refused: 0,
-            },
+    /// Schedule and run one step, writing what it did into `out`; false if nothing could run.
+    /// A step that only preempted runs nothing and takes no time; the next one does.
+    pub fn step(&mut self, out: &mut StepEvents) -> bool {
+        for events in [&mut self.events, &mut *out] {
+            events.progressed.clear();
+            events.finished.clear();
+            events.preempted.clear();
         }
-    }
-
-    /// Request `i` arrives now; false if it was refused (it can never fit the KV pool).
-    pub(crate) fn arrive(&mut self, i: usize, policy: &mut dyn Policy) -> bool {
-        let r = &self.requests[i];
-        if self.cfg.blocks_for(r.input_tokens + r.output_tokens) > self.cfg.kv_blocks {
-            self.stats.refused += 1;
-            return false;
-        }
-        policy.arrive(r);
-        self.waiting.push(i);
-        true
-    }
-
-    /// Whether anything is running or waiting.
-    pub(crate) fn busy(&self) -> bool {
-        !self.running.is_empty() || !self.waiting.is_empty()
-    }
-
-    /// Schedule and run one step.
-    pub(crate) fn step(&mut self, policy: &mut dyn Policy) -> Step {
         self.batch.clear();
         self.budget = self.cfg.max_num_batched_tokens;
         let preempted = self.schedule_running();
         if !preempted {
-            self.admit_waiting(policy);
+            self.admit_queued();
         }
-        match (self.batch.is_empty(), preempted) {
-            (false, _) => {
-                self.execute(policy);
-                Step::Ran
-            }
-            // Every running request preempted itself: the waiting ones fit next step.
-            (true, true) => Step::Preempted,
-            (true, false) => Step::Idle,
+        let ran = !self.batch.is_empty();
+        if ran {
+            self.execute();
+        }
+        std::mem::swap(&mut self.events, out);
+        ran || preempted
+    }
+
+    /// What it can start in its next step: the budget its running requests leave (none while
+    /// requests it was sent still queue), its free KV, its queue.
+    pub fn report(&self) -> EngineReport {
+        let mut budget = self.cfg.max_num_batched_tokens;
+        for &i in &self.running {
+            budget = budget.saturating_sub(self.state[i].wants(&self.requests[i], budget));
+        }
+        let slots = self.cfg.max_num_seqs.saturating_sub(self.running.len());
+        let step_tokens = if self.queue.is_empty() && slots > 0 {
+            budget
+        } else {
+            0
+        };
+        EngineReport {
+            step_tokens: Some(step_tokens),
+            kv_free_tokens: Some(u64::from(self.free) * u64::from(self.cfg.block_tokens)),
+            waiting: self.queue.len(),
         }
     }
 
     /// The engine's clock (s).
-    pub(crate) fn now(&self) -> f64 {
+    pub fn now(&self) -> f64 {
         self.now
     }
 
     /// Move an idle engine's clock forward to `t`.
-    pub(crate) fn wait_until(&mut self, t: f64) {
+    pub fn wait_until(&mut self, t: f64) {
         self.now = self.now.max(t);
     }
 
-    /// Requests held: (running, waiting).
-    pub(crate) fn load(&self) -> (usize, usize) {
-        (self.running.len(), self.waiting.len())
-    }
-
-    /// Fraction of the KV pool in use.
-    pub(crate) fn kv_used(&self) -> f64 {
-        1.0 - f64::from(self.free) / f64::from(self.cfg.kv_blocks.max(1))
-    }
-
-    /// Whether it would admit a new request at its next step (a free slot and nobody waiting).
-    pub(crate) fn has_room(&self) -> bool {
-        self.waiting.is_empty() && self.running.len() < self.cfg.max_num_seqs
-    }
-
-    /// Completions after the first `seen`.
-    pub(crate) fn outcomes_since(&self, seen: usize) -> &[Outcome] {
-        self.stats.outcomes.get(seen..).unwrap_or_default()
-    }
-
-    /// Completions so far.
-    pub(crate) fn outcomes_len(&self) -> usize {
-        self.stats.outcomes.len()
-    }
-
     /// What happened so far.
-    pub(crate) fn finish(self) -> RunStats {
+    pub fn finish(self) -> RunStats {
         self.stats
     }
-}
-
-/// Run `requests` (sorted by arrival, ids their positions) through the engine under `policy`.
-pub fn simulate(cfg: &EngineConfig, requests: &[Request], policy: &mut dyn Policy) -> RunStats {
-    let mut e = Engine::new(cfg, requests);
-    let mut next = 0usize;
-    loop {
-        while next < requests.len() && requests[next].arrival <= e.now() {
-            e.arrive(next, policy);
-            next += 1;
-        }
-        let step = if e.busy() { e.step(policy) } else { Step::Idle };
-        if step == Step::Idle {
-            match requests.get(next) {
-                Some(r) => e.wait_until(r.arrival),
-                None => break,
-            }
-        }
-    }
-    e.finish()
 }

@@ -6,10 +6,17 @@
 //! predicted mean and the truth. Latency is wall-clock per prediction against a full history.
 
 use crate::data::PromptRecord;
-use crate::embedding::Embedder;
-use crate::predictor::Predictor;
+use crate::engine::EngineConfig;
 use std::sync::Arc;
 use std::time::Instant;
+use xsched_llm_core::predict::{Features, Predictor};
+use xsched_llm_core::service::ServiceModel;
+use xsched_llm_core::{
+    Arrival, Config, EngineLimits, Input, Placement, PolicySpec, Router, Scheduler,
+    SizeDistribution,
+};
+use xsched_llm_predict::embedding::{Embedder, Hashed};
+use xsched_llm_predict::predictor::History;
 use xsched_report::quantile;
 
 /// Predictor quality and cost.
@@ -35,58 +42,63 @@ pub struct PredictEval {
     pub recall: f64,
     /// Embedding latency P50 (µs) of the embedder used.
     pub embed_p50_us: f64,
-    /// One scheduling step's ranking of 10 000 waiting requests under `sagesched` (µs, median
-    /// of 5): every Gittins index computed, then sorted.
-    pub step_10k_us: f64,
+    /// One admission decision under `sagesched` with 10 000 requests waiting (µs, median).
+    pub decision_10k_us: f64,
 }
 
-/// Median time (µs) of ranking and sorting `n` waiting requests under `sagesched`, whose
-/// predictions come from `pool` (cycled to reach `n`; each request is distinct by id).
-pub fn step_latency(pool: &[PromptRecord], n: usize) -> f64 {
-    let Some(mut policy) = crate::policy::by_name(
-        "sagesched",
-        10_000,
-        &crate::engine::EngineConfig::default_preset(),
-    ) else {
+/// Median time (µs) of one admission decision under `sagesched` with `n` requests waiting
+/// (a slot frees, the scheduler admits the queue's head), their predictions from a history of
+/// `pool`'s lengths (500 of them cycled to reach `n`; each request distinct by id).
+pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
+    // One engine of one slot: the first arrival is admitted, the rest wait.
+    let engine = EngineConfig::default_preset();
+    let Ok(mut s) = Scheduler::new(Config {
+        policy: PolicySpec::row("sagesched").unwrap_or(PolicySpec::FCFS),
+        engines: vec![EngineLimits {
+            concurrency: 1,
+            ..engine.limits()
+        }],
+        router: Router::LeastOutstanding,
+        placement: Placement::WhenFree,
+        max_waiting: usize::MAX,
+        service: ServiceModel::Fit(engine.fit()),
+        can_pause: false,
+    }) else {
         return 0.0;
     };
-    let requests: Vec<crate::Request> = (0..n)
-        .filter_map(|id| {
-            let r = pool.get(id % pool.len().max(1))?;
-            Some(crate::Request {
-                id,
-                arrival: 0.0,
-                prompt: r.prompt.clone(),
-                input_tokens: r.input_tokens,
-                output_tokens: r.output_tokens,
-                previous_answer_tokens: r.previous_answer_tokens,
-                embedding: crate::embedding::Hashed.embed(&r.prompt),
-            })
-        })
+    let mut history = History::new(10_000);
+    let features = |r: &PromptRecord| Features {
+        embedding: Hashed.embed(&r.prompt),
+        previous_answer_tokens: r.previous_answer_tokens,
+    };
+    for r in pool.iter().take(10_000) {
+        history.learn(features(r), r.output_tokens);
+    }
+    // The decision is measured, not the lookups: 500 distinct predictions, cycled.
+    let predicted: Vec<(u32, SizeDistribution)> = pool
+        .iter()
+        .take(500)
+        .map(|r| (r.input_tokens, history.predict(&features(r))))
         .collect();
-    for r in requests.iter().take(10_000) {
-        policy.complete(r);
+    for id in 0..=n {
+        let Some((input, lengths)) = predicted.get(id % predicted.len().max(1)) else {
+            return 0.0;
+        };
+        let arrival = Arrival {
+            id: id as u64,
+            input_tokens: *input,
+            max_tokens: None,
+            priority: 0,
+            lengths: Some(lengths.clone()),
+        };
+        let _ = s.handle(0.0, Input::Arrived(arrival));
     }
-    for r in &requests {
-        policy.arrive(r);
-    }
-    let times: Vec<f64> = (0..5)
-        .map(|_| {
+    while s.poll_decision().is_some() {}
+    let times: Vec<f64> = (0..200u64)
+        .map(|k| {
             let t = Instant::now();
-            let mut order: Vec<(f64, usize)> = requests
-                .iter()
-                .map(|r| {
-                    let v = crate::policy::View {
-                        req: r,
-                        generated: 0,
-                        started: false,
-                        now: 0.0,
-                    };
-                    (policy.rank(&v), r.id)
-                })
-                .collect();
-            order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            std::hint::black_box(&order);
+            let _ = s.handle(1.0, Input::Done { id: k });
+            std::hint::black_box(s.poll_decision());
             t.elapsed().as_secs_f64() * 1e6
         })
         .collect();
@@ -152,7 +164,7 @@ pub fn evaluate(
     embedder: &dyn Embedder,
 ) -> PredictEval {
     let order = crate::data::shuffle_by_conversation(records, seed);
-    let mut p = Predictor::new(history);
+    let mut p = History::new(history);
     let (mut means, mut truth) = (Vec::new(), Vec::new());
     let (mut within, mut base_within) = (0usize, 0usize);
     let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
@@ -164,10 +176,10 @@ pub fn evaluate(
             let t = f64::from(r.output_tokens);
             let at = seen.partition_point(|x| *x < t);
             seen.insert(at, t);
-            p.learn(e, r.output_tokens);
+            p.remember(e, r.output_tokens);
             continue;
         }
-        let d = p.predict(&e, r.previous_answer_tokens);
+        let d = p.lookup(&e, r.previous_answer_tokens);
         let t = f64::from(r.output_tokens);
         let m = median(&d);
         within += usize::from(m <= 2.0 * t && t <= 2.0 * m);
@@ -179,9 +191,9 @@ pub fn evaluate(
         // Kept sorted, so the median so far is its middle element.
         let at = seen.partition_point(|x| *x < t);
         seen.insert(at, t);
-        p.learn(e, r.output_tokens);
+        p.remember(e, r.output_tokens);
     }
-    let mut full = Predictor::new(history);
+    let mut full = History::new(history);
     // The history is the prompts' own vectors after the first QUERIES, cycled up to the
     // capacity (embedding 100 k prompts with a model would take an hour and measures the model,
     // not the lookup), with the pool's lengths; the first QUERIES are the lookups, so none of
@@ -192,7 +204,7 @@ pub fn evaluate(
         let Some(e) = stored.get(i % stored.len().max(1)) else {
             break;
         };
-        full.learn(
+        full.remember(
             e.clone(),
             latency_pool.get(i).map_or(1, |r| r.output_tokens),
         );
@@ -201,7 +213,7 @@ pub fn evaluate(
         .iter()
         .map(|e| {
             let t = Instant::now();
-            let d = full.predict(e, None);
+            let d = full.lookup(e, None);
             std::hint::black_box(d);
             t.elapsed().as_secs_f64() * 1e6
         })
@@ -218,7 +230,7 @@ pub fn evaluate(
         latency_p50_us: at(0.5),
         latency_p99_us: at(0.99),
         recall,
-        step_10k_us: step_latency(latency_pool, 10_000),
+        decision_10k_us: decision_latency(latency_pool, 10_000),
         embed_p50_us: {
             let t: Vec<f64> = order
                 .iter()

@@ -8,16 +8,16 @@
 //! prompt appears once (no repeats); the predictor learns online from completed requests only.
 
 use crate::Request;
-use crate::cluster::{self, Cluster};
 use crate::data::PromptRecord;
-use crate::embedding::Embedder;
-use crate::engine::{EngineConfig, RunStats, simulate};
-use crate::policy;
+use crate::engine::{EngineConfig, RunStats};
+use crate::sim::{self, Cluster};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use std::sync::Arc;
+use xsched_llm_core::PolicySpec;
+use xsched_llm_predict::embedding::Embedder;
 use xsched_report::{Row, quantile, round3};
 
 /// What a sweep runs.
@@ -27,8 +27,8 @@ pub struct SweepParams {
     pub engine: EngineConfig,
     /// Loads (fractions of capacity).
     pub loads: Vec<f64>,
-    /// Policy names.
-    pub policies: Vec<String>,
+    /// Policies.
+    pub policies: Vec<PolicySpec>,
     /// Predictor history capacity.
     pub history: usize,
     /// Seed of the request order and arrivals.
@@ -103,19 +103,26 @@ pub struct Point {
     pub ttft_mean_ms: f64,
     /// Completed requests per second.
     pub throughput_rps: f64,
-    /// Preemptions by recompute.
+    /// Preemptions by recompute (the engine's, KV exhausted).
     pub preemptions: u64,
     /// Tokens whose KV was dropped and computed again.
     pub wasted_tokens: u64,
+    /// Running requests the policy paused.
+    pub pauses: u64,
+    /// Tokens of KV those pauses swapped to host memory.
+    pub swapped_tokens: u64,
     /// The longest wait relative to the request's own service: max over requests of
     /// (TTLT − its time alone on the engine) / its time alone.
     pub max_relative_wait: f64,
     /// Requests refused (larger than the KV pool).
     pub refused: u64,
-    /// Mean wall-clock time of one routing decision (µs; 0 without a cluster).
-    pub route_mean_us: f64,
+    /// Mean wall-clock time the scheduler spent per request (µs): every call it took, from
+    /// arrival to completion, the predictor's lookups not included.
+    pub sched_mean_us: f64,
     /// Its P99 (µs).
-    pub route_p99_us: f64,
+    pub sched_p99_us: f64,
+    /// Mean wall-clock time of one prediction (µs; 0 for a policy that predicts nothing).
+    pub predict_mean_us: f64,
     /// Every completed request's TTLT (s), ascending (for the CDF plot; not in reports).
     #[serde(skip)]
     pub ttlts: Vec<f64>,
@@ -154,8 +161,8 @@ pub fn workload(
 pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f64 {
     let none: Vec<Arc<[f32]>> = records.iter().map(|_| Arc::from(Vec::new())).collect();
     let all = workload(records, &none, 0.0, seed, &ArrivalShape::Poisson);
-    let stats = simulate(engine, &all, &mut policy::Fcfs);
-    saturated_rate(&stats)
+    sim::simulate(engine, Cluster::SINGLE, PolicySpec::FCFS, 0, &[], &all)
+        .map_or(0.0, |run| saturated_rate(&run.stats))
 }
 
 /// Completions per second between the 10th and the 90th percentile completion: the rate while
@@ -173,13 +180,17 @@ fn saturated_rate(stats: &RunStats) -> f64 {
 }
 
 fn summarize(
-    policy: &str,
+    policy: &PolicySpec,
     load: f64,
-    stats: &RunStats,
+    run: &sim::Run,
     requests: &[Request],
     engine: &EngineConfig,
 ) -> Point {
+    let stats = &run.stats;
     let n = stats.outcomes.len().max(1) as f64;
+    let us = |ns: &[u64]| -> Vec<f64> { ns.iter().map(|&n| n as f64 / 1e3).collect() };
+    let (sched, predict) = (us(&run.scheduler_ns), us(&run.predict_ns));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let ttlt: Vec<f64> = stats.outcomes.iter().map(|o| o.ttlt).collect();
     let p99 = quantile(&ttlt, 0.99).unwrap_or(0.0);
     Point {
@@ -191,6 +202,8 @@ fn summarize(
         throughput_rps: round3(stats.outcomes.len() as f64 / stats.makespan.max(1e-9)),
         preemptions: stats.preemptions,
         wasted_tokens: stats.wasted_tokens,
+        pauses: stats.pauses,
+        swapped_tokens: stats.swapped_tokens,
         max_relative_wait: round3(
             stats
                 .outcomes
@@ -203,8 +216,13 @@ fn summarize(
                 .fold(0.0, f64::max),
         ),
         refused: stats.refused,
-        route_mean_us: 0.0,
-        route_p99_us: 0.0,
+        sched_mean_us: round3(mean(&sched)),
+        sched_p99_us: round3(quantile(&sched, 0.99).unwrap_or(0.0)),
+        predict_mean_us: if policy.predicts() {
+            round3(mean(&predict))
+        } else {
+            0.0
+        },
         ttlts: {
             let mut t = ttlt.clone();
             t.sort_by(f64::total_cmp);
@@ -216,22 +234,12 @@ fn summarize(
 /// Mixed into the seed of the warm/measured split, so it is independent of the arrival order.
 const WARM_SPLIT_SEED: u64 = 0x5741_524d;
 
-/// Every policy at every load on `records` (less the warm split). Unknown policy names are an error naming them.
+/// Every policy at every load on `records` (less the warm split).
 pub fn sweep(
     p: &SweepParams,
     records: &[PromptRecord],
     embedder: &dyn Embedder,
 ) -> Result<(f64, Vec<Point>), String> {
-    for name in &p.policies {
-        if policy::by_name(name, 1, &p.engine).is_none() {
-            return Err(format!(
-                "unknown policy `{name}`; known: {}, and {}<sigma> (e.g. {}0.5)",
-                policy::NAMES.join(", "),
-                policy::NOISE_PREFIX,
-                policy::NOISE_PREFIX
-            ));
-        }
-    }
     if p.warm >= records.len() {
         return Err(format!(
             "--warm {} leaves no requests to measure ({} records)",
@@ -250,10 +258,8 @@ pub fn sweep(
         rs.iter().map(|r| embedder.embed(&r.prompt)).collect()
     };
     let warm = workload(&warm, &embed(&warm), 0.0, p.seed, &ArrivalShape::Poisson);
-    let cap = capacity(&p.engine, &measured, p.seed)
-        * p.cluster
-            .as_ref()
-            .map_or(1.0, |c| c.instances.max(1) as f64);
+    let cluster = p.cluster.unwrap_or(Cluster::SINGLE);
+    let cap = capacity(&p.engine, &measured, p.seed) * cluster.instances.max(1) as f64;
     let embeddings = embed(&measured);
     let mut points = Vec::new();
     let loads = match p.rate {
@@ -263,26 +269,10 @@ pub fn sweep(
     for &load in &loads {
         let rate = p.rate.unwrap_or(load * cap);
         let requests = workload(&measured, &embeddings, rate, p.seed, &p.arrivals);
-        for name in &p.policies {
-            if let Some(c) = &p.cluster {
-                let run = cluster::simulate(&p.engine, c, name, p.history, &warm, &requests)
-                    .ok_or_else(|| format!("unknown router `{}`", c.router))?;
-                let us: Vec<f64> = run.decision_ns.iter().map(|&n| n as f64 / 1e3).collect();
-                points.push(Point {
-                    route_mean_us: round3(us.iter().sum::<f64>() / us.len().max(1) as f64),
-                    route_p99_us: round3(quantile(&us, 0.99).unwrap_or(0.0)),
-                    ..summarize(name, load, &run.stats, &requests, &p.engine)
-                });
-                continue;
-            }
-            let mut pol = policy::by_name(name, p.history, &p.engine)
-                .ok_or_else(|| format!("unknown policy `{name}`"))?;
-            for r in &warm {
-                pol.arrive(r);
-                pol.complete(r);
-            }
-            let stats = simulate(&p.engine, &requests, pol.as_mut());
-            points.push(summarize(name, load, &stats, &requests, &p.engine));
+        for spec in &p.policies {
+            let run = sim::simulate(&p.engine, cluster, *spec, p.history, &warm, &requests)
+                .map_err(|e| e.to_string())?;
+            points.push(summarize(spec, load, &run, &requests, &p.engine));
         }
     }
     Ok((cap, points))

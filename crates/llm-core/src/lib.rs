@@ -1,0 +1,58 @@
+//! # xsched-llm-core
+//!
+//! LLM request scheduling without I/O: one state machine that owns the waiting queue and its
+//! orderings, the aging guard, admission to engines (their slots and their KV memory), and the
+//! routers. It takes `(now, input)` and returns decisions (admit R to engine E, pause R, shed R),
+//! never reading a clock, so the same code runs under the engine simulator (`xsched-llm`, in
+//! virtual time) and the gateway (`xsched-gateway`, in front of real engines): a simulated
+//! result is evidence about the scheduler users deploy, as the XQueue core's is.
+//!
+//! ```
+//! use xsched_llm_core::{Arrival, Config, Decision, EngineLimits, Input, Placement, Scheduler};
+//! use xsched_llm_core::{Router, service::{Rates, ServiceModel}};
+//!
+//! let mut s = Scheduler::new(Config {
+//!     policy: "sagesched".parse().expect("a known policy"),
+//!     engines: vec![EngineLimits { concurrency: 1, kv_tokens: None, block_tokens: 16 }],
+//!     router: Router::LeastOutstanding,
+//!     placement: Placement::WhenFree,
+//!     max_waiting: 100,
+//!     service: ServiceModel::Measured(Rates::default()),
+//!     can_pause: false,
+//! })
+//! .expect("valid");
+//! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, max_tokens: None, priority: 0, lengths: None });
+//! s.handle(0.0, arrive(1)).expect("new");
+//! assert_eq!(s.poll_decision(), Some(Decision::Admit { id: 1, engine: 0 }));
+//! s.handle(0.1, arrive(2)).expect("new");
+//! assert_eq!(s.poll_decision(), None, "the one slot is taken");
+//! s.handle(0.5, Input::Done { id: 1 }).expect("known");
+//! assert_eq!(s.poll_decision(), Some(Decision::Admit { id: 2, engine: 0 }));
+//! ```
+//!
+//! - [`policy`]: the policies by name, typed ([`PolicySpec`]).
+//! - [`order`]: ranks (lower first) and what a preemptive order may pause.
+//! - [`admit`]: expected-peak admission into KV memory, and its learned headroom.
+//! - [`route`]: the routers.
+//! - [`predict`]: the predictor interface (features in, an output-length distribution out).
+//! - [`service`]: service times from a step-time fit or measured from answers.
+//! - [`cost`]: SageSched's cost `O²/2 + I·O` and the step-time fit.
+
+pub mod admit;
+pub mod cost;
+mod job;
+pub mod order;
+pub mod policy;
+pub mod predict;
+mod queue;
+pub mod route;
+mod sched;
+pub mod service;
+
+pub use policy::{Admission, Order, PolicySpec, Size, Source};
+pub use route::Router;
+pub use sched::{
+    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Input,
+    InputError, Placement, Scheduler,
+};
+pub use xsched_core::gittins::SizeDistribution;

@@ -1,0 +1,397 @@
+//! Request policies by name: one table row each, parsed once where text enters (a flag, a
+//! config) into a typed [`PolicySpec`] that every driver carries.
+//!
+//! A policy is an *order* of the waiting queue, where its predictions come from (a
+//! [`Source`]), whether the aging guard protects long requests, how requests are *admitted*
+//! to an engine ([`Admission`]), and whether it may pause a running request to let a better
+//! one in (`preemptive`; the engine simulator can, the gateway cannot).
+//!
+//! | name | order | predictions | admission | preempts |
+//! |---|---|---|---|---|
+//! | `fcfs` | arrival (vLLM's default) | none | engine's | no |
+//! | `priority` | higher `priority` first, then arrival | none | engine's | no |
+//! | `sagesched` | highest Gittins index of the predicted cost `O²/2 + I·O` | history | KV peak | no |
+//! | `sagesched-time` | the same over the predicted time `a·I + b·O` (measured rates) | history | KV peak | no |
+//! | `sagesched-mean` | least mean remaining cost | history | KV peak | no |
+//! | `sagesched-length` | Gittins index of the predicted output length | history | KV peak | no |
+//! | `sagesched-nohistory` | as `sagesched` | the prior alone | KV peak | no |
+//! | `sagesched-noaging` | as `sagesched`, no aging guard | history | KV peak | no |
+//! | `sagesched-oracle` | as `sagesched` over the true length (one atom), no guard | truth | KV peak | no |
+//! | `ssjf` | shortest predicted mean output first | history | engine's | no |
+//! | `trail` | least predicted remaining output, refined as tokens come; preemptible until 0.8 × its first prediction | history | engine's | yes |
+//! | `fastserve` | skip-join MLFQ (quantum 10 ms · 2^level), own starvation guard | none | engine's | yes |
+//! | `srpt-oracle` | least remaining true cost | truth | KV peak | no |
+//!
+//! `sagesched-noise-<σ>`: `sagesched` over ten samples of the true length × `exp(N(0, σ²))`
+//! (the prediction-quality study). Any name takes `:admit=engine|peak` and
+//! `:preempt=on|off` to change those two columns (`ssjf:admit=peak`, `sagesched:preempt=on`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How the waiting queue is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Arrival order.
+    Fcfs,
+    /// Higher priority first, then arrival.
+    Priority,
+    /// Highest Gittins index of the size distribution given the size attained.
+    Gittins(Size),
+    /// Least mean remaining size.
+    MeanRemaining(Size),
+    /// Shortest predicted mean output first.
+    Ssjf,
+    /// Least predicted remaining output (TRAIL).
+    Trail,
+    /// Skip-join multi-level feedback queue (FastServe).
+    FastServe,
+    /// Least remaining size, the size known exactly (needs [`Source::Truth`]).
+    Srpt,
+}
+
+/// What a request's size is measured in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    /// SageSched's cost `O²/2 + I·O`.
+    Cost,
+    /// Output tokens.
+    Length,
+    /// Predicted seconds on the engine, `a·I + b·O`.
+    Time,
+}
+
+/// Where a policy's output-length predictions come from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Source {
+    /// It predicts nothing.
+    None,
+    /// The history predictor.
+    History,
+    /// The fixed prior alone.
+    Prior,
+    /// The true length (simulation only).
+    Truth,
+    /// Ten samples of the true length × `exp(N(0, σ²))` (simulation only).
+    Noisy(f64),
+}
+
+/// How requests are admitted to an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// As the engine admits by itself (vLLM): whenever it has a free slot and KV blocks for the
+    /// prompt's first chunk.
+    Engine,
+    /// Also only while the expected KV occupancy the engine's requests are predicted to reach,
+    /// the new one included, stays within its KV capacity times a learned headroom
+    /// (`admit.rs`).
+    Peak,
+}
+
+/// A policy, typed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PolicySpec {
+    /// The table row's name.
+    pub name: &'static str,
+    /// The order of the waiting queue.
+    pub order: Order,
+    /// Where predictions come from.
+    pub source: Source,
+    /// Whether the aging guard protects long requests (FastServe has its own guard).
+    pub aging: bool,
+    /// How requests are admitted.
+    pub admission: Admission,
+    /// Whether it pauses running requests for better waiting ones.
+    pub preemptive: bool,
+}
+
+/// One row of the table: a policy as its name gives it.
+const fn row(
+    name: &'static str,
+    order: Order,
+    source: Source,
+    aging: bool,
+    admission: Admission,
+    preemptive: bool,
+) -> PolicySpec {
+    PolicySpec {
+        name,
+        order,
+        source,
+        aging,
+        admission,
+        preemptive,
+    }
+}
+
+use Admission::{Engine, Peak};
+
+/// Every policy by name (the module docs' table).
+pub const TABLE: &[PolicySpec] = &[
+    row("fcfs", Order::Fcfs, Source::None, false, Engine, false),
+    row(
+        "priority",
+        Order::Priority,
+        Source::None,
+        false,
+        Engine,
+        false,
+    ),
+    row(
+        "sagesched",
+        Order::Gittins(Size::Cost),
+        Source::History,
+        true,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-time",
+        Order::Gittins(Size::Time),
+        Source::History,
+        true,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-mean",
+        Order::MeanRemaining(Size::Cost),
+        Source::History,
+        true,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-length",
+        Order::Gittins(Size::Length),
+        Source::History,
+        true,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-nohistory",
+        Order::Gittins(Size::Cost),
+        Source::Prior,
+        true,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-noaging",
+        Order::Gittins(Size::Cost),
+        Source::History,
+        false,
+        Peak,
+        false,
+    ),
+    row(
+        "sagesched-oracle",
+        Order::Gittins(Size::Cost),
+        Source::Truth,
+        false,
+        Peak,
+        false,
+    ),
+    row("ssjf", Order::Ssjf, Source::History, true, Engine, false),
+    row("trail", Order::Trail, Source::History, true, Engine, true),
+    row(
+        "fastserve",
+        Order::FastServe,
+        Source::None,
+        false,
+        Engine,
+        true,
+    ),
+    row(
+        "srpt-oracle",
+        Order::Srpt,
+        Source::Truth,
+        false,
+        Peak,
+        false,
+    ),
+];
+
+/// The names the sweeps run by default (`all`): the baselines, SageSched, the oracle and the
+/// ablations; `priority` and `sagesched-time` order by what a simulated workload lacks
+/// (priorities, measured rates) and are left to the gateway.
+pub const ALL: &[&str] = &[
+    "fcfs",
+    "fastserve",
+    "ssjf",
+    "trail",
+    "sagesched",
+    "srpt-oracle",
+    "sagesched-mean",
+    "sagesched-length",
+    "sagesched-nohistory",
+    "sagesched-noaging",
+    "sagesched-oracle",
+];
+
+/// The prefix of the prediction-quality study's names: `sagesched-noise-0.5`.
+pub const NOISE_PREFIX: &str = "sagesched-noise-";
+
+/// Why a policy name was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// No row of that name.
+    #[error("unknown policy `{0}`; known: {known}, and {NOISE_PREFIX}<sigma> (e.g. {NOISE_PREFIX}0.5)", known = names().collect::<Vec<_>>().join(", "))]
+    Unknown(String),
+    /// A parameter it cannot take.
+    #[error("policy `{policy}`: `{parameter}` is not admit=engine|peak or preempt=on|off")]
+    BadParameter {
+        /// The policy.
+        policy: String,
+        /// The parameter as given.
+        parameter: String,
+    },
+}
+
+/// Every row's name.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|p| p.name)
+}
+
+impl PolicySpec {
+    /// First come, first served: vLLM's default, every comparison's baseline.
+    pub const FCFS: PolicySpec = TABLE[0];
+
+    /// The row called `name`.
+    pub fn row(name: &str) -> Option<PolicySpec> {
+        TABLE.iter().copied().find(|p| p.name == name)
+    }
+
+    /// Whether it orders by predicted lengths (a driver must then predict every arrival).
+    pub fn predicts(&self) -> bool {
+        !matches!(self.source, Source::None)
+    }
+
+    /// The row this spec was built from (its defaults).
+    fn base(&self) -> PolicySpec {
+        PolicySpec::row(self.name).unwrap_or(PolicySpec {
+            source: Source::Noisy(0.0),
+            ..*self
+        })
+    }
+}
+
+impl FromStr for PolicySpec {
+    type Err = PolicyError;
+
+    fn from_str(text: &str) -> Result<PolicySpec, PolicyError> {
+        let mut parts = text.trim().split(':');
+        let name = parts.next().unwrap_or_default();
+        let mut spec = match PolicySpec::row(name) {
+            Some(p) => p,
+            None => {
+                let sigma = name
+                    .strip_prefix(NOISE_PREFIX)
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
+                PolicySpec {
+                    name: "sagesched-noise",
+                    source: Source::Noisy(sigma),
+                    ..TABLE[2]
+                }
+            }
+        };
+        for parameter in parts.flat_map(|p| p.split(',')) {
+            match parameter.trim() {
+                "admit=engine" => spec.admission = Admission::Engine,
+                "admit=peak" => spec.admission = Admission::Peak,
+                "preempt=on" => spec.preemptive = true,
+                "preempt=off" => spec.preemptive = false,
+                other => {
+                    return Err(PolicyError::BadParameter {
+                        policy: name.to_string(),
+                        parameter: other.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.source {
+            Source::Noisy(sigma) => write!(f, "{NOISE_PREFIX}{sigma}")?,
+            _ => f.write_str(self.name)?,
+        }
+        let base = self.base();
+        let mut sep = ':';
+        if self.admission != base.admission {
+            let admit = match self.admission {
+                Admission::Engine => "engine",
+                Admission::Peak => "peak",
+            };
+            write!(f, "{sep}admit={admit}")?;
+            sep = ',';
+        }
+        if self.preemptive != base.preemptive {
+            let on = if self.preemptive { "on" } else { "off" };
+            write!(f, "{sep}preempt={on}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back_to_itself() {
+        for name in names().chain(ALL.iter().copied()) {
+            let spec: PolicySpec = name.parse().expect(name);
+            assert_eq!(spec.to_string(), name);
+        }
+        let noisy: PolicySpec = "sagesched-noise-0.5".parse().expect("noise");
+        assert_eq!(noisy.source, Source::Noisy(0.5));
+        assert_eq!(noisy.to_string(), "sagesched-noise-0.5");
+    }
+
+    #[test]
+    fn parameters_change_admission_and_preemption_and_print_only_when_changed() {
+        let s: PolicySpec = "ssjf:admit=peak".parse().expect("ssjf");
+        assert_eq!(s.admission, Admission::Peak);
+        assert_eq!(s.to_string(), "ssjf:admit=peak");
+        let s: PolicySpec = "sagesched:preempt=on,admit=engine".parse().expect("sage");
+        assert!(s.preemptive && s.admission == Admission::Engine);
+        assert_eq!(s.to_string(), "sagesched:admit=engine,preempt=on");
+        assert_eq!(
+            "fcfs:admit=engine"
+                .parse::<PolicySpec>()
+                .map(|s| s.to_string()),
+            Ok("fcfs".into())
+        );
+    }
+
+    #[test]
+    fn unknown_names_and_parameters_say_what_is_known() {
+        let err = "srpt".parse::<PolicySpec>().expect_err("unknown");
+        assert!(
+            err.to_string().contains("fcfs, priority, sagesched"),
+            "{err}"
+        );
+        for bad in [
+            "sagesched-noise-",
+            "sagesched-noise-x",
+            "sagesched-noise--1",
+        ] {
+            assert!(bad.parse::<PolicySpec>().is_err(), "{bad}");
+        }
+        let err = "fcfs:admit=maybe".parse::<PolicySpec>().expect_err("param");
+        assert!(err.to_string().contains("admit=engine|peak"), "{err}");
+    }
+
+    #[test]
+    fn the_default_list_names_table_rows() {
+        assert!(ALL.iter().all(|n| PolicySpec::row(n).is_some()));
+        assert_eq!(PolicySpec::FCFS.name, "fcfs");
+    }
+}

@@ -1,0 +1,649 @@
+//! The scheduler: requests in, decisions out, time as an input (the quinn-proto shape the
+//! XQueue core has). A driver feeds what happens ([`Input`]) with the time it happened and drains
+//! [`Decision`]s after each call: admit request R to engine E, pause (evict) R on E, or shed R.
+//! It never reads a clock, sleeps, or touches a socket: the engine simulator drives it in
+//! virtual time, the gateway under a lock from its HTTP handlers.
+//!
+//! A decision round runs after every input that can change who may run (an arrival, a request
+//! done, an engine's report). It serves the queue head first and never skips it: if the head
+//! fits no engine, nothing behind it is admitted either (vLLM's rule). Fitting an engine
+//! means a free slot (its concurrency), the room it last reported for its next step (prefill
+//! tokens and free KV blocks for the prompt's first chunk), and under [`Admission::Peak`] the
+//! expected-peak rule of `admit.rs`. A preemptive policy that finds the head fitting nowhere
+//! pauses the engine's worst-ranked running requests (those its order may pause, ranked worse
+//! than the head) if, and only if, pausing them makes the head fit.
+//!
+//! Placement: [`Placement::WhenFree`] keeps one queue, and the router picks among the engines
+//! that can take the head now (the gateway); [`Placement::AtArrival`] routes each request on
+//! arrival and keeps a queue per engine (each engine orders its own requests).
+
+use crate::admit::{Headroom, Occupant, expected_peak};
+use crate::job::{Job, Place};
+use crate::order::{self, Rank};
+use crate::policy::{Admission, Order, PolicySpec, Size};
+use crate::predict::{capped, prior};
+use crate::queue::Queue;
+use crate::route::{EngineLoad, Router};
+use crate::service::{Served, ServiceModel};
+use std::collections::{BTreeMap, VecDeque};
+use xsched_core::gittins::SizeDistribution;
+
+/// The aging guard: a request still waiting this many times its predicted time alone on an
+/// engine after it arrived goes before every request that has not aged.
+pub const AGING_FACTOR: f64 = 100.0;
+
+/// What one engine allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Requests admitted at once at most (its batch slots, or a configured limit).
+    pub concurrency: usize,
+    /// Its KV capacity in tokens, if known (expected-peak admission needs it).
+    pub kv_tokens: Option<u64>,
+    /// Tokens per KV block.
+    pub block_tokens: u32,
+}
+
+/// Where requests wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// One queue; an engine is chosen when the request is admitted.
+    WhenFree,
+    /// An engine is chosen on arrival; a queue per engine.
+    AtArrival,
+}
+
+/// The scheduler's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The policy.
+    pub policy: PolicySpec,
+    /// The engines, by index.
+    pub engines: Vec<EngineLimits>,
+    /// How an engine is picked.
+    pub router: Router,
+    /// Where requests wait.
+    pub placement: Placement,
+    /// Requests waiting at most; an arrival beyond it is shed.
+    pub max_waiting: usize,
+    /// Where service times come from.
+    pub service: ServiceModel,
+    /// Whether the driver can pause a running request (preemptive policies need it).
+    pub can_pause: bool,
+}
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// No engine.
+    #[error("at least one engine is needed")]
+    NoEngine,
+    /// A zero limit.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A preemptive policy for a driver that cannot pause requests.
+    #[error(
+        "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"
+    )]
+    CannotPause {
+        /// The policy.
+        policy: String,
+        /// The same without pausing.
+        instead: String,
+    },
+}
+
+/// Why an input was refused (nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// An arrival with the id of a request still known.
+    #[error("request {0} arrived twice")]
+    Duplicate(u64),
+    /// An engine index beyond the configured ones.
+    #[error("no engine {0}")]
+    NoEngine(usize),
+}
+
+/// A request arriving.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arrival {
+    /// Its id (unique among the requests the scheduler holds).
+    pub id: u64,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// The output bound it asked for.
+    pub max_tokens: Option<u32>,
+    /// Its priority class (higher first under `priority`; 0 by default).
+    pub priority: i32,
+    /// Its predicted output lengths (`None`: the prior).
+    pub lengths: Option<SizeDistribution>,
+}
+
+/// What an engine reports of its next step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineReport {
+    /// Prompt tokens it can start for new requests in its next step (`None`: unlimited; 0: it
+    /// starts none, e.g. while requests sent earlier have not started).
+    pub step_tokens: Option<u32>,
+    /// Free KV tokens (`None`: unknown).
+    pub kv_free_tokens: Option<u64>,
+    /// Requests waiting in its own queue.
+    pub waiting: usize,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A request arrived.
+    Arrived(Arrival),
+    /// An admitted request has generated this many output tokens.
+    Progress {
+        /// The request.
+        id: u64,
+        /// Tokens generated so far.
+        generated: u32,
+    },
+    /// A request left: its answer ended, its client went away, or it failed.
+    Done {
+        /// The request.
+        id: u64,
+    },
+    /// The engine preempted an admitted request (dropped its KV; it resumes it itself).
+    Preempted {
+        /// The request.
+        id: u64,
+    },
+    /// An engine's report.
+    Engine {
+        /// The engine.
+        engine: usize,
+        /// What it reported.
+        report: EngineReport,
+    },
+    /// An answer's measured service (for measured service models).
+    Served(Served),
+}
+
+/// What to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Send the request to the engine.
+    Admit {
+        /// The request.
+        id: u64,
+        /// The engine.
+        engine: usize,
+    },
+    /// Pause the running request on the engine (it waits again in the scheduler's queue and is
+    /// admitted to that engine again later).
+    Evict {
+        /// The request.
+        id: u64,
+        /// Its engine.
+        engine: usize,
+    },
+    /// Refuse the request: the queue holds its bound.
+    Shed {
+        /// The request.
+        id: u64,
+    },
+}
+
+/// What the scheduler keeps of one engine.
+#[derive(Debug)]
+struct Engine {
+    limits: EngineLimits,
+    /// Requests admitted and not done, in admission order.
+    admitted: Vec<u64>,
+    /// Its last report, less what was admitted since.
+    report: EngineReport,
+    /// The predicted cost of what it holds.
+    cost: f64,
+    headroom: Headroom,
+    /// Whether expected-peak admission held a request back since the last completion.
+    pressed: bool,
+    /// Its own queue ([`Placement::AtArrival`]).
+    queue: Queue,
+}
+
+/// The LLM request scheduler.
+#[derive(Debug)]
+pub struct Scheduler {
+    config: Config,
+    service: ServiceModel,
+    jobs: BTreeMap<u64, Job>,
+    /// The one queue ([`Placement::WhenFree`]).
+    queue: Queue,
+    engines: Vec<Engine>,
+    decisions: VecDeque<Decision>,
+    arrivals: u64,
+    turn: usize,
+    scratch: Vec<(f64, f64, f64)>,
+}
+
+impl Scheduler {
+    /// A scheduler for `config`.
+    pub fn new(config: Config) -> Result<Scheduler, ConfigError> {
+        if config.engines.is_empty() {
+            return Err(ConfigError::NoEngine);
+        }
+        if config.engines.iter().any(|e| e.concurrency == 0) {
+            return Err(ConfigError::Zero("an engine's concurrency"));
+        }
+        if config.max_waiting == 0 {
+            return Err(ConfigError::Zero("the queue bound"));
+        }
+        if config.policy.preemptive && !config.can_pause {
+            return Err(ConfigError::CannotPause {
+                policy: config.policy.to_string(),
+                instead: PolicySpec {
+                    preemptive: false,
+                    ..config.policy
+                }
+                .to_string(),
+            });
+        }
+        let engines = config
+            .engines
+            .iter()
+            .map(|&limits| Engine {
+                limits: EngineLimits {
+                    block_tokens: limits.block_tokens.max(1),
+                    ..limits
+                },
+                admitted: Vec::new(),
+                report: EngineReport::default(),
+                cost: 0.0,
+                headroom: Headroom::default(),
+                pressed: false,
+                queue: Queue::default(),
+            })
+            .collect();
+        Ok(Scheduler {
+            service: config.service,
+            config,
+            jobs: BTreeMap::new(),
+            queue: Queue::default(),
+            engines,
+            decisions: VecDeque::new(),
+            arrivals: 0,
+            turn: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> PolicySpec {
+        self.config.policy
+    }
+
+    /// Requests waiting in its queues.
+    pub fn waiting(&self) -> usize {
+        self.queue.len() + self.engines.iter().map(|e| e.queue.len()).sum::<usize>()
+    }
+
+    /// Requests admitted to `engine` and not done.
+    pub fn outstanding(&self, engine: usize) -> usize {
+        self.engines.get(engine).map_or(0, |e| e.admitted.len())
+    }
+
+    /// The learned KV headroom of `engine`.
+    pub fn headroom(&self, engine: usize) -> f64 {
+        self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
+    }
+
+    /// The service model as learned so far.
+    pub fn service(&self) -> &ServiceModel {
+        &self.service
+    }
+
+    /// The next decision, oldest first.
+    pub fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+
+    /// Feed what happened at `now` (seconds on the driver's clock).
+    pub fn handle(&mut self, now: f64, input: Input) -> Result<(), InputError> {
+        match input {
+            Input::Arrived(a) => return self.arrive(now, a),
+            Input::Progress { id, generated } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    j.generated = generated;
+                    if j.place == Place::Preempted {
+                        j.place = Place::Admitted;
+                    }
+                }
+                return Ok(());
+            }
+            Input::Done { id } => self.done(id),
+            Input::Preempted { id } => {
+                if let Some(j) = self.jobs.get_mut(&id)
+                    && j.place == Place::Admitted
+                {
+                    j.place = Place::Preempted;
+                    if let Some(e) = j.engine {
+                        self.engines[e].headroom.preempted();
+                    }
+                }
+                return Ok(());
+            }
+            Input::Engine { engine, report } => {
+                let e = self
+                    .engines
+                    .get_mut(engine)
+                    .ok_or(InputError::NoEngine(engine))?;
+                e.report = report;
+            }
+            Input::Served(s) => {
+                self.service.learn(&s);
+                return Ok(());
+            }
+        }
+        self.decide(now);
+        Ok(())
+    }
+
+    fn arrive(&mut self, now: f64, a: Arrival) -> Result<(), InputError> {
+        if self.jobs.contains_key(&a.id) {
+            return Err(InputError::Duplicate(a.id));
+        }
+        let spec = self.config.policy;
+        let lengths = capped(a.lengths.unwrap_or_else(prior), a.max_tokens);
+        let first_mean = lengths.mean();
+        let unit = match spec.order {
+            Order::Gittins(Size::Time) => Size::Time,
+            _ => Size::Cost,
+        };
+        let mut job = Job {
+            seq: self.arrivals,
+            arrival: now,
+            input: a.input_tokens,
+            priority: a.priority,
+            sizes: lengths.clone(),
+            lengths,
+            rates: self.service.linear_rates(),
+            first_mean,
+            generated: 0,
+            engine: None,
+            place: Place::Waiting,
+            aged_at: None,
+            routed_cost: 0.0,
+        };
+        self.arrivals += 1;
+        job.sizes = job.sizes_for(spec.order);
+        job.routed_cost = job.size(unit, first_mean.round().max(1.0));
+        job.aged_at = if spec.aging {
+            self.service
+                .solo_seconds(job.input, first_mean.round().max(1.0) as u32)
+                .map(|alone| now + AGING_FACTOR * alone)
+                .filter(|t| t.is_finite())
+        } else {
+            order::own_guard(spec.order, &job, &self.service)
+        };
+        if self.config.placement == Placement::AtArrival {
+            let all: Vec<usize> = (0..self.engines.len()).collect();
+            job.engine = self.config.router.pick(&all, &self.loads(), &mut self.turn);
+        }
+        let id = a.id;
+        self.jobs.insert(id, job);
+        self.enqueue(id);
+        self.decide(now);
+        if self
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.place == Place::Waiting)
+            && self.waiting() > self.config.max_waiting
+        {
+            self.forget(id);
+            self.decisions.push_back(Decision::Shed { id });
+        }
+        Ok(())
+    }
+
+    /// The queue `id` waits in.
+    fn queue_of(&mut self, id: u64) -> Option<&mut Queue> {
+        let engine = self.jobs.get(&id)?.engine;
+        Some(match (self.config.placement, engine) {
+            (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
+            _ => &mut self.queue,
+        })
+    }
+
+    /// Put waiting `id` in its queue at its current rank.
+    fn enqueue(&mut self, id: u64) {
+        let Some(j) = self.jobs.get(&id) else {
+            return;
+        };
+        let rank = order::rank(self.config.policy.order, j, &self.service);
+        let (seq, aged_at) = (j.seq, j.aged_at);
+        if let Some(q) = self.queue_of(id) {
+            q.push(id, rank, seq, aged_at);
+        }
+    }
+
+    /// Drop `id` from wherever it is.
+    fn forget(&mut self, id: u64) {
+        if let Some(q) = self.queue_of(id) {
+            q.remove(id);
+        }
+        let Some(j) = self.jobs.remove(&id) else {
+            return;
+        };
+        if j.place != Place::Waiting
+            && let Some(e) = j.engine.and_then(|e| self.engines.get_mut(e))
+        {
+            e.admitted.retain(|&a| a != id);
+            e.cost = (e.cost - j.routed_cost).max(0.0);
+            e.headroom.completed(e.pressed);
+            e.pressed = false;
+        }
+    }
+
+    fn done(&mut self, id: u64) {
+        self.forget(id);
+    }
+
+    /// What the router sees of each engine.
+    fn loads(&self) -> Vec<EngineLoad> {
+        self.engines
+            .iter()
+            .map(|e| EngineLoad {
+                // Routed here on arrival and still waiting counts too.
+                outstanding: e.admitted.len() + e.queue.len(),
+                waiting: e.report.waiting + e.queue.len(),
+                kv_used: match (e.report.kv_free_tokens, e.limits.kv_tokens) {
+                    (Some(free), Some(cap)) if cap > 0 => 1.0 - free as f64 / cap as f64,
+                    _ => 0.0,
+                },
+                cost: e.cost,
+            })
+            .collect()
+    }
+
+    /// Admit what fits, in order, pausing where a preemptive policy gains by it.
+    fn decide(&mut self, now: f64) {
+        self.queue.promote(now);
+        for e in &mut self.engines {
+            e.queue.promote(now);
+        }
+        match self.config.placement {
+            Placement::WhenFree => while self.serve_shared() {},
+            Placement::AtArrival => {
+                for e in 0..self.engines.len() {
+                    while self.serve_engine(e) {}
+                }
+            }
+        }
+    }
+
+    /// Admit the shared queue's head somewhere; whether it was.
+    fn serve_shared(&mut self) -> bool {
+        let Some(id) = self.queue.first() else {
+            return false;
+        };
+        let pinned = self.jobs.get(&id).and_then(|j| j.engine);
+        let candidates: Vec<usize> = (0..self.engines.len())
+            .filter(|&e| pinned.is_none_or(|p| p == e) && self.fits(e, id, &[]))
+            .collect();
+        if let Some(e) = self
+            .config
+            .router
+            .pick(&candidates, &self.loads(), &mut self.turn)
+        {
+            self.admit(id, e);
+            return true;
+        }
+        let tried: Vec<usize> = match pinned {
+            Some(p) => vec![p],
+            None => (0..self.engines.len()).collect(),
+        };
+        tried.into_iter().any(|e| self.evict_for(id, e))
+    }
+
+    /// Admit engine `e`'s own queue head; whether it was.
+    fn serve_engine(&mut self, e: usize) -> bool {
+        let Some(id) = self.engines[e].queue.first() else {
+            return false;
+        };
+        if self.fits(e, id, &[]) {
+            self.admit(id, e);
+            return true;
+        }
+        self.evict_for(id, e)
+    }
+
+    /// Whether request `id` fits engine `e` were `paused` (running there) not.
+    fn fits(&mut self, e: usize, id: u64, paused: &[u64]) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        let engine = &self.engines[e];
+        let block = u64::from(engine.limits.block_tokens);
+        let freed: u64 = paused
+            .iter()
+            .filter_map(|p| self.jobs.get(p))
+            .map(|p| u64::from(p.context()).div_ceil(block) * block)
+            .sum();
+        if engine.admitted.len() - paused.len() >= engine.limits.concurrency {
+            return false;
+        }
+        let step = engine
+            .report
+            .step_tokens
+            .map(|t| t.saturating_add(paused.len() as u32));
+        if step == Some(0) {
+            return false;
+        }
+        let chunk = u64::from(step.map_or(job.context(), |t| t.min(job.context())));
+        if let Some(free) = engine.report.kv_free_tokens
+            && free + freed < chunk.div_ceil(block) * block
+        {
+            return false;
+        }
+        if self.config.policy.admission == Admission::Peak
+            && let Some(cap) = engine.limits.kv_tokens
+            && engine.admitted.len() > paused.len()
+        {
+            let others = engine
+                .admitted
+                .iter()
+                .filter(|a| !paused.contains(a))
+                .filter_map(|a| self.jobs.get(a));
+            let occupants = others.chain(std::iter::once(job)).map(|j| Occupant {
+                context: f64::from(j.context()),
+                remaining: j.remaining(),
+            });
+            let peak = expected_peak(occupants, engine.limits.block_tokens, &mut self.scratch);
+            if peak > engine.headroom.get() * cap as f64 {
+                self.engines[e].pressed = true;
+                return false;
+            }
+        }
+        true
+    }
+
+    fn admit(&mut self, id: u64, e: usize) {
+        if let Some(q) = self.queue_of(id) {
+            q.remove(id);
+        }
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.place = Place::Admitted;
+        job.engine = Some(e);
+        let engine = &mut self.engines[e];
+        let block = u64::from(engine.limits.block_tokens);
+        let context = job.context();
+        let chunk = engine
+            .report
+            .step_tokens
+            .map_or(context, |t| t.min(context));
+        if let Some(t) = engine.report.step_tokens.as_mut() {
+            *t -= chunk;
+        }
+        if let Some(free) = engine.report.kv_free_tokens.as_mut() {
+            *free = free.saturating_sub(u64::from(chunk).div_ceil(block) * block);
+        }
+        engine.admitted.push(id);
+        engine.cost += job.routed_cost;
+        self.decisions.push_back(Decision::Admit { id, engine: e });
+    }
+
+    /// A preemptive policy: pause the fewest of `e`'s worst-ranked running requests (strictly
+    /// worse than `id` in the order's key) that lets `id` fit; whether any were.
+    fn evict_for(&mut self, id: u64, e: usize) -> bool {
+        let spec = self.config.policy;
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        if !spec.preemptive {
+            return false;
+        }
+        let head = order::rank(spec.order, job, &self.service);
+        let mut victims: Vec<(Rank, u64, u64)> = self.engines[e]
+            .admitted
+            .iter()
+            .filter_map(|&v| Some((v, self.jobs.get(&v)?)))
+            .filter(|(_, j)| j.place == Place::Admitted && order::preemptible(spec.order, j))
+            .map(|(v, j)| (order::rank(spec.order, j, &self.service), j.seq, v))
+            // Strictly worse in the order's key: a tie-break (FastServe's arrival within a
+            // level) is no reason to pause.
+            .filter(|(r, _, _)| r.major > head.major)
+            .collect();
+        // Worst first: the highest rank, the latest arrival.
+        victims.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+        let mut paused = Vec::new();
+        for (_, _, v) in victims {
+            paused.push(v);
+            if self.fits(e, id, &paused) {
+                for v in paused {
+                    self.evict(v, e);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn evict(&mut self, id: u64, e: usize) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.place = Place::Waiting;
+        if let Some(at) = order::own_guard(self.config.policy.order, job, &self.service) {
+            job.aged_at = Some(at);
+        }
+        let (context, cost) = (job.context(), job.routed_cost);
+        let engine = &mut self.engines[e];
+        engine.admitted.retain(|&a| a != id);
+        engine.cost = (engine.cost - cost).max(0.0);
+        if let Some(t) = engine.report.step_tokens.as_mut() {
+            *t += 1;
+        }
+        if let Some(free) = engine.report.kv_free_tokens.as_mut() {
+            let block = u64::from(engine.limits.block_tokens);
+            *free += u64::from(context).div_ceil(block) * block;
+        }
+        self.enqueue(id);
+        self.decisions.push_back(Decision::Evict { id, engine: e });
+    }
+}

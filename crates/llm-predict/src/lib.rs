@@ -1,0 +1,20 @@
+//! # xsched-llm-predict
+//!
+//! What LLM request schedulers predict from, apart from the scheduler itself
+//! (`xsched-llm-core`) and from any dataset, so the gateway links it without the simulator's
+//! data loaders:
+//!
+//! - [`embedding`]: prompt embeddings: built-in hashed n-grams, or all-MiniLM-L6-v2 via candle
+//!   (the `minilm` feature).
+//! - [`predictor`]: the semantic history predictor (cosine nearest neighbours over a bounded
+//!   history of completed requests), returning an output-length *distribution*; it implements
+//!   the core's `Predictor`.
+//! - [`embed_cache`]: MiniLM's vectors kept between runs.
+//! - [`tokenize`]: token counts with a real tokenizer (MiniLM's WordPiece).
+
+pub mod embed_cache;
+pub mod embedding;
+#[cfg(feature = "minilm")]
+pub mod minilm;
+pub mod predictor;
+pub mod tokenize;

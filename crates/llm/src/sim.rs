@@ -1,0 +1,296 @@
+//! The engine simulator as a driver of the scheduling core: arrivals, one or more simulated
+//! engines (`engine.rs`) and one [`Scheduler`] between them, in virtual time. Whatever the
+//! scheduler decides here is what it decides in the gateway given the same inputs.
+//!
+//! The event loop: the engine whose clock is earliest steps next; an arrival is handled once
+//! every busy engine has reached its time. After each step the engine's progress, completions
+//! and preemptions go to the scheduler, then its report (what it can start next), and the
+//! scheduler's decisions (admit, pause, shed) are carried out at once.
+//!
+//! Predictions come from where the policy says (`Source`): the history predictor, learning
+//! online from every completed request (after `warm` has filled it); the prior; or the truth.
+//! A cluster runs one scheduler and one history for all its engines.
+
+use crate::Request;
+use crate::engine::{Engine, EngineConfig, RunStats, StepEvents};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use std::time::Instant;
+use xsched_llm_core::predict::{Features, Predictor, prior};
+use xsched_llm_core::service::ServiceModel;
+use xsched_llm_core::{
+    Arrival, Config, Decision, Input, Placement, PolicySpec, Router, Scheduler, SizeDistribution,
+    Source,
+};
+use xsched_llm_predict::predictor::History;
+
+/// Engines behind the scheduler: how many, which router, where requests wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    /// Engine instances.
+    pub instances: usize,
+    /// How an engine is picked.
+    pub router: Router,
+    /// Where requests wait.
+    pub placement: Placement,
+}
+
+impl Cluster {
+    /// One engine.
+    pub const SINGLE: Cluster = Cluster {
+        instances: 1,
+        router: Router::LeastOutstanding,
+        placement: Placement::WhenFree,
+    };
+}
+
+/// A run's outcome.
+#[derive(Debug)]
+pub struct Run {
+    /// Every engine's completions, preemptions and steps together.
+    pub stats: RunStats,
+    /// Requests in the order the scheduler admitted them (first admissions only).
+    pub admitted: Vec<usize>,
+    /// Wall-clock nanoseconds the scheduler spent per request (its calls, not the predictor).
+    pub scheduler_ns: Vec<u64>,
+    /// Wall-clock nanoseconds of each prediction.
+    pub predict_ns: Vec<u64>,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scheduler refused its configuration.
+    #[error(transparent)]
+    Config(#[from] xsched_llm_core::ConfigError),
+}
+
+/// Predictions as a policy's source makes them.
+struct Oracle {
+    source: Source,
+    history: Option<History>,
+}
+
+impl Oracle {
+    fn lengths(&self, r: &Request) -> Option<SizeDistribution> {
+        match self.source {
+            Source::None | Source::History => {
+                self.history.as_ref().map(|h| h.predict(&features(r)))
+            }
+            Source::Prior => Some(prior()),
+            Source::Truth => SizeDistribution::point(f64::from(r.output_tokens.max(1))),
+            Source::Noisy(sigma) => Some(noisy_truth(r, sigma)),
+        }
+    }
+
+    fn learn(&mut self, r: &Request) {
+        if let Some(h) = self.history.as_mut() {
+            h.learn(features(r), r.output_tokens);
+        }
+    }
+}
+
+fn features(r: &Request) -> Features {
+    Features {
+        embedding: r.embedding.clone(),
+        previous_answer_tokens: r.previous_answer_tokens,
+    }
+}
+
+/// The noisy-oracle prediction: ten samples of the true length × `exp(N(0, σ²))` (Box–Muller,
+/// seeded by the request id, so runs repeat); one atom at the truth when σ is 0.
+fn noisy_truth(req: &Request, sigma: f64) -> SizeDistribution {
+    let truth = f64::from(req.output_tokens.max(1));
+    if sigma == 0.0 {
+        return SizeDistribution::from_valid_samples(&[truth], 1.0);
+    }
+    let mut rng = Pcg64Mcg::seed_from_u64(req.id as u64);
+    let samples: Vec<f64> = (0..10)
+        .map(|_| {
+            let (u1, u2): (f64, f64) = (rng.random_range(f64::EPSILON..1.0), rng.random());
+            let normal = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (truth * (sigma * normal).exp()).max(1.0)
+        })
+        .collect();
+    SizeDistribution::from_valid_samples(&samples, truth)
+}
+
+/// The simulation: engines, the scheduler, what is predicted, what was measured.
+struct World<'a> {
+    requests: &'a [Request],
+    engines: Vec<Engine<'a>>,
+    scheduler: Scheduler,
+    oracle: Oracle,
+    admitted: Vec<usize>,
+    seen: Vec<bool>,
+    scheduler_ns: Vec<u64>,
+    shed: u64,
+    events: StepEvents,
+}
+
+impl World<'_> {
+    /// Feed `input` at `now`, charging its wall time to request `charge`, and carry out what
+    /// the scheduler decides.
+    fn handle(&mut self, now: f64, input: Input, charge: Option<usize>) {
+        let t = Instant::now();
+        // Ids are positions the driver made: an arrival is new, an engine index exists.
+        let handled = self.scheduler.handle(now, input);
+        debug_assert!(handled.is_ok(), "{handled:?}");
+        let mut decisions = Vec::new();
+        while let Some(d) = self.scheduler.poll_decision() {
+            decisions.push(d);
+        }
+        if let Some(i) = charge {
+            self.scheduler_ns[i] += t.elapsed().as_nanos() as u64;
+        }
+        for d in decisions {
+            match d {
+                Decision::Admit { id, engine } => {
+                    let (i, e) = (id as usize, &mut self.engines[engine]);
+                    if !e.busy() {
+                        e.wait_until(now);
+                    }
+                    e.accept(i);
+                    if !self.seen[i] {
+                        self.seen[i] = true;
+                        self.admitted.push(i);
+                    }
+                }
+                Decision::Evict { id, engine } => self.engines[engine].pause(id as usize),
+                Decision::Shed { .. } => self.shed += 1,
+            }
+        }
+    }
+
+    /// Step engine `e` and tell the scheduler what happened; whether it could run.
+    fn step(&mut self, e: usize) -> bool {
+        let mut events = std::mem::take(&mut self.events);
+        if !self.engines[e].step(&mut events) {
+            self.events = events;
+            return false;
+        }
+        let now = self.engines[e].now();
+        for &(i, generated) in &events.progressed {
+            let progress = Input::Progress {
+                id: i as u64,
+                generated,
+            };
+            let _ = self.scheduler.handle(now, progress);
+        }
+        for &i in &events.preempted {
+            let _ = self
+                .scheduler
+                .handle(now, Input::Preempted { id: i as u64 });
+        }
+        for &i in &events.finished {
+            self.oracle.learn(&self.requests[i]);
+            self.handle(now, Input::Done { id: i as u64 }, Some(i));
+        }
+        self.events = events;
+        let report = self.engines[e].report();
+        self.handle(now, Input::Engine { engine: e, report }, None);
+        true
+    }
+}
+
+/// Run `requests` (sorted by arrival, ids their positions) through `cluster`'s engines of `cfg`
+/// under `policy`, the history (of `history` entries) first filled with `warm`.
+pub fn simulate(
+    cfg: &EngineConfig,
+    cluster: Cluster,
+    policy: PolicySpec,
+    history: usize,
+    warm: &[Request],
+    requests: &[Request],
+) -> Result<Run, SimError> {
+    let instances = cluster.instances.max(1);
+    let scheduler = Scheduler::new(Config {
+        policy,
+        engines: vec![cfg.limits(); instances],
+        router: cluster.router,
+        placement: cluster.placement,
+        max_waiting: usize::MAX,
+        service: ServiceModel::Fit(cfg.fit()),
+        can_pause: true,
+    })?;
+    let predicts = policy.predicts() || cluster.router.predicts();
+    let uses_history = matches!(policy.source, Source::History)
+        || (matches!(policy.source, Source::None) && predicts);
+    let mut oracle = Oracle {
+        source: policy.source,
+        history: (uses_history && history > 0).then(|| History::new(history)),
+    };
+    for r in warm {
+        oracle.learn(r);
+    }
+    let mut world = World {
+        requests,
+        engines: (0..instances).map(|_| Engine::new(cfg, requests)).collect(),
+        scheduler,
+        oracle,
+        admitted: Vec::with_capacity(requests.len()),
+        seen: vec![false; requests.len()],
+        scheduler_ns: vec![0; requests.len()],
+        shed: 0,
+        events: StepEvents::default(),
+    };
+    let mut predict_ns = Vec::with_capacity(requests.len());
+    let mut refused = 0;
+    for e in 0..instances {
+        let report = world.engines[e].report();
+        world.handle(0.0, Input::Engine { engine: e, report }, None);
+    }
+    let mut next = 0usize;
+    loop {
+        let arrival = requests.get(next).map_or(f64::INFINITY, |r| r.arrival);
+        let earliest = (0..instances)
+            .filter(|&e| world.engines[e].busy())
+            .min_by(|&a, &b| world.engines[a].now().total_cmp(&world.engines[b].now()));
+        match earliest {
+            Some(e) if world.engines[e].now() <= arrival => {
+                if !world.step(e) {
+                    if arrival.is_infinite() {
+                        // Nothing it holds can ever run.
+                        break;
+                    }
+                    world.engines[e].wait_until(arrival);
+                }
+            }
+            _ if next < requests.len() => {
+                let r = &requests[next];
+                for e in world.engines.iter_mut().filter(|e| !e.busy()) {
+                    e.wait_until(r.arrival);
+                }
+                if !cfg.holds(r.input_tokens, r.output_tokens) {
+                    refused += 1;
+                } else {
+                    let t = Instant::now();
+                    let lengths = predicts.then(|| world.oracle.lengths(r)).flatten();
+                    predict_ns.push(t.elapsed().as_nanos() as u64);
+                    let arrival = Arrival {
+                        id: next as u64,
+                        input_tokens: r.input_tokens,
+                        max_tokens: None,
+                        priority: 0,
+                        lengths,
+                    };
+                    world.handle(r.arrival, Input::Arrived(arrival), Some(next));
+                }
+                next += 1;
+            }
+            _ => break,
+        }
+    }
+    let mut stats = RunStats::default();
+    for e in world.engines {
+        stats.absorb(e.finish());
+    }
+    stats.refused = refused;
+    stats.shed = world.shed;
+    Ok(Run {
+        stats,
+        admitted: world.admitted,
+        scheduler_ns: world.scheduler_ns,
+        predict_ns,
+    })
+}
