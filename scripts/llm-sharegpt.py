@@ -29,7 +29,7 @@ RIVALS = [
     "fastserve", "fastserve:preempt=off", "fastserve:admit=peak",
     "ssjf", "ssjf:admit=peak", "trail", "trail:admit=peak",
 ]
-POLICIES = ["fcfs", "sagesched", "srpt-oracle", "sagesched:admit=engine"] + RIVALS
+POLICIES = ["fcfs", "sagesched", "srpt-oracle", "sagesched:admit=engine", "sagesched-quanta"] + RIVALS
 
 
 def run(args, engine, arrivals):

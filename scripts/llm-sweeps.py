@@ -27,7 +27,7 @@ DATASETS = {
     ],
 }
 POLICIES = "fcfs,fastserve,ssjf,trail,sagesched,srpt-oracle"
-ABLATIONS = "sagesched-mean,sagesched-length,sagesched-nohistory"
+ABLATIONS = "sagesched-quanta,sagesched-length,sagesched-nohistory"
 RIVALS = ["fastserve", "ssjf", "trail"]
 
 

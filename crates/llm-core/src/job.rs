@@ -61,7 +61,7 @@ impl Job {
     /// The size distribution an order ranks by.
     pub fn sizes_for(&self, order: Order) -> SizeDistribution {
         let unit = match order {
-            Order::Gittins(u) | Order::MeanRemaining(u) => u,
+            Order::Gittins(u) | Order::GittinsAnyQuantum(u) => u,
             _ => Size::Cost,
         };
         self.lengths

@@ -55,16 +55,17 @@ fn level(seconds: f64) -> f64 {
     (seconds / QUANTUM_S).max(1.0).log2().ceil()
 }
 
-/// The rank of `job` with the service it has had, under `order`.
-pub(crate) fn rank(order: Order, job: &Job, service: &ServiceModel) -> Rank {
+/// The rank of `job` with the service it has had, under `order`; `preemptive`: the scheduler
+/// may pause it once it runs (which quanta the Gittins index may grant).
+pub(crate) fn rank(order: Order, job: &Job, service: &ServiceModel, preemptive: bool) -> Rank {
     // Service attained: the size of what it generated beyond the size of nothing (a time
     // counts the prompt's prefill in every size, attained or not).
     let unit = |u: Size| job.size(u, f64::from(job.generated)) - job.size(u, 0.0);
     match order {
         Order::Fcfs => Rank::of(0.0),
         Order::Priority => Rank::of(-f64::from(job.priority)),
-        Order::Gittins(u) => Rank::of(-job.sizes.gittins(unit(u))),
-        Order::MeanRemaining(u) => Rank::of(mean_remaining(job, unit(u))),
+        Order::Gittins(u) if !preemptive => Rank::of(mean_remaining(job, unit(u))),
+        Order::Gittins(u) | Order::GittinsAnyQuantum(u) => Rank::of(-job.sizes.gittins(unit(u))),
         Order::Ssjf => Rank::of(job.first_mean),
         Order::Trail => Rank::of(job.mean_remaining()),
         Order::FastServe => {

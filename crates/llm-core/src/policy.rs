@@ -10,10 +10,10 @@
 //! |---|---|---|---|---|
 //! | `fcfs` | arrival (vLLM's default) | none | engine's | no |
 //! | `priority` | higher `priority` first, then arrival | none | engine's | no |
-//! | `sagesched` | highest Gittins index of the predicted cost `O²/2 + I·O` | history | KV peak | no |
+//! | `sagesched` | highest Gittins index of the predicted cost `O²/2 + I·O` over the quanta the scheduler can grant (see below) | history | KV peak | no |
 //! | `sagesched-time` | the same over the predicted time `a·I + b·O` (measured rates) | history | KV peak | no |
-//! | `sagesched-mean` | least mean remaining cost | history | KV peak | no |
-//! | `sagesched-length` | Gittins index of the predicted output length | history | KV peak | no |
+//! | `sagesched-quanta` | the full Gittins index, every quantum, though the admission it orders cannot preempt (the rule before issue 28) | history | KV peak | no |
+//! | `sagesched-length` | as `sagesched` over the predicted output length | history | KV peak | no |
 //! | `sagesched-nohistory` | as `sagesched` | the prior alone | KV peak | no |
 //! | `sagesched-noaging` | as `sagesched`, no aging guard | history | KV peak | no |
 //! | `sagesched-oracle` | as `sagesched` over the true length (one atom), no guard | truth | KV peak | no |
@@ -21,6 +21,15 @@
 //! | `trail` | least predicted remaining output, refined as tokens come; preemptible until 0.8 × its first prediction | history | engine's | yes |
 //! | `fastserve` | skip-join MLFQ (quantum 10 ms · 2^level), own starvation guard | none | engine's | yes |
 //! | `srpt-oracle` | least remaining true cost | truth | KV peak | no |
+//!
+//! The Gittins index is the best completion probability per unit of expected work over any
+//! service quantum the scheduler may grant before it decides again. A scheduler that can pause
+//! a running request (`:preempt=on`) may grant any quantum: the full index, given the service
+//! attained. One that admits a request to run to its end can grant only the whole request, and
+//! the index over that one quantum is `1 / E[S − a | S > a]`: shortest expected remaining size
+//! first, the optimal non-preemptive order for known size distributions. Measured on ShareGPT,
+//! the full index in non-preemptive admission (`sagesched-quanta`) was up to 10 % worse
+//! (docs/BENCHMARKS.md).
 //!
 //! `sagesched-noise-<σ>`: `sagesched` over ten samples of the true length × `exp(N(0, σ²))`
 //! (the prediction-quality study). Any name takes `:admit=engine|peak` and
@@ -36,10 +45,11 @@ pub enum Order {
     Fcfs,
     /// Higher priority first, then arrival.
     Priority,
-    /// Highest Gittins index of the size distribution given the size attained.
+    /// Highest Gittins index of the size distribution given the size attained, over the
+    /// quanta the scheduler can grant (every quantum if it may pause, else the whole request).
     Gittins(Size),
-    /// Least mean remaining size.
-    MeanRemaining(Size),
+    /// Highest Gittins index over every quantum, whether or not the scheduler may pause.
+    GittinsAnyQuantum(Size),
     /// Shortest predicted mean output first.
     Ssjf,
     /// Least predicted remaining output (TRAIL).
@@ -154,8 +164,8 @@ pub const TABLE: &[PolicySpec] = &[
         false,
     ),
     row(
-        "sagesched-mean",
-        Order::MeanRemaining(Size::Cost),
+        "sagesched-quanta",
+        Order::GittinsAnyQuantum(Size::Cost),
         Source::History,
         true,
         Peak,
@@ -223,7 +233,7 @@ pub const ALL: &[&str] = &[
     "trail",
     "sagesched",
     "srpt-oracle",
-    "sagesched-mean",
+    "sagesched-quanta",
     "sagesched-length",
     "sagesched-nohistory",
     "sagesched-noaging",

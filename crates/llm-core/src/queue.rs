@@ -5,21 +5,6 @@
 use crate::order::Rank;
 use std::collections::BTreeMap;
 
-/// A point in time (s), ordered by `f64::total_cmp`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct At(f64);
-impl Eq for At {}
-impl PartialOrd for At {
-    fn partial_cmp(&self, other: &At) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for At {
-    fn cmp(&self, other: &At) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
 /// A waiting request's place: its rank, then its arrival.
 pub(crate) type Key = (Rank, u64);
 
@@ -29,8 +14,9 @@ pub(crate) struct Queue {
     ranked: BTreeMap<Key, u64>,
     /// Per id, its key and its guard's time (to remove it).
     keys: BTreeMap<u64, (Key, Option<f64>)>,
-    /// Requests with a guard that have not aged yet, by when they age.
-    aging: BTreeMap<(At, u64), Key>,
+    /// Requests with a guard that have not aged yet, by when they age (a time ordered as a
+    /// rank is).
+    aging: BTreeMap<(Rank, u64), Key>,
     /// Requests that have aged, by arrival.
     aged: BTreeMap<u64, Key>,
 }
@@ -48,7 +34,7 @@ impl Queue {
         self.ranked.insert(key, id);
         self.keys.insert(id, (key, aged_at));
         if let Some(at) = aged_at {
-            self.aging.insert((At(at), seq), key);
+            self.aging.insert((Rank::of(at), seq), key);
         }
     }
 
@@ -59,7 +45,7 @@ impl Queue {
         };
         self.ranked.remove(&key);
         if let Some(at) = aged_at
-            && self.aging.remove(&(At(at), key.1)).is_none()
+            && self.aging.remove(&(Rank::of(at), key.1)).is_none()
         {
             self.aged.remove(&key.1);
         }
@@ -69,7 +55,7 @@ impl Queue {
     /// Move everyone whose guard time has come by `now` among the aged.
     pub fn promote(&mut self, now: f64) {
         while let Some(entry) = self.aging.first_entry() {
-            if entry.key().0.0 > now {
+            if entry.key().0 > Rank::of(now) {
                 break;
             }
             let key = entry.remove();

@@ -413,7 +413,12 @@ impl Scheduler {
         let Some(j) = self.jobs.get(&id) else {
             return;
         };
-        let rank = order::rank(self.config.policy.order, j, &self.service);
+        let rank = order::rank(
+            self.config.policy.order,
+            j,
+            &self.service,
+            self.config.policy.preemptive,
+        );
         let (seq, aged_at) = (j.seq, j.aged_at);
         if let Some(q) = self.queue_of(id) {
             q.push(id, rank, seq, aged_at);
@@ -598,13 +603,19 @@ impl Scheduler {
         if !spec.preemptive {
             return false;
         }
-        let head = order::rank(spec.order, job, &self.service);
+        let head = order::rank(spec.order, job, &self.service, spec.preemptive);
         let mut victims: Vec<(Rank, u64, u64)> = self.engines[e]
             .admitted
             .iter()
             .filter_map(|&v| Some((v, self.jobs.get(&v)?)))
             .filter(|(_, j)| j.place == Place::Admitted && order::preemptible(spec.order, j))
-            .map(|(v, j)| (order::rank(spec.order, j, &self.service), j.seq, v))
+            .map(|(v, j)| {
+                (
+                    order::rank(spec.order, j, &self.service, spec.preemptive),
+                    j.seq,
+                    v,
+                )
+            })
             // Strictly worse in the order's key: a tie-break (FastServe's arrival within a
             // level) is no reason to pause.
             .filter(|(r, _, _)| r.major > head.major)

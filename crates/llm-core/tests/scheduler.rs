@@ -42,6 +42,17 @@ fn arrival(id: u64, input: u32, tokens: f64) -> Input {
     })
 }
 
+/// An answer of `output` tokens after a `prompt`-token prompt, `total` seconds from admission
+/// (its first token after `first`).
+fn served(prompt: u32, output: u32, total: f64, first: Option<f64>) -> Input {
+    Input::Served(Served {
+        prompt_tokens: prompt,
+        output_tokens: output,
+        total_s: total,
+        first_token_s: first,
+    })
+}
+
 fn decisions(s: &mut Scheduler) -> Vec<Decision> {
     std::iter::from_fn(|| s.poll_decision()).collect()
 }
@@ -113,13 +124,9 @@ fn sagesched_time_orders_by_measured_time_where_the_paper_cost_orders_by_output(
     assert_eq!(order_after(&mut scheduler("sagesched", 1), &rest), [2, 1]);
     let mut timed = scheduler("sagesched-time", 1);
     for _ in 0..50 {
-        let served = Served {
-            prompt_tokens: 100,
-            output_tokens: 101,
-            total_s: 0.2,
-            first_token_s: Some(0.1),
-        };
-        timed.handle(0.0, Input::Served(served)).expect("learned");
+        timed
+            .handle(0.0, served(100, 101, 0.2, Some(0.1)))
+            .expect("learned");
     }
     assert_eq!(order_after(&mut timed, &rest), [1, 2]);
 }
@@ -147,13 +154,7 @@ fn an_aged_request_goes_before_shorter_ones() {
     let mut s = scheduler("sagesched", 1);
     for _ in 0..20 {
         // 10 ms of service per output token.
-        let served = Served {
-            prompt_tokens: 10,
-            output_tokens: 100,
-            total_s: 1.0,
-            first_token_s: None,
-        };
-        s.handle(0.0, Input::Served(served)).expect("learned");
+        s.handle(0.0, served(10, 100, 1.0, None)).expect("learned");
     }
     s.handle(0.0, arrival(0, 10, 10.0)).expect("new");
     // A 50-token request ages after 100 × 0.5 s = 50 s; the 5-token ones arrive later.
@@ -338,13 +339,8 @@ fn admission_never_panics_on_degenerate_requests() {
     }
     assert_eq!(admitted(&mut s), [1, 2]);
     assert_eq!(s.waiting(), 0);
-    let served = Served {
-        prompt_tokens: 0,
-        output_tokens: 0,
-        total_s: f64::NAN,
-        first_token_s: Some(f64::INFINITY),
-    };
-    s.handle(2.0, Input::Served(served)).expect("ignored");
+    s.handle(2.0, served(0, 0, f64::NAN, Some(f64::INFINITY)))
+        .expect("ignored");
     s.handle(3.0, arrival(3, 10, 1.0)).expect("new");
     assert_eq!(admitted(&mut s), [3]);
 }
@@ -493,4 +489,28 @@ proptest! {
         sorted.sort_unstable();
         prop_assert_eq!(order, sorted);
     }
+}
+
+#[test]
+fn without_pausing_the_index_of_the_whole_request_orders_by_expected_remaining_size() {
+    // A: 1 or 1 000 tokens, evenly (expected cost 250 000); B: 300 tokens (45 000). Over every
+    // quantum A's index is far higher (half the time it ends at once); over the whole request
+    // it is 1 / E[S], and B goes first.
+    let a = Input::Arrived(Arrival {
+        id: 1,
+        input_tokens: 0,
+        max_tokens: None,
+        priority: 0,
+        lengths: SizeDistribution::from_samples(&[1.0, 1000.0]),
+    });
+    let rest = [a, arrival(2, 0, 300.0)];
+    assert_eq!(order_after(&mut scheduler("sagesched", 1), &rest), [2, 1]);
+    assert_eq!(
+        order_after(&mut scheduler("sagesched-quanta", 1), &rest),
+        [1, 2]
+    );
+    assert_eq!(
+        order_after(&mut scheduler("sagesched:preempt=on", 1), &rest),
+        [1, 2]
+    );
 }
