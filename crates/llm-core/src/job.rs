@@ -45,6 +45,9 @@ pub(crate) struct Job {
     pub aged_at: Option<f64>,
     /// Its predicted cost, for the cost-aware router.
     pub routed_cost: f64,
+    /// Tokens it had generated when its guard last admitted it (FastServe counts service from
+    /// there: a boosted request starts again on the top level).
+    pub boosted_at: Option<u32>,
 }
 
 impl Job {
@@ -122,6 +125,7 @@ mod tests {
             place: Place::Waiting,
             aged_at: None,
             routed_cost: 0.0,
+            boosted_at: None,
         }
     }
 

@@ -69,10 +69,17 @@ pub(crate) fn rank(order: Order, job: &Job, service: &ServiceModel, preemptive: 
         Order::Ssjf => Rank::of(job.first_mean),
         Order::Trail => Rank::of(job.mean_remaining()),
         Order::FastServe => {
-            let joined = level(service.service_seconds(job.input, 0));
-            let served = level(service.service_seconds(job.input, job.generated));
+            let major = match job.boosted_at {
+                // Skip-join: the first level whose quantum covers its prefill.
+                None => level(service.service_seconds(job.input, 0))
+                    .max(level(service.service_seconds(job.input, job.generated))),
+                // Boosted by the starvation guard: from the top, service counted since.
+                Some(base) => {
+                    level(service.service_seconds(0, job.generated - base.min(job.generated)))
+                }
+            };
             Rank {
-                major: joined.max(served),
+                major,
                 minor: job.arrival,
             }
         }
@@ -90,10 +97,10 @@ pub(crate) fn preemptible(order: Order, job: &Job) -> bool {
 }
 
 /// When a waiting `job` is put first by its order's own guard, if it has one: FastServe's
-/// starvation guard (back to the top level after [`STARVATION_S`] without service).
-pub(crate) fn own_guard(order: Order, job: &Job, service: &ServiceModel) -> Option<f64> {
-    (order == Order::FastServe)
-        .then(|| job.arrival + service.service_seconds(job.input, job.generated) + STARVATION_S)
+/// starvation guard (back to the top level after [`STARVATION_S`] of waiting; `now`: when it
+/// starts waiting, on arrival or when paused).
+pub(crate) fn own_guard(order: Order, now: f64, job: &Job) -> Option<f64> {
+    (order == Order::FastServe).then(|| now.max(job.arrival) + STARVATION_S)
 }
 
 /// `E[S − a | S > a]` of the job's sizes, or `a` itself once the support is outlived.

@@ -196,7 +196,8 @@ struct Engine {
     admitted: Vec<u64>,
     /// Its last report, less what was admitted since.
     report: EngineReport,
-    /// The predicted cost of what it holds.
+    /// The predicted cost of what was sent to it and is not done: admitted, or (placed on
+    /// arrival) routed there and waiting.
     cost: f64,
     headroom: Headroom,
     /// Whether expected-peak admission held a request back since the last completion.
@@ -314,7 +315,7 @@ impl Scheduler {
                 }
                 return Ok(());
             }
-            Input::Done { id } => self.done(id),
+            Input::Done { id } => self.forget(id),
             Input::Preempted { id } => {
                 if let Some(j) = self.jobs.get_mut(&id)
                     && j.place == Place::Admitted
@@ -367,6 +368,7 @@ impl Scheduler {
             place: Place::Waiting,
             aged_at: None,
             routed_cost: 0.0,
+            boosted_at: None,
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
@@ -377,11 +379,15 @@ impl Scheduler {
                 .map(|alone| now + AGING_FACTOR * alone)
                 .filter(|t| t.is_finite())
         } else {
-            order::own_guard(spec.order, &job, &self.service)
+            order::own_guard(spec.order, now, &job)
         };
         if self.config.placement == Placement::AtArrival {
             let all: Vec<usize> = (0..self.engines.len()).collect();
             job.engine = self.config.router.pick(&all, &self.loads(), &mut self.turn);
+            // Routed there: its predicted cost counts there from now.
+            if let Some(e) = job.engine {
+                self.engines[e].cost += job.routed_cost;
+            }
         }
         let id = a.id;
         self.jobs.insert(id, job);
@@ -433,18 +439,18 @@ impl Scheduler {
         let Some(j) = self.jobs.remove(&id) else {
             return;
         };
-        if j.place != Place::Waiting
-            && let Some(e) = j.engine.and_then(|e| self.engines.get_mut(e))
-        {
-            e.admitted.retain(|&a| a != id);
+        let routed = self.config.placement == Placement::AtArrival;
+        let Some(e) = j.engine.and_then(|e| self.engines.get_mut(e)) else {
+            return;
+        };
+        if j.place != Place::Waiting || routed {
             e.cost = (e.cost - j.routed_cost).max(0.0);
+        }
+        if j.place != Place::Waiting {
+            e.admitted.retain(|&a| a != id);
             e.headroom.completed(e.pressed);
             e.pressed = false;
         }
-    }
-
-    fn done(&mut self, id: u64) {
-        self.forget(id);
     }
 
     /// What the router sees of each engine.
@@ -471,17 +477,17 @@ impl Scheduler {
             e.queue.promote(now);
         }
         match self.config.placement {
-            Placement::WhenFree => while self.serve_shared() {},
+            Placement::WhenFree => while self.serve_shared(now) {},
             Placement::AtArrival => {
                 for e in 0..self.engines.len() {
-                    while self.serve_engine(e) {}
+                    while self.serve_engine(now, e) {}
                 }
             }
         }
     }
 
     /// Admit the shared queue's head somewhere; whether it was.
-    fn serve_shared(&mut self) -> bool {
+    fn serve_shared(&mut self, now: f64) -> bool {
         let Some(id) = self.queue.first() else {
             return false;
         };
@@ -494,26 +500,26 @@ impl Scheduler {
             .router
             .pick(&candidates, &self.loads(), &mut self.turn)
         {
-            self.admit(id, e);
+            self.admit(now, id, e);
             return true;
         }
         let tried: Vec<usize> = match pinned {
             Some(p) => vec![p],
             None => (0..self.engines.len()).collect(),
         };
-        tried.into_iter().any(|e| self.evict_for(id, e))
+        tried.into_iter().any(|e| self.evict_for(now, id, e))
     }
 
     /// Admit engine `e`'s own queue head; whether it was.
-    fn serve_engine(&mut self, e: usize) -> bool {
+    fn serve_engine(&mut self, now: f64, e: usize) -> bool {
         let Some(id) = self.engines[e].queue.first() else {
             return false;
         };
         if self.fits(e, id, &[]) {
-            self.admit(id, e);
+            self.admit(now, id, e);
             return true;
         }
-        self.evict_for(id, e)
+        self.evict_for(now, id, e)
     }
 
     /// Whether request `id` fits engine `e` were `paused` (running there) not.
@@ -566,13 +572,18 @@ impl Scheduler {
         true
     }
 
-    fn admit(&mut self, id: u64, e: usize) {
+    fn admit(&mut self, now: f64, id: u64, e: usize) {
         if let Some(q) = self.queue_of(id) {
             q.remove(id);
         }
         let Some(job) = self.jobs.get_mut(&id) else {
             return;
         };
+        if job.aged_at.is_some_and(|t| t <= now) {
+            // Admitted by its guard: an order that counts service from there (FastServe's
+            // boost to the top level) starts counting again.
+            job.boosted_at = Some(job.generated);
+        }
         job.place = Place::Admitted;
         job.engine = Some(e);
         let engine = &mut self.engines[e];
@@ -589,13 +600,16 @@ impl Scheduler {
             *free = free.saturating_sub(u64::from(chunk).div_ceil(block) * block);
         }
         engine.admitted.push(id);
-        engine.cost += job.routed_cost;
+        if self.config.placement == Placement::WhenFree {
+            // (Routed on arrival, it has counted there since.)
+            engine.cost += job.routed_cost;
+        }
         self.decisions.push_back(Decision::Admit { id, engine: e });
     }
 
     /// A preemptive policy: pause the fewest of `e`'s worst-ranked running requests (strictly
     /// worse than `id` in the order's key) that lets `id` fit; whether any were.
-    fn evict_for(&mut self, id: u64, e: usize) -> bool {
+    fn evict_for(&mut self, now: f64, id: u64, e: usize) -> bool {
         let spec = self.config.policy;
         let Some(job) = self.jobs.get(&id) else {
             return false;
@@ -627,7 +641,7 @@ impl Scheduler {
             paused.push(v);
             if self.fits(e, id, &paused) {
                 for v in paused {
-                    self.evict(v, e);
+                    self.evict(now, v, e);
                 }
                 return true;
             }
@@ -635,18 +649,20 @@ impl Scheduler {
         false
     }
 
-    fn evict(&mut self, id: u64, e: usize) {
+    fn evict(&mut self, now: f64, id: u64, e: usize) {
         let Some(job) = self.jobs.get_mut(&id) else {
             return;
         };
         job.place = Place::Waiting;
-        if let Some(at) = order::own_guard(self.config.policy.order, job, &self.service) {
+        if let Some(at) = order::own_guard(self.config.policy.order, now, job) {
             job.aged_at = Some(at);
         }
         let (context, cost) = (job.context(), job.routed_cost);
         let engine = &mut self.engines[e];
         engine.admitted.retain(|&a| a != id);
-        engine.cost = (engine.cost - cost).max(0.0);
+        if self.config.placement == Placement::WhenFree {
+            engine.cost = (engine.cost - cost).max(0.0);
+        }
         if let Some(t) = engine.report.step_tokens.as_mut() {
             *t += 1;
         }

@@ -514,3 +514,28 @@ fn without_pausing_the_index_of_the_whole_request_orders_by_expected_remaining_s
         [1, 2]
     );
 }
+
+#[test]
+fn placed_on_arrival_the_cost_aware_router_counts_what_waits_at_each_engine() {
+    let mut s = Scheduler::new(Config {
+        router: Router::CostAware,
+        placement: Placement::AtArrival,
+        ..config("fcfs", vec![limits(1, None); 2])
+    })
+    .expect("valid");
+    // Predicted costs: 1 000 tokens is 500 000; 10 tokens 50. The first heavy one goes to
+    // engine 0 and runs; the second heavy one to engine 1; then the light ones to whichever
+    // holds less predicted work, the queued heavy one included.
+    let ids = [(0, 1000.0), (1, 1000.0), (2, 1000.0), (3, 10.0), (4, 10.0)];
+    for (id, tokens) in ids {
+        s.handle(0.0, arrival(id, 0, tokens)).expect("new");
+    }
+    decisions(&mut s);
+    // 0 and 2 at engine 0 (2 waiting), 1 at engine 1, then both light ones to engine 1.
+    s.handle(1.0, Input::Done { id: 1 }).expect("done");
+    assert_eq!(admitted(&mut s), [3], "engine 1 serves its own queue: a light one");
+    s.handle(2.0, Input::Done { id: 3 }).expect("done");
+    assert_eq!(admitted(&mut s), [4], "the second light one waited at engine 1 too");
+    s.handle(3.0, Input::Done { id: 0 }).expect("done");
+    assert_eq!(admitted(&mut s), [2]);
+}

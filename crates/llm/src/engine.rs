@@ -18,7 +18,9 @@
 //! A request the scheduler pauses ([`Engine::pause`]) leaves the running set at the step
 //! boundary. Its KV is swapped to host memory if it fits the preset's swap space, at the
 //! host link's bandwidth each way, or else dropped and recomputed when it resumes: whichever
-//! costs less time. A swap is charged to the step that follows, in full (not overlapped).
+//! costs less time. A swap runs on the GPU's copy engines during the step that follows, beside
+//! its kernels (FastServe's proactive swapping overlaps them so): that step lasts the longer of
+//! its compute and the transfer.
 //!
 //! The step lasts `β0 + β1·prefill_tokens + β2·decode_tokens + β3·attended` µs, `attended`
 //! being the context tokens (KV) the decoding requests read, plus any swap traffic.
@@ -361,12 +363,12 @@ impl<'a> Engine<'a> {
             }
         }
         let [b0, b1, b2] = self.cfg.beta_us;
-        self.now += (b0
+        let compute_us = b0
             + b1 * f64::from(prefill_tokens)
             + b2 * f64::from(decode_tokens)
-            + self.cfg.attend_us * attended as f64
-            + std::mem::take(&mut self.swap_due_us))
-            / 1e6;
+            + self.cfg.attend_us * attended as f64;
+        // Swaps run on the copy engines beside the step's kernels: the step lasts the longer.
+        self.now += compute_us.max(std::mem::take(&mut self.swap_due_us)) / 1e6;
         self.stats.steps += 1;
         let mut finished = false;
         for &(i, n) in &self.batch {
