@@ -73,24 +73,28 @@ impl Router {
         loads: &[EngineLoad],
         turn: &mut usize,
     ) -> Option<usize> {
-        let first = *candidates.first()?;
-        let by = |key: &dyn Fn(&EngineLoad) -> (f64, usize)| {
-            candidates
-                .iter()
-                .copied()
-                .min_by(|&a, &b| {
-                    let (ka, kb) = (key(&loads[a]), key(&loads[b]));
-                    ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.cmp(&b))
-                })
-                .unwrap_or(first)
+        let pick = *self.preference(candidates, loads, *turn).first()?;
+        *turn = pick + 1;
+        Some(pick)
+    }
+
+    /// `candidates` in the order this router prefers them (its pick first), so a caller can take
+    /// the first that also has room without asking every engine.
+    pub fn preference(self, candidates: &[usize], loads: &[EngineLoad], turn: usize) -> Vec<usize> {
+        let mut order = candidates.to_vec();
+        let by = |order: &mut Vec<usize>, key: &dyn Fn(&EngineLoad) -> (f64, usize)| {
+            order.sort_by(|&a, &b| {
+                let (ka, kb) = (key(&loads[a]), key(&loads[b]));
+                ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1)).then(a.cmp(&b))
+            });
         };
-        let pick = match self {
-            Router::RoundRobin => candidates
-                .iter()
-                .copied()
-                .find(|&c| c >= *turn % loads.len().max(1))
-                .unwrap_or(first),
-            Router::LeastOutstanding => by(&|l| (l.outstanding as f64, 0)),
+        match self {
+            Router::RoundRobin => {
+                let from = turn % loads.len().max(1);
+                let split = order.partition_point(|&c| c < from);
+                order.rotate_left(split);
+            }
+            Router::LeastOutstanding => by(&mut order, &|l| (l.outstanding as f64, 0)),
             Router::KvScore => {
                 let most = candidates
                     .iter()
@@ -98,12 +102,13 @@ impl Router {
                     .max()
                     .unwrap_or(0)
                     .max(1) as f64;
-                by(&|l| (-(2.0 - l.waiting as f64 / most - l.kv_used), 0))
+                by(&mut order, &|l| {
+                    (-(2.0 - l.waiting as f64 / most - l.kv_used), 0)
+                });
             }
-            Router::CostAware => by(&|l| (l.cost, l.outstanding)),
-        };
-        *turn = pick + 1;
-        Some(pick)
+            Router::CostAware => by(&mut order, &|l| (l.cost, l.outstanding)),
+        }
+        order
     }
 }
 
@@ -163,6 +168,24 @@ mod tests {
         assert_eq!(Router::LeastOutstanding.pick(&[], &loads, &mut turn), None);
         let ties = [load(2, 0, 0.0, 0.0), load(1, 0, 0.0, 0.0)];
         assert_eq!(Router::CostAware.pick(&[0, 1], &ties, &mut turn), Some(1));
+    }
+
+    #[test]
+    fn the_preference_order_starts_with_the_pick() {
+        let loads = [
+            load(3, 0, 0.0, 0.0),
+            load(1, 0, 0.0, 0.0),
+            load(2, 0, 0.0, 0.0),
+        ];
+        assert_eq!(
+            Router::LeastOutstanding.preference(&[0, 1, 2], &loads, 0),
+            [1, 2, 0]
+        );
+        assert_eq!(
+            Router::RoundRobin.preference(&[0, 1, 2], &loads, 2),
+            [2, 0, 1]
+        );
+        assert_eq!(Router::RoundRobin.preference(&[0, 2], &loads, 1), [2, 0]);
     }
 
     #[test]

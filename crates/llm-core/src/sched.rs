@@ -492,22 +492,21 @@ impl Scheduler {
             return false;
         };
         let pinned = self.jobs.get(&id).and_then(|j| j.engine);
-        let candidates: Vec<usize> = (0..self.engines.len())
-            .filter(|&e| pinned.is_none_or(|p| p == e) && self.fits(e, id, &[]))
-            .collect();
-        if let Some(e) = self
-            .config
-            .router
-            .pick(&candidates, &self.loads(), &mut self.turn)
-        {
-            self.admit(now, id, e);
-            return true;
-        }
-        let tried: Vec<usize> = match pinned {
+        let eligible: Vec<usize> = match pinned {
             Some(p) => vec![p],
             None => (0..self.engines.len()).collect(),
         };
-        tried.into_iter().any(|e| self.evict_for(now, id, e))
+        // The router's favourite that has room (asking engines in its order of preference).
+        let order = self
+            .config
+            .router
+            .preference(&eligible, &self.loads(), self.turn);
+        if let Some(e) = order.into_iter().find(|&e| self.fits(e, id, &[])) {
+            self.turn = e + 1;
+            self.admit(now, id, e);
+            return true;
+        }
+        eligible.into_iter().any(|e| self.evict_for(now, id, e))
     }
 
     /// Admit engine `e`'s own queue head; whether it was.

@@ -533,9 +533,17 @@ fn placed_on_arrival_the_cost_aware_router_counts_what_waits_at_each_engine() {
     decisions(&mut s);
     // 0 and 2 at engine 0 (2 waiting), 1 at engine 1, then both light ones to engine 1.
     s.handle(1.0, Input::Done { id: 1 }).expect("done");
-    assert_eq!(admitted(&mut s), [3], "engine 1 serves its own queue: a light one");
+    assert_eq!(
+        admitted(&mut s),
+        [3],
+        "engine 1 serves its own queue: a light one"
+    );
     s.handle(2.0, Input::Done { id: 3 }).expect("done");
-    assert_eq!(admitted(&mut s), [4], "the second light one waited at engine 1 too");
+    assert_eq!(
+        admitted(&mut s),
+        [4],
+        "the second light one waited at engine 1 too"
+    );
     s.handle(3.0, Input::Done { id: 0 }).expect("done");
     assert_eq!(admitted(&mut s), [2]);
 }
