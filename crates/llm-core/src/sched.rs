@@ -315,7 +315,12 @@ impl Scheduler {
                 }
                 return Ok(());
             }
-            Input::Done { id } => self.forget(id),
+            Input::Done { id } => {
+                let engine = self.jobs.get(&id).and_then(|j| j.engine);
+                self.forget(id);
+                self.decide(now, engine);
+                return Ok(());
+            }
             Input::Preempted { id } => {
                 if let Some(j) = self.jobs.get_mut(&id)
                     && j.place == Place::Admitted
@@ -333,13 +338,10 @@ impl Scheduler {
                     .get_mut(engine)
                     .ok_or(InputError::NoEngine(engine))?;
                 e.report = report;
+                self.decide(now, Some(engine));
             }
-            Input::Served(s) => {
-                self.service.learn(&s);
-                return Ok(());
-            }
+            Input::Served(s) => self.service.learn(&s),
         }
-        self.decide(now);
         Ok(())
     }
 
@@ -390,9 +392,10 @@ impl Scheduler {
             }
         }
         let id = a.id;
+        let engine = job.engine;
         self.jobs.insert(id, job);
         self.enqueue(id);
-        self.decide(now);
+        self.decide(now, engine);
         if self
             .jobs
             .get(&id)
@@ -470,16 +473,18 @@ impl Scheduler {
             .collect()
     }
 
-    /// Admit what fits, in order, pausing where a preemptive policy gains by it.
-    fn decide(&mut self, now: f64) {
-        self.queue.promote(now);
-        for e in &mut self.engines {
-            e.queue.promote(now);
-        }
+    /// Admit what fits, in order, pausing where a preemptive policy gains by it. Placed on
+    /// arrival, only `engine`'s queue can have changed (what happened concerns that engine;
+    /// `None`: none); the one queue is served whatever it was.
+    fn decide(&mut self, now: f64, engine: Option<usize>) {
         match self.config.placement {
-            Placement::WhenFree => while self.serve_shared(now) {},
+            Placement::WhenFree => {
+                self.queue.promote(now);
+                while self.serve_shared(now) {}
+            }
             Placement::AtArrival => {
-                for e in 0..self.engines.len() {
+                if let Some(e) = engine.filter(|&e| e < self.engines.len()) {
+                    self.engines[e].queue.promote(now);
                     while self.serve_engine(now, e) {}
                 }
             }
