@@ -473,14 +473,15 @@ impl Scheduler {
             .collect()
     }
 
-    /// Admit what fits, in order, pausing where a preemptive policy gains by it. Placed on
-    /// arrival, only `engine`'s queue can have changed (what happened concerns that engine;
-    /// `None`: none); the one queue is served whatever it was.
+    /// Admit what fits, in order, pausing where a preemptive policy gains by it. What happened
+    /// concerns `engine` (a completion there, its report), or, with `None`, the queue (an
+    /// arrival): only that engine's room, or its queue placed on arrival, can have changed, so
+    /// only that engine is asked; an arrival asks every engine, in the router's order.
     fn decide(&mut self, now: f64, engine: Option<usize>) {
         match self.config.placement {
             Placement::WhenFree => {
                 self.queue.promote(now);
-                while self.serve_shared(now) {}
+                while self.serve_shared(now, engine) {}
             }
             Placement::AtArrival => {
                 if let Some(e) = engine.filter(|&e| e < self.engines.len()) {
@@ -491,15 +492,16 @@ impl Scheduler {
         }
     }
 
-    /// Admit the shared queue's head somewhere; whether it was.
-    fn serve_shared(&mut self, now: f64) -> bool {
+    /// Admit the shared queue's head on `only` or, with `None`, anywhere; whether it was.
+    fn serve_shared(&mut self, now: f64, only: Option<usize>) -> bool {
         let Some(id) = self.queue.first() else {
             return false;
         };
         let pinned = self.jobs.get(&id).and_then(|j| j.engine);
-        let eligible: Vec<usize> = match pinned {
-            Some(p) => vec![p],
-            None => (0..self.engines.len()).collect(),
+        let eligible: Vec<usize> = match (pinned, only) {
+            (Some(p), Some(o)) if p != o => return false,
+            (Some(e), _) | (None, Some(e)) => vec![e],
+            (None, None) => (0..self.engines.len()).collect(),
         };
         // The router's favourite that has room (asking engines in its order of preference).
         let order = self
