@@ -161,6 +161,14 @@ pub enum Input {
     },
     /// An answer's measured service (for measured service models).
     Served(Served),
+    /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
+    /// (`up: true`); what runs there is not touched.
+    Availability {
+        /// The engine.
+        engine: usize,
+        /// Whether it may be sent requests.
+        up: bool,
+    },
 }
 
 /// What to do.
@@ -204,6 +212,8 @@ struct Engine {
     pressed: bool,
     /// Its own queue ([`Placement::AtArrival`]).
     queue: Queue,
+    /// Whether it may be sent requests.
+    up: bool,
 }
 
 /// The LLM request scheduler.
@@ -257,6 +267,7 @@ impl Scheduler {
                 headroom: Headroom::default(),
                 pressed: false,
                 queue: Queue::default(),
+                up: true,
             })
             .collect();
         Ok(Scheduler {
@@ -341,6 +352,16 @@ impl Scheduler {
                 self.decide(now, Some(engine));
             }
             Input::Served(s) => self.service.learn(&s),
+            Input::Availability { engine, up } => {
+                let e = self
+                    .engines
+                    .get_mut(engine)
+                    .ok_or(InputError::NoEngine(engine))?;
+                e.up = up;
+                if up {
+                    self.decide(now, Some(engine));
+                }
+            }
         }
         Ok(())
     }
@@ -384,7 +405,15 @@ impl Scheduler {
             order::own_guard(spec.order, now, &job)
         };
         if self.config.placement == Placement::AtArrival {
-            let all: Vec<usize> = (0..self.engines.len()).collect();
+            // Among the engines that are up (all of them if none is).
+            let up: Vec<usize> = (0..self.engines.len())
+                .filter(|&e| self.engines[e].up)
+                .collect();
+            let all: Vec<usize> = if up.is_empty() {
+                (0..self.engines.len()).collect()
+            } else {
+                up
+            };
             job.engine = self.config.router.pick(&all, &self.loads(), &mut self.turn);
             // Routed there: its predicted cost counts there from now.
             if let Some(e) = job.engine {
@@ -534,6 +563,9 @@ impl Scheduler {
             return false;
         };
         let engine = &self.engines[e];
+        if !engine.up {
+            return false;
+        }
         let block = u64::from(engine.limits.block_tokens);
         let freed: u64 = paused
             .iter()

@@ -547,3 +547,27 @@ fn placed_on_arrival_the_cost_aware_router_counts_what_waits_at_each_engine() {
     s.handle(3.0, Input::Done { id: 0 }).expect("done");
     assert_eq!(admitted(&mut s), [2]);
 }
+
+#[test]
+fn an_engine_taken_down_is_sent_nothing_until_it_is_back() {
+    let mut s = Scheduler::new(config("fcfs", vec![limits(1, None); 2])).expect("valid");
+    let down = Input::Availability {
+        engine: 0,
+        up: false,
+    };
+    s.handle(0.0, down).expect("engine 0");
+    s.handle(0.0, arrival(1, 10, 10.0)).expect("new");
+    s.handle(0.0, arrival(2, 10, 10.0)).expect("new");
+    assert_eq!(decisions(&mut s), [Decision::Admit { id: 1, engine: 1 }]);
+    let up = Input::Availability {
+        engine: 0,
+        up: true,
+    };
+    s.handle(1.0, up).expect("engine 0");
+    assert_eq!(decisions(&mut s), [Decision::Admit { id: 2, engine: 0 }]);
+    let bad = Input::Availability {
+        engine: 9,
+        up: true,
+    };
+    assert_eq!(s.handle(1.0, bad), Err(InputError::NoEngine(9)));
+}
