@@ -5,6 +5,7 @@ use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use xsched_gateway::proxy::Uri;
 use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router};
 use xsched_llm_predict::embedding::{Embedder, Hashed};
@@ -63,6 +64,30 @@ pub struct ServeArgs {
     /// Requests waiting in the gateway at most; past it a request gets a 429 at once.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     max_queue: u64,
+    /// Seconds an engine may take to send an answer's head (a 504 after; a complete answer
+    /// comes whole, so this bounds a whole non-streamed generation). An engine that times out
+    /// or refuses is ejected for a backoff (1 s doubling to 30 s), then probed back.
+    #[arg(long, default_value_t = xsched_gateway::proxy::TIMEOUTS.first_byte.as_secs_f64(),
+          value_parser = seconds)]
+    first_byte_timeout: f64,
+    /// Seconds an engine may fall silent mid-answer (a stream then ends with an error event).
+    #[arg(long, default_value_t = xsched_gateway::proxy::TIMEOUTS.idle.as_secs_f64(),
+          value_parser = seconds)]
+    idle_timeout: f64,
+    /// Client connections at once at most (lowered to what the descriptor limit allows; at the
+    /// cap the oldest idle connection is closed for a new one).
+    #[arg(long, default_value_t = xsched_gateway::server::MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}`: expected seconds, more than 0 and at most 86400"
+        )),
+    }
 }
 
 fn policy(s: &str) -> Result<PolicySpec, String> {
@@ -103,6 +128,11 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         router: a.router,
         embedder: Some(embedder(a)?),
         history: usize::try_from(a.history).unwrap_or(usize::MAX),
+        timeouts: xsched_gateway::proxy::Timeouts {
+            first_byte: Duration::from_secs_f64(a.first_byte_timeout),
+            idle: Duration::from_secs_f64(a.idle_timeout),
+        },
+        max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
     };
     let gateway = Gateway::bind(config)
         .with_context(|| format!("starting the gateway on {}", a.listen))?

@@ -164,6 +164,21 @@ impl Admission {
         st.feed(now, Input::Served(served), None);
     }
 
+    /// Take upstream `upstream` out of admission (`up: false`) or put it back: while out, the
+    /// core admits nothing there (what runs there is left alone).
+    pub fn availability(&self, upstream: usize, up: bool) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.feed(
+            now,
+            Input::Availability {
+                engine: upstream,
+                up,
+            },
+            None,
+        );
+    }
+
     /// Request `id` left (its answer ended, or its client went away).
     fn done(&self, id: u64) {
         let mut st = self.lock();
@@ -218,49 +233,56 @@ impl std::fmt::Debug for Slot {
     }
 }
 
+/// An admission for `policy` over `upstreams` alike (the gateway's own configuration), for
+/// tests.
+#[cfg(test)]
+pub(crate) fn for_tests(
+    policy: &str,
+    upstreams: usize,
+    concurrency: usize,
+    max_waiting: usize,
+) -> Arc<Admission> {
+    use xsched_llm_core::service::{Rates, ServiceModel};
+    use xsched_llm_core::{EngineLimits, Placement, PolicySpec, Router};
+    Admission::new(Config {
+        policy: policy.parse::<PolicySpec>().expect("policy"),
+        engines: vec![
+            EngineLimits {
+                concurrency,
+                kv_tokens: None,
+                block_tokens: 16,
+            };
+            upstreams
+        ],
+        router: Router::LeastOutstanding,
+        placement: Placement::WhenFree,
+        max_waiting,
+        service: ServiceModel::Measured(Rates::default()),
+        can_pause: false,
+    })
+    .expect("valid")
+}
+
+/// A request predicted to answer `tokens` tokens, for tests.
+#[cfg(test)]
+pub(crate) fn arrival_for_tests(tokens: f64) -> Arrival {
+    Arrival {
+        id: 0,
+        input_tokens: 10,
+        max_tokens: None,
+        priority: 0,
+        lengths: xsched_llm_core::SizeDistribution::point(tokens),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
-    use xsched_llm_core::service::{Rates, ServiceModel};
-    use xsched_llm_core::{EngineLimits, Placement, PolicySpec, Router, SizeDistribution};
 
-    fn admission(
-        policy: &str,
-        upstreams: usize,
-        concurrency: usize,
-        max_waiting: usize,
-    ) -> Arc<Admission> {
-        Admission::new(Config {
-            policy: policy.parse::<PolicySpec>().expect("policy"),
-            engines: vec![
-                EngineLimits {
-                    concurrency,
-                    kv_tokens: None,
-                    block_tokens: 16,
-                };
-                upstreams
-            ],
-            router: Router::LeastOutstanding,
-            placement: Placement::WhenFree,
-            max_waiting,
-            service: ServiceModel::Measured(Rates::default()),
-            can_pause: false,
-        })
-        .expect("valid")
-    }
-
-    /// A request predicted to answer `tokens` tokens.
-    fn arrival(tokens: f64) -> Arrival {
-        Arrival {
-            id: 0,
-            input_tokens: 10,
-            max_tokens: None,
-            priority: 0,
-            lengths: SizeDistribution::point(tokens),
-        }
-    }
+    use arrival_for_tests as arrival;
+    use for_tests as admission;
 
     type Pending<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Slot, Refused>> + 'a>>;
 

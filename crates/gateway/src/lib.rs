@@ -14,15 +14,21 @@
 //! - [`forecast`]: what is predicted of a request's text (embedding, history, prompt tokens).
 //! - [`admission`]: the core under a lock, and a waiter per queued request (bounded: a 429
 //!   past the bound).
+//! - [`health`]: upstreams that fail are ejected for a backoff and probed back.
+//! - [`body`]: a request body read within its bound (a clean 413 past it).
+//! - [`conns`]: client connections under a cap below the descriptor limit.
 //! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
 //! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
-//!   the answer ends or the client goes away.
+//!   the answer ends or the client goes away; timeouts, and a retry on a fresh connection.
 //! - [`server`]: the HTTP front and the configuration.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 //! - [`load`]: `xsched llm load`, an open-loop load generator for any OpenAI-compatible server.
 
 pub mod admission;
+pub mod body;
+pub mod conns;
 pub mod forecast;
+pub mod health;
 pub mod load;
 pub mod metrics;
 pub mod proxy;

@@ -106,7 +106,7 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 }
 
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
-    let client = crate::proxy::client();
+    let client = crate::proxy::client(usize::MAX);
     let mut rng = SeededRng::new(config.seed);
     let start = Instant::now();
     let mut at = Duration::ZERO;

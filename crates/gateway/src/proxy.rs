@@ -5,9 +5,17 @@
 //! freed when the body ends or is dropped, so a client that disconnects mid-stream frees its
 //! engine slot (the upstream connection is dropped with it, which the engine sees). A successful
 //! answer that ends whole is tallied on its way (`tally.rs`) and the predictor learns from it.
+//!
+//! No upstream can hang a client: the answer's head must come within the first-byte timeout (a
+//! 504 after), and a body that falls silent for the idle timeout is ended (a stream with an
+//! error event, any other body cut), its slot freed and its upstream reported to [`Health`]. A
+//! request that fails before any answer byte on a pooled connection is sent once more on a new
+//! one: engines may close a kept-alive connection just as it is handed to the next request
+//! (llama.cpp's server does, right after a stream's last chunk).
 
 use crate::admission::{Admission, Slot};
 use crate::forecast::{Forecast, Forecaster};
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::tally::Tally;
 use bytes::Bytes;
@@ -19,13 +27,17 @@ use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// Why an answer's body failed (the engine's connection, or the idle timeout).
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The body type of every answer the gateway gives.
-pub type AnswerBody = BoxBody<Bytes, hyper::Error>;
+pub type AnswerBody = BoxBody<Bytes, BodyError>;
 
 /// The HTTP client the gateway talks to upstreams with.
 pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
@@ -36,9 +48,26 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// keep-alive, so the gateway never reuses one the engine is closing).
 pub const POOL_IDLE: Duration = Duration::from_secs(4);
 
-/// A new client (connection pooling per upstream, HTTP/1.1). Must be called in a tokio
-/// runtime.
-pub fn client() -> UpstreamClient {
+/// How long an upstream may take, by default, to send an answer's head (a complete answer is
+/// sent whole, so this bounds a whole non-streamed generation) and to send the next chunk of a
+/// body.
+pub const TIMEOUTS: Timeouts = Timeouts {
+    first_byte: Duration::from_secs(300),
+    idle: Duration::from_secs(60),
+};
+
+/// How long an upstream may keep a request waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From sending the request to the answer's head (a 504 after).
+    pub first_byte: Duration,
+    /// Between two chunks of the answer's body (the body is ended after).
+    pub idle: Duration,
+}
+
+/// A client (HTTP/1.1) that keeps up to `pooled` idle connections per upstream. Must be called
+/// in a tokio runtime.
+pub fn client(pooled: usize) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
     connector.set_keepalive(Some(Duration::from_secs(30)));
@@ -46,7 +75,37 @@ pub fn client() -> UpstreamClient {
     Client::builder(hyper_util::rt::TokioExecutor::new())
         .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE)
+        .pool_max_idle_per_host(pooled)
         .build(connector)
+}
+
+/// The upstreams, the clients that reach them, and how long they may take.
+pub struct Upstreams {
+    uris: Vec<Uri>,
+    /// Connections kept alive between requests.
+    pooled: UpstreamClient,
+    /// A new connection for each request (the retry's).
+    fresh: UpstreamClient,
+    timeouts: Timeouts,
+    health: Arc<Health>,
+}
+
+impl Upstreams {
+    /// `uris`, reported to `health`. Must be called in a tokio runtime.
+    pub fn new(uris: Vec<Uri>, timeouts: Timeouts, health: Arc<Health>) -> Upstreams {
+        Upstreams {
+            uris,
+            pooled: client(usize::MAX),
+            fresh: client(0),
+            timeouts,
+            health,
+        }
+    }
+
+    /// Their health.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1): never forwarded.
@@ -140,16 +199,17 @@ pub struct Tracked {
     pub learning: Option<Learning>,
 }
 
-/// Send `body` to `base` + `path_and_query` like the client's request `parts`, and answer with
-/// the upstream's answer (its body carrying what is `tracked`), or a 502 saying why the
-/// upstream could not be reached.
+/// Send `body` to upstream `u` + `path_and_query` like the client's request `parts`, and answer
+/// with the upstream's answer (its body carrying what is `tracked`), a 502 saying why the
+/// upstream could not be reached, or a 504 when it sent no answer in time.
 pub async fn forward(
-    client: &UpstreamClient,
-    base: &Uri,
+    upstreams: &Upstreams,
+    u: usize,
     parts: &hyper::http::request::Parts,
     body: Bytes,
     tracked: Option<Tracked>,
 ) -> Response<AnswerBody> {
+    let base = &upstreams.uris[u];
     let path = parts
         .uri
         .path_and_query()
@@ -165,49 +225,116 @@ pub async fn forward(
             );
         }
     };
-    let mut up = Request::builder().method(parts.method.clone()).uri(uri);
-    for name in [CONTENT_TYPE, AUTHORIZATION, ACCEPT] {
-        if let Some(v) = parts.headers.get(&name) {
-            up = up.header(name, v);
+    let request = || {
+        let mut up = Request::builder()
+            .method(parts.method.clone())
+            .uri(uri.clone());
+        for name in [CONTENT_TYPE, AUTHORIZATION, ACCEPT] {
+            if let Some(v) = parts.headers.get(&name) {
+                up = up.header(name, v);
+            }
         }
+        up.body(Full::new(body.clone()))
+    };
+    let deadline = tokio::time::Instant::now() + upstreams.timeouts.first_byte;
+    let send = |client: &UpstreamClient| {
+        let sent = request().map(|r| client.request(r));
+        async move {
+            match sent {
+                Ok(sending) => Some(tokio::time::timeout_at(deadline, sending).await),
+                Err(_) => None,
+            }
+        }
+    };
+    let mut sent = send(&upstreams.pooled).await;
+    if let Some(Ok(Err(e))) = &sent
+        && !e.is_connect()
+    {
+        // Failed before any answer byte, on a connection that may have been pooled: once more
+        // on a new one.
+        tracing::debug!("upstream {base}: {e}; retrying on a new connection");
+        sent = send(&upstreams.fresh).await;
     }
-    let up = match up.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(e) => {
+    let answer = match sent {
+        Some(Ok(Ok(answer))) => answer,
+        // Headers copied from a request hyper parsed are valid.
+        None => {
             return error(
                 StatusCode::BAD_GATEWAY,
                 "upstream_error",
-                &e.to_string(),
+                &format!("upstream {base}: the request could not be built"),
                 None,
             );
         }
-    };
-    match client.request(up).await {
-        Ok(answer) => {
-            let (mut parts, body) = answer.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            let (slot, timing, learning) = match tracked {
-                Some(t) => (Some(t.slot), Some(t.timing), t.learning),
-                None => (None, None, None),
-            };
-            let guarded = Guarded {
-                body,
-                _slot: slot,
-                timing,
-                // Errors are not answers to learn lengths from.
-                learning: learning.filter(|_| parts.status.is_success()),
-                first: false,
-            };
-            Response::from_parts(parts, guarded.boxed())
+        Some(Ok(Err(e))) => {
+            let why = format!("upstream {base} failed: {e}");
+            tracing::warn!("{why}");
+            upstreams.health.failed(u, &why);
+            return error(StatusCode::BAD_GATEWAY, "upstream_error", &why, None);
         }
-        Err(e) => {
-            tracing::warn!("upstream {base}: {e}");
-            error(
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                &format!("upstream {base} failed: {e}"),
-                None,
-            )
+        Some(Err(_)) => {
+            let why = format!(
+                "upstream {base} sent no answer within {} s",
+                upstreams.timeouts.first_byte.as_secs_f64()
+            );
+            tracing::warn!("{why}");
+            upstreams.health.failed(u, &why);
+            return error(StatusCode::GATEWAY_TIMEOUT, "upstream_error", &why, None);
+        }
+    };
+    upstreams.health.answered(u);
+    let (mut parts, body) = answer.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let (slot, timing, learning) = match tracked {
+        Some(t) => (Some(t.slot), Some(t.timing), t.learning),
+        None => (None, None, None),
+    };
+    let event_stream = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let idle = upstreams.timeouts.idle;
+    let guarded = Guarded {
+        body: Some(body),
+        slot,
+        timing,
+        // Errors are not answers to learn lengths from.
+        learning: learning.filter(|_| parts.status.is_success()),
+        first: false,
+        silence: Silence {
+            limit: idle,
+            last: Instant::now(),
+            timer: Box::pin(tokio::time::sleep(idle)),
+        },
+        event_stream,
+        upstream: (upstreams.health.clone(), u, base.to_string()),
+    };
+    Response::from_parts(parts, guarded.boxed())
+}
+
+/// How long an answer's body has been silent.
+struct Silence {
+    limit: Duration,
+    /// The last chunk (or the head).
+    last: Instant,
+    /// Fires at the earliest the silence could reach its limit (re-armed from `last` then, so
+    /// a chunk costs a clock read, not a timer reset).
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Silence {
+    /// Whether the body has now been silent for the limit (else the timer is re-armed).
+    fn poll_over(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = self.last + self.limit;
+            if due <= Instant::now() {
+                return true;
+            }
+            self.timer.as_mut().reset(due.into());
         }
     }
 }
@@ -215,11 +342,17 @@ pub async fn forward(
 /// An upstream answer's body with the slot it holds, recording its first and last byte and
 /// tallying it for the predictor.
 struct Guarded {
-    body: Incoming,
-    _slot: Option<Slot>,
+    /// The upstream's body; `None` once it fell silent too long (its connection dropped).
+    body: Option<Incoming>,
+    slot: Option<Slot>,
     timing: Option<Timing>,
     learning: Option<Learning>,
     first: bool,
+    silence: Silence,
+    /// Server-sent events, which can end with an error event.
+    event_stream: bool,
+    /// Whom to report a silent upstream to, its index and its name.
+    upstream: (Arc<Health>, usize, String),
 }
 
 impl Guarded {
@@ -268,18 +401,48 @@ impl Drop for Guarded {
     }
 }
 
+impl Guarded {
+    /// The upstream fell silent: report it, free the slot, drop its connection, and end the
+    /// answer (a stream with an error event that says why, any other body with an error).
+    fn silent(&mut self) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let (health, u, name) = &self.upstream;
+        let why = format!(
+            "upstream {name} sent nothing for {} s",
+            self.silence.limit.as_secs_f64()
+        );
+        tracing::warn!("{why}");
+        health.failed(*u, &why);
+        self.body = None;
+        self.learning = None;
+        self.slot = None;
+        self.end();
+        if self.event_stream {
+            let event = serde_json::json!({"error": {"message": why, "type": "upstream_error", "code": 504}});
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
+                "data: {event}\n\n"
+            ))))))
+        } else {
+            Poll::Ready(Some(Err(why.into())))
+        }
+    }
+}
+
 impl Body for Guarded {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        let Some(body) = &mut this.body else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(body).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
+                this.silence.last = Instant::now();
                 if let Some(data) = frame.data_ref() {
                     if !this.first {
                         this.first = true;
@@ -288,12 +451,12 @@ impl Body for Guarded {
                         }
                     }
                     if let Some(l) = &mut this.learning {
-                        l.first_byte.get_or_insert_with(Instant::now);
+                        l.first_byte.get_or_insert(this.silence.last);
                         l.tally.feed(data);
                     }
                 }
                 // A sized body's last frame: the server may not poll again.
-                if this.body.is_end_stream() {
+                if this.body.as_ref().is_none_or(Body::is_end_stream) {
                     this.learn();
                 }
             }
@@ -305,16 +468,22 @@ impl Body for Guarded {
                 this.learning = None;
                 this.end();
             }
-            Poll::Pending => {}
+            Poll::Pending => {
+                if this.silence.poll_over(cx) {
+                    return this.silent();
+                }
+            }
         }
-        polled
+        polled.map_err(Into::into)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.body.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        self.body
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }

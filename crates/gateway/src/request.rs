@@ -25,7 +25,8 @@ pub struct Checked {
     pub endpoint: Endpoint,
     /// Whether the client asked for a stream of server-sent events.
     pub stream: bool,
-    /// The requested output bound, if any.
+    /// The requested output bound, if any (`max_completion_tokens` or `max_tokens`, the smaller
+    /// if both).
     pub max_tokens: Option<u64>,
     /// The text the answer responds to: a chat's last user message (every message's text if it
     /// has none), or a completion's prompt (its strings joined).
@@ -103,12 +104,18 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(invalid("stream", "expected true or false")),
     };
-    let max_tokens = match fields.get("max_tokens") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid("max_tokens", "expected a whole number >= 0"))?,
-        ),
+    // OpenAI's `max_completion_tokens` replaces the deprecated `max_tokens`; a client that sends
+    // both is bounded by the smaller.
+    let bound = |field: &'static str| match fields.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid(field, "expected a whole number >= 0")),
+    };
+    let max_tokens = match (bound("max_tokens")?, bound("max_completion_tokens")?) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     };
     let choices = match fields.get("n") {
         None | Some(Value::Null) => 1,
@@ -191,6 +198,24 @@ mod tests {
     }
 
     #[test]
+    fn max_completion_tokens_bounds_the_answer_like_max_tokens() {
+        let bound = |body: &[u8]| check(Endpoint::Chat, body).expect("valid").output_bound();
+        assert_eq!(
+            bound(br#"{"messages":[{}],"max_completion_tokens":12}"#),
+            Some(12)
+        );
+        assert_eq!(
+            bound(br#"{"messages":[{}],"max_completion_tokens":40,"max_tokens":30}"#),
+            Some(30),
+            "the smaller of both"
+        );
+        assert_eq!(
+            bound(br#"{"messages":[{}],"max_completion_tokens":null}"#),
+            None
+        );
+    }
+
+    #[test]
     fn the_predictor_sees_the_last_question_and_the_answer_before_it() {
         let chat = br#"{"messages":[
             {"role":"system","content":"be brief"},
@@ -232,6 +257,11 @@ mod tests {
                 Endpoint::Chat,
                 br#"{"messages":[{}],"max_tokens":-1}"#,
                 "max_tokens",
+            ),
+            (
+                Endpoint::Chat,
+                br#"{"messages":[{}],"max_completion_tokens":1.5}"#,
+                "max_completion_tokens",
             ),
             (Endpoint::Chat, br#"{"messages":[{}],"model":7}"#, "model"),
             (Endpoint::Chat, br#"{"messages":[{}],"n":0}"#, "n"),

@@ -4,20 +4,25 @@
 //! without one (the CLI, a test) can start and stop it.
 
 use crate::admission::{Admission, Refused};
+use crate::body::{self, Unread};
+use crate::conns::{self, BusyBody, Connections};
 use crate::forecast::{Forecaster, TOKENS_PER_CHAR};
+use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::proxy::{self, AnswerBody, Learning, Timing, Tracked, UpstreamClient};
+use crate::proxy::{self, AnswerBody, Learning, Timeouts, Timing, Tracked, Upstreams};
 use crate::request::{self, Endpoint};
 use crate::tally::Tally;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{Arrival, Config, EngineLimits, Placement, PolicySpec, Router, Source};
@@ -25,11 +30,15 @@ use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
+/// How much of a body past [`MAX_BODY`] is read and dropped so that its client, still sending,
+/// gets its 413 rather than a reset connection; past this the connection is just closed.
+pub const MAX_DRAIN: usize = 64 << 20;
+/// The largest request head (request line and headers, bytes); larger is a 431.
+pub const MAX_HEAD: usize = 32 << 10;
 /// How long a client may take to send a request's headers (and how long an idle keep-alive
 /// connection stays open), and then its body (a 408 after).
 pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// Client connections served at once; more wait in the listen backlog until one closes.
-pub const MAX_CONNECTIONS: usize = 4096;
+pub use crate::conns::MAX_CONNECTIONS;
 
 /// What the gateway serves.
 #[derive(Clone)]
@@ -56,6 +65,11 @@ pub struct GatewayConfig {
     pub embedder: Option<Arc<dyn Embedder>>,
     /// Entries the predictor's history holds.
     pub history: usize,
+    /// How long an upstream may take to answer.
+    pub timeouts: Timeouts,
+    /// Client connections at once at most (lowered to what the descriptor limit allows; at the
+    /// cap the oldest idle connection is closed for a new one).
+    pub max_connections: usize,
 }
 
 impl GatewayConfig {
@@ -72,6 +86,8 @@ impl GatewayConfig {
             router: Router::LeastOutstanding,
             embedder: None,
             history: crate::forecast::HISTORY,
+            timeouts: proxy::TIMEOUTS,
+            max_connections: MAX_CONNECTIONS,
         }
     }
 
@@ -93,6 +109,8 @@ impl std::fmt::Debug for GatewayConfig {
             .field("router", &self.router)
             .field("embedder", &self.embedder.as_ref().map(|e| e.name()))
             .field("history", &self.history)
+            .field("timeouts", &self.timeouts)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
@@ -124,7 +142,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     admission: Arc<Admission>,
     forecaster: Option<Arc<Forecaster>>,
-    client: UpstreamClient,
+    upstreams: Upstreams,
+    connections: Arc<Connections>,
 }
 
 /// A gateway bound to its address, not yet serving.
@@ -162,6 +181,12 @@ impl Gateway {
         }
         if config.max_waiting == 0 {
             return Err(GatewayError::Zero("the queue bound"));
+        }
+        if config.max_connections == 0 {
+            return Err(GatewayError::Zero("the connection cap"));
+        }
+        if config.timeouts.first_byte.is_zero() || config.timeouts.idle.is_zero() {
+            return Err(GatewayError::Zero("an upstream timeout"));
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -205,17 +230,30 @@ impl Gateway {
                 .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
             Arc::new(Forecaster::new(embedder, config.history, metrics.clone()))
         });
-        let client = {
+        let health = Health::new(
+            admission.clone(),
+            config
+                .upstreams
+                .iter()
+                .map(|u| u.to_string().trim_end_matches('/').to_string())
+                .collect(),
+        );
+        let upstreams = {
             let _enter = runtime.enter();
-            proxy::client()
+            Upstreams::new(config.upstreams.clone(), config.timeouts, health)
         };
+        // An upstream connection a request in flight, and one more while it is retried.
+        let upstream_connections = 2 * config.upstreams.len() * config.concurrency;
+        let connections =
+            Connections::new(conns::cap(config.max_connections, upstream_connections));
         Ok(Gateway {
             shared: Arc::new(Shared {
                 config,
                 metrics,
                 admission,
                 forecaster,
-                client,
+                upstreams,
+                connections,
             }),
             runtime,
             listener,
@@ -276,11 +314,8 @@ impl Drop for RunningGateway {
 }
 
 async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let Ok(permit) = connections.clone().acquire_owned().await else {
-            return;
-        };
+        let room = shared.connections.room().await;
         let stream = match listener.accept().await {
             Ok((s, _)) => {
                 // A stream is many small writes (one event a token): without this, Nagle's
@@ -298,15 +333,40 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             }
         };
         let shared = shared.clone();
+        let occupant = Arc::new(room.occupy());
         tokio::spawn(async move {
-            let _permit = permit;
-            let service = service_fn(move |req| handle(req, shared.clone()));
-            if let Err(e) = http1::Builder::new()
+            let on = occupant.clone();
+            let service = service_fn(move |req| {
+                let busy = on.request();
+                handle(req, shared.clone(), busy)
+            });
+            let connection = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(CLIENT_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
+                // A head past it is a 431 (hyper's answer to a full read buffer before the head
+                // ends); bodies are read through the buffer in pieces.
+                .max_buf_size(MAX_HEAD)
+                .serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            let mut evicted = std::pin::pin!(occupant.evicted());
+            let ended = std::future::poll_fn(|cx| {
+                if let Poll::Ready(served) = connection.as_mut().poll(cx) {
+                    return Poll::Ready(Some(served));
+                }
+                evicted.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            let served = match ended {
+                Some(served) => served,
+                // Asked to make room while serving: its request finishes first.
+                None if occupant.busy() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+                // Idle: closed at once.
+                None => Ok(()),
+            };
+            if let Err(e) = served {
                 tracing::debug!("gateway: connection: {e}");
             }
         });
@@ -316,10 +376,11 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
 async fn handle(
     req: Request<Incoming>,
     shared: Arc<Shared>,
-) -> Result<Response<AnswerBody>, std::convert::Infallible> {
+    busy: conns::Busy,
+) -> Result<Response<BusyBody<AnswerBody>>, std::convert::Infallible> {
     let answer = answer(req, &shared).await;
     shared.metrics.answered(answer.status().as_u16());
-    Ok(answer)
+    Ok(answer.map(|body| BusyBody::new(body, busy)))
 }
 
 async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
@@ -328,12 +389,16 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         (&Method::POST, "/v1/chat/completions") => Endpoint::Chat,
         (&Method::POST, "/v1/completions") => Endpoint::Completions,
         (&Method::GET, "/metrics") => {
+            let policy = shared.config.policy.to_string();
+            let mut text = shared.metrics.render(&policy);
+            shared
+                .upstreams
+                .health()
+                .render(&mut text, &format!("policy=\"{policy}\""));
             let mut r = Response::new(
-                http_body_util::Full::new(Bytes::from(
-                    shared.metrics.render(&shared.config.policy.to_string()),
-                ))
-                .map_err(|never| match never {})
-                .boxed(),
+                http_body_util::Full::new(Bytes::from(text))
+                    .map_err(|never| match never {})
+                    .boxed(),
             );
             r.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
@@ -343,8 +408,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
         (&Method::GET, "/v1/models") => {
             let (parts, _) = req.into_parts();
-            let first = &shared.config.upstreams[0];
-            return proxy::forward(&shared.client, first, &parts, Bytes::new(), None).await;
+            return proxy::forward(&shared.upstreams, 0, &parts, Bytes::new(), None).await;
         }
         (_, path) => {
             let message = format!(
@@ -359,7 +423,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
     };
     let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(CLIENT_TIMEOUT, Limited::new(body, MAX_BODY).collect()).await;
+    let read = tokio::time::timeout(CLIENT_TIMEOUT, body::read(body, MAX_BODY, MAX_DRAIN)).await;
     let body = match read {
         Err(_) => {
             let message = format!("body: not sent within {} s", CLIENT_TIMEOUT.as_secs());
@@ -370,20 +434,29 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
                 Some("body"),
             );
         }
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(e)) => {
-            let too_large = e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some();
-            let (status, message) = if too_large {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("body: larger than {MAX_BODY} bytes"),
-                )
-            } else {
-                (StatusCode::BAD_REQUEST, format!("body: {e}"))
-            };
-            return proxy::error(status, "invalid_request_error", &message, Some("body"));
+        Ok(Ok(b)) => b,
+        Ok(Err(e @ Unread::TooLarge { drained, .. })) => {
+            let mut r = proxy::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                &format!("body: {e}"),
+                Some("body"),
+            );
+            if !drained {
+                r.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            return r;
+        }
+        Ok(Err(e @ Unread::Failed(_))) => {
+            return proxy::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body: {e}"),
+                Some("body"),
+            );
         }
     };
     let read = Instant::now();
@@ -459,7 +532,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     };
     let admitted = Instant::now();
     shared.metrics.queued(admitted - arrival);
-    let upstream = &shared.config.upstreams[slot.upstream()];
+    let upstream = slot.upstream();
     let tracked = Tracked {
         slot,
         timing: Timing {
@@ -482,5 +555,5 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     shared
         .metrics
         .own_time((placed_at - read) + admitted.elapsed());
-    proxy::forward(&shared.client, upstream, &parts, body, Some(tracked)).await
+    proxy::forward(&shared.upstreams, upstream, &parts, body, Some(tracked)).await
 }

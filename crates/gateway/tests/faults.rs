@@ -1,0 +1,265 @@
+//! Engines and clients that misbehave, in front of and behind the gateway: an engine that
+//! accepts and never answers, one that falls silent mid-stream, one that closes a kept-alive
+//! connection as the next request arrives on it; a client with a 64 KiB head, one that sends a
+//! 10 MiB body before it reads, and a flood of idle connections past the cap. Each engine here
+//! is a raw TCP server written for the fault, so the fault is exact.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use xsched_gateway::GatewayConfig;
+use xsched_gateway::proxy::Timeouts;
+
+mod support;
+use support::*;
+
+/// Read one HTTP/1.1 request (head and `content-length` body) from `s`; `None` at its end.
+async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = s.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(buf[head_end..].to_vec())
+}
+
+/// A raw engine on its own port: `serve` runs each accepted connection.
+fn raw_engine<F, Fut>(rt: &tokio::runtime::Runtime, serve: F) -> SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("engine port");
+    let addr = listener.local_addr().expect("addr");
+    rt.spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(serve(s));
+        }
+    });
+    addr
+}
+
+/// A complete JSON answer, kept alive.
+const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: keep-alive\r\n\r\n{\"ok\":true}";
+
+fn short_timeouts(config: GatewayConfig) -> GatewayConfig {
+    GatewayConfig {
+        timeouts: Timeouts {
+            first_byte: Duration::from_millis(500),
+            idle: Duration::from_millis(500),
+        },
+        ..config
+    }
+}
+
+/// The value of the line of `/metrics` that starts with `series`.
+async fn metric(addr: SocketAddr, series: &str) -> Option<String> {
+    let (_, text) = get(addr, "/metrics").await;
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|l| l.strip_prefix(series).map(|v| v.trim().to_string()))
+}
+
+#[test]
+fn a_hung_engine_gets_a_504_and_is_ejected_while_the_healthy_one_serves() {
+    let rt = runtime();
+    let hung = raw_engine(&rt, |mut s| async move {
+        // Reads the request, never answers, keeps the connection open.
+        let _ = read_request(&mut s).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let (healthy, seen) = start_engine(&rt);
+    let gw = serve(short_timeouts(config(&[hung, healthy], 1)));
+    rt.block_on(async {
+        // Both idle: the least outstanding is the first, the hung one.
+        let (status, _, body) = post(gw.addr(), "/v1/chat/completions", chat("a", 0, false)).await;
+        assert_eq!(status, 504, "{}", String::from_utf8_lossy(&body));
+        let message = String::from_utf8_lossy(&body);
+        assert!(message.contains("sent no answer within 0.5 s"), "{message}");
+        assert_eq!(gw.load(), (0, vec![0, 0]), "its slot was freed");
+        let hung_series = format!(
+            "xsched_gateway_upstream_in_service{{policy=\"fcfs\",upstream=\"http://{hung}\"}}"
+        );
+        assert_eq!(metric(gw.addr(), &hung_series).await.as_deref(), Some("0"));
+        // Ejected: every request now goes to the healthy engine, even with its slot busy.
+        let answers = futures((0..6).map(|i| {
+            post(
+                gw.addr(),
+                "/v1/chat/completions",
+                chat(&format!("h{i}"), 5, false),
+            )
+        }))
+        .await;
+        assert!(answers.iter().all(|(s, _, _)| *s == 200), "{answers:?}");
+        assert_eq!(seen.order.lock().expect("order").len(), 6);
+        let ejections = format!(
+            "xsched_gateway_upstream_ejections_total{{policy=\"fcfs\",upstream=\"http://{hung}\"}}"
+        );
+        assert_eq!(metric(gw.addr(), &ejections).await.as_deref(), Some("1"));
+    });
+}
+
+/// Run `calls` at once, their results in order.
+async fn futures<F: std::future::Future + Send + 'static>(
+    calls: impl Iterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send,
+{
+    let handles: Vec<_> = calls.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("joined"));
+    }
+    out
+}
+
+#[test]
+fn an_engine_silent_mid_stream_ends_the_stream_with_an_error_event_and_frees_the_slot() {
+    let rt = runtime();
+    let stalling = raw_engine(&rt, |mut s| async move {
+        let _ = read_request(&mut s).await;
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        let event = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+        let chunk = [format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat();
+        let _ = s.write_all(&[&head[..], &chunk].concat()).await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let gw = serve(short_timeouts(config(&[stalling], 1)));
+    rt.block_on(async {
+        let (status, _, body) = post(gw.addr(), "/v1/chat/completions", chat("a", 0, true)).await;
+        assert_eq!(status, 200);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with("data: {\"choices\""), "{text}");
+        assert!(text.contains("sent nothing for 0.5 s"), "{text}");
+        assert!(text.contains("\"code\":504"), "{text}");
+        assert_eq!(gw.load(), (0, vec![0]), "its slot was freed");
+    });
+}
+
+#[test]
+fn a_kept_alive_connection_the_engine_closes_is_retried_once_on_a_new_one() {
+    let rt = runtime();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = dropped.clone();
+    // Answers the first request on each connection; closes it, unanswered, on the second (as
+    // llama.cpp's server closes a connection right after a stream while advertising
+    // keep-alive, only exact).
+    let closing = raw_engine(&rt, move |mut s| {
+        let d = d.clone();
+        async move {
+            if read_request(&mut s).await.is_none() || s.write_all(ANSWER).await.is_err() {
+                return;
+            }
+            if read_request(&mut s).await.is_some() {
+                d.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let gw = serve(config(&[closing], 1));
+    rt.block_on(async {
+        for i in 0..10 {
+            let (status, _, body) = post(
+                gw.addr(),
+                "/v1/chat/completions",
+                chat(&i.to_string(), 0, false),
+            )
+            .await;
+            assert_eq!(
+                status,
+                200,
+                "request {i}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            assert_eq!(&body[..], b"{\"ok\":true}");
+        }
+    });
+    assert!(
+        dropped.load(Ordering::SeqCst) >= 4,
+        "the pooled connection was reused and dropped: {}",
+        dropped.load(Ordering::SeqCst)
+    );
+}
+
+/// Send `bytes` raw and read the answer's status line.
+async fn raw_exchange(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(bytes)
+        .await
+        .expect("the whole request is taken");
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        let n = s.read(&mut chunk).await.expect("an answer");
+        assert!(n > 0, "closed without an answer");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    line.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_head_past_32_kib_gets_a_431_and_a_body_past_the_bound_a_clean_413() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(config(&[engine], 1));
+    rt.block_on(async {
+        let big_header = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-padding: {}\r\ncontent-length: 2\r\n\r\n{{}}",
+            "a".repeat(64 << 10)
+        );
+        let status = raw_exchange(gw.addr(), big_header.as_bytes()).await;
+        assert!(status.starts_with("HTTP/1.1 431"), "{status}");
+        // 10 MiB sent whole before the client reads: the gateway reads it to its end.
+        let body = vec![b' '; 10 << 20];
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let status = raw_exchange(gw.addr(), &[head.as_bytes(), &body].concat()).await;
+        assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    });
+    assert!(seen.order.lock().expect("order").is_empty());
+}
+
+#[test]
+fn past_the_connection_cap_the_oldest_idle_connections_make_room_for_a_new_client() {
+    let rt = runtime();
+    let (engine, _) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        max_connections: 8,
+        ..config(&[engine], 1)
+    });
+    rt.block_on(async {
+        let mut idle = Vec::new();
+        for _ in 0..40 {
+            idle.push(TcpStream::connect(gw.addr()).await.expect("connect"));
+        }
+        let (status, _, _) = post(gw.addr(), "/v1/chat/completions", chat("new", 0, false)).await;
+        assert_eq!(status, 200);
+        // The oldest were closed by the gateway (read: end of stream), without a byte sent.
+        let mut first = idle.remove(0);
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), first.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+    });
+}

@@ -1,0 +1,246 @@
+//! What the gateway's tests share: a fake engine (an HTTP server in the test that records what
+//! reaches it), a gateway in front of it, and a client.
+#![allow(dead_code)] // each test binary uses its own part
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, RunningGateway};
+
+pub fn policy(name: &str) -> PolicySpec {
+    name.parse().expect("a known policy")
+}
+
+/// What the fake engine saw.
+pub struct Seen {
+    /// Requests tagged `hold` wait for a permit here before they answer.
+    pub gate: tokio::sync::Semaphore,
+    /// Request tags in the order they arrived.
+    pub order: Mutex<Vec<String>>,
+    pub in_flight: AtomicUsize,
+    pub most_in_flight: AtomicUsize,
+    /// Streams whose client went away before the end.
+    pub cut: AtomicUsize,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            gate: tokio::sync::Semaphore::new(0),
+            order: Mutex::default(),
+            in_flight: AtomicUsize::default(),
+            most_in_flight: AtomicUsize::default(),
+            cut: AtomicUsize::default(),
+        }
+    }
+}
+
+/// Wait (async) until `ok` holds, failing after 30 s.
+pub async fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A streamed body fed by a channel.
+pub struct ChanBody(pub tokio::sync::mpsc::Receiver<Bytes>);
+
+impl Body for ChanBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.get_mut()
+            .0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+pub type EngineBody = BoxBody<Bytes, Infallible>;
+
+/// Answer like an engine: a request's `user` field is its tag and `ms` (else `max_tokens`) how
+/// many ms to take; the answer is a JSON body naming the tag, with `answer_tokens` (a test's
+/// field) as its usage's completion tokens when given (and `prompt_tokens`, else 3, as its
+/// prompt's), or, when `stream`, one event per 20 ms.
+pub async fn engine(
+    req: Request<Incoming>,
+    seen: Arc<Seen>,
+) -> Result<Response<EngineBody>, Infallible> {
+    let path = req.uri().path().to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    if path == "/v1/models" {
+        return Ok(Response::new(
+            Full::new(Bytes::from_static(br#"{"data":[{"id":"fake"}]}"#)).boxed(),
+        ));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let tag = v["user"].as_str().unwrap_or("-").to_string();
+    let ms = v["ms"].as_u64().or(v["max_tokens"].as_u64()).unwrap_or(0);
+    seen.order.lock().expect("order").push(tag.clone());
+    let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+    if tag == "hold" {
+        let _ = seen.gate.acquire().await;
+    }
+    if v["stream"] != true {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let text = match v["answer_tokens"].as_u64() {
+            Some(n) => format!(
+                r#"{{"id":"{tag}","choices":[{{"text":"ok"}}],"usage":{{"prompt_tokens":{},"completion_tokens":{n}}}}}"#,
+                v["prompt_tokens"].as_u64().unwrap_or(3)
+            ),
+            None => format!(r#"{{"id":"{tag}","choices":[{{"text":"ok"}}]}}"#),
+        };
+        let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+        r.headers_mut()
+            .insert("x-engine", "fake".parse().expect("header"));
+        return Ok(r);
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for i in 0..ms / 20 {
+            let event = Bytes::from(format!(
+                "data: {{\"tag\":\"{tag}\",\"i\":{i},\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n"
+            ));
+            if tx.send(event).await.is_err() {
+                seen.cut.fetch_add(1, Ordering::SeqCst);
+                seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        if tag == "linger" {
+            // The body stays open after `[DONE]`, as a slow engine's may.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+    });
+    Ok(Response::new(ChanBody(rx).boxed()))
+}
+
+/// The fake engine on a port of its own, served by `rt`.
+pub fn start_engine(rt: &tokio::runtime::Runtime) -> (SocketAddr, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("engine port");
+    let addr = listener.local_addr().expect("addr");
+    let s = seen.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let s = s.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |r| engine(r, s.clone()));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+pub fn config(upstreams: &[SocketAddr], concurrency: usize) -> GatewayConfig {
+    GatewayConfig::new(
+        "127.0.0.1:0".parse().expect("addr"),
+        upstreams
+            .iter()
+            .map(|a| format!("http://{a}").parse().expect("uri"))
+            .collect(),
+        concurrency,
+    )
+}
+
+pub fn gateway(upstreams: &[SocketAddr], concurrency: usize, max_waiting: usize) -> RunningGateway {
+    serve(GatewayConfig {
+        max_waiting,
+        ..config(upstreams, concurrency)
+    })
+}
+
+pub fn serve(config: GatewayConfig) -> RunningGateway {
+    Gateway::bind(config).expect("bind").spawn().expect("serve")
+}
+
+/// POST `body` to `path` at `addr`; the status, one header and the whole body.
+pub async fn post(
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+) -> (StatusCode, Option<String>, Bytes) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let req = Request::post(format!("http://{addr}{path}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let r = client.request(req).await.expect("an answer");
+    let status = r.status();
+    let engine = r
+        .headers()
+        .get("x-engine")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let bytes = r.into_body().collect().await.expect("body").to_bytes();
+    (status, engine, bytes)
+}
+
+/// GET `path` at `addr`: the status and body.
+pub async fn get(addr: SocketAddr, path: &str) -> (StatusCode, Bytes) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let req = Request::get(format!("http://{addr}{path}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let r = client.request(req).await.expect("an answer");
+    let status = r.status();
+    (
+        status,
+        r.into_body().collect().await.expect("body").to_bytes(),
+    )
+}
+
+pub fn chat(tag: &str, ms: u64, stream: bool) -> String {
+    serde_json::json!({
+        "model": "m", "user": tag, "max_tokens": ms, "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string()
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
