@@ -4,12 +4,17 @@
 //! holds (embedding, true output tokens) of *completed* requests only, up to a
 //! capacity, oldest evicted first, so a prediction never sees the request it predicts. A
 //! prediction is the output lengths of the [`NEIGHBOURS`] most cosine-similar past prompts,
-//! and, when the prompt continues a conversation, the length of that conversation's previous
+//! less those far less similar than the most similar one (below [`SIMILARITY_CUT`] of its
+//! similarity; the first [`MIN_NEIGHBOURS`] are always kept), and, when the prompt continues a conversation, the length of that conversation's previous
 //! answer, weighted [`PREVIOUS_ANSWER_WEIGHT`] against them: answers within one conversation
 //! have similar lengths (Spearman 0.55 between consecutive answers' word counts in ShareGPT), and the previous
 //! answer is in the context any server receives, so nothing is looked ahead.
-//! Cold start (fewer than [`MIN_HISTORY`] entries): every length seen so far, or a fixed prior
-//! when nothing was seen.
+//! The cut is for a young history: with 40 answers learned, 30 neighbours are three quarters of
+//! it, so every prediction was about the same (issue 29: 62–101 tokens predicted for answers of
+//! 3 to 192); leaving out the dissimilar ones lets a gateway with tens of answers separate short
+//! from long (Spearman 0.85 against 0.33 over the first 100 answers of a mixed set, the test in
+//! `xsched-llm`'s `evaluate.rs`), and it changes little on ShareGPT (docs/BENCHMARKS.md). With
+//! nothing learned, a fixed prior.
 //!
 //! Up to [`EXACT_LIMIT`] entries a lookup scans every entry's 8-bit vector. Beyond, it first
 //! ranks every entry by its vector's signs, then rescans the [`CANDIDATES`] best exactly
@@ -34,8 +39,11 @@ pub const NEIGHBOURS: usize = 30;
 /// How much a conversation's previous answer weighs against the neighbours: it joins their
 /// lengths this many times their number (0.5: 15 samples beside 30; 0.3 and 1 were worse).
 pub const PREVIOUS_ANSWER_WEIGHT: f64 = 0.5;
-/// Entries needed before neighbours are used.
-pub const MIN_HISTORY: usize = NEIGHBOURS;
+/// Neighbours less similar than this fraction of the most similar one's similarity are left
+/// out (0.5; 0.7 and similarity-weighted neighbours were worse on ShareGPT, docs/BENCHMARKS.md).
+pub const SIMILARITY_CUT: f64 = 0.5;
+/// The most similar neighbours always kept.
+pub const MIN_NEIGHBOURS: usize = 3;
 
 /// History sizes up to which a lookup scans every entry exactly.
 pub const EXACT_LIMIT: usize = 20_000;
@@ -251,7 +259,8 @@ impl History {
     }
 
     /// The [`NEIGHBOURS`] most similar entries as (similarity, slot), best first, ties to the
-    /// older: every entry up to [`EXACT_LIMIT`], else the [`CANDIDATES`] best by signs.
+    /// older (all of a smaller history): every entry up to [`EXACT_LIMIT`], else the
+    /// [`CANDIDATES`] best by signs.
     fn nearest(&self, query: &[i8]) -> Vec<(i32, usize)> {
         let mut top: Vec<(i32, usize)> = Vec::with_capacity(NEIGHBOURS + 1);
         let mut offer = |s: i32, slot: usize| {
@@ -294,14 +303,17 @@ impl History {
 
     /// The predicted output-length distribution for a prompt with `embedding`.
     pub fn lookup(&self, embedding: &[f32], previous_answer: Option<u32>) -> SizeDistribution {
-        let mut lengths: Vec<f64> = if self.len() < MIN_HISTORY {
-            self.slots().map(|s| f64::from(self.lengths[s])).collect()
-        } else {
-            self.nearest(&quantize(embedding))
-                .iter()
-                .map(|&(_, slot)| f64::from(self.lengths[slot]))
-                .collect()
-        };
+        let near = self.nearest(&quantize(embedding));
+        // Without any similar entry (the best at or below 0) all are kept: none says more.
+        let bar = near
+            .first()
+            .map_or(0.0, |n| SIMILARITY_CUT * f64::from(n.0.max(0)));
+        let mut lengths: Vec<f64> = near
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| *i < MIN_NEIGHBOURS || f64::from(n.0) >= bar)
+            .map(|(_, &(_, slot))| f64::from(self.lengths[slot]))
+            .collect();
         if let Some(p) = previous_answer {
             // At least once: with no history yet, the previous answer is all there is.
             let w = (PREVIOUS_ANSWER_WEIGHT * lengths.len() as f64).round() as usize;
@@ -455,6 +467,29 @@ mod tests {
         assert_eq!(p.signs.len(), p.len() * p.words());
         p.remember(embed("and another"), 4);
         assert_eq!(p.signs.len(), p.len() * p.words());
+    }
+
+    #[test]
+    fn neighbours_far_less_similar_than_the_best_are_left_out() {
+        // Forty answers, half short and half long: a short prompt's prediction is the short
+        // answers', not an average of three quarters of everything.
+        let mut p = History::new(100);
+        for i in 0..20 {
+            p.remember(embed(&format!("what is {i} plus {i}")), 5);
+            p.remember(embed(&format!("write a long essay about topic {i}")), 500);
+        }
+        let short = p.lookup(&embed("what is 3 plus 4"), None);
+        assert!((short.mean() - 5.0).abs() < 1e-9, "{:?}", short.atoms());
+        let long = p.lookup(&embed("write a long essay about topic 7"), None);
+        assert!((long.mean() - 500.0).abs() < 1e-9, "{:?}", long.atoms());
+        // Nothing similar at all (orthogonal vectors): every neighbour is kept.
+        let axis =
+            |k: usize| -> Embedding { (0..5).map(|i| if i == k { 1.0 } else { 0.0 }).collect() };
+        let mut p = History::new(10);
+        for k in 0..4 {
+            p.remember(axis(k), 10 * (k as u32 + 1));
+        }
+        assert_eq!(p.lookup(&axis(4), None).atoms().len(), 4);
     }
 
     #[test]
