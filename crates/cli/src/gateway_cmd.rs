@@ -79,6 +79,20 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xsched_gateway::server::MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
+    /// A TOML file naming priority classes, tenants, their weights and limits (the defaults
+    /// need none: classes `critical` 100, `standard` 0, `sheddable` -1; README, "Classes and
+    /// tenants").
+    #[arg(long, value_name = "FILE")]
+    classes: Option<PathBuf>,
+    /// Seconds between reads of each engine's metrics and slots (vLLM's, llama.cpp's, SGLang's
+    /// names): admission keeps within an engine's slots, and an engine that queues requests
+    /// itself, or whose metrics went stale, is sent nothing until they clear.
+    #[arg(long, default_value_t = xsched_gateway::engines::SCRAPE_INTERVAL.as_secs_f64(),
+          value_parser = seconds)]
+    engine_metrics_interval: f64,
+    /// Never read engines' metrics (`--concurrency` alone bounds admission).
+    #[arg(long)]
+    no_engine_metrics: bool,
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -133,6 +147,11 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
             idle: Duration::from_secs_f64(a.idle_timeout),
         },
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        scrape: (!a.no_engine_metrics).then(|| Duration::from_secs_f64(a.engine_metrics_interval)),
+        classes: Arc::new(match &a.classes {
+            Some(path) => xsched_gateway::classes::Classes::load(path)?,
+            None => xsched_gateway::classes::Classes::default(),
+        }),
     };
     let gateway = Gateway::bind(config)
         .with_context(|| format!("starting the gateway on {}", a.listen))?

@@ -22,6 +22,10 @@ pub enum Refused {
     /// The queue holds its bound already.
     #[error("the gateway's queue is full ({0} requests waiting)")]
     Full(usize),
+    /// A sheddable request (class below 0) while the engines are saturated: it would wait
+    /// beside too many of its kind, or a higher class needed its place in a full queue.
+    #[error("sheddable request shed: the engines are saturated; retry later")]
+    Shed,
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     Closed,
@@ -50,6 +54,8 @@ impl State {
         while let Some(d) = self.scheduler.poll_decision() {
             let (id, outcome) = match d {
                 Decision::Admit { id, engine } => (id, Ok(engine)),
+                // A waiting request is shed only to make room for a higher class.
+                Decision::Shed { id } if Some(id) != caller => (id, Err(Refused::Shed)),
                 Decision::Shed { id } => (id, Err(Refused::Full(self.scheduler.waiting()))),
                 // The gateway's configuration cannot pause (`can_pause: false`).
                 Decision::Evict { .. } => continue,
@@ -108,9 +114,11 @@ impl Admission {
             let mut st = self.lock();
             let id = st.next_id;
             st.next_id += 1;
+            let sheddable = arrival.priority < 0;
             let arrived = Input::Arrived(Arrival { id, ..arrival });
             match st.feed(self.now(), arrived, Some(id)) {
                 Some(Ok(upstream)) => return Ok(self.slot(id, upstream)),
+                Some(Err(Refused::Full(_))) if sheddable => return Err(Refused::Shed),
                 Some(Err(e)) => return Err(e),
                 None => {}
             }
@@ -164,6 +172,20 @@ impl Admission {
         st.feed(now, Input::Served(served), None);
     }
 
+    /// Upstream `upstream`'s own report (its scraped metrics, `engines.rs`).
+    pub fn report(&self, upstream: usize, report: xsched_llm_core::EngineReport) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.feed(
+            now,
+            Input::Engine {
+                engine: upstream,
+                report,
+            },
+            None,
+        );
+    }
+
     /// Take upstream `upstream` out of admission (`up: false`) or put it back: while out, the
     /// core admits nothing there (what runs there is left alone).
     pub fn availability(&self, upstream: usize, up: bool) {
@@ -174,6 +196,20 @@ impl Admission {
             Input::Availability {
                 engine: upstream,
                 up,
+            },
+            None,
+        );
+    }
+
+    /// Request `id`'s answer had `output_tokens` (its tenant's service).
+    fn progress(&self, id: u64, output_tokens: u32) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.feed(
+            now,
+            Input::Progress {
+                id,
+                generated: output_tokens,
             },
             None,
         );
@@ -215,6 +251,11 @@ impl Slot {
     /// The upstream (an index into the gateway's list).
     pub fn upstream(&self) -> usize {
         self.upstream
+    }
+
+    /// Its answer had `output_tokens`: its tenant's share counts them.
+    pub fn charge(&self, output_tokens: u32) {
+        self.admission.progress(self.id, output_tokens);
     }
 }
 
@@ -259,6 +300,7 @@ pub(crate) fn for_tests(
         max_waiting,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
+        fairness: xsched_llm_core::Fairness::default(),
     })
     .expect("valid")
 }
@@ -271,6 +313,7 @@ pub(crate) fn arrival_for_tests(tokens: f64) -> Arrival {
         input_tokens: 10,
         max_tokens: None,
         priority: 0,
+        tenant: 0,
         lengths: xsched_llm_core::SizeDistribution::point(tokens),
     }
 }

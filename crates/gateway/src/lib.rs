@@ -11,10 +11,12 @@
 //! streaming and timers.
 //!
 //! - [`request`]: what is checked of a request before it is queued (a 400 names the field).
+//! - [`classes`]: priority classes and tenants from headers, the body and a TOML file.
 //! - [`forecast`]: what is predicted of a request's text (embedding, history, prompt tokens).
 //! - [`admission`]: the core under a lock, and a waiter per queued request (bounded: a 429
 //!   past the bound).
 //! - [`health`]: upstreams that fail are ejected for a backoff and probed back.
+//! - [`engines`]: each engine's metrics and slots, scraped (stale or queueing = saturated).
 //! - [`body`]: a request body read within its bound (a clean 413 past it).
 //! - [`conns`]: client connections under a cap below the descriptor limit.
 //! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
@@ -26,7 +28,9 @@
 
 pub mod admission;
 pub mod body;
+pub mod classes;
 pub mod conns;
+pub mod engines;
 pub mod forecast;
 pub mod health;
 pub mod load;

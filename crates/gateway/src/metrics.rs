@@ -1,8 +1,10 @@
 //! The gateway's Prometheus metrics at `GET /metrics` on its own listener: per policy, how long
 //! requests waited in its queue, their time to first byte of the answer's body (the first token
 //! of a stream) and to its end, as histograms, the predictor's error (predicted mean output
-//! tokens against the answer's), and the answers by status. Every time is measured at the
-//! gateway, from a request's arrival; recording is a few atomic additions.
+//! tokens against the answer's), and the answers by status; per class band (`critical` above 0,
+//! `standard` 0, `sheddable` below 0) TTFT and TTLT and the requests shed, and per tenant the
+//! requests and output tokens served (tenants are bounded: `classes.rs`). Every time is measured
+//! at the gateway, from a request's arrival; recording is a few atomic additions.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,8 +70,37 @@ impl Histogram {
     }
 }
 
+/// The class bands, by [`band`].
+pub const BANDS: [&str; 3] = ["critical", "standard", "sheddable"];
+
+/// The band of class `class`.
+pub fn band(class: i32) -> usize {
+    match class {
+        1.. => 0,
+        0 => 1,
+        _ => 2,
+    }
+}
+
+/// One class band's figures.
+struct Band {
+    ttft: Histogram,
+    ttlt: Histogram,
+    shed: AtomicU64,
+}
+
+/// One tenant's figures.
+#[derive(Default)]
+struct TenantCounts {
+    requests: AtomicU64,
+    output_tokens: AtomicU64,
+}
+
 /// What the gateway measured.
 pub struct Metrics {
+    bands: [Band; 3],
+    /// By tenant index (as many as the gateway may have tenants).
+    tenants: Vec<TenantCounts>,
     queue_wait: Histogram,
     ttft: Histogram,
     ttlt: Histogram,
@@ -86,7 +117,21 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Metrics {
+        Metrics::for_tenants(crate::classes::MAX_TENANTS)
+    }
+}
+
+impl Metrics {
+    /// Metrics for up to `tenants` tenants.
+    pub fn for_tenants(tenants: usize) -> Metrics {
+        let band = || Band {
+            ttft: Histogram::over(&SECONDS),
+            ttlt: Histogram::over(&SECONDS),
+            shed: AtomicU64::new(0),
+        };
         Metrics {
+            bands: [band(), band(), band()],
+            tenants: (0..tenants).map(|_| TenantCounts::default()).collect(),
             queue_wait: Histogram::over(&SECONDS),
             ttft: Histogram::over(&SECONDS),
             ttlt: Histogram::over(&SECONDS),
@@ -96,22 +141,50 @@ impl Default for Metrics {
             answers: Default::default(),
         }
     }
-}
 
-impl Metrics {
     /// A request waited `d` in the queue before it was admitted.
     pub fn queued(&self, d: Duration) {
         self.queue_wait.record(d.as_secs_f64());
     }
 
-    /// The first byte of an answer's body came `d` after its request arrived.
-    pub fn first_byte(&self, d: Duration) {
+    /// The first byte of an answer's body in class band `band` came `d` after its request
+    /// arrived.
+    pub fn first_byte(&self, band: usize, d: Duration) {
         self.ttft.record(d.as_secs_f64());
+        if let Some(b) = self.bands.get(band) {
+            b.ttft.record(d.as_secs_f64());
+        }
     }
 
-    /// An answer's body ended (or its client went away) `d` after its request arrived.
-    pub fn last_byte(&self, d: Duration) {
+    /// An answer's body in class band `band` ended (or its client went away) `d` after its
+    /// request arrived.
+    pub fn last_byte(&self, band: usize, d: Duration) {
         self.ttlt.record(d.as_secs_f64());
+        if let Some(b) = self.bands.get(band) {
+            b.ttlt.record(d.as_secs_f64());
+        }
+    }
+
+    /// A request of class band `band` was shed.
+    pub fn shed(&self, band: usize) {
+        if let Some(b) = self.bands.get(band) {
+            b.shed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `tenant` was admitted a request.
+    pub fn tenant_request(&self, tenant: usize) {
+        if let Some(t) = self.tenants.get(tenant) {
+            t.requests.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `tenant` was served `tokens` output tokens (counted in its answers).
+    pub fn tenant_tokens(&self, tenant: usize, tokens: u32) {
+        if let Some(t) = self.tenants.get(tenant) {
+            t.output_tokens
+                .fetch_add(u64::from(tokens), Ordering::Relaxed);
+        }
     }
 
     /// The gateway spent `d` of its own on a request before forwarding it.
@@ -137,8 +210,9 @@ impl Metrics {
         self.answers[class].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The text exposition, labelled with `policy`.
-    pub fn render(&self, policy: &str) -> String {
+    /// The text exposition, labelled with `policy`; tenants named by `tenant_name` (those that
+    /// were served anything).
+    pub fn render(&self, policy: &str, tenant_name: impl Fn(usize) -> String) -> String {
         let labels = format!("policy=\"{policy}\"");
         let mut out = String::new();
         self.queue_wait.render(
@@ -187,6 +261,50 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+        for (band, b) in BANDS.iter().zip(&self.bands) {
+            let l = format!("{labels},class=\"{band}\"");
+            b.ttft.render(
+                &mut out,
+                "xsched_gateway_class_ttft_seconds",
+                "arrival to the first byte of the answer's body, by class band",
+                &l,
+            );
+            b.ttlt.render(
+                &mut out,
+                "xsched_gateway_class_ttlt_seconds",
+                "arrival to the end of the answer's body, by class band",
+                &l,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP xsched_gateway_class_shed_total Requests shed (503 with Retry-After), by class band.\n# TYPE xsched_gateway_class_shed_total counter"
+        );
+        for (band, b) in BANDS.iter().zip(&self.bands) {
+            let _ = writeln!(
+                out,
+                "xsched_gateway_class_shed_total{{{labels},class=\"{band}\"}} {}",
+                b.shed.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP xsched_gateway_tenant_requests_total Requests admitted, by tenant.\n# TYPE xsched_gateway_tenant_requests_total counter\n# HELP xsched_gateway_tenant_output_tokens_total Output tokens counted in answers, by tenant.\n# TYPE xsched_gateway_tenant_output_tokens_total counter"
+        );
+        for (i, t) in self.tenants.iter().enumerate() {
+            let requests = t.requests.load(Ordering::Relaxed);
+            if requests == 0 {
+                continue;
+            }
+            // A tenant's name is a client's header: escaped as a label value must be.
+            let name = tenant_name(i).replace('\\', "\\\\").replace('"', "\\\"");
+            let l = format!("{labels},tenant=\"{name}\"");
+            let tokens = t.output_tokens.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "xsched_gateway_tenant_requests_total{{{l}}} {requests}\nxsched_gateway_tenant_output_tokens_total{{{l}}} {tokens}"
+            );
+        }
         out
     }
 }
@@ -198,14 +316,30 @@ mod tests {
     #[test]
     fn histograms_are_cumulative_with_sum_and_count() {
         let m = Metrics::default();
-        m.last_byte(Duration::from_millis(3));
-        m.last_byte(Duration::from_millis(700));
-        m.last_byte(Duration::from_secs(500));
+        m.last_byte(1, Duration::from_millis(3));
+        m.last_byte(1, Duration::from_millis(700));
+        m.last_byte(2, Duration::from_secs(500));
+        m.shed(2);
+        m.tenant_request(3);
+        m.tenant_tokens(3, 40);
         m.answered(200);
         m.answered(429);
         m.predicted(10.0, 4.0);
         m.predicted(3.0, 100.0);
-        let text = m.render("fcfs");
+        let text = m.render("fcfs", |i| format!("t{i}"));
+        assert!(text.contains(
+            "xsched_gateway_class_ttlt_seconds_count{policy=\"fcfs\",class=\"standard\"} 2"
+        ));
+        assert!(
+            text.contains("xsched_gateway_class_shed_total{policy=\"fcfs\",class=\"sheddable\"} 1")
+        );
+        assert!(text.contains(
+            "xsched_gateway_tenant_output_tokens_total{policy=\"fcfs\",tenant=\"t3\"} 40"
+        ));
+        assert!(
+            !text.contains("tenant=\"t0\""),
+            "tenants served nothing are left out"
+        );
         assert!(
             text.contains("xsched_gateway_ttlt_seconds_bucket{policy=\"fcfs\",le=\"0.005\"} 1"),
             "{text}"

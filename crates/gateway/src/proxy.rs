@@ -171,16 +171,19 @@ pub struct Timing {
     pub metrics: Arc<Metrics>,
     /// The request's arrival.
     pub arrival: Instant,
+    /// Its class band (`metrics::band`).
+    pub band: usize,
+    /// Its tenant.
+    pub tenant: usize,
 }
 
-/// What the predictor learns a request's answer with.
+/// What is learned from a request's answer: its length for its tenant's share and, when the
+/// gateway predicts, for the predictor.
 pub struct Learning {
-    /// Who learns the answer's length.
-    pub forecaster: Arc<Forecaster>,
+    /// Who learns the answer's length and what was predicted of it, when the gateway predicts.
+    pub predictor: Option<(Arc<Forecaster>, Forecast)>,
     /// Who learns its service time.
     pub admission: Arc<Admission>,
-    /// What was predicted.
-    pub forecast: Forecast,
     /// The answer's tally (streamed or not, as the request asked).
     pub tally: Tally,
     /// When it was admitted (its service starts).
@@ -195,8 +198,10 @@ pub struct Tracked {
     pub slot: Slot,
     /// Its times.
     pub timing: Timing,
-    /// Learning from it, when the gateway predicts.
+    /// Learning from it, when the gateway predicts or tenants share by tokens.
     pub learning: Option<Learning>,
+    /// Its place among its tenant's open requests.
+    pub ticket: Option<crate::classes::Ticket>,
 }
 
 /// Send `body` to upstream `u` + `path_and_query` like the client's request `parts`, and answer
@@ -285,9 +290,9 @@ pub async fn forward(
     upstreams.health.answered(u);
     let (mut parts, body) = answer.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let (slot, timing, learning) = match tracked {
-        Some(t) => (Some(t.slot), Some(t.timing), t.learning),
-        None => (None, None, None),
+    let (slot, timing, learning, ticket) = match tracked {
+        Some(t) => (Some(t.slot), Some(t.timing), t.learning, t.ticket),
+        None => (None, None, None, None),
     };
     let event_stream = parts
         .headers
@@ -309,6 +314,7 @@ pub async fn forward(
         },
         event_stream,
         upstream: (upstreams.health.clone(), u, base.to_string()),
+        _ticket: ticket,
     };
     Response::from_parts(parts, guarded.boxed())
 }
@@ -353,13 +359,15 @@ struct Guarded {
     event_stream: bool,
     /// Whom to report a silent upstream to, its index and its name.
     upstream: (Arc<Health>, usize, String),
+    /// Held until the answer ends.
+    _ticket: Option<crate::classes::Ticket>,
 }
 
 impl Guarded {
     /// The body ended or was dropped: record it once.
     fn end(&mut self) {
         if let Some(t) = self.timing.take() {
-            t.metrics.last_byte(t.arrival.elapsed());
+            t.metrics.last_byte(t.band, t.arrival.elapsed());
         }
     }
 
@@ -373,16 +381,24 @@ impl Guarded {
             .first_byte
             .filter(|_| l.tally.streamed())
             .map(|f| f - l.admitted);
-        if let Some(counted) = l.tally.finish() {
+        let Some(counted) = l.tally.finish() else {
+            return;
+        };
+        if let Some(slot) = &self.slot {
+            slot.charge(counted.output_tokens);
+        }
+        if let Some(t) = &self.timing {
+            t.metrics.tenant_tokens(t.tenant, counted.output_tokens);
+        }
+        if let Some((forecaster, forecast)) = l.predictor {
             l.admission.served(xsched_llm_core::service::Served {
-                prompt_tokens: counted.prompt_tokens.unwrap_or(l.forecast.input),
+                prompt_tokens: counted.prompt_tokens.unwrap_or(forecast.input),
                 output_tokens: counted.output_tokens,
                 total_s: l.admitted.elapsed().as_secs_f64(),
                 first_token_s: first_byte.map(|d| d.as_secs_f64()),
             });
             // Learning takes the predictor's lock, which a prediction holds for its scan: off
             // the runtime's threads.
-            let (forecaster, forecast) = (l.forecaster, l.forecast);
             match tokio::runtime::Handle::try_current() {
                 Ok(rt) => drop(rt.spawn_blocking(move || forecaster.learn(forecast, counted))),
                 Err(_) => forecaster.learn(forecast, counted),
@@ -447,7 +463,7 @@ impl Body for Guarded {
                     if !this.first {
                         this.first = true;
                         if let Some(t) = &this.timing {
-                            t.metrics.first_byte(t.arrival.elapsed());
+                            t.metrics.first_byte(t.band, t.arrival.elapsed());
                         }
                     }
                     if let Some(l) = &mut this.learning {

@@ -38,6 +38,8 @@ pub struct Checked {
     pub previous_answer_chars: Option<usize>,
     /// Answers asked for (`n`, 1 by default).
     pub choices: u64,
+    /// The body's `priority` (vLLM's field: lower wins), if any.
+    pub priority: Option<i64>,
 }
 
 impl Checked {
@@ -124,6 +126,13 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
             .filter(|n| *n >= 1)
             .ok_or_else(|| invalid("n", "expected a whole number >= 1"))?,
     };
+    let priority = match fields.get("priority") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .ok_or_else(|| invalid("priority", "expected an integer (lower wins)"))?,
+        ),
+    };
     Ok(Checked {
         endpoint,
         stream,
@@ -132,6 +141,7 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
         context_chars,
         previous_answer_chars,
         choices,
+        priority,
     })
 }
 
@@ -190,6 +200,7 @@ mod tests {
                 context_chars: 2,
                 previous_answer_chars: None,
                 choices: 1,
+                priority: None,
             })
         );
         let c = check(Endpoint::Completions, br#"{"prompt":"once"}"#).expect("valid");

@@ -5,10 +5,12 @@
 
 use crate::admission::{Admission, Refused};
 use crate::body::{self, Unread};
+use crate::classes::Classes;
 use crate::conns::{self, BusyBody, Connections};
+use crate::engines::Engines;
 use crate::forecast::{Forecaster, TOKENS_PER_CHAR};
 use crate::health::Health;
-use crate::metrics::Metrics;
+use crate::metrics::{self, Metrics};
 use crate::proxy::{self, AnswerBody, Learning, Timeouts, Timing, Tracked, Upstreams};
 use crate::request::{self, Endpoint};
 use crate::tally::Tally;
@@ -70,6 +72,11 @@ pub struct GatewayConfig {
     /// Client connections at once at most (lowered to what the descriptor limit allows; at the
     /// cap the oldest idle connection is closed for a new one).
     pub max_connections: usize,
+    /// Priority classes and tenants (`classes.rs`; built-in ones by default).
+    pub classes: Arc<Classes>,
+    /// How often each engine's metrics and slots are read (`engines.rs`; `None`: never, and
+    /// `--concurrency` alone bounds admission).
+    pub scrape: Option<std::time::Duration>,
 }
 
 impl GatewayConfig {
@@ -88,6 +95,8 @@ impl GatewayConfig {
             history: crate::forecast::HISTORY,
             timeouts: proxy::TIMEOUTS,
             max_connections: MAX_CONNECTIONS,
+            classes: Arc::new(Classes::default()),
+            scrape: Some(crate::engines::SCRAPE_INTERVAL),
         }
     }
 
@@ -111,6 +120,8 @@ impl std::fmt::Debug for GatewayConfig {
             .field("history", &self.history)
             .field("timeouts", &self.timeouts)
             .field("max_connections", &self.max_connections)
+            .field("classes", &self.classes)
+            .field("scrape", &self.scrape)
             .finish()
     }
 }
@@ -144,6 +155,7 @@ struct Shared {
     forecaster: Option<Arc<Forecaster>>,
     upstreams: Upstreams,
     connections: Arc<Connections>,
+    engines: Option<Arc<Engines>>,
 }
 
 /// A gateway bound to its address, not yet serving.
@@ -217,12 +229,16 @@ impl Gateway {
             max_waiting: config.max_waiting,
             service: ServiceModel::Measured(Rates::default()),
             can_pause: false,
+            fairness: xsched_llm_core::Fairness {
+                weights: config.classes.weights(),
+                sheddable_waiting: config.classes.sheddable_waiting(),
+            },
         })
         .map_err(|e| GatewayError::Policy {
             policy: config.policy.to_string(),
             reason: e.to_string(),
         })?;
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::for_tenants(config.classes.max_tenants()));
         let forecaster = config.predicts().then(|| {
             let embedder = config
                 .embedder
@@ -238,9 +254,21 @@ impl Gateway {
                 .map(|u| u.to_string().trim_end_matches('/').to_string())
                 .collect(),
         );
-        let upstreams = {
+        let (upstreams, engines) = {
             let _enter = runtime.enter();
-            Upstreams::new(config.upstreams.clone(), config.timeouts, health)
+            let engines = config.scrape.filter(|d| !d.is_zero()).map(|every| {
+                Engines::spawn(
+                    config.upstreams.clone(),
+                    admission.clone(),
+                    every,
+                    config.concurrency,
+                    config.kv_tokens,
+                )
+            });
+            (
+                Upstreams::new(config.upstreams.clone(), config.timeouts, health),
+                engines,
+            )
         };
         // An upstream connection a request in flight, and one more while it is retried.
         let upstream_connections = 2 * config.upstreams.len() * config.concurrency;
@@ -254,6 +282,7 @@ impl Gateway {
                 forecaster,
                 upstreams,
                 connections,
+                engines,
             }),
             runtime,
             listener,
@@ -390,11 +419,15 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         (&Method::POST, "/v1/completions") => Endpoint::Completions,
         (&Method::GET, "/metrics") => {
             let policy = shared.config.policy.to_string();
-            let mut text = shared.metrics.render(&policy);
+            let classes = &shared.config.classes;
+            let mut text = shared.metrics.render(&policy, |t| classes.tenant_name(t));
             shared
                 .upstreams
                 .health()
                 .render(&mut text, &format!("policy=\"{policy}\""));
+            if let Some(e) = &shared.engines {
+                e.render(&mut text, &format!("policy=\"{policy}\""));
+            }
             let mut r = Response::new(
                 http_body_util::Full::new(Bytes::from(text))
                     .map_err(|never| match never {})
@@ -472,6 +505,32 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
     };
     let stream = checked.stream;
+    let classes = &shared.config.classes;
+    let (class, tenant) = match classes
+        .class_of(&parts.headers, checked.priority)
+        .and_then(|c| Ok((c, classes.tenant_of(&parts.headers)?)))
+    {
+        Ok(ct) => ct,
+        Err(e) => {
+            return proxy::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &e.to_string(),
+                Some(e.header),
+            );
+        }
+    };
+    let ticket = match classes.open(tenant) {
+        Ok(t) => t,
+        Err(limit) => {
+            return proxy::error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                &limit,
+                None,
+            );
+        }
+    };
     if let Some(refused) = shared.admission.full() {
         // Refused before its prompt is embedded: a flood costs no prediction work.
         return proxy::error(
@@ -507,7 +566,8 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             |f| f.input,
         ),
         max_tokens: checked.output_bound(),
-        priority: 0,
+        priority: class,
+        tenant,
         lengths: forecast.as_ref().map(|f| f.lengths.clone()),
     };
     let placed_at = Instant::now();
@@ -521,6 +581,20 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
                 None,
             );
         }
+        Err(e @ Refused::Shed) => {
+            shared.metrics.shed(metrics::band(class));
+            let mut r = proxy::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                &e.to_string(),
+                None,
+            );
+            r.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("1"),
+            );
+            return r;
+        }
         Err(e @ Refused::Closed) => {
             return proxy::error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -532,25 +606,28 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     };
     let admitted = Instant::now();
     shared.metrics.queued(admitted - arrival);
+    shared.metrics.tenant_request(tenant);
     let upstream = slot.upstream();
+    let predictor = shared.forecaster.clone().zip(forecast);
+    // With several choices an answer's tokens are not one answer's length. Tenants that share
+    // by tokens need each answer's count; the predictor needs it too.
+    let counts = learns && (predictor.is_some() || classes.shared());
     let tracked = Tracked {
         slot,
         timing: Timing {
             metrics: shared.metrics.clone(),
             arrival,
+            band: metrics::band(class),
+            tenant,
         },
-        // With several choices an answer's tokens are not one answer's length.
-        learning: forecast
-            .filter(|_| learns)
-            .zip(shared.forecaster.clone())
-            .map(|(forecast, forecaster)| Learning {
-                forecaster,
-                admission: shared.admission.clone(),
-                forecast,
-                tally: Tally::new(stream),
-                admitted,
-                first_byte: None,
-            }),
+        learning: counts.then(|| Learning {
+            predictor,
+            admission: shared.admission.clone(),
+            tally: Tally::new(stream),
+            admitted,
+            first_byte: None,
+        }),
+        ticket: Some(ticket),
     };
     shared
         .metrics

@@ -619,3 +619,60 @@ fn the_gateway_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
     last_two.sort();
     assert_eq!(last_two, ["q1", "q5"], "{through_simulator:?}");
 }
+
+#[test]
+fn an_engine_with_fewer_slots_than_the_concurrency_gets_no_more_than_its_slots() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    *seen.props.lock().expect("props") = Some(r#"{"total_slots":2}"#.into());
+    *seen.metrics.lock().expect("metrics") =
+        Some("llamacpp:requests_processing 0\nllamacpp:requests_deferred 0\n".into());
+    let gw = serve(GatewayConfig {
+        scrape: Some(Duration::from_millis(20)),
+        ..config(&[engine], 8)
+    });
+    let addr = gw.addr();
+    rt.block_on(async {
+        // Until its slots are read, --concurrency alone bounds it.
+        let start = std::time::Instant::now();
+        loop {
+            let (_, m) = get(addr, "/metrics").await;
+            let m = String::from_utf8_lossy(&m).into_owned();
+            let line = m
+                .lines()
+                .find(|l| l.starts_with("xsched_gateway_upstream_concurrency{"))
+                .map(str::to_string);
+            if line.as_deref().is_some_and(|l| l.ends_with(" 2")) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "slots never read: {line:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let tasks: Vec<_> = (0..6)
+            .map(|i| {
+                tokio::spawn(post(
+                    addr,
+                    "/v1/chat/completions",
+                    chat(&format!("r{i}"), 40, false),
+                ))
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.expect("task").0, StatusCode::OK);
+        }
+        let (_, metrics) = get(addr, "/metrics").await;
+        let metrics = String::from_utf8_lossy(&metrics);
+        assert!(
+            metrics.contains("xsched_gateway_upstream_running{policy=\"fcfs\",upstream="),
+            "the engine's own figures are shown: {metrics}"
+        );
+    });
+    assert_eq!(
+        seen.most_in_flight.load(Ordering::SeqCst),
+        2,
+        "its 2 slots, not 8"
+    );
+}

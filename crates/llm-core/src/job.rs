@@ -26,6 +26,8 @@ pub(crate) struct Job {
     pub input: u32,
     /// The priority class (higher first under `priority`).
     pub priority: i32,
+    /// Its tenant.
+    pub tenant: usize,
     /// The predicted output lengths (tokens), capped at the request's bound.
     pub lengths: SizeDistribution,
     /// The same in the order's size unit (cost, length or time), for the Gittins and mean
@@ -116,6 +118,7 @@ mod tests {
             arrival: 0.0,
             input: 100,
             priority: 0,
+            tenant: 0,
             first_mean: lengths.mean(),
             sizes: lengths.clone(),
             lengths,

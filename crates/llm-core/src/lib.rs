@@ -19,9 +19,10 @@
 //!     max_waiting: 100,
 //!     service: ServiceModel::Measured(Rates::default()),
 //!     can_pause: false,
+//!     fairness: Default::default(),
 //! })
 //! .expect("valid");
-//! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, max_tokens: None, priority: 0, lengths: None });
+//! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, max_tokens: None, priority: 0, tenant: 0, lengths: None });
 //! s.handle(0.0, arrive(1)).expect("new");
 //! assert_eq!(s.poll_decision(), Some(Decision::Admit { id: 1, engine: 0 }));
 //! s.handle(0.1, arrive(2)).expect("new");
@@ -33,6 +34,7 @@
 //! - [`policy`]: the policies by name, typed ([`PolicySpec`]).
 //! - [`order`]: ranks (lower first) and what a preemptive order may pause.
 //! - [`admit`]: expected-peak admission into KV memory, and its learned headroom.
+//! - [`lanes`]: priority classes and tenants' fair shares (VTC) in the waiting queue.
 //! - [`route`]: the routers.
 //! - [`predict`]: the predictor interface (features in, an output-length distribution out).
 //! - [`service`]: service times from a step-time fit or measured from answers.
@@ -41,6 +43,7 @@
 pub mod admit;
 pub mod cost;
 mod job;
+pub mod lanes;
 pub mod order;
 pub mod policy;
 pub mod predict;
@@ -52,7 +55,7 @@ pub mod service;
 pub use policy::{Admission, Order, PolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
-    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Input,
-    InputError, Placement, Scheduler,
+    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Fairness,
+    Input, InputError, Placement, Scheduler,
 };
 pub use xsched_core::gittins::SizeDistribution;

@@ -63,6 +63,11 @@ impl Queue {
         }
     }
 
+    /// The latest arrival waiting, as (arrival, id) (a scan: for the rare displacement).
+    pub fn newest(&self) -> Option<(u64, u64)> {
+        self.keys.iter().map(|(&id, (key, _))| (key.1, id)).max()
+    }
+
     /// The request served next (after [`Queue::promote`]): the first aged one, else the first
     /// by rank.
     pub fn first(&self) -> Option<u64> {

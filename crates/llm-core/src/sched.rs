@@ -19,10 +19,10 @@
 
 use crate::admit::{Headroom, Occupant, expected_peak};
 use crate::job::{Job, Place};
+use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
 use crate::order::{self, Rank};
 use crate::policy::{Admission, Order, PolicySpec, Size};
 use crate::predict::{capped, prior};
-use crate::queue::Queue;
 use crate::route::{EngineLoad, Router};
 use crate::service::{Served, ServiceModel};
 use std::collections::{BTreeMap, VecDeque};
@@ -69,6 +69,29 @@ pub struct Config {
     pub service: ServiceModel,
     /// Whether the driver can pause a running request (preemptive policies need it).
     pub can_pause: bool,
+    /// Tenants' shares and the shedding of sheddable classes.
+    pub fairness: Fairness,
+}
+
+/// Classes and tenants: requests wait in lanes, the highest class first, tenants within a class
+/// sharing by weighted tokens (`lanes.rs`). A class below 0 is sheddable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fairness {
+    /// Each tenant's weight in its share of service (a tenant beyond the list weighs 1).
+    pub weights: Vec<f64>,
+    /// A sheddable arrival that cannot be admitted at once is shed while this many sheddable
+    /// requests wait already (`usize::MAX`: never for that reason).
+    pub sheddable_waiting: usize,
+}
+
+impl Default for Fairness {
+    /// Every tenant alike; sheddable requests shed only when the queue is full.
+    fn default() -> Fairness {
+        Fairness {
+            weights: Vec::new(),
+            sheddable_waiting: usize::MAX,
+        }
+    }
 }
 
 /// Why a configuration was refused.
@@ -112,8 +135,10 @@ pub struct Arrival {
     pub input_tokens: u32,
     /// The output bound it asked for.
     pub max_tokens: Option<u32>,
-    /// Its priority class (higher first under `priority`; 0 by default).
+    /// Its priority class: higher first under every policy, below 0 sheddable (0 by default).
     pub priority: i32,
+    /// Its tenant, by index (0 by default).
+    pub tenant: usize,
     /// Its predicted output lengths (`None`: the prior).
     pub lengths: Option<SizeDistribution>,
 }
@@ -128,6 +153,9 @@ pub struct EngineReport {
     pub kv_free_tokens: Option<u64>,
     /// Requests waiting in its own queue.
     pub waiting: usize,
+    /// Requests it runs at once at most, when it says (llama.cpp's slots): admission keeps
+    /// within the smaller of this and the configured concurrency.
+    pub slots: Option<usize>,
 }
 
 /// What happened.
@@ -189,7 +217,8 @@ pub enum Decision {
         /// Its engine.
         engine: usize,
     },
-    /// Refuse the request: the queue holds its bound.
+    /// Refuse the request: the queue holds its bound, a sheddable request was displaced by a
+    /// higher class's arrival, or (sheddable) it would wait beside too many of its kind.
     Shed {
         /// The request.
         id: u64,
@@ -211,7 +240,7 @@ struct Engine {
     /// Whether expected-peak admission held a request back since the last completion.
     pressed: bool,
     /// Its own queue ([`Placement::AtArrival`]).
-    queue: Queue,
+    queue: Lanes,
     /// Whether it may be sent requests.
     up: bool,
 }
@@ -223,7 +252,9 @@ pub struct Scheduler {
     service: ServiceModel,
     jobs: BTreeMap<u64, Job>,
     /// The one queue ([`Placement::WhenFree`]).
-    queue: Queue,
+    queue: Lanes,
+    /// The tenants' service so far.
+    counters: Counters,
     engines: Vec<Engine>,
     decisions: VecDeque<Decision>,
     arrivals: u64,
@@ -266,15 +297,16 @@ impl Scheduler {
                 cost: 0.0,
                 headroom: Headroom::default(),
                 pressed: false,
-                queue: Queue::default(),
+                queue: Lanes::default(),
                 up: true,
             })
             .collect();
         Ok(Scheduler {
             service: config.service,
+            counters: Counters::new(&config.fairness.weights),
             config,
             jobs: BTreeMap::new(),
-            queue: Queue::default(),
+            queue: Lanes::default(),
             engines,
             decisions: VecDeque::new(),
             arrivals: 0,
@@ -319,6 +351,9 @@ impl Scheduler {
             Input::Arrived(a) => return self.arrive(now, a),
             Input::Progress { id, generated } => {
                 if let Some(j) = self.jobs.get_mut(&id) {
+                    let more = generated.saturating_sub(j.generated);
+                    self.counters
+                        .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
                     j.generated = generated;
                     if j.place == Place::Preempted {
                         j.place = Place::Admitted;
@@ -382,6 +417,7 @@ impl Scheduler {
             arrival: now,
             input: a.input_tokens,
             priority: a.priority,
+            tenant: a.tenant,
             sizes: lengths.clone(),
             lengths,
             rates: self.service.linear_rates(),
@@ -425,20 +461,40 @@ impl Scheduler {
         self.jobs.insert(id, job);
         self.enqueue(id);
         self.decide(now, engine);
-        if self
+        if !self
             .jobs
             .get(&id)
             .is_some_and(|j| j.place == Place::Waiting)
-            && self.waiting() > self.config.max_waiting
         {
-            self.forget(id);
-            self.decisions.push_back(Decision::Shed { id });
+            return Ok(());
+        }
+        let shed = if a.priority < 0
+            && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
+        {
+            Some(id)
+        } else if self.waiting() > self.config.max_waiting {
+            // A higher class displaces the newest sheddable request of the lowest class.
+            Some(self.lanes_of(engine).displaceable(a.priority).unwrap_or(id))
+        } else {
+            None
+        };
+        if let Some(shed) = shed {
+            self.forget(shed);
+            self.decisions.push_back(Decision::Shed { id: shed });
         }
         Ok(())
     }
 
+    /// The lanes a request routed to `engine` waits in.
+    fn lanes_of(&self, engine: Option<usize>) -> &Lanes {
+        match (self.config.placement, engine) {
+            (Placement::AtArrival, Some(e)) => &self.engines[e].queue,
+            _ => &self.queue,
+        }
+    }
+
     /// The queue `id` waits in.
-    fn queue_of(&mut self, id: u64) -> Option<&mut Queue> {
+    fn queue_of(&mut self, id: u64) -> Option<&mut Lanes> {
         let engine = self.jobs.get(&id)?.engine;
         Some(match (self.config.placement, engine) {
             (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
@@ -457,10 +513,12 @@ impl Scheduler {
             &self.service,
             self.config.policy.preemptive,
         );
-        let (seq, aged_at) = (j.seq, j.aged_at);
-        if let Some(q) = self.queue_of(id) {
-            q.push(id, rank, seq, aged_at);
-        }
+        let (seq, aged_at, class, tenant) = (j.seq, j.aged_at, j.priority, j.tenant);
+        let lanes = match (self.config.placement, j.engine) {
+            (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
+            _ => &mut self.queue,
+        };
+        lanes.push(id, class, tenant, rank, seq, aged_at, &mut self.counters);
     }
 
     /// Drop `id` from wherever it is.
@@ -523,7 +581,7 @@ impl Scheduler {
 
     /// Admit the shared queue's head on `only` or, with `None`, anywhere; whether it was.
     fn serve_shared(&mut self, now: f64, only: Option<usize>) -> bool {
-        let Some(id) = self.queue.first() else {
+        let Some(id) = self.queue.first(&self.counters) else {
             return false;
         };
         let pinned = self.jobs.get(&id).and_then(|j| j.engine);
@@ -547,7 +605,7 @@ impl Scheduler {
 
     /// Admit engine `e`'s own queue head; whether it was.
     fn serve_engine(&mut self, now: f64, e: usize) -> bool {
-        let Some(id) = self.engines[e].queue.first() else {
+        let Some(id) = self.engines[e].queue.first(&self.counters) else {
             return false;
         };
         if self.fits(e, id, &[]) {
@@ -572,7 +630,10 @@ impl Scheduler {
             .filter_map(|p| self.jobs.get(p))
             .map(|p| u64::from(p.context()).div_ceil(block) * block)
             .sum();
-        if engine.admitted.len() - paused.len() >= engine.limits.concurrency {
+        let concurrency = engine.report.slots.map_or(engine.limits.concurrency, |s| {
+            s.clamp(1, engine.limits.concurrency)
+        });
+        if engine.admitted.len() - paused.len() >= concurrency {
             return false;
         }
         let step = engine
@@ -621,6 +682,11 @@ impl Scheduler {
             // Admitted by its guard: an order that counts service from there (FastServe's
             // boost to the top level) starts counting again.
             job.boosted_at = Some(job.generated);
+        }
+        if job.generated == 0 {
+            // Its prompt is its tenant's service (once: a request paused before its first
+            // token is charged again when readmitted).
+            self.counters.charge(job.tenant, f64::from(job.input));
         }
         job.place = Place::Admitted;
         job.engine = Some(e);

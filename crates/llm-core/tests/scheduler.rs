@@ -24,6 +24,7 @@ fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
         max_waiting: 1000,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: true,
+        fairness: xsched_llm_core::Fairness::default(),
     }
 }
 
@@ -38,6 +39,7 @@ fn arrival(id: u64, input: u32, tokens: f64) -> Input {
         input_tokens: input,
         max_tokens: None,
         priority: 0,
+        tenant: 0,
         lengths: SizeDistribution::point(tokens),
     })
 }
@@ -139,6 +141,7 @@ fn priority_orders_higher_classes_first_then_by_arrival() {
             input_tokens: 10,
             max_tokens: None,
             priority,
+            tenant: 0,
             lengths: None,
         })
     };
@@ -246,6 +249,7 @@ fn an_engine_report_bounds_what_starts_in_its_next_step() {
             step_tokens: Some(tokens),
             kv_free_tokens: Some(free),
             waiting: 0,
+            slots: None,
         },
     };
     s.handle(0.0, report(250, 10_000)).expect("engine");
@@ -307,6 +311,7 @@ fn admission_never_panics_on_degenerate_requests() {
             input_tokens: 5000,
             max_tokens: Some(0),
             priority: i32::MIN,
+            tenant: 0,
             lengths: None,
         }),
         arrival(1, 0, 1.0),
@@ -315,6 +320,7 @@ fn admission_never_panics_on_degenerate_requests() {
             input_tokens: u32::MAX,
             max_tokens: Some(1),
             priority: i32::MAX,
+            tenant: 0,
             lengths: SizeDistribution::point(f64::MAX),
         }),
     ];
@@ -337,7 +343,8 @@ fn admission_never_panics_on_degenerate_requests() {
         .expect("known");
         s.handle(1.0, Input::Done { id }).expect("known");
     }
-    assert_eq!(admitted(&mut s), [1, 2]);
+    // Request 2's class (i32::MAX) goes first; request 1, still waiting, left by its Done.
+    assert_eq!(admitted(&mut s), [2]);
     assert_eq!(s.waiting(), 0);
     s.handle(2.0, served(0, 0, f64::NAN, Some(f64::INFINITY)))
         .expect("ignored");
@@ -501,6 +508,7 @@ fn without_pausing_the_index_of_the_whole_request_orders_by_expected_remaining_s
         input_tokens: 0,
         max_tokens: None,
         priority: 0,
+        tenant: 0,
         lengths: SizeDistribution::from_samples(&[1.0, 1000.0]),
     });
     let rest = [a, arrival(2, 0, 300.0)];

@@ -446,6 +446,7 @@ impl<'a> Engine<'a> {
             step_tokens: Some(step_tokens),
             kv_free_tokens: Some(u64::from(self.free) * u64::from(self.cfg.block_tokens)),
             waiting: self.queue.len(),
+            slots: None,
         }
     }
 

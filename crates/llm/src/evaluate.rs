@@ -19,9 +19,9 @@ use xsched_llm_predict::embedding::{Embedder, Hashed};
 use xsched_llm_predict::predictor::History;
 use xsched_report::quantile;
 
-/// Predictor quality and cost.
+/// How well requests were predicted online, each from the answers before it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PredictEval {
+pub struct Online {
     /// Requests evaluated.
     pub requests: usize,
     /// Fraction with the predicted median within 2× of the true length.
@@ -29,8 +29,53 @@ pub struct PredictEval {
     /// Spearman rank correlation of predicted mean and true length.
     pub spearman: f64,
     /// The same two for the history-free baseline (every request predicted as the global
-    /// median so far): what the history adds.
+    /// median so far, the prior's median before any answer): what the history adds.
     pub baseline_within_2x: f64,
+    /// See [`Online::baseline_within_2x`].
+    pub baseline_spearman: f64,
+}
+
+/// Predict `order` online (embedded as `own`, in that order) from a history of `capacity`:
+/// each request from the answers before it, then learned; the first `warm` only learned.
+pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm: usize) -> Online {
+    let mut p = History::new(capacity);
+    let (mut means, mut base, mut truth) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut within, mut base_within) = (0usize, 0usize);
+    let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
+    let prior_median = median(&xsched_llm_core::predict::prior());
+    let close = |a: f64, b: f64| usize::from(a <= 2.0 * b && b <= 2.0 * a);
+    for (k, (r, e)) in order.iter().zip(own).enumerate() {
+        let t = f64::from(r.output_tokens);
+        if k >= warm {
+            // The warm split is learned, never scored.
+            let d = p.lookup(e, r.previous_answer_tokens);
+            within += close(median(&d), t);
+            let g = seen.get(seen.len() / 2).copied().unwrap_or(prior_median);
+            base_within += close(g, t);
+            means.push(d.mean());
+            base.push(g);
+            truth.push(t);
+        }
+        // Kept sorted, so the median so far is its middle element.
+        let at = seen.partition_point(|x| *x < t);
+        seen.insert(at, t);
+        p.remember(e.clone(), r.output_tokens);
+    }
+    let n = truth.len().max(1) as f64;
+    Online {
+        requests: truth.len(),
+        within_2x: within as f64 / n,
+        spearman: spearman(&means, &truth),
+        baseline_within_2x: base_within as f64 / n,
+        baseline_spearman: spearman(&base, &truth),
+    }
+}
+
+/// Predictor quality and cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PredictEval {
+    /// How well the requests were predicted.
+    pub online: Online,
     /// History entries when latency was measured.
     pub history: usize,
     /// History lookup latency P50 (µs), the prompt already embedded.
@@ -63,6 +108,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
         max_waiting: usize::MAX,
         service: ServiceModel::Fit(engine.fit()),
         can_pause: false,
+        fairness: xsched_llm_core::Fairness::default(),
     }) else {
         return 0.0;
     };
@@ -89,6 +135,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
             input_tokens: *input,
             max_tokens: None,
             priority: 0,
+            tenant: 0,
             lengths: Some(lengths.clone()),
         };
         let _ = s.handle(0.0, Input::Arrived(arrival));
@@ -164,35 +211,8 @@ pub fn evaluate(
     embedder: &dyn Embedder,
 ) -> PredictEval {
     let order = crate::data::shuffle_by_conversation(records, seed);
-    let mut p = History::new(history);
-    let (mut means, mut truth) = (Vec::new(), Vec::new());
-    let (mut within, mut base_within) = (0usize, 0usize);
-    let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
     let own: Vec<Arc<[f32]>> = order.iter().map(|r| embedder.embed(&r.prompt)).collect();
-    for (k, (r, e)) in order.iter().zip(&own).enumerate() {
-        let e = e.clone();
-        if k < warm {
-            // The warm split: learned, never scored.
-            let t = f64::from(r.output_tokens);
-            let at = seen.partition_point(|x| *x < t);
-            seen.insert(at, t);
-            p.remember(e, r.output_tokens);
-            continue;
-        }
-        let d = p.lookup(&e, r.previous_answer_tokens);
-        let t = f64::from(r.output_tokens);
-        let m = median(&d);
-        within += usize::from(m <= 2.0 * t && t <= 2.0 * m);
-        if let Some(&g) = seen.get(seen.len() / 2) {
-            base_within += usize::from(g <= 2.0 * t && t <= 2.0 * g);
-        }
-        means.push(d.mean());
-        truth.push(t);
-        // Kept sorted, so the median so far is its middle element.
-        let at = seen.partition_point(|x| *x < t);
-        seen.insert(at, t);
-        p.remember(e, r.output_tokens);
-    }
+    let online = online(&order, &own, history, warm);
     let mut full = History::new(history);
     // The history is the prompts' own vectors after the first QUERIES, cycled up to the
     // capacity (embedding 100 k prompts with a model would take an hour and measures the model,
@@ -220,12 +240,8 @@ pub fn evaluate(
         .collect();
     let at = |q: f64| quantile(&lat, q).unwrap_or(0.0);
     let recall = full.recall(&queries.iter().take(50).cloned().collect::<Vec<_>>());
-    let n = order.len().saturating_sub(warm).max(1) as f64;
     PredictEval {
-        requests: order.len().saturating_sub(warm),
-        within_2x: within as f64 / n,
-        spearman: spearman(&means, &truth),
-        baseline_within_2x: base_within as f64 / (n - 1.0).max(1.0),
+        online,
         history: full.len(),
         latency_p50_us: at(0.5),
         latency_p99_us: at(0.99),
@@ -255,5 +271,57 @@ mod tests {
         let a = [1.0, 2.0, 3.0, 4.0];
         assert!((spearman(&a, &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
         assert!((spearman(&a, &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+    }
+
+    /// A mixed set as a gateway's first hundred answers: six kinds of prompt, each with its own
+    /// answer length (± 30 %), in a seeded random order.
+    fn mixed(n: usize) -> Vec<PromptRecord> {
+        use rand::{Rng, SeedableRng};
+        const KINDS: [(&str, u32); 6] = [
+            ("translate the word {} into French", 4),
+            ("is {} a prime number? answer yes or no", 8),
+            ("give me a one line summary of {}", 30),
+            ("explain how {} works in a paragraph", 120),
+            ("write a short story about {} with a twist", 300),
+            (
+                "write a detailed essay about {} with sections and references",
+                600,
+            ),
+        ];
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(29);
+        (0..n)
+            .map(|i| {
+                let (text, tokens) = KINDS[rng.random_range(0..KINDS.len())];
+                let spread = rng.random_range(0.7..1.3);
+                PromptRecord {
+                    prompt_id: i.to_string(),
+                    model: "m".into(),
+                    prompt: text.replace("{}", &format!("subject {}", rng.random_range(0..50))),
+                    input_tokens: 20,
+                    output_tokens: (f64::from(tokens) * spread).round() as u32,
+                    previous_answer_tokens: None,
+                    conversation: None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn from_its_first_answers_the_predictor_ranks_short_before_long() {
+        let records = mixed(100);
+        let order: Vec<&PromptRecord> = records.iter().collect();
+        let own: Vec<Arc<[f32]>> = order.iter().map(|r| Hashed.embed(&r.prompt)).collect();
+        let cold = online(&order, &own, 10_000, 0);
+        assert_eq!(cold.requests, 100);
+        eprintln!("the first 100 answers: {cold:?}");
+        assert!(cold.spearman >= 0.8, "over the first 100 answers: {cold:?}");
+        assert!(
+            cold.baseline_spearman < 0.3,
+            "the global median so far cannot rank: {cold:?}"
+        );
+        assert!(cold.within_2x > 2.0 * cold.baseline_within_2x, "{cold:?}");
+        // The first forty alone (the flat case): already separated.
+        let first = online(&order[..40], &own[..40], 10_000, 0);
+        assert!(first.spearman >= 0.7, "over the first 40: {first:?}");
     }
 }

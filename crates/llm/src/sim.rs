@@ -212,6 +212,7 @@ pub fn simulate(
         max_waiting: usize::MAX,
         service: ServiceModel::Fit(cfg.fit()),
         can_pause: true,
+        fairness: xsched_llm_core::Fairness::default(),
     })?;
     let predicts = policy.predicts() || cluster.router.predicts();
     let uses_history = matches!(policy.source, Source::History)
@@ -272,6 +273,7 @@ pub fn simulate(
                         input_tokens: r.input_tokens,
                         max_tokens: None,
                         priority: 0,
+                        tenant: 0,
                         lengths,
                     };
                     world.handle(r.arrival, Input::Arrived(arrival), Some(next));

@@ -597,13 +597,17 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
             "model",
             json!(s.model.clone().unwrap_or_else(|| "all".into())),
         ),
-        ("requests", json!(e.requests)),
-        ("within_2x", json!(round3(e.within_2x))),
+        ("requests", json!(e.online.requests)),
+        ("within_2x", json!(round3(e.online.within_2x))),
         (
             "global_median_within_2x",
-            json!(round3(e.baseline_within_2x)),
+            json!(round3(e.online.baseline_within_2x)),
         ),
-        ("spearman", json!(round3(e.spearman))),
+        ("spearman", json!(round3(e.online.spearman))),
+        (
+            "global_median_spearman",
+            json!(round3(e.online.baseline_spearman)),
+        ),
         ("history", json!(e.history)),
         ("latency_p50_us", json!(e.latency_p50_us.round())),
         ("latency_p99_us", json!(e.latency_p99_us.round())),
@@ -612,9 +616,10 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
         ("embed_p50_us", json!(e.embed_p50_us.round())),
     ]);
     let experiment = format!(
-        "llm predict-eval ({} embedding, {} nearest, history of {} warmed by {} requests first, {tokens})",
+        "llm predict-eval ({} embedding, {} nearest less those under {} of the best's similarity, history of {} warmed by {} requests first, {tokens})",
         embedder.name(),
         xsched_llm_predict::predictor::NEIGHBOURS,
+        xsched_llm_predict::predictor::SIMILARITY_CUT,
         s.history,
         s.warm
     );
@@ -627,6 +632,7 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
             "within_2x",
             "global_median_within_2x",
             "spearman",
+            "global_median_spearman",
             "history",
             "latency_p50_us",
             "latency_p99_us",

@@ -31,6 +31,9 @@ pub struct Seen {
     pub most_in_flight: AtomicUsize,
     /// Streams whose client went away before the end.
     pub cut: AtomicUsize,
+    /// What it answers at `GET /props` and `GET /metrics` (404 while `None`).
+    pub props: Mutex<Option<String>>,
+    pub metrics: Mutex<Option<String>>,
 }
 
 impl Default for Seen {
@@ -41,6 +44,8 @@ impl Default for Seen {
             in_flight: AtomicUsize::default(),
             most_in_flight: AtomicUsize::default(),
             cut: AtomicUsize::default(),
+            props: Mutex::default(),
+            metrics: Mutex::default(),
         }
     }
 }
@@ -92,6 +97,20 @@ pub async fn engine(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
+    if path == "/metrics" || path == "/props" {
+        // The gateway's scrapes: not requests.
+        let page = if path == "/props" {
+            &seen.props
+        } else {
+            &seen.metrics
+        };
+        let page = page.lock().expect("page").clone();
+        let mut r = Response::new(Full::new(Bytes::from(page.clone().unwrap_or_default())).boxed());
+        if page.is_none() {
+            *r.status_mut() = StatusCode::NOT_FOUND;
+        }
+        return Ok(r);
+    }
     if path == "/v1/models" {
         return Ok(Response::new(
             Full::new(Bytes::from_static(br#"{"data":[{"id":"fake"}]}"#)).boxed(),
@@ -197,21 +216,33 @@ pub async fn post(
     path: &str,
     body: String,
 ) -> (StatusCode, Option<String>, Bytes) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
-    let req = Request::post(format!("http://{addr}{path}"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("request");
-    let r = client.request(req).await.expect("an answer");
-    let status = r.status();
-    let engine = r
-        .headers()
+    let (status, headers, bytes) = post_with(addr, path, body, &[]).await;
+    let engine = headers
         .get("x-engine")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let bytes = r.into_body().collect().await.expect("body").to_bytes();
     (status, engine, bytes)
+}
+
+/// POST `body` with `headers` to `path` at `addr`; the status, the answer's headers and body.
+pub async fn post_with(
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (StatusCode, hyper::HeaderMap, Bytes) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let mut req =
+        Request::post(format!("http://{addr}{path}")).header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body))).expect("request");
+    let r = client.request(req).await.expect("an answer");
+    let (status, headers) = (r.status(), r.headers().clone());
+    let bytes = r.into_body().collect().await.expect("body").to_bytes();
+    (status, headers, bytes)
 }
 
 /// GET `path` at `addr`: the status and body.

@@ -1,0 +1,212 @@
+//! Classes and tenants in the scheduler, exact in virtual time: tenants offering 3:1 share an
+//! overloaded engine equally by tokens (VTC), a higher class goes first, sheddable requests are
+//! shed and displaced, and one tenant and one class change nothing.
+
+use std::collections::BTreeMap;
+use xsched_llm_core::service::{Rates, ServiceModel};
+use xsched_llm_core::{
+    Arrival, Config, Decision, EngineLimits, Fairness, Input, Placement, PolicySpec, Router,
+    Scheduler, SizeDistribution,
+};
+
+fn scheduler(
+    policy: &str,
+    concurrency: usize,
+    max_waiting: usize,
+    fairness: Fairness,
+) -> Scheduler {
+    Scheduler::new(Config {
+        policy: policy.parse::<PolicySpec>().expect("policy"),
+        engines: vec![EngineLimits {
+            concurrency,
+            kv_tokens: None,
+            block_tokens: 16,
+        }],
+        router: Router::LeastOutstanding,
+        placement: Placement::WhenFree,
+        max_waiting,
+        service: ServiceModel::Measured(Rates::default()),
+        can_pause: false,
+        fairness,
+    })
+    .expect("valid")
+}
+
+fn arrival(id: u64, class: i32, tenant: usize) -> Input {
+    Input::Arrived(Arrival {
+        id,
+        input_tokens: 100,
+        max_tokens: None,
+        priority: class,
+        tenant,
+        lengths: SizeDistribution::point(50.0),
+    })
+}
+
+/// One engine of 4 slots, each request 100 prompt tokens and 50 output tokens taking 2.5 s
+/// (1.6 requests a second): tenant 0 offers 3 a second, tenant 1 one a second, for 200 s. The
+/// tokens each tenant was served (prompt + output of the requests done), by `label(tenant)`.
+fn overload(policy: &str, label: impl Fn(usize) -> usize) -> [f64; 2] {
+    let mut s = scheduler(policy, 4, 100_000, Fairness::default());
+    let mut tenant_of = BTreeMap::new();
+    // (time, id) of requests running, their end.
+    let mut running: Vec<(f64, u64)> = Vec::new();
+    let mut served = [0.0; 2];
+    let mut id = 0u64;
+    let (step, end): (f64, f64) = (0.25, 200.0);
+    let mut t: f64 = 0.0;
+    while t < end {
+        // Arrivals in this step: 0.75 of tenant 0, 0.25 of tenant 1 (one every fourth step).
+        let k = (t / step).round() as u64;
+        for tenant in [0usize, 1] {
+            let due = if tenant == 0 { k % 4 != 3 } else { k % 4 == 3 };
+            if due {
+                tenant_of.insert(id, tenant);
+                s.handle(t, arrival(id, 0, label(tenant))).expect("new");
+                id += 1;
+            }
+        }
+        // Completions due by now.
+        running.sort_by(|a, b| a.0.total_cmp(&b.0));
+        while running.first().is_some_and(|r| r.0 <= t) {
+            let (_, done) = running.remove(0);
+            s.handle(
+                t,
+                Input::Progress {
+                    id: done,
+                    generated: 50,
+                },
+            )
+            .expect("known");
+            s.handle(t, Input::Done { id: done }).expect("known");
+            served[tenant_of[&done]] += 150.0;
+        }
+        while let Some(d) = s.poll_decision() {
+            if let Decision::Admit { id, .. } = d {
+                running.push((t + 2.5, id));
+            }
+        }
+        t += step;
+    }
+    served
+}
+
+#[test]
+fn two_tenants_offering_three_to_one_get_equal_token_shares() {
+    for policy in ["fcfs", "sagesched"] {
+        let fair = overload(policy, |t| t);
+        let share = fair[1] / (fair[0] + fair[1]);
+        assert!(
+            (share - 0.5).abs() <= 0.05,
+            "{policy}: tenant 1's share {share:.3} of {fair:?}"
+        );
+        // As one tenant, arrival order serves them as they offer: 3:1.
+        let one = overload(policy, |_| 0);
+        let alone = one[1] / (one[0] + one[1]);
+        eprintln!("{policy}: tenant 1's token share {share:.3} as a tenant, {alone:.3} without");
+        let share = alone;
+        assert!(
+            (share - 0.25).abs() <= 0.05,
+            "{policy} without tenants: {share:.3} of {one:?}"
+        );
+    }
+}
+
+#[test]
+fn a_weight_of_three_gets_three_quarters() {
+    let mut s = scheduler(
+        "fcfs",
+        1,
+        1000,
+        Fairness {
+            weights: vec![3.0, 1.0],
+            ..Fairness::default()
+        },
+    );
+    // Both backlogged with 40 requests each; serve 40 one at a time.
+    for id in 0..80u64 {
+        s.handle(0.0, arrival(id, 0, (id % 2) as usize))
+            .expect("new");
+    }
+    let mut counts = [0; 2];
+    for k in 0..40 {
+        let Some(Decision::Admit { id, .. }) = s.poll_decision() else {
+            panic!("one admission each time a slot frees");
+        };
+        counts[(id % 2) as usize] += 1;
+        s.handle(f64::from(k), Input::Progress { id, generated: 50 })
+            .expect("known");
+        s.handle(f64::from(k), Input::Done { id }).expect("known");
+    }
+    assert!((29..=31).contains(&counts[0]), "{counts:?}");
+}
+
+#[test]
+fn a_higher_class_goes_before_every_lower_one_under_every_policy() {
+    for policy in ["fcfs", "sagesched", "ssjf"] {
+        let mut s = scheduler(policy, 1, 1000, Fairness::default());
+        s.handle(0.0, arrival(0, 0, 0)).expect("new");
+        for id in 1..10 {
+            s.handle(0.0, arrival(id, if id == 7 { 5 } else { 0 }, 0))
+                .expect("new");
+        }
+        assert_eq!(
+            s.poll_decision(),
+            Some(Decision::Admit { id: 0, engine: 0 })
+        );
+        s.handle(1.0, Input::Done { id: 0 }).expect("known");
+        assert_eq!(
+            s.poll_decision(),
+            Some(Decision::Admit { id: 7, engine: 0 }),
+            "{policy}: the class-5 request next"
+        );
+    }
+}
+
+#[test]
+fn sheddable_requests_are_shed_beside_too_many_of_their_kind_and_displaced_by_higher_ones() {
+    let mut s = scheduler(
+        "fcfs",
+        1,
+        4,
+        Fairness {
+            sheddable_waiting: 2,
+            ..Fairness::default()
+        },
+    );
+    s.handle(0.0, arrival(0, 0, 0)).expect("new");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Admit { id: 0, engine: 0 })
+    );
+    for id in 1..=2 {
+        s.handle(0.0, arrival(id, -1, 0)).expect("new");
+        assert_eq!(s.poll_decision(), None, "{id} waits");
+    }
+    s.handle(0.0, arrival(3, -1, 0)).expect("new");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Shed { id: 3 }),
+        "a third sheddable one"
+    );
+    // Fill the queue with standard requests; the next standard one displaces the newest
+    // sheddable request rather than being refused.
+    s.handle(0.0, arrival(4, 0, 0)).expect("new");
+    s.handle(0.0, arrival(5, 0, 0)).expect("new");
+    assert_eq!(s.poll_decision(), None);
+    s.handle(0.0, arrival(6, 0, 0)).expect("new");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Shed { id: 2 }),
+        "the newest sheddable one"
+    );
+    s.handle(0.0, arrival(7, 0, 0)).expect("new");
+    assert_eq!(s.poll_decision(), Some(Decision::Shed { id: 1 }));
+    s.handle(0.0, arrival(8, 0, 0)).expect("new");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Shed { id: 8 }),
+        "no sheddable one left: the arrival is refused"
+    );
+    assert_eq!(s.waiting(), 4);
+}
