@@ -217,17 +217,50 @@ pub struct LoadArgs {
     /// The arrivals' seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Arrival gaps from a trace (`azure-code`, `azure-conv`: the Azure LLM inference traces in
+    /// the data directory, `XSCHED_DATA_DIR` else `../shared/data`; or a trace file), scaled so
+    /// their mean rate is `--rate`.
+    #[arg(long, requires = "rate")]
+    trace: Option<String>,
+    /// Ask each request for its ShareGPT answer's recorded length (its characters / 4, in
+    /// tokens, at most `--max-tokens`) with `ignore_eos`, so a small model generates a real
+    /// length distribution (vLLM's benchmark does the same).
+    #[arg(long)]
+    recorded_lengths: bool,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
 }
 
+/// The gaps between a trace's arrivals, scaled to a mean rate of `rate` a second.
+fn trace_gaps(trace: &str, rate: f64) -> Result<std::sync::Arc<[f64]>> {
+    let path = match trace {
+        "azure-code" => xsched_llm::data::data_dir().join("llm/trace-azure-code-2023.csv"),
+        "azure-conv" => xsched_llm::data::data_dir().join("llm/trace-azure-conv-2023.csv"),
+        file => PathBuf::from(file),
+    };
+    let t = xsched_llm::trace::load(&path, None, false)
+        .with_context(|| format!("reading the trace {}", path.display()))?;
+    let gaps: Vec<f64> = t.times.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
+    anyhow::ensure!(
+        mean > 0.0 && mean.is_finite(),
+        "the trace {} has fewer than two distinct arrivals",
+        path.display()
+    );
+    let scale = 1.0 / (rate * mean);
+    Ok(gaps.iter().map(|g| g * scale).collect())
+}
+
 /// Run a load and print what it measured.
 pub fn load(a: &LoadArgs) -> Result<()> {
-    let arrivals = match a.rate {
-        Some(r) if r > 0.0 && r.is_finite() => xsched_gateway::load::Arrivals::Poisson(r),
-        Some(_) => anyhow::bail!("--rate must be a positive number of requests per second"),
-        None => xsched_gateway::load::Arrivals::Sequential,
+    let arrivals = match (a.rate, &a.trace) {
+        (Some(r), _) if !(r > 0.0 && r.is_finite()) => {
+            anyhow::bail!("--rate must be a positive number of requests per second")
+        }
+        (Some(r), Some(trace)) => xsched_gateway::load::Arrivals::Gaps(trace_gaps(trace, r)?),
+        (Some(r), None) => xsched_gateway::load::Arrivals::Poisson(r),
+        (None, _) => xsched_gateway::load::Arrivals::Sequential,
     };
     if !(a.duration > 0.0 && a.duration.is_finite()) {
         anyhow::bail!("--duration must be a positive number of seconds");
@@ -235,14 +268,19 @@ pub fn load(a: &LoadArgs) -> Result<()> {
     let path = xsched_llm::sharegpt::locate(a.sharegpt.as_deref())?;
     let data = xsched_llm::sharegpt::read(&path, false)
         .with_context(|| format!("reading {}", path.display()))?;
-    let prompts: Vec<String> = data
+    // Each conversation's first human message and the answer after it.
+    let (prompts, answers): (Vec<String>, Vec<u32>) = data
         .conversations
         .iter()
-        .filter_map(|c| c.messages.iter().find(|(from, _)| from == "human"))
-        .map(|(_, text)| text.trim().to_string())
-        .filter(|t| !t.is_empty() && t.chars().count() <= a.max_prompt_chars)
+        .filter_map(|c| {
+            let at = c.messages.iter().position(|(from, _)| from == "human")?;
+            let prompt = c.messages[at].1.trim().to_string();
+            let answer = c.messages.get(at + 1).map_or(0, |(_, t)| t.chars().count());
+            Some((prompt, u32::try_from(answer / 4).unwrap_or(u32::MAX).max(1)))
+        })
+        .filter(|(t, _)| !t.is_empty() && t.chars().count() <= a.max_prompt_chars)
         .skip(a.skip)
-        .collect();
+        .unzip();
     if prompts.is_empty() {
         anyhow::bail!(
             "no prompts left in {} after skipping {} of those up to {} characters",
@@ -258,6 +296,11 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         duration: std::time::Duration::from_secs_f64(a.duration),
         requests: a.requests.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         max_tokens: a.max_tokens,
+        answer_tokens: if a.recorded_lengths {
+            answers
+        } else {
+            Vec::new()
+        },
         seed: a.seed,
     };
     let samples = xsched_gateway::load::run(&config).context("running the load")?;

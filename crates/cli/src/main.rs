@@ -42,7 +42,8 @@ struct Output {
 #[derive(Args, Clone)]
 struct Socket {
     /// Daemon socket (default: $XSCHED_SOCKET, else $XDG_RUNTIME_DIR/xsched.sock, else /tmp).
-    #[arg(long)]
+    /// Accepted before or after a subcommand (`xsched policy get --socket S`).
+    #[arg(long, global = true)]
     socket: Option<PathBuf>,
 }
 

