@@ -144,10 +144,12 @@ impl Admission {
         }
     }
 
-    /// `Some` when the queue holds its bound (a request arriving now would be refused).
-    pub fn full(&self) -> Option<Refused> {
-        let n = self.lock().scheduler.waiting();
-        (n >= self.max_waiting).then_some(Refused::Full(n))
+    /// `Some` when the queue holds its bound and a request of `class` arriving now would be
+    /// refused (none waiting that it may displace).
+    pub fn full(&self, class: i32) -> Option<Refused> {
+        let st = self.lock();
+        let n = st.scheduler.waiting();
+        (n >= self.max_waiting && !st.scheduler.can_displace(class)).then_some(Refused::Full(n))
     }
 
     /// Requests that asked for a slot so far (admitted, waiting, refused or gone).
@@ -398,7 +400,7 @@ mod tests {
         let s2 = poll_admit(&a, 1.0, &mut cx).unwrap_or_else(|_| panic!("upstream 1"));
         assert_ne!(s1.upstream(), s2.upstream(), "the least loaded upstream");
         let waiting = poll_admit(&a, 1.0, &mut cx).expect_err("queued");
-        assert!(a.full().is_some());
+        assert!(a.full(0).is_some());
         let mut refused = Box::pin(a.admit(arrival(1.0)));
         assert_eq!(
             refused.as_mut().poll(&mut cx).map(|r| r.err()),

@@ -139,6 +139,8 @@ pub struct Classes {
     /// Tenants by index (0: `default`); the file's first, then others as they are seen.
     tenants: Mutex<Vec<std::sync::Arc<Tenant>>>,
     by_name: Mutex<HashMap<String, usize>>,
+    /// How many tenants are known (read on every request without the lock).
+    known: AtomicUsize,
 }
 
 impl Default for Classes {
@@ -222,6 +224,7 @@ impl Classes {
             .map(|(i, t)| (t.name.clone(), i))
             .collect();
         Ok(Classes {
+            known: AtomicUsize::new(tenants.len()),
             classes,
             default_class,
             max_tenants,
@@ -249,7 +252,7 @@ impl Classes {
     /// Whether more than one tenant is known (the file names one, or a request did): tenants
     /// then share by tokens, and every answer's tokens are counted.
     pub fn shared(&self) -> bool {
-        self.lock_tenants().len() > 2
+        self.known.load(Ordering::Relaxed) > 2
     }
 
     fn lock_tenants(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Arc<Tenant>>> {
@@ -337,6 +340,7 @@ impl Classes {
             open: AtomicUsize::new(0),
         }));
         by_name.insert(id.to_string(), tenants.len() - 1);
+        self.known.store(tenants.len(), Ordering::Relaxed);
         Ok(tenants.len() - 1)
     }
 
@@ -444,7 +448,9 @@ mod tests {
     #[test]
     fn unnamed_tenants_are_bounded_and_then_share_one() {
         let c = Classes::parse("max_tenants = 4").expect("valid");
+        assert!(!c.shared(), "only default and other");
         let a = c.tenant_of(&headers(&[(TENANT_HEADER, "a")])).expect("ok");
+        assert!(c.shared(), "a tenant seen: answers are counted for shares");
         let b = c.tenant_of(&headers(&[(TENANT_HEADER, "b")])).expect("ok");
         assert_eq!((a, b), (2, 3));
         assert_eq!(

@@ -531,7 +531,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             );
         }
     };
-    if let Some(refused) = shared.admission.full() {
+    if let Some(refused) = shared.admission.full(class) {
         // Refused before its prompt is embedded: a flood costs no prediction work.
         return proxy::error(
             StatusCode::TOO_MANY_REQUESTS,

@@ -185,3 +185,37 @@ fn a_bad_class_or_tenant_header_is_a_400_naming_it() {
         "none reached the engine"
     );
 }
+
+#[test]
+fn a_full_queue_sheds_its_newest_sheddable_request_for_a_standard_one() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        max_waiting: 2,
+        ..config(&[engine], 1)
+    });
+    let addr = gw.addr();
+    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+    rt.block_on(async {
+        let first = hold(addr, &seen, &[]).await;
+        let older = tokio::spawn(post_with(addr, CHAT, chat("older", 0, false), SHEDDABLE));
+        until("older waits", || gw.arrivals() == 2).await;
+        let newer = tokio::spawn(post_with(addr, CHAT, chat("newer", 0, false), SHEDDABLE));
+        until("newer waits", || gw.arrivals() == 3).await;
+        // The queue is full; a standard request takes the newest sheddable one's place.
+        let standard = tokio::spawn(post(addr, CHAT, chat("standard", 0, false)));
+        let (status, headers, _) = newer.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            headers.get("retry-after").and_then(|v| v.to_str().ok()),
+            Some("1")
+        );
+        seen.gate.add_permits(1);
+        assert_eq!(first.await.expect("task").0, StatusCode::OK);
+        assert_eq!(standard.await.expect("task").0, StatusCode::OK);
+        assert_eq!(older.await.expect("task").0, StatusCode::OK);
+        assert_eq!(gw.load().0, 0, "nothing left waiting");
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(order, ["hold", "standard", "older"]);
+}

@@ -325,6 +325,14 @@ impl Scheduler {
         self.queue.len() + self.engines.iter().map(|e| e.queue.len()).sum::<usize>()
     }
 
+    /// Whether an arrival of `class` would find a sheddable request of a lower class waiting
+    /// to displace from a full queue (the one queue; placed on arrival, any engine's).
+    pub fn can_displace(&self, class: i32) -> bool {
+        std::iter::once(&self.queue)
+            .chain(self.engines.iter().map(|e| &e.queue))
+            .any(|l| l.displaceable(class).is_some())
+    }
+
     /// Requests admitted to `engine` and not done.
     pub fn outstanding(&self, engine: usize) -> usize {
         self.engines.get(engine).map_or(0, |e| e.admitted.len())
