@@ -20,8 +20,9 @@ Phases (each can be skipped):
   request directly and through the gateway (order alternating), all alone; the paired
   differences of TTFT and TTLT, and the gateway's CPU time per 1000 requests from /proc.
 - `route`: two engines behind one gateway (FCFS, 4 in flight per engine), one run per router.
-- `events`: the gateway's CPU per streamed event, against a local upstream with no model that
-  streams 100 events per answer as fast as it can (not part of the default phases).
+- `events`: the gateway's CPU per streamed event and the latency it adds (paired with requests
+  straight to the upstream), against a local upstream with no model that streams `--events`
+  events per answer as fast as it can and `--event-gaps` ms apart (not a default phase).
 """
 
 import argparse
@@ -234,11 +235,11 @@ def order_phase(args, procs):
     return engine
 
 
-def stream(url, prompt, max_tokens):
-    """One streaming chat request, alone: (TTFT, TTLT) seconds."""
+def stream(url, prompt, max_tokens, **extra):
+    """One streaming chat request, alone: (TTFT, TTLT) seconds. `extra` goes into the body."""
     body = json.dumps({"model": "default", "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "stream": True, "temperature": 0,
-                       "seed": 1}).encode()
+                       "seed": 1, **extra}).encode()
     req = urllib.request.Request(url + "/v1/chat/completions", body,
                                  {"Content-Type": "application/json"})
     t = time.perf_counter()
@@ -332,7 +333,8 @@ def route_phase(args, procs):
 
 
 def fake_upstream(port):
-    """A streaming upstream with no model: 100 events per answer, TCP_NODELAY like asyncio's."""
+    """A streaming upstream with no model, TCP_NODELAY like asyncio's: `max_tokens` events per
+    answer, `gap_ms` (a request field of its own, default 0: as fast as it can) apart."""
     import http.server
     import socketserver
     import threading
@@ -352,12 +354,16 @@ def fake_upstream(port):
             self.wfile.write(body)
 
         def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            gap = request.get("gap_ms", 0) / 1e3
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for ev in [b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'] * 100 + [b"data: [DONE]\n\n"]:
+            events = [b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'] * request["max_tokens"]
+            for ev in events + [b"data: [DONE]\n\n"]:
+                if gap:
+                    time.sleep(gap)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -371,32 +377,46 @@ def fake_upstream(port):
 
 
 def events_phase(args, procs):
+    """The gateway's CPU per streamed event and the latency it adds, against `fake_upstream`:
+    per policy and event gap, `--rounds` rounds, each `--pairs` answers straight to the
+    upstream and through the gateway alternately (which first alternating too)."""
     fake_upstream(18201)
-    results = []
+    rows = []
     for k, policy in enumerate(["fcfs", "sagesched"]):
         port = 18202 + k
         gw = procs.start([args.xsched, "llm", "serve", "--listen", f"127.0.0.1:{port}",
                           "--upstream", "http://127.0.0.1:18201", "--concurrency", "4",
-                          "--policy", policy], args.out / f"gateway-events-{policy}.log")
+                          "--policy", policy, "--no-engine-metrics"],
+                         args.out / f"gateway-events-{policy}.log")
         url = f"http://127.0.0.1:{port}"
         wait_up(url, "the gateway")
         for _ in range(20):
-            stream(url, "hello there", 100)
-        before, t = cpu_seconds(gw.pid), time.perf_counter()
-        for _ in range(args.pairs * 5):
-            stream(url, "hello there", 100)
-        n = args.pairs * 5
-        cpu, through = (cpu_seconds(gw.pid) - before) / n, (time.perf_counter() - t) / n
-        t = time.perf_counter()
-        for _ in range(n):
-            stream("http://127.0.0.1:18201", "hello there", 100)
-        direct = (time.perf_counter() - t) / n
-        results.append((policy, cpu, through, direct))
-    print(f"\n### The gateway's CPU per streamed event ({args.pairs * 5} answers of 100 events, no model)\n")
-    print("| policy | CPU µs per answer | CPU µs per event | wall ms per answer through | directly |")
+            stream(url, "hello there", args.events)
+        for gap in args.event_gaps:
+            cpu, ttft, ttlt = [], [], []
+            for _ in range(args.rounds):
+                # The whole round: the gateway is idle while a request goes straight to the
+                # upstream (it scrapes no engine metrics here), and learning from an answer may
+                # end after its client has read it.
+                before = cpu_seconds(gw.pid)
+                for i in range(args.pairs):
+                    order = ["direct", "through"] if i % 2 == 0 else ["through", "direct"]
+                    got = {}
+                    for target in order:
+                        got[target] = stream(url if target == "through" else "http://127.0.0.1:18201",
+                                             "hello there", args.events, gap_ms=gap)
+                    ttft.append(got["through"][0] - got["direct"][0])
+                    ttlt.append(got["through"][1] - got["direct"][1])
+                cpu.append((cpu_seconds(gw.pid) - before) / args.pairs / (args.events + 1))
+                print(f"{policy} gap {gap} ms: {cpu[-1] * 1e6:.2f} µs per event", flush=True)
+            rows.append((policy, gap, cpu, statistics.median(ttft), statistics.median(ttlt)))
+    print(f"\n### The gateway's CPU per streamed event ({args.rounds} rounds of {args.pairs} answers of "
+          f"{args.events} events, no model)\n")
+    print("| policy | event gap ms | CPU µs per event, median (range) | added TTFT P50 ms | added TTLT P50 ms |")
     print("|---|---|---|---|---|")
-    for policy, cpu, through, direct in results:
-        print(f"| {policy} | {cpu * 1e6:.0f} | {cpu * 1e4:.1f} | {through * 1e3:.2f} | {direct * 1e3:.2f} |")
+    for policy, gap, cpu, ttft, ttlt in rows:
+        print(f"| {policy} | {gap:g} | {statistics.median(cpu) * 1e6:.2f} ({min(cpu) * 1e6:.2f}–"
+              f"{max(cpu) * 1e6:.2f}) | {ttft * 1e3:.3f} | {ttlt * 1e3:.3f} |")
 
 
 def main():
@@ -423,6 +443,10 @@ def main():
     ap.add_argument("--pairs", type=int, default=60)
     ap.add_argument("--cost-tokens", type=int, default=8)
     ap.add_argument("--route-rate", type=float, default=0.5)
+    ap.add_argument("--events", type=int, default=100, help="events per answer (--phases events)")
+    ap.add_argument("--event-gaps", type=float, nargs="+", default=[0, 1],
+                    help="ms between the fake upstream's events (--phases events; 0: as fast as it can)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per gap (--phases events)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     phases = args.phases.split(",")

@@ -2,6 +2,13 @@
 //! and forwarded in the policy's order; `GET /v1/models` goes straight to the first upstream;
 //! anything else is a 404. It runs on its own tokio runtime ([`Gateway::spawn`]) so a caller
 //! without one (the CLI, a test) can start and stop it.
+//!
+//! That runtime has one thread. A streamed event costs the gateway a few µs, so one thread
+//! passes on well over 100 000 events a second; a second worker thread made every event dearer
+//! instead (9–14 µs against 5.2 µs per event, docs/BENCHMARKS.md "The gateway's own cost"):
+//! waking a task then wakes the other worker too, and the answer's body could not gather what
+//! the engine's connection had already read (`proxy.rs`). CPU work that could hold the thread
+//! (embedding a prompt, scanning the history, learning) runs on the blocking pool.
 
 use crate::admission::{Admission, Refused};
 use crate::body::{self, Unread};
@@ -32,6 +39,9 @@ use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The largest request body read (bytes); larger is a 413.
 pub const MAX_BODY: usize = 4 << 20;
+/// Bodies up to this size are checked on the runtime's thread (tens of µs); larger ones on the
+/// blocking pool.
+const CHECK_INLINE_BYTES: usize = 64 << 10;
 /// How much of a body past [`MAX_BODY`] is read and dropped so that its client, still sending,
 /// gets its 413 rather than a reset connection; past this the connection is just closed.
 pub const MAX_DRAIN: usize = 64 << 20;
@@ -165,12 +175,14 @@ pub struct Gateway {
     listener: tokio::net::TcpListener,
 }
 
-/// A gateway serving on its own threads; dropping it stops it.
+/// A gateway serving on its own thread; dropping it stops it.
 pub struct RunningGateway {
     addr: SocketAddr,
     admission: Arc<Admission>,
     upstreams: usize,
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Ends the serving thread's loop.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Gateway {
@@ -200,9 +212,8 @@ impl Gateway {
         if config.timeouts.first_byte.is_zero() || config.timeouts.idle.is_zero() {
             return Err(GatewayError::Zero("an upstream timeout"));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("xsched-gateway")
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .thread_name("xsched-gateway-blocking")
             .enable_all()
             .build()?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
@@ -294,18 +305,37 @@ impl Gateway {
         self.listener.local_addr()
     }
 
-    /// Serve on the runtime's threads until the returned handle is dropped.
+    /// Serve on a thread of its own until the returned handle is dropped.
     pub fn spawn(self) -> std::io::Result<RunningGateway> {
         let addr = self.listener.local_addr()?;
-        let (shared, listener) = (self.shared, self.listener);
+        let (shared, listener, runtime) = (self.shared, self.listener, self.runtime);
         let admission = shared.admission.clone();
         let upstreams = shared.config.upstreams.len();
-        self.runtime.spawn(accept(listener, shared));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("xsched-gateway".into())
+            .spawn(move || {
+                let mut serving = std::pin::pin!(accept(listener, shared));
+                let mut stopped = stopped;
+                runtime.block_on(std::future::poll_fn(|cx| {
+                    if serving.as_mut().poll(cx).is_ready()
+                        || std::pin::Pin::new(&mut stopped).poll(cx).is_ready()
+                    {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                }));
+                // Connections still open are dropped with their tasks; blocking work in flight
+                // (a prediction) is not waited for.
+                runtime.shutdown_background();
+            })?;
         Ok(RunningGateway {
             addr,
             admission,
             upstreams,
-            runtime: Some(self.runtime),
+            stop: Some(stop),
+            thread: Some(thread),
         })
     }
 }
@@ -327,17 +357,20 @@ impl RunningGateway {
     }
 
     /// Serve until the process ends.
-    pub fn wait(self) {
-        if let Some(rt) = &self.runtime {
-            rt.block_on(std::future::pending::<()>());
+    pub fn wait(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
 
 impl Drop for RunningGateway {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -493,7 +526,25 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
     };
     let read = Instant::now();
-    let checked = match request::check(endpoint, &body) {
+    let checked = if body.len() > CHECK_INLINE_BYTES {
+        // Parsing a body of megabytes takes milliseconds: on the blocking pool, so the
+        // runtime's one thread goes on passing other answers' events.
+        let big = body.clone();
+        match tokio::task::spawn_blocking(move || request::check(endpoint, &big)).await {
+            Ok(checked) => checked,
+            Err(e) => {
+                return proxy::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    &format!("checking the request: {e}"),
+                    None,
+                );
+            }
+        }
+    } else {
+        request::check(endpoint, &body)
+    };
+    let checked = match checked {
         Ok(c) => c,
         Err(e) => {
             return proxy::error(

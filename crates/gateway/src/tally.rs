@@ -6,7 +6,9 @@
 //! ended by an error event, says nothing of the answer's length. A complete answer is kept (up
 //! to [`MAX_KEPT`] bytes) and read at its end. Nothing is changed.
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use std::borrow::Cow;
 
 /// The most bytes of a non-streamed answer kept to read its `usage` (a larger answer is not
 /// learned from), and of one unfinished line of a stream.
@@ -94,19 +96,20 @@ impl Tally {
             self.finished = true;
             return;
         }
-        let Ok(event) = serde_json::from_slice::<Value>(data) else {
-            return; // Not JSON: not a token.
+        let Ok(event) = serde_json::from_slice::<Event<'_>>(data) else {
+            return; // Not JSON of an event: not a token.
         };
-        if !event["choices"][0]["finish_reason"].is_null() {
+        let choice = event.choices.0.as_ref();
+        if choice.is_some_and(|c| c.finish_reason.is_some()) {
             self.finished = true;
         }
-        if event.get("error").is_some() {
+        if event.error.is_some() {
             self.errored = true;
         }
-        if let Some(u) = usage(&event) {
+        if let Some(u) = event.usage.and_then(Usage::counted) {
             self.usage = Some(u);
         }
-        if has_text(&event) {
+        if choice.is_some_and(Choice::has_text) {
             self.events_with_text += 1;
         }
     }
@@ -131,29 +134,95 @@ impl Tally {
         if self.overflow {
             return None;
         }
-        usage(&serde_json::from_slice(&self.kept).ok()?)
+        serde_json::from_slice::<Event<'_>>(&self.kept)
+            .ok()?
+            .usage?
+            .counted()
     }
 }
 
-/// Whether a streamed event carries generated text (a chat delta's or a completion's).
-pub fn has_text(event: &Value) -> bool {
-    let choice = &event["choices"][0];
-    choice["delta"]["content"]
-        .as_str()
-        .or_else(|| choice["text"].as_str())
-        .is_some_and(|t| !t.is_empty())
+/// Whether a streamed event (its JSON) carries generated text (a chat delta's or a completion's).
+pub fn has_text(event: &[u8]) -> bool {
+    serde_json::from_slice::<Event<'_>>(event)
+        .is_ok_and(|e| e.choices.0.as_ref().is_some_and(Choice::has_text))
 }
 
-/// An answer's or event's `usage`.
-fn usage(v: &Value) -> Option<Counted> {
-    let u = v.get("usage")?;
-    Some(Counted {
-        output_tokens: u32::try_from(u.get("completion_tokens")?.as_u64()?).ok()?,
-        prompt_tokens: u
-            .get("prompt_tokens")
-            .and_then(Value::as_u64)
-            .and_then(|p| u32::try_from(p).ok()),
-    })
+/// What the tally reads of a streamed event or a complete answer; the rest is skipped unread
+/// (no map of the whole event is built: this runs once per streamed token).
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(default, borrow)]
+    choices: FirstChoice<'a>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+/// The first of an event's choices (the others skipped).
+#[derive(Default)]
+struct FirstChoice<'a>(Option<Choice<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for FirstChoice<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct First<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for First<'a> {
+            type Value = FirstChoice<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of choices")
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+                let first = seq.next_element()?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FirstChoice(first))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(FirstChoice(None))
+            }
+        }
+        d.deserialize_any(First(std::marker::PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    finish_reason: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+}
+
+impl Choice<'_> {
+    fn has_text(&self) -> bool {
+        self.delta
+            .as_ref()
+            .and_then(|d| d.content.as_deref())
+            .or(self.text.as_deref())
+            .is_some_and(|t| !t.is_empty())
+    }
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    completion_tokens: Option<u64>,
+    prompt_tokens: Option<u64>,
+}
+
+impl Usage {
+    fn counted(self) -> Option<Counted> {
+        Some(Counted {
+            output_tokens: u32::try_from(self.completion_tokens?).ok()?,
+            prompt_tokens: self.prompt_tokens.and_then(|p| u32::try_from(p).ok()),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,43 @@ fn answers_pass_through_byte_for_byte_streamed_and_not() {
 }
 
 #[test]
+fn a_burst_of_events_and_a_large_body_pass_through_whole() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = gateway(&[engine], 4, 64);
+    rt.block_on(async {
+        // 500 events sent at once: the gateway gathers what it has read into fewer writes, and
+        // the client gets the same bytes.
+        let direct = post(engine, "/v1/chat/completions", chat("burst", 10_000, true)).await;
+        let through = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            chat("burst", 10_000, true),
+        )
+        .await;
+        assert_eq!(through.0, StatusCode::OK);
+        assert_eq!(direct.2, through.2);
+        let text = String::from_utf8_lossy(&through.2);
+        assert_eq!(text.matches("data: {").count(), 500);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        // A 1 MiB prompt is checked off the runtime's thread and forwarded.
+        let big = serde_json::json!({
+            "model": "m", "user": "big", "max_tokens": 1,
+            "messages": [{"role": "user", "content": "x".repeat(1 << 20)}],
+        });
+        let answer = post(gw.addr(), "/v1/chat/completions", big.to_string()).await;
+        assert_eq!(answer.0, StatusCode::OK, "{:?}", answer.2);
+        let bad = format!("{{\"model\": \"{}\"", "x".repeat(1 << 20));
+        let answer = post(gw.addr(), "/v1/chat/completions", bad).await;
+        assert_eq!(answer.0, StatusCode::BAD_REQUEST);
+    });
+    assert_eq!(
+        seen.order.lock().expect("order").last().map(String::as_str),
+        Some("big")
+    );
+}
+
+#[test]
 fn a_client_gone_mid_stream_frees_its_slot_for_the_next() {
     let rt = runtime();
     let (engine, seen) = start_engine(&rt);

@@ -151,7 +151,9 @@ pub async fn engine(
                 seen.in_flight.fetch_sub(1, Ordering::SeqCst);
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if tag != "burst" {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
         let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
         if tag == "linger" {
