@@ -93,6 +93,12 @@ pub struct ServeArgs {
     /// Never read engines' metrics (`--concurrency` alone bounds admission).
     #[arg(long)]
     no_engine_metrics: bool,
+    /// Learn each engine's concurrency from its throughput instead of always admitting
+    /// --concurrency: the fewest requests in flight whose output tokens per second are within
+    /// 5 % of the best measured, between 1 and --concurrency (or the engine's slots, when
+    /// lower). It starts at the most and measures only while requests wait in the gateway.
+    #[arg(long)]
+    learn_concurrency: bool,
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -148,6 +154,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         },
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
         scrape: (!a.no_engine_metrics).then(|| Duration::from_secs_f64(a.engine_metrics_interval)),
+        learn_concurrency: a.learn_concurrency,
         classes: Arc::new(match &a.classes {
             Some(path) => xsched_gateway::classes::Classes::load(path)?,
             None => xsched_gateway::classes::Classes::default(),
@@ -158,7 +165,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         .spawn()
         .context("serving")?;
     eprintln!(
-        "xsched gateway on http://{} -> {} (policy {}, router {}, {} in flight per engine)",
+        "xsched gateway on http://{} -> {} (policy {}, router {}, {}{} in flight per engine)",
         gateway.addr(),
         a.upstream
             .iter()
@@ -167,6 +174,11 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
             .join(", "),
         a.policy,
         a.router,
+        if a.learn_concurrency {
+            "learned, at most "
+        } else {
+            ""
+        },
         a.concurrency
     );
     gateway.wait();

@@ -9,6 +9,7 @@
 //! takes it out of the queue, or, if it was admitted in that instant, frees its slot: nothing
 //! leaks either way.
 
+use crate::concurrency::{Answer, Learner};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -33,6 +34,15 @@ pub enum Refused {
 
 struct State {
     scheduler: Scheduler,
+    /// Each upstream's last report from its metrics (`engines.rs`), and the concurrency learned
+    /// for it (`concurrency.rs`): the core is given the report with the smaller of its slots
+    /// and the learned limit.
+    reports: Vec<(xsched_llm_core::EngineReport, Option<usize>)>,
+    /// Each upstream's concurrency learner, when it is learned.
+    learners: Option<Vec<Learner>>,
+    /// Running sheddable requests, oldest admitted first, and how each is told it is evicted.
+    evictable: Vec<(u64, oneshot::Sender<()>)>,
+    eviction: Eviction,
     /// Queued requests' wake-ups, by id.
     waiters: HashMap<u64, oneshot::Sender<Result<usize, Refused>>>,
     next_id: u64,
@@ -74,6 +84,30 @@ impl State {
     }
 }
 
+/// What a request above the standard class (class above 0) does to running sheddable requests
+/// when it cannot be admitted at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Eviction {
+    /// Nothing: it waits for a slot.
+    None,
+    /// The one admitted last is evicted (it has had the least service).
+    #[default]
+    One,
+    /// All are evicted, and none is admitted beside it while it runs (`Fairness::
+    /// sheddable_apart`): it has the engine without sheddable company.
+    All,
+}
+
+/// How admission behaves beyond the core's configuration.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Learn each upstream's concurrency (`concurrency.rs`).
+    pub learn_concurrency: bool,
+    /// Running sheddable requests evicted for a higher class.
+    pub eviction: Eviction,
+}
+
 /// The queue and the slots of every upstream.
 pub struct Admission {
     state: Mutex<State>,
@@ -84,10 +118,28 @@ pub struct Admission {
 impl Admission {
     /// A scheduler for `config` in front of the upstreams.
     pub fn new(config: Config) -> Result<Arc<Admission>, ConfigError> {
+        Admission::with(config, Options::default())
+    }
+
+    /// The same, with `options`.
+    pub fn with(config: Config, options: Options) -> Result<Arc<Admission>, ConfigError> {
+        let learn = options.learn_concurrency;
         let max_waiting = config.max_waiting;
+        let engines = config.engines.len();
+        let learners = learn.then(|| {
+            config
+                .engines
+                .iter()
+                .map(|e| Learner::new(e.concurrency))
+                .collect()
+        });
         Ok(Arc::new(Admission {
             state: Mutex::new(State {
                 scheduler: Scheduler::new(config)?,
+                reports: vec![Default::default(); engines],
+                learners,
+                evictable: Vec::new(),
+                eviction: options.eviction,
                 waiters: HashMap::new(),
                 next_id: 0,
             }),
@@ -110,20 +162,43 @@ impl Admission {
     /// Wait for a slot on some upstream, in the policy's order; the slot names the upstream.
     /// `arrival`'s id is the gateway's to set.
     pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
+        let class = arrival.priority;
         let (id, rx) = {
             let mut st = self.lock();
             let id = st.next_id;
             st.next_id += 1;
-            let sheddable = arrival.priority < 0;
+            let sheddable = class < 0;
             let arrived = Input::Arrived(Arrival { id, ..arrival });
             match st.feed(self.now(), arrived, Some(id)) {
-                Some(Ok(upstream)) => return Ok(self.slot(id, upstream)),
+                Some(Ok(upstream)) => return Ok(self.slot(&mut st, id, upstream, class)),
                 Some(Err(Refused::Full(_))) if sheddable => return Err(Refused::Shed),
                 Some(Err(e)) => return Err(e),
                 None => {}
             }
             let (tx, rx) = oneshot::channel();
             st.waiters.insert(id, tx);
+            if class > 0 {
+                // A class above the standard one does not wait behind sheddable requests that
+                // run: they are evicted, and the slots, when freed, go to the highest class
+                // waiting.
+                let victims = match st.eviction {
+                    Eviction::None => 0,
+                    Eviction::One => 1,
+                    Eviction::All => usize::MAX,
+                };
+                let mut evicted = 0;
+                // The one admitted last first: it has had the least service.
+                while evicted < victims
+                    && let Some((victim, evict)) = st.evictable.pop()
+                {
+                    if evict.send(()).is_ok() {
+                        tracing::debug!(
+                            "request {victim} evicted for request {id} (class {class})"
+                        );
+                        evicted += 1;
+                    }
+                }
+            }
             (id, rx)
         };
         let mut waiting = Waiting {
@@ -133,14 +208,22 @@ impl Admission {
         };
         let upstream = rx.await.map_err(|_| Refused::Closed)??;
         waiting.admitted = true;
-        Ok(self.slot(id, upstream))
+        let mut st = self.lock();
+        Ok(self.slot(&mut st, id, upstream, class))
     }
 
-    fn slot(self: &Arc<Self>, id: u64, upstream: usize) -> Slot {
+    /// Request `id`'s slot on `upstream`; a sheddable request's can be evicted.
+    fn slot(self: &Arc<Self>, st: &mut State, id: u64, upstream: usize, class: i32) -> Slot {
+        let evicted = (class < 0).then(|| {
+            let (tx, rx) = oneshot::channel();
+            st.evictable.push((id, tx));
+            rx
+        });
         Slot {
             admission: self.clone(),
             id,
             upstream,
+            evicted,
         }
     }
 
@@ -177,12 +260,71 @@ impl Admission {
     /// Upstream `upstream`'s own report (its scraped metrics, `engines.rs`).
     pub fn report(&self, upstream: usize, report: xsched_llm_core::EngineReport) {
         let mut st = self.lock();
+        let bounded = report.slots.and_then(|slots| {
+            let learner = st.learners.as_mut()?.get_mut(upstream)?;
+            learner.bound(slots)
+        });
+        if let Some(r) = st.reports.get_mut(upstream) {
+            r.0 = report;
+            r.1 = bounded.or(r.1);
+        }
+        self.feed_report(&mut st, upstream);
+    }
+
+    /// Whether each upstream's concurrency is learned.
+    pub fn learns_concurrency(&self) -> bool {
+        self.lock().learners.is_some()
+    }
+
+    /// An answer of `output_tokens` from upstream `upstream`, `service_s` seconds after its
+    /// admission, ended (before its slot is freed): its concurrency learner counts it, and a
+    /// new limit takes effect at once.
+    pub fn answered(&self, upstream: usize, output_tokens: u32, service_s: f64) {
+        let mut st = self.lock();
+        let backlog = st.scheduler.waiting() > 0;
+        let at = self.now();
+        let Some(learner) = st.learners.as_mut().and_then(|l| l.get_mut(upstream)) else {
+            return;
+        };
+        let Some(limit) = learner.answered(Answer {
+            at,
+            output_tokens,
+            service_s,
+            backlog,
+        }) else {
+            return;
+        };
+        tracing::info!("upstream {upstream}: concurrency learned: {limit}");
+        if let Some(r) = st.reports.get_mut(upstream) {
+            r.1 = Some(limit);
+        }
+        self.feed_report(&mut st, upstream);
+    }
+
+    /// Each upstream's learned concurrency (empty when it is not learned).
+    pub fn learned(&self) -> Vec<usize> {
+        self.lock()
+            .learners
+            .iter()
+            .flatten()
+            .map(Learner::limit)
+            .collect()
+    }
+
+    fn feed_report(&self, st: &mut State, upstream: usize) {
+        let Some(&(report, learned)) = st.reports.get(upstream) else {
+            return;
+        };
+        let slots = match (report.slots, learned) {
+            (Some(s), Some(l)) => Some(s.min(l)),
+            (s, l) => s.or(l),
+        };
         let now = self.now();
         st.feed(
             now,
             Input::Engine {
                 engine: upstream,
-                report,
+                report: xsched_llm_core::EngineReport { slots, ..report },
             },
             None,
         );
@@ -221,6 +363,7 @@ impl Admission {
     fn done(&self, id: u64) {
         let mut st = self.lock();
         st.waiters.remove(&id);
+        st.evictable.retain(|(e, _)| *e != id);
         let now = self.now();
         st.feed(now, Input::Done { id }, None);
     }
@@ -247,9 +390,16 @@ pub struct Slot {
     admission: Arc<Admission>,
     id: u64,
     upstream: usize,
+    /// Fires when a higher class evicts this (sheddable) request.
+    evicted: Option<oneshot::Receiver<()>>,
 }
 
 impl Slot {
+    /// What fires when the request is evicted (a sheddable request's; taken once).
+    pub fn eviction(&mut self) -> Option<oneshot::Receiver<()>> {
+        self.evicted.take()
+    }
+
     /// The upstream (an index into the gateway's list).
     pub fn upstream(&self) -> usize {
         self.upstream

@@ -21,6 +21,10 @@
 //! default_class = "standard"   # optional
 //! max_tenants = 64             # optional
 //! sheddable_waiting = 8        # optional: a sheddable request waits beside at most this many
+//! eviction = "one"             # optional: what a class above 0 that finds no free slot does
+//!                              # to running sheddable requests: "one" (the default) evicts the
+//!                              # one admitted last, "all" every one (and none runs beside it),
+//!                              # "none" waits
 //!
 //! [classes]
 //! interactive = 10
@@ -64,6 +68,8 @@ struct File {
     default_class: Option<String>,
     max_tenants: Option<usize>,
     sheddable_waiting: Option<usize>,
+    #[serde(default)]
+    eviction: crate::admission::Eviction,
     #[serde(default)]
     classes: BTreeMap<String, i32>,
     #[serde(default)]
@@ -136,6 +142,7 @@ pub struct Classes {
     default_class: i32,
     max_tenants: usize,
     sheddable_waiting: usize,
+    eviction: crate::admission::Eviction,
     /// Tenants by index (0: `default`); the file's first, then others as they are seen.
     tenants: Mutex<Vec<std::sync::Arc<Tenant>>>,
     by_name: Mutex<HashMap<String, usize>>,
@@ -229,6 +236,7 @@ impl Classes {
             default_class,
             max_tenants,
             sheddable_waiting: file.sheddable_waiting.unwrap_or(usize::MAX),
+            eviction: file.eviction,
             tenants: Mutex::new(tenants),
             by_name: Mutex::new(by_name),
         })
@@ -242,6 +250,11 @@ impl Classes {
     /// How many sheddable requests may wait.
     pub fn sheddable_waiting(&self) -> usize {
         self.sheddable_waiting
+    }
+
+    /// What a class above 0 does to running sheddable requests when no slot is free.
+    pub fn eviction(&self) -> crate::admission::Eviction {
+        self.eviction
     }
 
     /// Tenants at most.

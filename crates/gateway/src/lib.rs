@@ -17,6 +17,7 @@
 //!   past the bound).
 //! - [`health`]: upstreams that fail are ejected for a backoff and probed back.
 //! - [`engines`]: each engine's metrics and slots, scraped (stale or queueing = saturated).
+//! - [`concurrency`]: each engine's concurrency learned from its throughput.
 //! - [`body`]: a request body read within its bound (a clean 413 past it).
 //! - [`conns`]: client connections under a cap below the descriptor limit.
 //! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
@@ -29,6 +30,7 @@
 pub mod admission;
 pub mod body;
 pub mod classes;
+pub mod concurrency;
 pub mod conns;
 pub mod engines;
 pub mod forecast;

@@ -87,6 +87,7 @@ struct Band {
     ttft: Histogram,
     ttlt: Histogram,
     shed: AtomicU64,
+    evicted: AtomicU64,
 }
 
 /// One tenant's figures.
@@ -128,6 +129,7 @@ impl Metrics {
             ttft: Histogram::over(&SECONDS),
             ttlt: Histogram::over(&SECONDS),
             shed: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         };
         Metrics {
             bands: [band(), band(), band()],
@@ -169,6 +171,13 @@ impl Metrics {
     pub fn shed(&self, band: usize) {
         if let Some(b) = self.bands.get(band) {
             b.shed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A running request of class band `band` was evicted for a higher class.
+    pub fn evicted(&self, band: usize) {
+        if let Some(b) = self.bands.get(band) {
+            b.evicted.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -276,16 +285,29 @@ impl Metrics {
                 &l,
             );
         }
-        let _ = writeln!(
-            out,
-            "# HELP xsched_gateway_class_shed_total Requests shed (503 with Retry-After), by class band.\n# TYPE xsched_gateway_class_shed_total counter"
-        );
-        for (band, b) in BANDS.iter().zip(&self.bands) {
+        for (name, help, count) in [
+            (
+                "shed",
+                "Requests shed (503 with Retry-After), by class band.",
+                (|b: &Band| &b.shed) as fn(&Band) -> &AtomicU64,
+            ),
+            (
+                "evicted",
+                "Running requests evicted for a higher class (the engine's connection closed), by class band.",
+                |b: &Band| &b.evicted,
+            ),
+        ] {
             let _ = writeln!(
                 out,
-                "xsched_gateway_class_shed_total{{{labels},class=\"{band}\"}} {}",
-                b.shed.load(Ordering::Relaxed)
+                "# HELP xsched_gateway_class_{name}_total {help}\n# TYPE xsched_gateway_class_{name}_total counter"
             );
+            for (band, b) in BANDS.iter().zip(&self.bands) {
+                let _ = writeln!(
+                    out,
+                    "xsched_gateway_class_{name}_total{{{labels},class=\"{band}\"}} {}",
+                    count(b).load(Ordering::Relaxed)
+                );
+            }
         }
         let _ = writeln!(
             out,

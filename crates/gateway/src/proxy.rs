@@ -251,15 +251,36 @@ pub async fn forward(
             }
         }
     };
-    let mut sent = send(&upstreams.pooled).await;
-    if let Some(Ok(Err(e))) = &sent
-        && !e.is_connect()
-    {
-        // Failed before any answer byte, on a connection that may have been pooled: once more
-        // on a new one.
-        tracing::debug!("upstream {base}: {e}; retrying on a new connection");
-        sent = send(&upstreams.fresh).await;
-    }
+    let mut tracked = tracked;
+    let mut eviction = tracked.as_mut().and_then(|t| t.slot.eviction());
+    let sending = async {
+        let mut sent = send(&upstreams.pooled).await;
+        if let Some(Ok(Err(e))) = &sent
+            && !e.is_connect()
+        {
+            // Failed before any answer byte, on a connection that may have been pooled: once
+            // more on a new one.
+            tracing::debug!("upstream {base}: {e}; retrying on a new connection");
+            sent = send(&upstreams.fresh).await;
+        }
+        sent
+    };
+    let Some(sent) = unless_evicted(sending, &mut eviction).await else {
+        // Evicted before its answer began: the request to the engine is dropped with its
+        // connection, and the slot with `tracked`.
+        if let Some(t) = &tracked {
+            t.timing.metrics.evicted(t.timing.band);
+        }
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            EVICTED,
+            None,
+        );
+        r.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
     let answer = match sent {
         Some(Ok(Ok(answer))) => answer,
         // Headers copied from a request hyper parsed are valid.
@@ -316,6 +337,7 @@ pub async fn forward(
         upstream: (upstreams.health.clone(), u, base.to_string()),
         _ticket: ticket,
         gather: Gather::default(),
+        evicted: eviction,
     };
     Response::from_parts(parts, guarded.boxed())
 }
@@ -364,6 +386,8 @@ struct Guarded {
     _ticket: Option<crate::classes::Ticket>,
     /// What is taken from the engine and not yet passed on.
     gather: Gather,
+    /// Fires when a higher class evicts the request.
+    evicted: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Guarded {
@@ -403,6 +427,9 @@ impl Guarded {
         };
         if let Some(slot) = &self.slot {
             slot.charge(counted.output_tokens);
+            let service_s = l.admitted.elapsed().as_secs_f64();
+            l.admission
+                .answered(slot.upstream(), counted.output_tokens, service_s);
         }
         if let Some(t) = &self.timing {
             t.metrics.tenant_tokens(t.tenant, counted.output_tokens);
@@ -445,19 +472,63 @@ impl Guarded {
         );
         tracing::warn!("{why}");
         health.failed(*u, &why);
+        self.cut(why, 504)
+    }
+
+    /// A higher class evicted this request: free the slot, drop its connection (the engine
+    /// stops it), and end the answer after what was already read, the same way.
+    fn evict(&mut self) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(t) = &self.timing {
+            t.metrics.evicted(t.band);
+        }
+        self.cut(EVICTED.to_string(), 503)
+    }
+
+    fn cut(&mut self, why: String, code: u16) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.body = None;
         self.learning = None;
         self.slot = None;
+        self.evicted = None;
         self.end();
         if self.event_stream {
-            let event = serde_json::json!({"error": {"message": why, "type": "upstream_error", "code": 504}});
-            Poll::Ready(Some(Ok(Frame::data(Bytes::from(format!(
-                "data: {event}\n\n"
-            ))))))
+            let kind = if code == 503 {
+                "server_error"
+            } else {
+                "upstream_error"
+            };
+            let event = serde_json::json!({"error": {"message": why, "type": kind, "code": code}});
+            self.gather
+                .held
+                .extend_from_slice(format!("data: {event}\n\n").as_bytes());
+            Poll::Ready(self.gather.release().map(Ok))
         } else {
-            Poll::Ready(Some(Err(why.into())))
+            self.gather.release_then(Some(Err(why.into())))
         }
     }
+}
+
+/// What an evicted request's client is told (a 503 with `Retry-After` before its answer
+/// began, an error event after).
+pub const EVICTED: &str =
+    "evicted: a request of a higher class needed the engine's slot; retry later";
+
+/// `future`, unless `evicted` fires first.
+async fn unless_evicted<F: Future>(
+    future: F,
+    evicted: &mut Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if let Some(rx) = evicted {
+            match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(())) => return Poll::Ready(None),
+                Poll::Ready(Err(_)) => *evicted = None,
+                Poll::Pending => {}
+            }
+        }
+        future.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 impl Body for Guarded {
@@ -471,6 +542,13 @@ impl Body for Guarded {
         let this = self.get_mut();
         if let Some(stashed) = this.gather.stashed.take() {
             return Poll::Ready(stashed);
+        }
+        if let Some(rx) = &mut this.evicted {
+            match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(())) => return this.evict(),
+                Poll::Ready(Err(_)) => this.evicted = None,
+                Poll::Pending => {}
+            }
         }
         loop {
             let Some(body) = &mut this.body else {

@@ -87,6 +87,9 @@ pub struct GatewayConfig {
     /// How often each engine's metrics and slots are read (`engines.rs`; `None`: never, and
     /// `--concurrency` alone bounds admission).
     pub scrape: Option<std::time::Duration>,
+    /// Learn each upstream's concurrency from its throughput, between 1 and `concurrency` (or
+    /// its slots, when lower; `concurrency.rs`), instead of admitting `concurrency` always.
+    pub learn_concurrency: bool,
 }
 
 impl GatewayConfig {
@@ -107,6 +110,7 @@ impl GatewayConfig {
             max_connections: MAX_CONNECTIONS,
             classes: Arc::new(Classes::default()),
             scrape: Some(crate::engines::SCRAPE_INTERVAL),
+            learn_concurrency: false,
         }
     }
 
@@ -132,6 +136,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("max_connections", &self.max_connections)
             .field("classes", &self.classes)
             .field("scrape", &self.scrape)
+            .field("learn_concurrency", &self.learn_concurrency)
             .finish()
     }
 }
@@ -232,19 +237,28 @@ impl Gateway {
             kv_tokens: config.kv_tokens,
             block_tokens: 16,
         };
-        let admission = Admission::new(Config {
-            policy: config.policy,
-            engines: vec![limits; config.upstreams.len()],
-            router: config.router,
-            placement: Placement::WhenFree,
-            max_waiting: config.max_waiting,
-            service: ServiceModel::Measured(Rates::default()),
-            can_pause: false,
-            fairness: xsched_llm_core::Fairness {
-                weights: config.classes.weights(),
-                sheddable_waiting: config.classes.sheddable_waiting(),
+        let eviction = config.classes.eviction();
+        let options = crate::admission::Options {
+            learn_concurrency: config.learn_concurrency,
+            eviction,
+        };
+        let admission = Admission::with(
+            Config {
+                policy: config.policy,
+                engines: vec![limits; config.upstreams.len()],
+                router: config.router,
+                placement: Placement::WhenFree,
+                max_waiting: config.max_waiting,
+                service: ServiceModel::Measured(Rates::default()),
+                can_pause: false,
+                fairness: xsched_llm_core::Fairness {
+                    weights: config.classes.weights(),
+                    sheddable_waiting: config.classes.sheddable_waiting(),
+                    sheddable_apart: eviction == crate::admission::Eviction::All,
+                },
             },
-        })
+            options,
+        )
         .map_err(|e| GatewayError::Policy {
             policy: config.policy.to_string(),
             reason: e.to_string(),
@@ -445,6 +459,28 @@ async fn handle(
     Ok(answer.map(|body| BusyBody::new(body, busy)))
 }
 
+/// Each upstream's learned concurrency, for `GET /metrics`.
+fn render_learned(out: &mut String, policy: &str, shared: &Shared) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "# HELP xsched_gateway_upstream_learned_concurrency Requests admitted to the engine at once at most, learned from its throughput (--learn-concurrency).\n# TYPE xsched_gateway_upstream_learned_concurrency gauge"
+    );
+    for (u, limit) in shared
+        .config
+        .upstreams
+        .iter()
+        .zip(shared.admission.learned())
+    {
+        let name = u.to_string();
+        let _ = writeln!(
+            out,
+            "xsched_gateway_upstream_learned_concurrency{{policy=\"{policy}\",upstream=\"{}\"}} {limit}",
+            name.trim_end_matches('/')
+        );
+    }
+}
+
 async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
     let arrival = Instant::now();
     let endpoint = match (req.method(), req.uri().path()) {
@@ -460,6 +496,9 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
                 .render(&mut text, &format!("policy=\"{policy}\""));
             if let Some(e) = &shared.engines {
                 e.render(&mut text, &format!("policy=\"{policy}\""));
+            }
+            if shared.config.learn_concurrency {
+                render_learned(&mut text, &policy, shared);
             }
             let mut r = Response::new(
                 http_body_util::Full::new(Bytes::from(text))
@@ -662,7 +701,9 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     let predictor = shared.forecaster.clone().zip(forecast);
     // With several choices an answer's tokens are not one answer's length. Tenants that share
     // by tokens need each answer's count; the predictor needs it too.
-    let counts = learns && (predictor.is_some() || classes.shared());
+    // So does learning each engine's concurrency from its throughput.
+    let counts =
+        learns && (predictor.is_some() || classes.shared() || shared.config.learn_concurrency);
     let tracked = Tracked {
         slot,
         timing: Timing {

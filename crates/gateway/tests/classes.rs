@@ -219,3 +219,99 @@ fn a_full_queue_sheds_its_newest_sheddable_request_for_a_standard_one() {
     let order = seen.order.lock().expect("order").clone();
     assert_eq!(order, ["hold", "standard", "older"]);
 }
+
+#[test]
+fn a_critical_request_evicts_a_running_sheddable_one_and_a_standard_one_waits() {
+    let (rt, gw, seen) = with_classes("", 1);
+    let addr = gw.addr();
+    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
+    rt.block_on(async {
+        // A sheddable request holds the slot; a standard one waits behind it, evicting nothing.
+        let held = hold(addr, &seen, SHEDDABLE).await;
+        let standard = tokio::spawn(post(addr, CHAT, chat("standard", 0, false)));
+        until("standard waits", || gw.arrivals() == 2).await;
+        assert!(!held.is_finished(), "a standard request evicts nothing");
+        // A critical one evicts it before its answer began: a 503 with Retry-After.
+        let critical = tokio::spawn(post_with(addr, CHAT, chat("critical", 0, false), CRITICAL));
+        let (status, headers, body) = held.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
+        assert_eq!(
+            headers.get("retry-after").and_then(|v| v.to_str().ok()),
+            Some("1")
+        );
+        assert!(
+            String::from_utf8_lossy(&body).contains("evicted"),
+            "{body:?}"
+        );
+        assert_eq!(critical.await.expect("task").0, StatusCode::OK);
+        assert_eq!(standard.await.expect("task").0, StatusCode::OK);
+        // Mid-stream: the stream ends after what it had with an error event saying why.
+        let stream = tokio::spawn(post_with(addr, CHAT, chat("long", 2_000, true), SHEDDABLE));
+        until("the stream reaches the engine", || {
+            seen.order.lock().expect("order").last().map(String::as_str) == Some("long")
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let (status, _, _) = post_with(addr, CHAT, chat("critical", 0, false), CRITICAL).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, _, body) = stream.await.expect("task");
+        assert_eq!(status, StatusCode::OK);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with("data: {\"tag\":\"long\""), "{text}");
+        let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+        assert!(
+            last.starts_with("data: {\"error\"") && last.contains("evicted"),
+            "{text}"
+        );
+        assert!(!text.contains("[DONE]"), "{text}");
+        metrics_have(
+            addr,
+            "xsched_gateway_class_evicted_total{policy=\"fcfs\",class=\"sheddable\"} 2",
+        )
+        .await;
+        until("the engine saw the stream cut", || {
+            seen.cut.load(std::sync::atomic::Ordering::SeqCst) >= 1
+        })
+        .await;
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(order, ["hold", "critical", "standard", "long", "critical"]);
+}
+
+#[test]
+fn evicting_all_clears_the_engine_of_sheddable_requests_while_a_critical_one_runs() {
+    let (rt, gw, seen) = with_classes("eviction = \"all\"", 2);
+    let addr = gw.addr();
+    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
+    rt.block_on(async {
+        let first = hold(addr, &seen, SHEDDABLE).await;
+        let second = hold(addr, &seen, SHEDDABLE).await;
+        let critical = tokio::spawn(post_with(addr, CHAT, chat("hold", 0, false), CRITICAL));
+        for held in [first, second] {
+            let (status, _, body) = held.await.expect("task");
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:?}");
+        }
+        until("the critical one reaches the engine", || {
+            seen.order.lock().expect("order").len() == 3
+        })
+        .await;
+        // A slot is free, but not for a sheddable request while the critical one runs.
+        let after = tokio::spawn(post_with(addr, CHAT, chat("after", 0, false), SHEDDABLE));
+        until("after waits", || gw.load().0 == 1).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(gw.load(), (1, vec![1]), "it still waits");
+        // The evicted requests' handlers in the engine wait on the gate too.
+        seen.gate.add_permits(3);
+        assert_eq!(critical.await.expect("task").0, StatusCode::OK);
+        assert_eq!(after.await.expect("task").0, StatusCode::OK);
+        metrics_have(
+            addr,
+            "xsched_gateway_class_evicted_total{policy=\"fcfs\",class=\"sheddable\"} 2",
+        )
+        .await;
+    });
+    let bad = Classes::parse("eviction = \"some\"").expect_err("unknown");
+    assert!(bad.contains("eviction") || bad.contains("some"), "{bad}");
+}

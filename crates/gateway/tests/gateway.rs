@@ -111,6 +111,61 @@ fn a_burst_of_events_and_a_large_body_pass_through_whole() {
 }
 
 #[test]
+fn a_learned_concurrency_steps_down_where_more_in_flight_buys_no_throughput() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        learn_concurrency: true,
+        ..config(&[engine], 4)
+    });
+    let request = |i: usize| {
+        serde_json::json!({
+            "model": "m", "user": format!("r{i}"), "ms": 40, "shared": true,
+            "answer_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+        })
+        .to_string()
+    };
+    rt.block_on(async {
+        // A backlog throughout: 40 clients, each sending its next request as its answer comes.
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let addr = gw.addr();
+        let clients: Vec<_> = (0..40)
+            .map(|_| {
+                let next = next.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= 160 {
+                            return;
+                        }
+                        let answer = post(addr, "/v1/chat/completions", request(i)).await;
+                        assert_eq!(answer.0, StatusCode::OK);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.await.expect("client");
+        }
+        let metrics = get(gw.addr(), "/metrics").await.1;
+        let metrics = String::from_utf8_lossy(&metrics);
+        let learned = metrics
+            .lines()
+            .find(|l| l.starts_with("xsched_gateway_upstream_learned_concurrency{"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<usize>().ok());
+        // Each request's own cost (HTTP, timers) makes fewer in flight a little slower: down to
+        // 1 or 2, as that cost falls within 5 % of the throughput or not.
+        assert!(learned.is_some_and(|l| l <= 2), "{learned:?}: {metrics}");
+    });
+    assert_eq!(
+        seen.most_in_flight.load(Ordering::SeqCst),
+        4,
+        "it started at the most"
+    );
+}
+
+#[test]
 fn a_client_gone_mid_stream_frees_its_slot_for_the_next() {
     let rt = runtime();
     let (engine, seen) = start_engine(&rt);

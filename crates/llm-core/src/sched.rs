@@ -82,14 +82,19 @@ pub struct Fairness {
     /// A sheddable arrival that cannot be admitted at once is shed while this many sheddable
     /// requests wait already (`usize::MAX`: never for that reason).
     pub sheddable_waiting: usize,
+    /// Sheddable requests are not admitted to an engine that runs a request above the standard
+    /// class (class above 0), so such a request has the engine without sheddable company.
+    pub sheddable_apart: bool,
 }
 
 impl Default for Fairness {
-    /// Every tenant alike; sheddable requests shed only when the queue is full.
+    /// Every tenant alike; sheddable requests shed only when the queue is full, and run beside
+    /// any class.
     fn default() -> Fairness {
         Fairness {
             weights: Vec::new(),
             sheddable_waiting: usize::MAX,
+            sheddable_apart: false,
         }
     }
 }
@@ -630,6 +635,15 @@ impl Scheduler {
         };
         let engine = &self.engines[e];
         if !engine.up {
+            return false;
+        }
+        if job.priority < 0
+            && self.config.fairness.sheddable_apart
+            && engine
+                .admitted
+                .iter()
+                .any(|a| self.jobs.get(a).is_some_and(|j| j.priority > 0))
+        {
             return false;
         }
         let block = u64::from(engine.limits.block_tokens);

@@ -210,3 +210,42 @@ fn sheddable_requests_are_shed_beside_too_many_of_their_kind_and_displaced_by_hi
     );
     assert_eq!(s.waiting(), 4);
 }
+
+#[test]
+fn apart_a_sheddable_request_waits_while_a_higher_class_runs_and_a_standard_one_does_not() {
+    for apart in [false, true] {
+        let mut s = scheduler(
+            "fcfs",
+            4,
+            100,
+            Fairness {
+                sheddable_apart: apart,
+                ..Fairness::default()
+            },
+        );
+        s.handle(0.0, arrival(0, 100, 0)).expect("new");
+        assert_eq!(
+            s.poll_decision(),
+            Some(Decision::Admit { id: 0, engine: 0 })
+        );
+        s.handle(0.0, arrival(1, -1, 0)).expect("new");
+        s.handle(0.0, arrival(2, 0, 0)).expect("new");
+        let admitted: Vec<_> = std::iter::from_fn(|| s.poll_decision()).collect();
+        let mut expected = vec![Decision::Admit { id: 1, engine: 0 }];
+        if apart {
+            // The sheddable one waits; the standard one behind it is admitted at once.
+            expected.clear();
+        }
+        expected.push(Decision::Admit { id: 2, engine: 0 });
+        assert_eq!(admitted, expected, "apart {apart}");
+        // The critical request ends: the sheddable one runs.
+        s.handle(1.0, Input::Done { id: 0 }).expect("done");
+        let next: Vec<_> = std::iter::from_fn(|| s.poll_decision()).collect();
+        let expected = if apart {
+            vec![Decision::Admit { id: 1, engine: 0 }]
+        } else {
+            vec![]
+        };
+        assert_eq!(next, expected, "apart {apart}");
+    }
+}

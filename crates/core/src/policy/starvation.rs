@@ -1,6 +1,8 @@
 //! A starvation guard for fixed priority (`hpf:min-share=F`): under plain `hpf` a queue below a
-//! busy higher-priority one never runs; with the guard every ready queue gets at least the share
-//! F of its device in each [`WINDOW`], at the higher ones' expense. It is off by default.
+//! busy higher-priority one never runs; with the guard every ready queue is let run for at least
+//! the share F of each [`WINDOW`], at the higher ones' expense. It is off by default. The device
+//! time that buys is about F, not at least F: what the queue launches in its turn, less what the
+//! higher queue still had in flight (the simulator's test: 8–13 % for F = 0.1).
 //!
 //! The rule is a latest start: in each window a queue is owed `F × WINDOW` of running time (its
 //! [`QueueView::service`], the time it was ready and allowed to run). A ready queue that fixed

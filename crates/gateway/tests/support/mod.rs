@@ -126,6 +126,13 @@ pub async fn engine(
         let _ = seen.gate.acquire().await;
     }
     if v["stream"] != true {
+        // `shared`: one device split between all in flight (a request takes `ms` per request
+        // running beside it): the engine's throughput is the same at every concurrency.
+        let ms = if v["shared"] == true {
+            ms * now as u64
+        } else {
+            ms
+        };
         tokio::time::sleep(Duration::from_millis(ms)).await;
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
         let text = match v["answer_tokens"].as_u64() {
@@ -162,7 +169,10 @@ pub async fn engine(
         }
         seen.in_flight.fetch_sub(1, Ordering::SeqCst);
     });
-    Ok(Response::new(ChanBody(rx).boxed()))
+    let mut r = Response::new(ChanBody(rx).boxed());
+    r.headers_mut()
+        .insert("content-type", "text/event-stream".parse().expect("header"));
+    Ok(r)
 }
 
 /// The fake engine on a port of its own, served by `rt`.

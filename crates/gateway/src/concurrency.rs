@@ -1,0 +1,315 @@
+//! Learning how many requests each engine should run at once (`--learn-concurrency`).
+//!
+//! A batching engine's throughput grows with the requests it runs together, up to a point;
+//! past it, more in flight only lengthens each one's steps and moves the queue from the
+//! gateway, where the policy orders it, into the engine, where nothing does. The rule: **the
+//! fewest requests in flight whose throughput is within [`WITHIN`] of the best measured**,
+//! between 1 and the smaller of `--concurrency` and the engine's slots (never above them).
+//!
+//! - It starts at the most (so a lightly loaded gateway is never held below what it was
+//!   configured for) and measures output tokens per second over windows of answers that ended
+//!   while requests waited in the gateway's queue (the level times the answers' output tokens
+//!   over their summed time from admission to end: with every slot busy, Little's law) (only then is the limit what bounds the
+//!   engine's work; a window with too few such answers is dropped, and nothing changes).
+//! - It steps down one at a time while the new level stays within [`WITHIN`] of the best level
+//!   measured; a step that falls further goes back, and holds.
+//! - While holding it measures again every [`REPROBE`] windows, trying one down and one up by
+//!   turns (up is kept when the level below is no longer within [`WITHIN`] of it), so a change
+//!   in the load (longer prompts, another client of the engine) moves it.
+//!
+//! The answers that end just after a change were admitted before it: the first `limit` of
+//! them are not counted in the new level's window.
+
+/// How far below the best throughput measured a level may be and still be kept.
+pub const WITHIN: f64 = 0.05;
+/// Windows held before measuring a neighbouring level again.
+pub const REPROBE: u32 = 8;
+/// Answers in a window at least (and at least eight per request in flight).
+pub const WINDOW_ANSWERS: usize = 32;
+/// The share of a window's answers that must have ended with requests waiting.
+pub const BACKLOG_SHARE: f64 = 0.75;
+
+/// One answer that ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Answer {
+    /// When it ended (seconds on any steady clock).
+    pub at: f64,
+    /// Its output tokens.
+    pub output_tokens: u32,
+    /// Seconds from its admission to its end.
+    pub service_s: f64,
+    /// Whether requests were waiting in the gateway's queue when it ended.
+    pub backlog: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Measuring the level it is at before deciding anything (the start).
+    Measuring,
+    /// Trying one level below or above `from`.
+    Probing { from: usize },
+    /// Keeping its level; windows held so far, and whether the next probe goes up.
+    Holding { windows: u32, up_next: bool },
+}
+
+/// One engine's learner.
+#[derive(Clone, Debug)]
+pub struct Learner {
+    max: usize,
+    limit: usize,
+    /// Output tokens per second measured at each level (index: the level).
+    rates: Vec<Option<f64>>,
+    phase: Phase,
+    /// Answers still to come from before the last change.
+    settle: usize,
+    /// The window so far: when it started, its answers, those with a backlog, their tokens and
+    /// their service seconds.
+    started: Option<f64>,
+    answers: usize,
+    with_backlog: usize,
+    tokens: u64,
+    service_s: f64,
+}
+
+impl Learner {
+    /// A learner for an engine that may run `max` requests at once (at least 1); it starts
+    /// there.
+    pub fn new(max: usize) -> Learner {
+        let max = max.max(1);
+        Learner {
+            max,
+            limit: max,
+            rates: vec![None; max + 1],
+            phase: Phase::Measuring,
+            settle: 0,
+            started: None,
+            answers: 0,
+            with_backlog: 0,
+            tokens: 0,
+            service_s: 0.0,
+        }
+    }
+
+    /// The engine said it runs `slots` at once at most: the learner's most, when lower.
+    pub fn bound(&mut self, slots: usize) -> Option<usize> {
+        let slots = slots.max(1);
+        if slots >= self.max {
+            return None;
+        }
+        self.max = slots;
+        self.rates.truncate(slots + 1);
+        self.phase = Phase::Measuring;
+        self.set(self.limit.min(slots))
+    }
+
+    /// Requests it lets the engine run at once now.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// What was measured at `level`, in output tokens per second.
+    pub fn rate(&self, level: usize) -> Option<f64> {
+        self.rates.get(level).copied().flatten()
+    }
+
+    /// An answer ended; the new limit when it changes.
+    pub fn answered(&mut self, a: Answer) -> Option<usize> {
+        if self.settle > 0 {
+            self.settle -= 1;
+            // The window starts when the last answer from before the change has ended.
+            self.started = Some(a.at);
+            return None;
+        }
+        let Some(started) = self.started else {
+            self.started = Some(a.at);
+            return None;
+        };
+        self.answers += 1;
+        self.with_backlog += usize::from(a.backlog);
+        self.tokens += u64::from(a.output_tokens);
+        self.service_s += a.service_s.max(0.0);
+        if self.answers < WINDOW_ANSWERS.max(8 * self.limit) {
+            return None;
+        }
+        let (answers, with_backlog, tokens, service_s) =
+            (self.answers, self.with_backlog, self.tokens, self.service_s);
+        self.started = Some(a.at);
+        (self.answers, self.with_backlog, self.tokens, self.service_s) = (0, 0, 0, 0.0);
+        let elapsed = a.at - started;
+        if (with_backlog as f64) < BACKLOG_SHARE * answers as f64 || elapsed <= 0.0 {
+            return None; // The limit did not bound the engine's work: nothing learned.
+        }
+        if service_s <= 0.0 {
+            return None;
+        }
+        // Little's law with every slot busy: `limit` requests at a time, each at its own tokens
+        // per second of service (admission to end). (Tokens over the window's span were tried
+        // first: the answers that end in a window were partly generated before it, and windows
+        // of tens of answers measured too noisily for a 5 % rule: docs/BENCHMARKS.md.)
+        self.measured(self.limit as f64 * tokens as f64 / service_s)
+    }
+
+    /// A window at the current level measured `rate`: what to do next.
+    fn measured(&mut self, rate: f64) -> Option<usize> {
+        let level = self.limit;
+        let known = self.rates[level].map_or(rate, |r| 0.5 * (r + rate));
+        self.rates[level] = Some(known);
+        let next = match self.phase {
+            Phase::Measuring => self.probe(false),
+            Phase::Probing { from } => {
+                // Down is kept while within `WITHIN` of the best level measured; up when the
+                // level below is no longer within it of this one.
+                let kept = if level < from {
+                    let best = self.rates.iter().flatten().fold(0.0, |a: f64, &b| a.max(b));
+                    known >= best * (1.0 - WITHIN)
+                } else {
+                    self.rates[from].unwrap_or(0.0) < known * (1.0 - WITHIN)
+                };
+                if kept {
+                    // The same direction once more, if there is room.
+                    self.probe(level > from)
+                } else {
+                    self.phase = Phase::Holding {
+                        windows: 0,
+                        up_next: level < from,
+                    };
+                    from
+                }
+            }
+            Phase::Holding { windows, up_next } if windows + 1 >= REPROBE => self.probe(up_next),
+            Phase::Holding { windows, up_next } => {
+                self.phase = Phase::Holding {
+                    windows: windows + 1,
+                    up_next,
+                };
+                level
+            }
+        };
+        self.set(next)
+    }
+
+    /// Try one level up (or down) from the current one; hold if there is none.
+    fn probe(&mut self, up: bool) -> usize {
+        let level = self.limit;
+        let to = if up {
+            (level < self.max).then_some(level + 1)
+        } else {
+            (level > 1).then(|| level - 1)
+        };
+        match to {
+            Some(to) => {
+                self.phase = Phase::Probing { from: level };
+                to
+            }
+            None => {
+                self.phase = Phase::Holding {
+                    windows: 0,
+                    up_next: !up,
+                };
+                level
+            }
+        }
+    }
+
+    fn set(&mut self, next: usize) -> Option<usize> {
+        if next == self.limit {
+            return None;
+        }
+        // Those in flight now were admitted under the old limit.
+        self.settle = self.limit.max(next);
+        self.limit = next;
+        Some(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `l` `answers` answers of 100 tokens from an engine whose output throughput at each
+    /// level is `curve[level]` tokens a second, always backlogged, from time `t`; the time after.
+    fn drive(l: &mut Learner, curve: &[f64], answers: usize, mut t: f64) -> f64 {
+        for _ in 0..answers {
+            let level = l.limit();
+            t += 100.0 / curve[level];
+            l.answered(Answer {
+                at: t,
+                output_tokens: 100,
+                // Each of `level` requests runs `level` times the gap between two ends.
+                service_s: level as f64 * 100.0 / curve[level],
+                backlog: true,
+            });
+        }
+        t
+    }
+
+    /// The level such an engine's learner spent most of the second half of `answers` answers
+    /// at (it leaves it now and then to measure a neighbour), from the start.
+    fn run(curve: &[f64], answers: usize) -> (usize, Learner) {
+        let mut l = Learner::new(curve.len() - 1);
+        let mut t = drive(&mut l, curve, answers / 2, 0.0);
+        let mut at = vec![0usize; curve.len()];
+        for _ in answers / 2..answers {
+            at[l.limit()] += 1;
+            t = drive(&mut l, curve, 1, t);
+        }
+        let most = (1..curve.len()).max_by_key(|&k| at[k]).unwrap_or(1);
+        (most, l)
+    }
+
+    #[test]
+    fn it_settles_on_the_fewest_in_flight_within_five_percent_of_the_best() {
+        // Throughput grows to 3 and barely after: 3 (20 is within 5 % of 20.5; 19 is not).
+        assert_eq!(run(&[0.0, 10.0, 19.0, 20.0, 20.5], 2_000).0, 3);
+        // It grows all the way: the most.
+        assert_eq!(run(&[0.0, 10.0, 20.0, 30.0, 40.0], 2_000).0, 4);
+        // Flat: one at a time does as well.
+        assert_eq!(run(&[0.0, 10.0, 10.0, 10.0, 10.0], 2_000).0, 1);
+        // Past a point more in flight is slower (contention): the best.
+        assert_eq!(run(&[0.0, 10.0, 25.0, 20.0, 15.0], 2_000).0, 2);
+        let (_, l) = run(&[0.0, 10.0, 19.0, 20.0, 20.5], 2_000);
+        assert!(l.rate(4).is_some_and(|r| (r - 20.5).abs() < 1e-9), "{l:?}");
+    }
+
+    #[test]
+    fn it_never_leaves_one_to_the_configured_most() {
+        for curve in [[0.0, 5.0, 1.0], [0.0, 1.0, 50.0]] {
+            let mut l = Learner::new(2);
+            let mut t = 0.0;
+            for _ in 0..2_000 {
+                t = drive(&mut l, &curve, 1, t);
+                assert!((1..=2).contains(&l.limit()));
+            }
+        }
+        assert_eq!(Learner::new(0).limit(), 1, "at least one");
+    }
+
+    #[test]
+    fn without_a_backlog_nothing_is_learned_and_it_stays_at_the_most() {
+        let mut l = Learner::new(4);
+        for i in 0..1_000 {
+            let changed = l.answered(Answer {
+                at: f64::from(i),
+                output_tokens: 100,
+                service_s: 4.0,
+                backlog: i % 2 == 0,
+            });
+            assert_eq!(changed, None);
+        }
+        assert_eq!((l.limit(), l.rate(4)), (4, None));
+    }
+
+    #[test]
+    fn it_follows_a_load_that_changes() {
+        // Flat at first (it goes down to 1), then growing with the level: a reprobe up finds it.
+        let (level, mut l) = run(&[0.0, 10.0, 10.0, 10.0, 10.0], 2_000);
+        assert_eq!(level, 1);
+        let mut t = drive(&mut l, &[0.0, 10.0, 20.0, 30.0, 40.0], 3_000, 1e6);
+        let mut at_most = 0;
+        for _ in 0..1_000 {
+            at_most += usize::from(l.limit() == 4);
+            t = drive(&mut l, &[0.0, 10.0, 20.0, 30.0, 40.0], 1, t);
+        }
+        assert!(at_most > 800, "{at_most} of 1000 at the most");
+    }
+}
