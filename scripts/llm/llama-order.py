@@ -8,6 +8,8 @@ same `--requests` ShareGPT prompts at the same Azure code arrival gaps (`xsched 
 --trace azure-code --rate R --recorded-lengths --max-tokens M`: every request asks for its
 recorded answer's length with `ignore_eos`). Prints a markdown table: per pair, each policy's
 mean and P99 TTLT and SageSched's mean against FCFS's; writes every sample under --out.
+`--against direct` pairs the FCFS gateway with the same load sent straight to the engine
+instead (what the gateway costs when it does not reorder).
 
 Usage: python3 scripts/llm/llama-order.py --out DIR [--pairs 3] [--first-pair 1] [--rate 0.8] [--requests 40]
 (XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
@@ -49,6 +51,9 @@ def main():
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--max-prompt-chars", type=int, default=1000)
+    ap.add_argument("--against", default="sagesched",
+                    help="what FCFS is paired with: another gateway policy, or `direct` (the "
+                         "same load straight to the engine)")
     ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     args = ap.parse_args()
     args.engine = "llama-server"
@@ -58,33 +63,37 @@ def main():
     try:
         procs.start(bench.engine_command(args, 18181), args.out / "engine.log")
         bench.wait_up("http://127.0.0.1:18181", "llama-server")
+        other = args.against
         for pair in range(args.first_pair - 1, args.first_pair - 1 + args.pairs):
-            order = ["fcfs", "sagesched"] if pair % 2 == 0 else ["sagesched", "fcfs"]
+            order = ["fcfs", other] if pair % 2 == 0 else [other, "fcfs"]
             got = {}
-            for policy in order:
+            for target in order:
                 gw = bench.Procs()
                 try:
-                    gw.start([args.xsched, "llm", "serve", "--listen", "127.0.0.1:18182",
-                              "--upstream", "http://127.0.0.1:18181", "--concurrency",
-                              str(args.slots), "--policy", policy],
-                             args.out / f"gateway-{pair + 1}-{policy}.log")
-                    bench.wait_up("http://127.0.0.1:18182", "the gateway")
-                    load(args.xsched, 18182, args, ["--rate", "1", "--requests", str(args.warm),
-                                                    "--skip", str(1000 + 100 * pair)])
-                    got[policy] = load(args.xsched, 18182, args,
+                    # `direct`: the same load straight to the engine, no gateway.
+                    port = 18181 if target == "direct" else 18182
+                    if target != "direct":
+                        gw.start([args.xsched, "llm", "serve", "--listen", "127.0.0.1:18182",
+                                  "--upstream", "http://127.0.0.1:18181", "--concurrency",
+                                  str(args.slots), "--policy", target],
+                                 args.out / f"gateway-{pair + 1}-{target}.log")
+                        bench.wait_up("http://127.0.0.1:18182", "the gateway")
+                    load(args.xsched, port, args, ["--rate", "1", "--requests", str(args.warm),
+                                                   "--skip", str(1000 + 100 * pair)])
+                    got[target] = load(args.xsched, port, args,
                                        ["--rate", str(args.rate), "--trace", "azure-code",
                                         "--requests", str(args.requests), "--duration", "3600"],
-                                       args.out / f"pair{pair}-{policy}.jsonl")
+                                       args.out / f"pair{pair}-{target}.jsonl")
                 finally:
                     gw.stop()
-            f, s = got["fcfs"], got["sagesched"]
+            f, s = got["fcfs"], got[other]
             gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
             rows.append((pair + 1, order[0], f, s, gain))
-            print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, sagesched "
+            print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, {other} "
                   f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
     finally:
         procs.stop()
-    print("\n| pair (first) | FCFS mean / P99 TTLT ms | SageSched mean / P99 TTLT ms | SageSched's mean below FCFS's | failed |")
+    print(f"\n| pair (first) | FCFS mean / P99 TTLT ms | {other} mean / P99 TTLT ms | {other}'s mean below FCFS's | failed |")
     print("|---|---|---|---|---|")
     for pair, first, f, s, gain in rows:
         print(f"| {pair} ({first}) | {f['ttlt_mean_ms']:.0f} / {f['ttlt_p99_ms']:.0f} | "
