@@ -271,11 +271,6 @@ impl Admission {
         self.feed_report(&mut st, upstream);
     }
 
-    /// Whether each upstream's concurrency is learned.
-    pub fn learns_concurrency(&self) -> bool {
-        self.lock().learners.is_some()
-    }
-
     /// An answer of `output_tokens` from upstream `upstream`, `service_s` seconds after its
     /// admission, ended (before its slot is freed): its concurrency learner counts it, and a
     /// new limit takes effect at once.
