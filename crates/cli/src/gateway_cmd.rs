@@ -38,8 +38,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "fcfs", value_parser = policy)]
     policy: PolicySpec,
     /// Which engine a request goes to among those with a free slot: round-robin,
-    /// least-outstanding (fewest in flight), kv-score or cost-aware (least predicted cost in
-    /// flight).
+    /// least-outstanding (fewest in flight), kv-score, cost-aware (least predicted cost in
+    /// flight) or prefix-affinity (where most of the prompt's prefix was sent: a conversation's
+    /// turns meet their prompt cache).
     #[arg(long, default_value = "least-outstanding", value_parser = router)]
     router: Router,
     /// Each engine's KV capacity in tokens, if known: the sagesched policies then admit a

@@ -351,7 +351,7 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
                 "--router",
                 "random",
             ],
-            "known: round-robin, least-outstanding, kv-score, cost-aware",
+            "known: round-robin, least-outstanding, kv-score, cost-aware, prefix-affinity",
         ),
         (
             &[

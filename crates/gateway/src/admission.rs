@@ -49,6 +49,25 @@ struct State {
 }
 
 impl State {
+    /// Evict running sheddable requests for waiting request `id` of `class`, as many as the
+    /// eviction rule says, the one admitted last first (it has had the least service).
+    fn evict_for(&mut self, id: u64, class: i32) {
+        let victims = match self.eviction {
+            Eviction::None => 0,
+            Eviction::One => 1,
+            Eviction::All => usize::MAX,
+        };
+        let mut evicted = 0;
+        while evicted < victims
+            && let Some((victim, evict)) = self.evictable.pop()
+        {
+            if evict.send(()).is_ok() {
+                tracing::debug!("request {victim} evicted for request {id} (class {class})");
+                evicted += 1;
+            }
+        }
+    }
+
     /// Feed the core and carry out its decisions; the engine admitted, or the refusal, for
     /// `caller` (a request not yet waiting) if the core decided on it.
     fn feed(
@@ -163,7 +182,8 @@ impl Admission {
     /// `arrival`'s id is the gateway's to set.
     pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
         let class = arrival.priority;
-        let (id, rx) = {
+        let (slo, input) = (arrival.ttft_slo, arrival.input_tokens);
+        let (id, mut rx, evict_at) = {
             let mut st = self.lock();
             let id = st.next_id;
             st.next_id += 1;
@@ -177,36 +197,51 @@ impl Admission {
             }
             let (tx, rx) = oneshot::channel();
             st.waiters.insert(id, tx);
-            if class > 0 {
-                // A class above the standard one does not wait behind sheddable requests that
-                // run: they are evicted, and the slots, when freed, go to the highest class
-                // waiting.
-                let victims = match st.eviction {
-                    Eviction::None => 0,
-                    Eviction::One => 1,
-                    Eviction::All => usize::MAX,
-                };
-                let mut evicted = 0;
-                // The one admitted last first: it has had the least service.
-                while evicted < victims
-                    && let Some((victim, evict)) = st.evictable.pop()
-                {
-                    if evict.send(()).is_ok() {
-                        tracing::debug!(
-                            "request {victim} evicted for request {id} (class {class})"
-                        );
-                        evicted += 1;
-                    }
+            // A class above the standard one does not wait behind sheddable requests that run:
+            // they are evicted, and the slots, when freed, go to the highest class waiting. With
+            // a TTFT deadline, only once waiting would miss it (the core's deadline guard).
+            let evict_at = match slo {
+                _ if class <= 0 || st.eviction == Eviction::None => None,
+                None => {
+                    st.evict_for(id, class);
+                    None
                 }
-            }
-            (id, rx)
+                Some(slo) => {
+                    let slack = slo - st.scheduler.service().slo_lead(input, slo);
+                    let slack = std::time::Duration::try_from_secs_f64(slack).unwrap_or_default();
+                    Some(tokio::time::Instant::now() + slack)
+                }
+            };
+            (id, rx, evict_at)
         };
         let mut waiting = Waiting {
             admission: self,
             id,
             admitted: false,
         };
-        let upstream = rx.await.map_err(|_| Refused::Closed)??;
+        if let Some(at) = evict_at {
+            match tokio::time::timeout_at(at, &mut rx).await {
+                Ok(woken) => return self.admitted(&mut waiting, woken, class),
+                Err(_) => {
+                    let mut st = self.lock();
+                    if st.waiters.contains_key(&id) {
+                        st.evict_for(id, class);
+                    }
+                }
+            }
+        }
+        self.admitted(&mut waiting, rx.await, class)
+    }
+
+    /// The slot a waiting request was given, once its wake-up came.
+    fn admitted(
+        self: &Arc<Self>,
+        waiting: &mut Waiting<'_>,
+        woken: Result<Result<usize, Refused>, oneshot::error::RecvError>,
+        class: i32,
+    ) -> Result<Slot, Refused> {
+        let id = waiting.id;
+        let upstream = woken.map_err(|_| Refused::Closed)??;
         waiting.admitted = true;
         let mut st = self.lock();
         Ok(self.slot(&mut st, id, upstream, class))
@@ -462,6 +497,7 @@ pub(crate) fn arrival_for_tests(tokens: f64) -> Arrival {
         priority: 0,
         tenant: 0,
         lengths: xsched_llm_core::SizeDistribution::point(tokens),
+        ..Default::default()
     }
 }
 

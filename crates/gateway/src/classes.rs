@@ -10,6 +10,13 @@
 //!    vLLM's `priority: 1` (less urgent than the default 0) is class −1 here;
 //! 4. the file's `default_class` (else `standard`, 0).
 //!
+//! Its deadline: `x-llm-d-slo-ttft-ms: N` (llm-d's), the first token wanted within N ms of
+//! arrival (1 to [`MAX_SLO_MS`]). Once waiting leaves less slack than a first token takes alone
+//! (measured from answers; half the deadline until measured), the request goes before the rest
+//! of its class,
+//! and a class above 0 evicts a running sheddable request then (`eviction`), not at once as it
+//! does without a deadline.
+//!
 //! Its tenant: `x-llm-d-inference-fairness-id: ID` (else `default`). A tenant the file names
 //! has its weight and limit; any other id becomes a tenant of weight 1 as it is first seen, up
 //! to `max_tenants`, after which unnamed ids share one tenant, `other` (so no client can grow the
@@ -49,6 +56,26 @@ pub const OBJECTIVE_HEADER: &str = "x-llm-d-inference-objective";
 pub const PRIORITY_HEADER: &str = "x-dynamo-request-priority";
 /// The header naming a request's tenant (llm-d's fairness id).
 pub const TENANT_HEADER: &str = "x-llm-d-inference-fairness-id";
+/// The header with a request's TTFT deadline in milliseconds (llm-d's).
+pub const SLO_TTFT_HEADER: &str = "x-llm-d-slo-ttft-ms";
+/// The longest TTFT deadline accepted (an hour).
+pub const MAX_SLO_MS: u64 = 3_600_000;
+
+/// The TTFT deadline a request asks for, from its headers (`None`: none).
+pub fn ttft_slo_of(headers: &HeaderMap) -> Result<Option<std::time::Duration>, BadClass> {
+    let Some(v) = headers.get(SLO_TTFT_HEADER) else {
+        return Ok(None);
+    };
+    v.to_str()
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|ms| (1..=MAX_SLO_MS).contains(ms))
+        .map(|ms| Some(std::time::Duration::from_millis(ms)))
+        .ok_or_else(|| BadClass {
+            header: SLO_TTFT_HEADER,
+            reason: format!("expected whole milliseconds from 1 to {MAX_SLO_MS}"),
+        })
+}
 
 /// The classes every gateway knows.
 pub const BUILT_IN: [(&str, i32); 3] = [("critical", 100), ("standard", 0), ("sheddable", -1)];

@@ -20,6 +20,7 @@
 //! - [`concurrency`]: each engine's concurrency learned from its throughput.
 //! - [`body`]: a request body read within its bound (a clean 413 past it).
 //! - [`conns`]: client connections under a cap below the descriptor limit.
+//! - [`prefix`]: a prompt's block hashes, for the `prefix-affinity` router.
 //! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
 //! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
 //!   the answer ends or the client goes away; timeouts, and a retry on a fresh connection.
@@ -37,6 +38,7 @@ pub mod forecast;
 pub mod health;
 pub mod load;
 pub mod metrics;
+pub mod prefix;
 pub mod proxy;
 pub mod request;
 pub mod server;

@@ -88,6 +88,9 @@ struct Band {
     ttlt: Histogram,
     shed: AtomicU64,
     evicted: AtomicU64,
+    /// First bytes of answers to requests with a TTFT deadline, and those after it.
+    slo_ttft: AtomicU64,
+    slo_ttft_missed: AtomicU64,
 }
 
 /// One tenant's figures.
@@ -130,6 +133,8 @@ impl Metrics {
             ttlt: Histogram::over(&SECONDS),
             shed: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
+            slo_ttft: AtomicU64::new(0),
+            slo_ttft_missed: AtomicU64::new(0),
         };
         Metrics {
             bands: [band(), band(), band()],
@@ -150,11 +155,17 @@ impl Metrics {
     }
 
     /// The first byte of an answer's body in class band `band` came `d` after its request
-    /// arrived.
-    pub fn first_byte(&self, band: usize, d: Duration) {
+    /// arrived; the request asked for it within `slo`, if it had a deadline.
+    pub fn first_byte(&self, band: usize, d: Duration, slo: Option<Duration>) {
         self.ttft.record(d.as_secs_f64());
         if let Some(b) = self.bands.get(band) {
             b.ttft.record(d.as_secs_f64());
+            if let Some(slo) = slo {
+                b.slo_ttft.fetch_add(1, Ordering::Relaxed);
+                if d > slo {
+                    b.slo_ttft_missed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 
@@ -295,6 +306,16 @@ impl Metrics {
                 "evicted",
                 "Running requests evicted for a higher class (the engine's connection closed), by class band.",
                 |b: &Band| &b.evicted,
+            ),
+            (
+                "slo_ttft",
+                "Answers begun to requests with a TTFT deadline (x-llm-d-slo-ttft-ms), by class band.",
+                |b: &Band| &b.slo_ttft,
+            ),
+            (
+                "slo_ttft_missed",
+                "Of those, answers whose first byte came after the deadline, by class band.",
+                |b: &Band| &b.slo_ttft_missed,
             ),
         ] {
             let _ = writeln!(

@@ -175,6 +175,8 @@ pub struct Timing {
     pub band: usize,
     /// Its tenant.
     pub tenant: usize,
+    /// Its TTFT deadline, if it asked for one.
+    pub ttft_slo: Option<std::time::Duration>,
 }
 
 /// What is learned from a request's answer: its length for its tenant's share and, when the
@@ -396,7 +398,8 @@ impl Guarded {
         if !self.first {
             self.first = true;
             if let Some(t) = &self.timing {
-                t.metrics.first_byte(t.band, t.arrival.elapsed());
+                t.metrics
+                    .first_byte(t.band, t.arrival.elapsed(), t.ttft_slo);
             }
         }
         if let Some(l) = &mut self.learning {

@@ -7,7 +7,9 @@
 //! answer in the conversation (the last assistant message before it), whose length predicts
 //! this one's.
 
+use crate::prefix::Blocks;
 use serde_json::Value;
+use xsched_llm_core::prefix::Prefix;
 
 /// An endpoint the gateway schedules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +42,8 @@ pub struct Checked {
     pub choices: u64,
     /// The body's `priority` (vLLM's field: lower wins), if any.
     pub priority: Option<i64>,
+    /// The whole context's block hashes (`prefix.rs`), for the `prefix-affinity` router.
+    pub prefix: Prefix,
 }
 
 impl Checked {
@@ -74,7 +78,7 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
     let Value::Object(fields) = value else {
         return Err(invalid("body", "expected a JSON object"));
     };
-    let (prompt, context_chars, previous_answer_chars) = match endpoint {
+    let (prompt, context_chars, previous_answer_chars, prefix) = match endpoint {
         Endpoint::Chat => match fields.get("messages") {
             Some(Value::Array(m)) if !m.is_empty() => {
                 if let Some(i) = m.iter().position(|v| !v.is_object()) {
@@ -90,7 +94,9 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
             Some(p @ (Value::String(_) | Value::Array(_))) => {
                 let text = text_of(p);
                 let chars = text.chars().count();
-                (text, chars, None)
+                let mut blocks = Blocks::default();
+                blocks.push(text.as_bytes());
+                (text, chars, None, blocks.finish())
             }
             Some(_) => return Err(invalid("prompt", "expected a string or an array")),
             None => return Err(invalid("prompt", "missing")),
@@ -142,6 +148,7 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
         previous_answer_chars,
         choices,
         priority,
+        prefix,
     })
 }
 
@@ -161,8 +168,8 @@ fn text_of(v: &Value) -> String {
     }
 }
 
-/// A chat's prompt text, context characters and previous answer's characters.
-fn conversation(messages: &[Value]) -> (String, usize, Option<usize>) {
+/// A chat's prompt text, context characters, previous answer's characters and block hashes.
+fn conversation(messages: &[Value]) -> (String, usize, Option<usize>, Prefix) {
     let texts: Vec<(Option<&str>, String)> = messages
         .iter()
         .map(|m| {
@@ -171,16 +178,21 @@ fn conversation(messages: &[Value]) -> (String, usize, Option<usize>) {
         })
         .collect();
     let context = texts.iter().map(|(_, t)| t.chars().count()).sum();
+    let mut blocks = Blocks::default();
+    for (role, text) in &texts {
+        blocks.message(role.unwrap_or(""), text);
+    }
+    let prefix = blocks.finish();
     let Some(last_user) = texts.iter().rposition(|(role, _)| *role == Some("user")) else {
         let all: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
-        return (all.join("\n"), context, None);
+        return (all.join("\n"), context, None, prefix);
     };
     let previous = texts[..last_user]
         .iter()
         .rev()
         .find(|(role, _)| *role == Some("assistant"))
         .map(|(_, t)| t.chars().count());
-    (texts[last_user].1.clone(), context, previous)
+    (texts[last_user].1.clone(), context, previous, prefix)
 }
 
 #[cfg(test)]
@@ -201,6 +213,7 @@ mod tests {
                 previous_answer_chars: None,
                 choices: 1,
                 priority: None,
+                prefix: Prefix::from([]),
             })
         );
         let c = check(Endpoint::Completions, br#"{"prompt":"once"}"#).expect("valid");

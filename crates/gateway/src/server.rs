@@ -12,7 +12,7 @@
 
 use crate::admission::{Admission, Refused};
 use crate::body::{self, Unread};
-use crate::classes::Classes;
+use crate::classes::{self, Classes};
 use crate::conns::{self, BusyBody, Connections};
 use crate::engines::Engines;
 use crate::forecast::{Forecaster, TOKENS_PER_CHAR};
@@ -596,10 +596,12 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     };
     let stream = checked.stream;
     let classes = &shared.config.classes;
-    let (class, tenant) = match classes
+    let (class, tenant, ttft_slo) = match classes
         .class_of(&parts.headers, checked.priority)
-        .and_then(|c| Ok((c, classes.tenant_of(&parts.headers)?)))
-    {
+        .and_then(|c| {
+            let slo = classes::ttft_slo_of(&parts.headers)?;
+            Ok((c, classes.tenant_of(&parts.headers)?, slo))
+        }) {
         Ok(ct) => ct,
         Err(e) => {
             return proxy::error(
@@ -659,6 +661,8 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         priority: class,
         tenant,
         lengths: forecast.as_ref().map(|f| f.lengths.clone()),
+        ttft_slo: ttft_slo.map(|d| d.as_secs_f64()),
+        prefix: checked.prefix.clone(),
     };
     let placed_at = Instant::now();
     let slot = match shared.admission.admit(job).await {
@@ -711,6 +715,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             arrival,
             band: metrics::band(class),
             tenant,
+            ttft_slo,
         },
         learning: counts.then(|| Learning {
             predictor,

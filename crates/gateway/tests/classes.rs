@@ -5,7 +5,9 @@
 
 use hyper::StatusCode;
 use std::sync::Arc;
-use xsched_gateway::classes::{Classes, OBJECTIVE_HEADER, PRIORITY_HEADER, TENANT_HEADER};
+use xsched_gateway::classes::{
+    Classes, OBJECTIVE_HEADER, PRIORITY_HEADER, SLO_TTFT_HEADER, TENANT_HEADER,
+};
 use xsched_gateway::{GatewayConfig, RunningGateway};
 
 mod support;
@@ -165,6 +167,9 @@ fn a_bad_class_or_tenant_header_is_a_400_naming_it() {
             (OBJECTIVE_HEADER, "gold"),
             (PRIORITY_HEADER, "urgent"),
             (TENANT_HEADER, long.as_str()),
+            (SLO_TTFT_HEADER, "soon"),
+            (SLO_TTFT_HEADER, "0"),
+            (SLO_TTFT_HEADER, "3600001"),
         ] {
             let (status, _, body) =
                 post_with(addr, CHAT, chat("bad", 0, false), &[(header, value)]).await;
@@ -277,6 +282,34 @@ fn a_critical_request_evicts_a_running_sheddable_one_and_a_standard_one_waits() 
     });
     let order = seen.order.lock().expect("order").clone();
     assert_eq!(order, ["hold", "critical", "standard", "long", "critical"]);
+}
+
+#[test]
+fn a_critical_request_with_a_ttft_deadline_evicts_only_once_waiting_would_miss_it() {
+    let (rt, gw, seen) = with_classes("", 1);
+    let addr = gw.addr();
+    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical"), (SLO_TTFT_HEADER, "1500")];
+    rt.block_on(async {
+        let held = hold(addr, &seen, SHEDDABLE).await;
+        let sent = std::time::Instant::now();
+        let critical = tokio::spawn(post_with(addr, CHAT, chat("critical", 0, false), CRITICAL));
+        until("critical waits", || gw.arrivals() == 2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!held.is_finished(), "slack left: nothing evicted yet");
+        // Nothing measured yet: it acts once half its deadline is gone.
+        let (status, _, _) = held.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(sent.elapsed() >= std::time::Duration::from_millis(750));
+        assert_eq!(critical.await.expect("task").0, StatusCode::OK);
+        metrics_have(
+            addr,
+            "xsched_gateway_class_slo_ttft_total{policy=\"fcfs\",class=\"critical\"} 1",
+        )
+        .await;
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(order, ["hold", "critical"]);
 }
 
 #[test]

@@ -787,3 +787,55 @@ fn an_engine_with_fewer_slots_than_the_concurrency_gets_no_more_than_its_slots()
         "its 2 slots, not 8"
     );
 }
+
+/// A chat request tagged `tag` whose messages are `turns` (role, text).
+fn conversation(tag: &str, turns: &[(&str, &str)]) -> String {
+    let messages: Vec<serde_json::Value> = turns
+        .iter()
+        .map(|(role, text)| serde_json::json!({"role": role, "content": text}))
+        .collect();
+    serde_json::json!({"model": "m", "user": tag, "max_tokens": 0, "messages": messages})
+        .to_string()
+}
+
+#[test]
+fn the_prefix_affinity_router_keeps_each_conversation_on_the_engine_that_has_its_prompt() {
+    let rt = runtime();
+    let engines = [start_engine(&rt), start_engine(&rt)];
+    let gw = serve(GatewayConfig {
+        router: Router::PrefixAffinity,
+        ..config(&[engines[0].0, engines[1].0], 4)
+    });
+    let (a, b) = ("a".repeat(600), "b".repeat(600));
+    rt.block_on(async {
+        // Two conversations start at once: the second goes to the idle engine.
+        let first = tokio::spawn(post(
+            gw.addr(),
+            "/v1/chat/completions",
+            conversation("hold", &[("user", &a)]),
+        ));
+        until("a's first turn runs", || gw.load().1 == [1, 0]).await;
+        let (status, _, _) = post(
+            gw.addr(),
+            "/v1/chat/completions",
+            conversation("b1", &[("user", &b)]),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        engines[0].1.gate.add_permits(1);
+        assert_eq!(first.await.expect("task").0, StatusCode::OK);
+        // Each next turn repeats its conversation, and goes where that ran, though both
+        // engines are idle.
+        for (tag, history) in [("b2", &b), ("a2", &a), ("b3", &b)] {
+            let body = conversation(
+                tag,
+                &[("user", history), ("assistant", "ok"), ("user", "and?")],
+            );
+            let (status, _, _) = post(gw.addr(), "/v1/chat/completions", body).await;
+            assert_eq!(status, StatusCode::OK, "{tag}");
+        }
+    });
+    let seen = |e: usize| engines[e].1.order.lock().expect("order").clone();
+    assert_eq!(seen(0), ["hold", "a2"]);
+    assert_eq!(seen(1), ["b1", "b2", "b3"]);
+}

@@ -47,6 +47,8 @@ pub(crate) struct Job {
     pub aged_at: Option<f64>,
     /// Its predicted cost, for the cost-aware router.
     pub routed_cost: f64,
+    /// Its prompt's block hashes (`prefix-affinity`).
+    pub prefix: crate::prefix::Prefix,
     /// Tokens it had generated when its guard last admitted it (FastServe counts service from
     /// there: a boosted request starts again on the top level).
     pub boosted_at: Option<u32>,
@@ -129,6 +131,7 @@ mod tests {
             aged_at: None,
             routed_cost: 0.0,
             boosted_at: None,
+            prefix: Default::default(),
         }
     }
 

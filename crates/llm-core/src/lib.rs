@@ -22,7 +22,7 @@
 //!     fairness: Default::default(),
 //! })
 //! .expect("valid");
-//! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, max_tokens: None, priority: 0, tenant: 0, lengths: None });
+//! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, ..Default::default() });
 //! s.handle(0.0, arrive(1)).expect("new");
 //! assert_eq!(s.poll_decision(), Some(Decision::Admit { id: 1, engine: 0 }));
 //! s.handle(0.1, arrive(2)).expect("new");
@@ -36,6 +36,7 @@
 //! - [`admit`]: expected-peak admission into KV memory, and its learned headroom.
 //! - [`lanes`]: priority classes and tenants' fair shares (VTC) in the waiting queue.
 //! - [`route`]: the routers.
+//! - [`prefix`]: what prompt prefixes each engine was sent (the `prefix-affinity` router).
 //! - [`predict`]: the predictor interface (features in, an output-length distribution out).
 //! - [`service`]: service times from a step-time fit or measured from answers.
 //! - [`cost`]: SageSched's cost `O²/2 + I·O` and the step-time fit.
@@ -47,6 +48,7 @@ pub mod lanes;
 pub mod order;
 pub mod policy;
 pub mod predict;
+pub mod prefix;
 mod queue;
 pub mod route;
 mod sched;

@@ -8,6 +8,11 @@
 //!   admitted there and not finished, O the predicted mean (SageSched's cost model used for
 //!   placement); ties to the fewest outstanding.
 //!
+//! - `prefix-affinity`: the most of the request's prompt prefix sent there before and still
+//!   remembered (`prefix.rs`), so a conversation's turns meet their prompt cache; ties to the
+//!   fewest outstanding. Admission still asks only engines with room: a turn whose engine is
+//!   full goes to another rather than wait.
+//!
 //! Ties go to the lowest-numbered engine.
 
 use std::fmt;
@@ -24,18 +29,29 @@ pub enum Router {
     KvScore,
     /// The least predicted cost outstanding.
     CostAware,
+    /// The longest remembered prefix of the prompt.
+    PrefixAffinity,
 }
 
 /// Every router with its name.
-const TABLE: [(Router, &str); 4] = [
+const TABLE: [(Router, &str); 5] = [
     (Router::RoundRobin, "round-robin"),
     (Router::LeastOutstanding, "least-outstanding"),
     (Router::KvScore, "kv-score"),
     (Router::CostAware, "cost-aware"),
+    (Router::PrefixAffinity, "prefix-affinity"),
 ];
 
 /// Every router's name.
-pub const NAMES: [&str; 4] = [TABLE[0].1, TABLE[1].1, TABLE[2].1, TABLE[3].1];
+pub const NAMES: [&str; 5] = {
+    let mut names = [""; 5];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].1;
+        i += 1;
+    }
+    names
+};
 
 /// What a router sees of one engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -49,6 +65,9 @@ pub struct EngineLoad {
     pub kv_used: f64,
     /// The predicted cost of what it holds.
     pub cost: f64,
+    /// Leading blocks of the request's prompt sent there before and remembered
+    /// (`prefix-affinity` only; 0 otherwise).
+    pub cached_blocks: usize,
 }
 
 impl Router {
@@ -63,6 +82,11 @@ impl Router {
     /// Whether it needs every request's predicted cost.
     pub fn predicts(self) -> bool {
         self == Router::CostAware
+    }
+
+    /// Whether it needs every request's prompt prefix.
+    pub fn needs_prefix(self) -> bool {
+        self == Router::PrefixAffinity
     }
 
     /// The engine among `candidates` (indices into `loads`, ascending) for the next request;
@@ -107,6 +131,9 @@ impl Router {
                 });
             }
             Router::CostAware => by(&mut order, &|l| (l.cost, l.outstanding)),
+            Router::PrefixAffinity => {
+                by(&mut order, &|l| (-(l.cached_blocks as f64), l.outstanding))
+            }
         }
         order
     }
@@ -145,6 +172,7 @@ mod tests {
             waiting,
             kv_used,
             cost,
+            cached_blocks: 0,
         }
     }
 
@@ -168,6 +196,26 @@ mod tests {
         assert_eq!(Router::LeastOutstanding.pick(&[], &loads, &mut turn), None);
         let ties = [load(2, 0, 0.0, 0.0), load(1, 0, 0.0, 0.0)];
         assert_eq!(Router::CostAware.pick(&[0, 1], &ties, &mut turn), Some(1));
+        assert_eq!(
+            Router::PrefixAffinity.pick(&[0, 1], &ties, &mut turn),
+            Some(1),
+            "nothing cached anywhere: the fewest outstanding"
+        );
+        let cached = [
+            EngineLoad {
+                cached_blocks: 4,
+                ..load(3, 0, 0.0, 0.0)
+            },
+            EngineLoad {
+                cached_blocks: 1,
+                ..load(0, 0, 0.0, 0.0)
+            },
+        ];
+        assert_eq!(
+            Router::PrefixAffinity.pick(&[0, 1], &cached, &mut turn),
+            Some(0),
+            "the longest prefix before the load"
+        );
     }
 
     #[test]
@@ -207,7 +255,7 @@ mod tests {
         let err = "random".parse::<Router>().expect_err("unknown");
         assert!(
             err.to_string()
-                .contains("round-robin, least-outstanding, kv-score, cost-aware")
+                .contains("round-robin, least-outstanding, kv-score, cost-aware, prefix-affinity")
         );
     }
 }

@@ -23,6 +23,7 @@ use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
 use crate::order::{self, Rank};
 use crate::policy::{Admission, Order, PolicySpec, Size};
 use crate::predict::{capped, prior};
+use crate::prefix::{Prefix, PrefixCache};
 use crate::route::{EngineLoad, Router};
 use crate::service::{Served, ServiceModel};
 use std::collections::{BTreeMap, VecDeque};
@@ -132,7 +133,7 @@ pub enum InputError {
 }
 
 /// A request arriving.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Arrival {
     /// Its id (unique among the requests the scheduler holds).
     pub id: u64,
@@ -146,6 +147,14 @@ pub struct Arrival {
     pub tenant: usize,
     /// Its predicted output lengths (`None`: the prior).
     pub lengths: Option<SizeDistribution>,
+    /// Seconds from its arrival to its first token that its client asked for (llm-d's
+    /// `x-llm-d-slo-ttft-ms`): once waiting leaves less slack than its first token takes
+    /// alone ([`ServiceModel::slo_lead`]: half the deadline while that is unmeasured), it goes
+    /// before every request of its class that has not reached its own deadline or aging guard.
+    pub ttft_slo: Option<f64>,
+    /// Its prompt's prefix, as hashes of whole blocks, each chaining the ones before it
+    /// ([`crate::prefix`]): the `prefix-affinity` router sends it where most of it was sent.
+    pub prefix: Prefix,
 }
 
 /// What an engine reports of its next step.
@@ -248,6 +257,8 @@ struct Engine {
     queue: Lanes,
     /// Whether it may be sent requests.
     up: bool,
+    /// The prompt prefixes sent to it (`prefix-affinity`).
+    prefixes: PrefixCache,
 }
 
 /// The LLM request scheduler.
@@ -304,6 +315,7 @@ impl Scheduler {
                 pressed: false,
                 queue: Lanes::default(),
                 up: true,
+                prefixes: PrefixCache::default(),
             })
             .collect();
         Ok(Scheduler {
@@ -441,17 +453,27 @@ impl Scheduler {
             aged_at: None,
             routed_cost: 0.0,
             boosted_at: None,
+            prefix: a.prefix.clone(),
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
         job.routed_cost = job.size(unit, first_mean.round().max(1.0));
-        job.aged_at = if spec.aging {
+        let guard = if spec.aging {
             self.service
                 .solo_seconds(job.input, first_mean.round().max(1.0) as u32)
                 .map(|alone| now + AGING_FACTOR * alone)
                 .filter(|t| t.is_finite())
         } else {
             order::own_guard(spec.order, now, &job)
+        };
+        // Its deadline's guard: the last moment it can start and still meet its TTFT SLO.
+        let deadline = a
+            .ttft_slo
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|slo| now + slo - self.service.slo_lead(job.input, slo));
+        job.aged_at = match (guard, deadline) {
+            (Some(g), Some(d)) => Some(g.min(d)),
+            (g, d) => g.or(d),
         };
         if self.config.placement == Placement::AtArrival {
             // Among the engines that are up (all of them if none is).
@@ -463,7 +485,8 @@ impl Scheduler {
             } else {
                 up
             };
-            job.engine = self.config.router.pick(&all, &self.loads(), &mut self.turn);
+            let loads = self.loads(&job.prefix);
+            job.engine = self.config.router.pick(&all, &loads, &mut self.turn);
             // Routed there: its predicted cost counts there from now.
             if let Some(e) = job.engine {
                 self.engines[e].cost += job.routed_cost;
@@ -556,8 +579,9 @@ impl Scheduler {
         }
     }
 
-    /// What the router sees of each engine.
-    fn loads(&self) -> Vec<EngineLoad> {
+    /// What the router sees of each engine, for a request of `prefix`.
+    fn loads(&self, prefix: &[u64]) -> Vec<EngineLoad> {
+        let prefixed = self.config.router.needs_prefix() && !prefix.is_empty();
         self.engines
             .iter()
             .map(|e| EngineLoad {
@@ -569,6 +593,11 @@ impl Scheduler {
                     _ => 0.0,
                 },
                 cost: e.cost,
+                cached_blocks: if prefixed {
+                    e.prefixes.matched(prefix)
+                } else {
+                    0
+                },
             })
             .collect()
     }
@@ -604,10 +633,15 @@ impl Scheduler {
             (None, None) => (0..self.engines.len()).collect(),
         };
         // The router's favourite that has room (asking engines in its order of preference).
+        let prefix = self
+            .jobs
+            .get(&id)
+            .map(|j| j.prefix.clone())
+            .unwrap_or_default();
         let order = self
             .config
             .router
-            .preference(&eligible, &self.loads(), self.turn);
+            .preference(&eligible, &self.loads(&prefix), self.turn);
         if let Some(e) = order.into_iter().find(|&e| self.fits(e, id, &[])) {
             self.turn = e + 1;
             self.admit(now, id, e);
@@ -726,6 +760,9 @@ impl Scheduler {
             *free = free.saturating_sub(u64::from(chunk).div_ceil(block) * block);
         }
         engine.admitted.push(id);
+        if self.config.router.needs_prefix() {
+            engine.prefixes.record(&job.prefix);
+        }
         if self.config.placement == Placement::WhenFree {
             // (Routed on arrival, it has counted there since.)
             engine.cost += job.routed_cost;

@@ -95,6 +95,26 @@ impl ServiceModel {
         }
     }
 
+    /// Seconds from a request's admission to its first token on an otherwise idle engine, if
+    /// known: its prefill (an SLO deadline's lead: `Arrival::ttft_slo`).
+    pub fn first_token_seconds(&self, input: u32) -> Option<f64> {
+        match self {
+            ServiceModel::Fit(fit) => Some(fit.solo_seconds(input, 1)),
+            ServiceModel::Measured(r) => r
+                .prefill_decode()
+                .map(|(prefill, decode)| prefill * f64::from(input) + decode),
+        }
+    }
+
+    /// How long before a TTFT deadline of `slo` seconds a request of `input` prompt tokens must
+    /// start: its first token's time alone, or half the deadline while that is unmeasured.
+    pub fn slo_lead(&self, input: u32, slo: f64) -> f64 {
+        self.first_token_seconds(input)
+            .filter(|s| s.is_finite())
+            .unwrap_or(slo / 2.0)
+            .clamp(0.0, slo.max(0.0))
+    }
+
     /// Seconds per prompt token and per output token (`sagesched-time`), if known.
     pub fn linear_rates(&self) -> Option<(f64, f64)> {
         match self {

@@ -40,6 +40,7 @@ fn arrival(id: u64, class: i32, tenant: usize) -> Input {
         priority: class,
         tenant,
         lengths: SizeDistribution::point(50.0),
+        ..Default::default()
     })
 }
 

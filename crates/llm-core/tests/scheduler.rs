@@ -41,6 +41,7 @@ fn arrival(id: u64, input: u32, tokens: f64) -> Input {
         priority: 0,
         tenant: 0,
         lengths: SizeDistribution::point(tokens),
+        ..Default::default()
     })
 }
 
@@ -143,6 +144,7 @@ fn priority_orders_higher_classes_first_then_by_arrival() {
             priority,
             tenant: 0,
             lengths: None,
+            ..Default::default()
         })
     };
     let rest = [with(1, 0), with(2, 5), with(3, -1), with(4, 5)];
@@ -313,6 +315,7 @@ fn admission_never_panics_on_degenerate_requests() {
             priority: i32::MIN,
             tenant: 0,
             lengths: None,
+            ..Default::default()
         }),
         arrival(1, 0, 1.0),
         Input::Arrived(Arrival {
@@ -322,6 +325,7 @@ fn admission_never_panics_on_degenerate_requests() {
             priority: i32::MAX,
             tenant: 0,
             lengths: SizeDistribution::point(f64::MAX),
+            ..Default::default()
         }),
     ];
     for input in inputs {
@@ -510,6 +514,7 @@ fn without_pausing_the_index_of_the_whole_request_orders_by_expected_remaining_s
         priority: 0,
         tenant: 0,
         lengths: SizeDistribution::from_samples(&[1.0, 1000.0]),
+        ..Default::default()
     });
     let rest = [a, arrival(2, 0, 300.0)];
     assert_eq!(order_after(&mut scheduler("sagesched", 1), &rest), [2, 1]);
@@ -578,4 +583,123 @@ fn an_engine_taken_down_is_sent_nothing_until_it_is_back() {
         up: true,
     };
     assert_eq!(s.handle(1.0, bad), Err(InputError::NoEngine(9)));
+}
+
+/// A request of `input` prompt tokens predicted to answer `tokens`, whose client asked for its
+/// first token within `slo` seconds.
+fn with_slo(id: u64, input: u32, tokens: f64, slo: f64) -> Input {
+    Input::Arrived(Arrival {
+        id,
+        input_tokens: input,
+        lengths: SizeDistribution::point(tokens),
+        ttft_slo: Some(slo),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_request_whose_ttft_deadline_nears_goes_before_the_policy_order() {
+    // Nothing measured: it goes first once half its deadline has passed.
+    let mut s = scheduler("sagesched", 1);
+    s.handle(0.0, arrival(0, 100, 10.0)).expect("new");
+    s.handle(0.0, with_slo(1, 100, 500.0, 2.0)).expect("new");
+    s.handle(0.0, arrival(2, 100, 5.0)).expect("new");
+    s.handle(0.0, arrival(3, 100, 5.0)).expect("new");
+    assert_eq!(admitted(&mut s), [0]);
+    s.handle(0.9, Input::Done { id: 0 }).expect("known");
+    assert_eq!(admitted(&mut s), [2], "slack left: the policy's order");
+    s.handle(1.0, Input::Done { id: 2 }).expect("known");
+    assert_eq!(
+        admitted(&mut s),
+        [1],
+        "half its deadline passed: before the shorter one"
+    );
+
+    // Measured: 0.01 s per prompt token and 0.1 s per output token, so 100 prompt tokens take
+    // 1.1 s to a first token and a 2 s SLO must start by 0.9 s.
+    let mut s = scheduler("sagesched", 1);
+    for _ in 0..20 {
+        s.handle(0.0, served(100, 11, 2.0, Some(1.0)))
+            .expect("learned");
+    }
+    s.handle(0.0, arrival(0, 100, 10.0)).expect("new");
+    s.handle(0.0, with_slo(1, 100, 500.0, 2.0)).expect("new");
+    s.handle(0.0, arrival(2, 100, 5.0)).expect("new");
+    s.handle(0.0, arrival(3, 100, 5.0)).expect("new");
+    assert_eq!(admitted(&mut s), [0]);
+    s.handle(0.5, Input::Done { id: 0 }).expect("known");
+    assert_eq!(admitted(&mut s), [2]);
+    s.handle(0.95, Input::Done { id: 2 }).expect("known");
+    assert_eq!(admitted(&mut s), [1], "less slack than its prefill takes");
+
+    // A deadline never lifts a request above a higher class.
+    let mut s = scheduler("fcfs", 1);
+    s.handle(0.0, arrival(0, 10, 10.0)).expect("new");
+    s.handle(0.0, with_slo(1, 10, 10.0, 0.0)).expect("new");
+    s.handle(
+        0.0,
+        Input::Arrived(Arrival {
+            id: 2,
+            input_tokens: 10,
+            priority: 1,
+            ..Default::default()
+        }),
+    )
+    .expect("new");
+    decisions(&mut s);
+    s.handle(1.0, Input::Done { id: 0 }).expect("known");
+    assert_eq!(admitted(&mut s), [2]);
+}
+
+/// A request whose prompt's block hashes are `prefix`.
+fn turn(id: u64, prefix: &[u64]) -> Input {
+    Input::Arrived(Arrival {
+        id,
+        input_tokens: 10,
+        lengths: SizeDistribution::point(10.0),
+        prefix: prefix.into(),
+        ..Default::default()
+    })
+}
+
+fn engines_of(s: &mut Scheduler) -> Vec<(u64, usize)> {
+    decisions(s)
+        .into_iter()
+        .filter_map(|d| match d {
+            Decision::Admit { id, engine } => Some((id, engine)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_prefix_affinity_router_sends_a_conversations_turns_where_it_ran_while_there_is_room() {
+    let route = |router| {
+        let mut s = Scheduler::new(Config {
+            router,
+            ..config("fcfs", vec![limits(1, None); 2])
+        })
+        .expect("valid");
+        // Two conversations' first turns, one per engine.
+        s.handle(0.0, turn(1, &[10, 11])).expect("new");
+        s.handle(0.0, turn(2, &[20, 21])).expect("new");
+        s.handle(1.0, Input::Done { id: 1 }).expect("known");
+        s.handle(1.0, Input::Done { id: 2 }).expect("known");
+        // Their second turns repeat them, the second conversation's first.
+        s.handle(2.0, turn(3, &[20, 21, 22])).expect("new");
+        s.handle(2.0, turn(4, &[10, 11, 12])).expect("new");
+        // A third turn of the second conversation while its engine is busy goes to the other.
+        s.handle(3.0, Input::Done { id: 4 }).expect("known");
+        s.handle(3.0, turn(5, &[20, 21, 22, 23])).expect("new");
+        engines_of(&mut s)
+    };
+    assert_eq!(
+        route(Router::PrefixAffinity),
+        [(1, 0), (2, 1), (3, 1), (4, 0), (5, 0)]
+    );
+    assert_eq!(
+        route(Router::LeastOutstanding),
+        [(1, 0), (2, 1), (3, 0), (4, 1), (5, 1)],
+        "without it the turns swap engines"
+    );
 }

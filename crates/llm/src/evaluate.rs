@@ -137,6 +137,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
             priority: 0,
             tenant: 0,
             lengths: Some(lengths.clone()),
+            ..Default::default()
         };
         let _ = s.handle(0.0, Input::Arrived(arrival));
     }

@@ -275,6 +275,7 @@ pub fn simulate(
                         priority: 0,
                         tenant: 0,
                         lengths,
+                        ..Default::default()
                     };
                     world.handle(r.arrival, Input::Arrived(arrival), Some(next));
                 }
