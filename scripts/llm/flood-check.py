@@ -8,8 +8,10 @@ requests back to back (`x-llm-d-inference-objective: sheddable`, `--flood-tokens
 probes are `critical`, under each `--evictions` setting of the classes file (`one`: it evicts the
 running sheddable request admitted last when no slot is free; `all`: every one, and none runs
 beside it), and, for comparison, `standard` (which evicts nothing and waits for a slot). A fresh
-gateway for each. Prints, per class, TTFT P50 and P99 alone and
-under the flood and their ratio, and how many flood requests were evicted.
+gateway for each. With `--slo-ms N`, critical probes also run once more with a TTFT deadline
+(`x-llm-d-slo-ttft-ms: N`, eviction `one`), which evicts only when waiting would miss it. Prints,
+per class, TTFT P50 and P99 alone and under the flood and their ratio, the share of probes
+within `--slo-ms` when given, and how many flood requests were evicted.
 
 Usage: python3 scripts/llm/flood-check.py --out DIR [--rounds 2] [--probes 20]
 (XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
@@ -32,15 +34,18 @@ _spec.loader.exec_module(bench)
 
 GATEWAY = "http://127.0.0.1:18172"
 OBJECTIVE = "x-llm-d-inference-objective"
+SLO = "x-llm-d-slo-ttft-ms"
 
 
-def stream(prompt, objective, max_tokens, seed):
+def stream(prompt, objective, max_tokens, seed, slo_ms=None):
     """One streamed request: (status, TTFT s or None, whether it ended with an error event)."""
     body = json.dumps({"model": "smollm2", "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "stream": True, "temperature": 0, "seed": seed,
                        "ignore_eos": True, "cache_prompt": False}).encode()
-    req = urllib.request.Request(GATEWAY + "/v1/chat/completions", body,
-                                 {"Content-Type": "application/json", OBJECTIVE: objective})
+    headers = {"Content-Type": "application/json", OBJECTIVE: objective}
+    if slo_ms:
+        headers[SLO] = str(slo_ms)
+    req = urllib.request.Request(GATEWAY + "/v1/chat/completions", body, headers)
     t, ttft, errored = time.perf_counter(), None, False
     try:
         with urllib.request.urlopen(req, timeout=600) as r:
@@ -53,12 +58,12 @@ def stream(prompt, objective, max_tokens, seed):
         return e.code, None, True
 
 
-def probes(args, objective, prompts):
+def probes(args, objective, prompts, slo_ms=None):
     """The probes, one every `--gap` s: their TTFTs."""
     ttfts = []
     for i, prompt in enumerate(prompts):
         start = time.perf_counter()
-        status, ttft, _ = stream(prompt, objective, args.probe_tokens, i)
+        status, ttft, _ = stream(prompt, objective, args.probe_tokens, i, slo_ms)
         if status != 200 or ttft is None:
             raise SystemExit(f"a {objective} probe failed: {status}")
         ttfts.append(ttft)
@@ -66,7 +71,7 @@ def probes(args, objective, prompts):
     return ttfts
 
 
-def flooded(args, objective, prompts, flood):
+def flooded(args, objective, prompts, flood, slo_ms=None):
     stop, counts, lock = threading.Event(), {"sent": 0, "evicted": 0, "answered_503": 0}, threading.Lock()
 
     def flooder(k):
@@ -87,7 +92,7 @@ def flooded(args, objective, prompts, flood):
         t.start()
     time.sleep(5)  # the flood fills the slots
     try:
-        return probes(args, objective, prompts), counts
+        return probes(args, objective, prompts, slo_ms), counts
     finally:
         stop.set()
         for t in threads:
@@ -112,6 +117,8 @@ def main():
     ap.add_argument("--max-prompt-chars", type=int, default=1000)
     ap.add_argument("--evictions", nargs="+", default=["one", "all"], choices=["none", "one", "all"],
                     help="the classes file's eviction settings the critical probes run under")
+    ap.add_argument("--slo-ms", type=int,
+                    help="also probe critical requests with this TTFT deadline (eviction one)")
     ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     args = ap.parse_args()
     args.engine = "llama-server"
@@ -119,7 +126,9 @@ def main():
     procs = bench.Procs()
     rows = []
     # (eviction, probed class): `standard` evicts nothing under any setting.
-    configs = [(e, "critical") for e in args.evictions] + [("one", "standard")]
+    configs = [(e, "critical", None) for e in args.evictions] + [("one", "standard", None)]
+    if args.slo_ms:
+        configs.append(("one", "critical", args.slo_ms))
     try:
         procs.start(bench.engine_command(args, 18171), args.out / "engine.log")
         bench.wait_up("http://127.0.0.1:18171", "llama-server")
@@ -128,7 +137,7 @@ def main():
         every = bench.prompts(args, args.probes * len(configs) * args.rounds + 200, 3000)
         flood, every = every[:200], every[200:]
         for rnd in range(args.rounds):
-            for eviction, objective in configs:
+            for eviction, objective, slo_ms in configs:
                 classes = args.out / f"classes-{eviction}.toml"
                 classes.write_text(f'eviction = "{eviction}"\n')
                 gw = bench.Procs()
@@ -136,14 +145,15 @@ def main():
                     gw.start([args.xsched, "llm", "serve", "--listen", GATEWAY.removeprefix("http://"),
                               "--upstream", "http://127.0.0.1:18171", "--concurrency", str(args.slots),
                               "--policy", "fcfs", "--classes", str(classes)],
-                             args.out / f"gateway-{rnd}-{eviction}-{objective}.log")
+                             args.out / f"gateway-{rnd}-{eviction}-{objective}-{slo_ms}.log")
                     bench.wait_up(GATEWAY, "the gateway")
                     mine, every = every[:args.probes], every[args.probes:]
-                    alone = probes(args, objective, mine)
-                    under, counts = flooded(args, objective, mine, flood)
+                    alone = probes(args, objective, mine, slo_ms)
+                    under, counts = flooded(args, objective, mine, flood, slo_ms)
                 finally:
                     gw.stop()
-                rows.append((rnd + 1, f"{objective} (eviction {eviction})", alone, under, counts))
+                name = f"{objective} (eviction {eviction}" + (f", deadline {slo_ms} ms)" if slo_ms else ")")
+                rows.append((rnd + 1, name, alone, under, counts))
                 print(f"round {rnd + 1} {objective}, eviction {eviction}: TTFT P99 alone "
                       f"{p(alone, 0.99):.0f} ms, under the flood {p(under, 0.99):.0f} ms; flood {counts}",
                       flush=True)
@@ -151,12 +161,16 @@ def main():
         procs.stop()
     print(f"\n### A class's TTFT alone and under a sheddable flood ({args.flooders} clients, "
           f"{args.flood_tokens} tokens each; {args.probes} probes of {args.probe_tokens} tokens)\n")
-    print("| round | class | TTFT P50 / P99 ms alone | under the flood | P99 ratio | flood requests sent / evicted mid-answer / answered 503 |")
-    print("|---|---|---|---|---|---|")
+    within = f" | under the flood within {args.slo_ms} ms" if args.slo_ms else ""
+    print(f"| round | class | TTFT P50 / P99 ms alone | under the flood | P99 ratio{within} | flood requests sent / evicted mid-answer / answered 503 |")
+    print("|---|---|---|---|---|---|" + ("---|" if args.slo_ms else ""))
     for rnd, objective, alone, under, c in rows:
+        met = ""
+        if args.slo_ms:
+            met = f" {sum(t * 1e3 <= args.slo_ms for t in under)} of {len(under)} |"
         print(f"| {rnd} | {objective} | {p(alone, 0.5):.0f} / {p(alone, 0.99):.0f} | "
-              f"{p(under, 0.5):.0f} / {p(under, 0.99):.0f} | {p(under, 0.99) / p(alone, 0.99):.2f} | "
-              f"{c['sent']} / {c['evicted']} / {c['answered_503']} |")
+              f"{p(under, 0.5):.0f} / {p(under, 0.99):.0f} | {p(under, 0.99) / p(alone, 0.99):.2f} |"
+              f"{met} {c['sent']} / {c['evicted']} / {c['answered_503']} |")
 
 
 if __name__ == "__main__":

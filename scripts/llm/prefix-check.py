@@ -7,7 +7,11 @@ prompts of finished requests in RAM, llama.cpp's `--cache-ram`, 8 GiB by default
 gateway. `--conversations` ShareGPT conversations of at least `--turns` human turns are replayed
 by `--clients` clients at once: each sends a conversation's turns in order, every turn carrying
 the conversation so far (the recorded answers as the assistant's turns, each message cut at
-`--max-message-chars`), streamed with `max_tokens` `--max-tokens`, and the next turn right after.
+`--max-message-chars`), streamed with `max_tokens` `--max-tokens`, and the next turn after a
+think time (exponential, mean `--think` s, seeded per conversation and turn: the same in every
+run). Without think time a closed loop that fills every slot sends each next turn to the one
+slot just freed, its own, under every router; users pause between turns, so engines have
+room to choose from.
 Per run, the engines are started afresh (their caches empty), so every router meets the same
 conversations the same way; routers alternate their order by round.
 
@@ -25,6 +29,7 @@ import importlib.util
 import json
 import os
 import queue
+import random
 import statistics
 import sys
 import threading
@@ -109,7 +114,7 @@ def turn(url, messages, max_tokens):
 def replay(args, convs):
     """Every conversation through the gateway: (first-turn TTFTs, later TTFTs, tokens sent)."""
     todo = queue.Queue()
-    for c in convs:
+    for c in enumerate(convs):
         todo.put(c)
     first, later, sent = [], [], []
     lock = threading.Lock()
@@ -121,8 +126,12 @@ def replay(args, convs):
                 conv = todo.get_nowait()
             except queue.Empty:
                 return
+            index, conv = conv
+            think = random.Random(index)
             messages = []
             for k, (human, gpt) in enumerate(conv):
+                if k > 0:
+                    time.sleep(think.expovariate(1 / args.think) if args.think > 0 else 0)
                 messages.append({"role": "user", "content": human})
                 try:
                     ttft, tokens = turn(f"http://{GATEWAY}", messages, args.max_tokens)
@@ -182,6 +191,7 @@ def main():
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--think", type=float, default=1.0, help="mean think time between turns, s")
     ap.add_argument("--max-message-chars", type=int, default=1200)
     ap.add_argument("--routers", nargs="+", default=ROUTERS)
     ap.add_argument("--llama-server")
@@ -194,7 +204,7 @@ def main():
         order = args.routers if rnd % 2 == 0 else list(reversed(args.routers))
         rows += [run(args, router, convs, rnd) for router in order]
     print(f"\n### {len(convs)} conversations of {args.turns} turns, {args.clients} clients, "
-          f"two llama-servers of {args.slots} slots\n")
+          f"think time {args.think} s, two llama-servers of {args.slots} slots\n")
     print("| router | first-turn TTFT ms | later-turn TTFT ms (mean) | later P90 ms | span s | "
           "prompt tokens prefilled / sent |")
     print("|---|---|---|---|---|---|")

@@ -7,11 +7,14 @@
 //! - `cost-aware`: the least predicted cost outstanding, `Σ (O²/2 + I·O)` over the requests
 //!   admitted there and not finished, O the predicted mean (SageSched's cost model used for
 //!   placement); ties to the fewest outstanding.
-//!
-//! - `prefix-affinity`: the most of the request's prompt prefix sent there before and still
-//!   remembered (`prefix.rs`), so a conversation's turns meet their prompt cache; ties to the
-//!   fewest outstanding. Admission still asks only engines with room: a turn whose engine is
-//!   full goes to another rather than wait.
+//! - `prefix-affinity`: the least prefill the request would wait for there: the blocks of its
+//!   prompt the engine would prefill (those beyond the prefix sent there before and still
+//!   remembered, `prefix.rs`, plus one for the unhashed tail), times the requests that would
+//!   share the engine with it (its outstanding, plus one); ties to the fewest outstanding. So a
+//!   conversation's next turn goes where its history is cached unless that engine is busier
+//!   by more than the cache saves (cache first alone piled turns onto one busy engine while
+//!   the other idled: measured in docs/BENCHMARKS.md). Admission still asks only engines with
+//!   room: a turn whose engine is full goes to another rather than wait.
 //!
 //! Ties go to the lowest-numbered engine.
 
@@ -65,9 +68,10 @@ pub struct EngineLoad {
     pub kv_used: f64,
     /// The predicted cost of what it holds.
     pub cost: f64,
-    /// Leading blocks of the request's prompt sent there before and remembered
-    /// (`prefix-affinity` only; 0 otherwise).
-    pub cached_blocks: usize,
+    /// Blocks of the request's prompt it would prefill: those beyond its leading blocks sent
+    /// there before and remembered, plus one for the unhashed tail (`prefix-affinity` only; 0
+    /// otherwise).
+    pub uncached_blocks: usize,
 }
 
 impl Router {
@@ -131,9 +135,12 @@ impl Router {
                 });
             }
             Router::CostAware => by(&mut order, &|l| (l.cost, l.outstanding)),
-            Router::PrefixAffinity => {
-                by(&mut order, &|l| (-(l.cached_blocks as f64), l.outstanding))
-            }
+            Router::PrefixAffinity => by(&mut order, &|l| {
+                (
+                    l.uncached_blocks as f64 * (l.outstanding as f64 + 1.0),
+                    l.outstanding,
+                )
+            }),
         }
         order
     }
@@ -172,7 +179,7 @@ mod tests {
             waiting,
             kv_used,
             cost,
-            cached_blocks: 0,
+            uncached_blocks: 0,
         }
     }
 
@@ -201,20 +208,20 @@ mod tests {
             Some(1),
             "nothing cached anywhere: the fewest outstanding"
         );
-        let cached = [
-            EngineLoad {
-                cached_blocks: 4,
-                ..load(3, 0, 0.0, 0.0)
-            },
-            EngineLoad {
-                cached_blocks: 1,
-                ..load(0, 0, 0.0, 0.0)
-            },
-        ];
+        // A 9-block prompt: 8 blocks cached on a busy engine, none on an idle one.
+        let prefix = |uncached_blocks, outstanding| EngineLoad {
+            uncached_blocks,
+            ..load(outstanding, 0, 0.0, 0.0)
+        };
         assert_eq!(
-            Router::PrefixAffinity.pick(&[0, 1], &cached, &mut turn),
+            Router::PrefixAffinity.pick(&[0, 1], &[prefix(2, 3), prefix(10, 0)], &mut turn),
             Some(0),
-            "the longest prefix before the load"
+            "2 blocks beside 3 others cost less than 10 alone"
+        );
+        assert_eq!(
+            Router::PrefixAffinity.pick(&[0, 1], &[prefix(6, 3), prefix(10, 0)], &mut turn),
+            Some(1),
+            "too little cached to share a busy engine"
         );
     }
 

@@ -593,8 +593,8 @@ impl Scheduler {
                     _ => 0.0,
                 },
                 cost: e.cost,
-                cached_blocks: if prefixed {
-                    e.prefixes.matched(prefix)
+                uncached_blocks: if prefixed {
+                    prefix.len() - e.prefixes.matched(prefix) + 1
                 } else {
                     0
                 },
