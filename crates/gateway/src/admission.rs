@@ -200,14 +200,16 @@ impl Admission {
             // A class above the standard one does not wait behind sheddable requests that run:
             // they are evicted, and the slots, when freed, go to the highest class waiting. With
             // a TTFT deadline, only once waiting would miss it (the core's deadline guard).
-            let evict_at = match slo {
+            // (A deadline it cannot meet counts as none.)
+            let slack =
+                slo.and_then(|slo| Some(slo - st.scheduler.service().slo_lead(input, slo)?));
+            let evict_at = match slack {
                 _ if class <= 0 || st.eviction == Eviction::None => None,
                 None => {
                     st.evict_for(id, class);
                     None
                 }
-                Some(slo) => {
-                    let slack = slo - st.scheduler.service().slo_lead(input, slo);
+                Some(slack) => {
                     let slack = std::time::Duration::try_from_secs_f64(slack).unwrap_or_default();
                     Some(tokio::time::Instant::now() + slack)
                 }

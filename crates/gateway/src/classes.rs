@@ -15,7 +15,10 @@
 //! (measured from answers; half the deadline until measured), the request goes before the rest
 //! of its class,
 //! and a class above 0 evicts a running sheddable request then (`eviction`), not at once as it
-//! does without a deadline.
+//! does without a deadline. A deadline shorter than the first token takes alone (once that is
+//! measured) cannot be met and counts as none. A deadline reorders only its own class and
+//! tenant's requests (other tenants keep their token shares), so it grants a client no more
+//! than the class header already does.
 //!
 //! Its tenant: `x-llm-d-inference-fairness-id: ID` (else `default`). A tenant the file names
 //! has its weight and limit; any other id becomes a tenant of weight 1 as it is first seen, up

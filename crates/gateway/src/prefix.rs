@@ -3,7 +3,8 @@
 //!
 //! The gateway sees text, not the engine's tokens, so a block is [`BLOCK_BYTES`] bytes of the
 //! prompt as the engine's chat template would lay it out: each message's role and text, in
-//! order, with separators that no text holds. A conversation's next turn starts with the
+//! order, with control characters as separators (text may hold them too: two prompts could
+//! then share a hash, which costs a routing choice, nothing else). A conversation's next turn starts with the
 //! previous turn's messages, so its leading blocks hash the same; the last, partial block is
 //! not hashed (the next turn may extend it differently). Each hash covers its block and the
 //! hash before it, so equal hashes mean equal prefixes. At most [`MAX_BLOCKS`] are hashed.
@@ -44,7 +45,6 @@ impl Blocks {
 
     /// A chat message of `role` and `text`.
     pub fn message(&mut self, role: &str, text: &str) {
-        // Control characters no role or JSON-decoded text would hold in that place.
         self.push(role.as_bytes());
         self.push(b"\x1f");
         self.push(text.as_bytes());

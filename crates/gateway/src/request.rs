@@ -42,7 +42,8 @@ pub struct Checked {
     pub choices: u64,
     /// The body's `priority` (vLLM's field: lower wins), if any.
     pub priority: Option<i64>,
-    /// The whole context's block hashes (`prefix.rs`), for the `prefix-affinity` router.
+    /// The whole context's block hashes (`prefix.rs`), for the `prefix-affinity` router
+    /// (empty unless asked for: [`check_hashing`]).
     pub prefix: Prefix,
 }
 
@@ -73,6 +74,12 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
 
 /// Check `body` for `endpoint`.
 pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
+    check_hashing(endpoint, body, false)
+}
+
+/// The same, hashing the context's blocks when `prefix` (what only `prefix-affinity` reads:
+/// other routers pay nothing for it).
+pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Checked, Invalid> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| invalid("body", format!("not JSON ({e})")))?;
     let Value::Object(fields) = value else {
@@ -84,7 +91,7 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
                 if let Some(i) = m.iter().position(|v| !v.is_object()) {
                     return Err(invalid("messages", format!("item {i} is not an object")));
                 }
-                conversation(m)
+                conversation(m, prefix)
             }
             Some(Value::Array(_)) => return Err(invalid("messages", "must not be empty")),
             Some(_) => return Err(invalid("messages", "expected an array of messages")),
@@ -95,7 +102,9 @@ pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
                 let text = text_of(p);
                 let chars = text.chars().count();
                 let mut blocks = Blocks::default();
-                blocks.push(text.as_bytes());
+                if prefix {
+                    blocks.push(text.as_bytes());
+                }
                 (text, chars, None, blocks.finish())
             }
             Some(_) => return Err(invalid("prompt", "expected a string or an array")),
@@ -168,8 +177,9 @@ fn text_of(v: &Value) -> String {
     }
 }
 
-/// A chat's prompt text, context characters, previous answer's characters and block hashes.
-fn conversation(messages: &[Value]) -> (String, usize, Option<usize>, Prefix) {
+/// A chat's prompt text, context characters, previous answer's characters and block hashes
+/// (when `hash`).
+fn conversation(messages: &[Value], hash: bool) -> (String, usize, Option<usize>, Prefix) {
     let texts: Vec<(Option<&str>, String)> = messages
         .iter()
         .map(|m| {
@@ -179,7 +189,7 @@ fn conversation(messages: &[Value]) -> (String, usize, Option<usize>, Prefix) {
         .collect();
     let context = texts.iter().map(|(_, t)| t.chars().count()).sum();
     let mut blocks = Blocks::default();
-    for (role, text) in &texts {
+    for (role, text) in texts.iter().filter(|_| hash) {
         blocks.message(role.unwrap_or(""), text);
     }
     let prefix = blocks.finish();
@@ -262,6 +272,26 @@ mod tests {
         );
         let parts = check(Endpoint::Completions, br#"{"prompt":["a","b"]}"#).expect("valid");
         assert_eq!(parts.prompt, "a\nb");
+    }
+
+    #[test]
+    fn the_context_is_hashed_only_when_asked() {
+        let long = serde_json::json!({"messages": [
+            {"role": "system", "content": "s".repeat(300)},
+            {"role": "user", "content": "u".repeat(300)},
+        ]})
+        .to_string();
+        let hashed = check_hashing(Endpoint::Chat, long.as_bytes(), true).expect("valid");
+        assert_eq!(hashed.prefix.len(), 2, "614 bytes: two whole blocks");
+        assert!(
+            check(Endpoint::Chat, long.as_bytes())
+                .expect("valid")
+                .prefix
+                .is_empty()
+        );
+        let prompt = serde_json::json!({"prompt": "p".repeat(600)}).to_string();
+        let c = check_hashing(Endpoint::Completions, prompt.as_bytes(), true).expect("valid");
+        assert_eq!(c.prefix.len(), 2);
     }
 
     #[test]

@@ -565,11 +565,14 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
     };
     let read = Instant::now();
+    let hash = shared.config.router.needs_prefix();
     let checked = if body.len() > CHECK_INLINE_BYTES {
         // Parsing a body of megabytes takes milliseconds: on the blocking pool, so the
         // runtime's one thread goes on passing other answers' events.
         let big = body.clone();
-        match tokio::task::spawn_blocking(move || request::check(endpoint, &big)).await {
+        match tokio::task::spawn_blocking(move || request::check_hashing(endpoint, &big, hash))
+            .await
+        {
             Ok(checked) => checked,
             Err(e) => {
                 return proxy::error(
@@ -581,7 +584,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
             }
         }
     } else {
-        request::check(endpoint, &body)
+        request::check_hashing(endpoint, &body, hash)
     };
     let checked = match checked {
         Ok(c) => c,
@@ -661,7 +664,8 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         priority: class,
         tenant,
         lengths: forecast.as_ref().map(|f| f.lengths.clone()),
-        ttft_slo: ttft_slo.map(|d| d.as_secs_f64()),
+        // Counted from its arrival, before its body was read, checked and predicted.
+        ttft_slo: ttft_slo.map(|d| d.saturating_sub(arrival.elapsed()).as_secs_f64()),
         prefix: checked.prefix.clone(),
     };
     let placed_at = Instant::now();

@@ -45,6 +45,8 @@ pub(crate) struct Job {
     pub place: Place,
     /// When the aging guard puts it first (engine-independent; `None`: never).
     pub aged_at: Option<f64>,
+    /// When its TTFT deadline puts it first (`None`: it has none, or one it cannot meet).
+    pub deadline_at: Option<f64>,
     /// Its predicted cost, for the cost-aware router.
     pub routed_cost: f64,
     /// Its prompt's block hashes (`prefix-affinity`).
@@ -129,6 +131,7 @@ mod tests {
             engine: None,
             place: Place::Waiting,
             aged_at: None,
+            deadline_at: None,
             routed_cost: 0.0,
             boosted_at: None,
             prefix: Default::default(),

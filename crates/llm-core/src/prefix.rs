@@ -67,15 +67,21 @@ impl PrefixCache {
             self.last_sent.insert(hash, self.clock);
             self.order.push_back((hash, self.clock));
         }
-        // Forget the least recently sent beyond the capacity; stale entries (sent again since)
-        // go as they come up, and the queue never holds more than twice the capacity.
-        while self.last_sent.len() > self.capacity || self.order.len() > 2 * self.capacity {
+        // Forget the least recently sent beyond the capacity (stale entries, of hashes sent
+        // again since, go as they come up).
+        while self.last_sent.len() > self.capacity {
             let Some((hash, at)) = self.order.pop_front() else {
                 break;
             };
             if self.last_sent.get(&hash) == Some(&at) {
                 self.last_sent.remove(&hash);
             }
+        }
+        // A conversation re-sends its history every turn, each time leaving stale entries: past
+        // twice the capacity they are dropped at once (amortized O(1) a block).
+        if self.order.len() > 2 * self.capacity {
+            let last_sent = &self.last_sent;
+            self.order.retain(|(h, at)| last_sent.get(h) == Some(at));
         }
     }
 
@@ -116,6 +122,21 @@ mod tests {
         assert_eq!(c.matched(&[1]), 1, "1 was sent again");
         assert_eq!(c.matched(&[3]), 1);
         assert_eq!(c.matched(&[4]), 1);
+    }
+
+    #[test]
+    fn a_history_sent_again_every_turn_stays_remembered_whole() {
+        let mut c = PrefixCache::with_capacity(10);
+        for turn in 1..=10 {
+            let history: Vec<u64> = (1..=turn).collect();
+            c.record(&history);
+        }
+        let all: Vec<u64> = (1..=10).collect();
+        assert_eq!(
+            c.matched(&all),
+            10,
+            "55 sends of 10 hashes, all still remembered"
+        );
     }
 
     proptest! {

@@ -451,6 +451,7 @@ impl Scheduler {
             engine: None,
             place: Place::Waiting,
             aged_at: None,
+            deadline_at: None,
             routed_cost: 0.0,
             boosted_at: None,
             prefix: a.prefix.clone(),
@@ -467,14 +468,10 @@ impl Scheduler {
             order::own_guard(spec.order, now, &job)
         };
         // Its deadline's guard: the last moment it can start and still meet its TTFT SLO.
-        let deadline = a
+        job.deadline_at = a
             .ttft_slo
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(|slo| now + slo - self.service.slo_lead(job.input, slo));
-        job.aged_at = match (guard, deadline) {
-            (Some(g), Some(d)) => Some(g.min(d)),
-            (g, d) => g.or(d),
-        };
+            .and_then(|slo| Some(now + slo - self.service.slo_lead(job.input, slo)?));
+        job.aged_at = earliest(guard, job.deadline_at);
         if self.config.placement == Placement::AtArrival {
             // Among the engines that are up (all of them if none is).
             let up: Vec<usize> = (0..self.engines.len())
@@ -818,7 +815,9 @@ impl Scheduler {
         };
         job.place = Place::Waiting;
         if let Some(at) = order::own_guard(self.config.policy.order, now, job) {
-            job.aged_at = Some(at);
+            // Paused before its first token, its deadline still stands.
+            let deadline = job.deadline_at.filter(|_| job.generated == 0);
+            job.aged_at = earliest(Some(at), deadline);
         }
         let (context, cost) = (job.context(), job.routed_cost);
         let engine = &mut self.engines[e];
@@ -835,5 +834,13 @@ impl Scheduler {
         }
         self.enqueue(id);
         self.decisions.push_back(Decision::Evict { id, engine: e });
+    }
+}
+
+/// The earlier of two guard times, either absent.
+fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

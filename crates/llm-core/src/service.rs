@@ -96,23 +96,30 @@ impl ServiceModel {
     }
 
     /// Seconds from a request's admission to its first token on an otherwise idle engine, if
-    /// known: its prefill (an SLO deadline's lead: `Arrival::ttft_slo`).
+    /// known: its prefill (an SLO deadline's lead: `Arrival::ttft_slo`). Measured, the prefill
+    /// rate is admission to first byte over prompt tokens, so it holds the first token already.
     pub fn first_token_seconds(&self, input: u32) -> Option<f64> {
         match self {
             ServiceModel::Fit(fit) => Some(fit.solo_seconds(input, 1)),
             ServiceModel::Measured(r) => r
                 .prefill_decode()
-                .map(|(prefill, decode)| prefill * f64::from(input) + decode),
+                .map(|(prefill, _)| prefill * f64::from(input)),
         }
+        .filter(|s| s.is_finite() && *s >= 0.0)
     }
 
     /// How long before a TTFT deadline of `slo` seconds a request of `input` prompt tokens must
     /// start: its first token's time alone, or half the deadline while that is unmeasured.
-    pub fn slo_lead(&self, input: u32, slo: f64) -> f64 {
-        self.first_token_seconds(input)
-            .filter(|s| s.is_finite())
-            .unwrap_or(slo / 2.0)
-            .clamp(0.0, slo.max(0.0))
+    /// `None` when the deadline cannot be met even alone (shorter than that time, or not a
+    /// time): it then orders nothing, so a client cannot jump its lane by asking the impossible.
+    pub fn slo_lead(&self, input: u32, slo: f64) -> Option<f64> {
+        if !slo.is_finite() || slo < 0.0 {
+            return None;
+        }
+        match self.first_token_seconds(input) {
+            Some(alone) => (alone <= slo).then_some(alone),
+            None => Some(slo / 2.0),
+        }
     }
 
     /// Seconds per prompt token and per output token (`sagesched-time`), if known.

@@ -615,8 +615,8 @@ fn a_request_whose_ttft_deadline_nears_goes_before_the_policy_order() {
         "half its deadline passed: before the shorter one"
     );
 
-    // Measured: 0.01 s per prompt token and 0.1 s per output token, so 100 prompt tokens take
-    // 1.1 s to a first token and a 2 s SLO must start by 0.9 s.
+    // Measured: the first byte 1 s after admission for 100 prompt tokens (0.01 s a token), so a
+    // 2 s SLO must start by 1 s.
     let mut s = scheduler("sagesched", 1);
     for _ in 0..20 {
         s.handle(0.0, served(100, 11, 2.0, Some(1.0)))
@@ -627,10 +627,14 @@ fn a_request_whose_ttft_deadline_nears_goes_before_the_policy_order() {
     s.handle(0.0, arrival(2, 100, 5.0)).expect("new");
     s.handle(0.0, arrival(3, 100, 5.0)).expect("new");
     assert_eq!(admitted(&mut s), [0]);
-    s.handle(0.5, Input::Done { id: 0 }).expect("known");
+    // And one that asks for its first token sooner than it takes alone orders nothing.
+    s.handle(0.0, with_slo(4, 100, 500.0, 0.5)).expect("new");
+    s.handle(0.95, Input::Done { id: 0 }).expect("known");
     assert_eq!(admitted(&mut s), [2]);
-    s.handle(0.95, Input::Done { id: 2 }).expect("known");
+    s.handle(1.05, Input::Done { id: 2 }).expect("known");
     assert_eq!(admitted(&mut s), [1], "less slack than its prefill takes");
+    s.handle(3.0, Input::Done { id: 1 }).expect("known");
+    assert_eq!(admitted(&mut s), [3], "the impossible deadline is ignored");
 
     // A deadline never lifts a request above a higher class.
     let mut s = scheduler("fcfs", 1);
