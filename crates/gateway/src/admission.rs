@@ -182,7 +182,6 @@ impl Admission {
     /// `arrival`'s id is the gateway's to set.
     pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
         let class = arrival.priority;
-        let (slo, input) = (arrival.ttft_slo, arrival.input_tokens);
         let (id, mut rx, evict_at) = {
             let mut st = self.lock();
             let id = st.next_id;
@@ -199,19 +198,17 @@ impl Admission {
             st.waiters.insert(id, tx);
             // A class above the standard one does not wait behind sheddable requests that run:
             // they are evicted, and the slots, when freed, go to the highest class waiting. With
-            // a TTFT deadline, only once waiting would miss it (the core's deadline guard).
-            // (A deadline it cannot meet counts as none.)
-            let slack =
-                slo.and_then(|slo| Some(slo - st.scheduler.service().slo_lead(input, slo)?));
-            let evict_at = match slack {
+            // a TTFT deadline, only once waiting would miss it: the moment the core's deadline
+            // guard puts it first (a deadline it cannot meet counts as none).
+            let evict_at = match st.scheduler.deadline(id) {
                 _ if class <= 0 || st.eviction == Eviction::None => None,
                 None => {
                     st.evict_for(id, class);
                     None
                 }
-                Some(slack) => {
-                    let slack = std::time::Duration::try_from_secs_f64(slack).unwrap_or_default();
-                    Some(tokio::time::Instant::now() + slack)
+                Some(at) => {
+                    let at = std::time::Duration::try_from_secs_f64(at).unwrap_or_default();
+                    Some(tokio::time::Instant::from_std(self.start + at))
                 }
             };
             (id, rx, evict_at)

@@ -355,6 +355,12 @@ impl Scheduler {
         self.engines.get(engine).map_or(0, |e| e.admitted.len())
     }
 
+    /// When request `id`'s TTFT deadline puts it first, in the time the scheduler is fed
+    /// (`None`: it has none, one it cannot meet, or is not held).
+    pub fn deadline(&self, id: u64) -> Option<f64> {
+        self.jobs.get(&id)?.deadline_at
+    }
+
     /// The learned KV headroom of `engine`.
     pub fn headroom(&self, engine: usize) -> f64 {
         self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
@@ -630,15 +636,11 @@ impl Scheduler {
             (None, None) => (0..self.engines.len()).collect(),
         };
         // The router's favourite that has room (asking engines in its order of preference).
-        let prefix = self
-            .jobs
-            .get(&id)
-            .map(|j| j.prefix.clone())
-            .unwrap_or_default();
+        let prefix = self.jobs.get(&id).map_or(&[][..], |j| &j.prefix);
         let order = self
             .config
             .router
-            .preference(&eligible, &self.loads(&prefix), self.turn);
+            .preference(&eligible, &self.loads(prefix), self.turn);
         if let Some(e) = order.into_iter().find(|&e| self.fits(e, id, &[])) {
             self.turn = e + 1;
             self.admit(now, id, e);
