@@ -21,8 +21,8 @@ use xsched_proto::{
     ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, WireMode,
     read_frame, write_frame,
 };
-use xsched_runtime::clock;
-use xsched_runtime::prompt::CpuGuard;
+use xsched_sys::clock;
+use xsched_sys::prompt::CpuGuard;
 
 /// Serve one accepted connection until it ends.
 pub(crate) fn serve(

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use xsched_core::{Dispatcher, Nanos, Operation};
 use xsched_proto::DaemonMsg;
-use xsched_runtime::clock;
+use xsched_sys::clock;
 
 /// Where a queue's operations go: its client's outbox, under the client's own queue id.
 #[derive(Clone)]

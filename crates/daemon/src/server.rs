@@ -239,7 +239,7 @@ impl Daemon {
         std::thread::Builder::new()
             .name("xsched-timers".into())
             .spawn(move || {
-                xsched_runtime::prompt::make_prompt();
+                xsched_sys::prompt::make_prompt();
                 timers.core.run_timers()
             })
             .map_err(DaemonError::Spawn)?;

@@ -2,7 +2,8 @@
 //!
 //! Real XQueues. The core's [`LaunchMachine`](xsched_core::LaunchMachine) decides what to launch
 //! and the core's [`Scheduler`](xsched_core::Scheduler) who may run; this crate gives them
-//! threads, a monotonic clock and a hardware queue to drive:
+//! threads, a monotonic clock (`xsched-sys`'s, shared with the daemon) and a hardware queue to
+//! drive:
 //!
 //! - [`HwQueue`]: the small trait a backend implements (launch + synchronize for Level 1,
 //!   deactivate/reactivate for Level 2, interrupt/restore for Level 3) with a capability table.
@@ -21,23 +22,24 @@
 
 mod account;
 mod agent;
-pub mod clock;
 mod completion;
 mod env;
 mod error;
-pub mod fork;
 mod hwqueue;
 mod launcher;
 mod logging;
 mod machine;
 mod mode;
 mod options;
-pub mod prompt;
 mod runtime;
 pub mod scheduler;
 mod shared;
 mod steer;
 mod xqueue;
+
+/// The OS-facing helpers, which live in `xsched-sys` (shared with the daemon), where the
+/// runtime's users and its own modules reach them.
+pub use xsched_sys::{clock, fork, prompt};
 
 pub use account::QueueAccount;
 pub use completion::{Completion, CompletionSink};

@@ -43,11 +43,11 @@ pub fn after_fork_in_child() {
 
 /// A descriptor a forked child must close; untracked when dropped (declare it before the
 /// stream it tracks, so it is untracked before the descriptor closes).
-pub(crate) struct Tracked(Option<usize>, RawFd);
+pub struct Tracked(Option<usize>, RawFd);
 
 impl Tracked {
     /// Track `fd`'s descriptor (if all slots are taken, it is not tracked: logged once).
-    pub(crate) fn new(fd: &impl AsRawFd) -> Tracked {
+    pub fn new(fd: &impl AsRawFd) -> Tracked {
         let raw = fd.as_raw_fd();
         let slot = FDS.iter().position(|s| {
             s.compare_exchange(-1, raw, Ordering::AcqRel, Ordering::Acquire)

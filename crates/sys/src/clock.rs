@@ -1,7 +1,8 @@
-//! The runtime's monotonic clock, as the core's [`Nanos`].
+//! xsched's monotonic clock, as the core's [`Nanos`].
 //!
-//! The core never reads a clock; the runtime passes it this one. The epoch is the first call in
-//! the process, so values are small and comparable across every thread of the process.
+//! The core never reads a clock; the runtime and the daemon pass it this one. The epoch is the
+//! first call in the process, so values are small and comparable across every thread of the
+//! process.
 
 use std::sync::OnceLock;
 use std::time::Instant;

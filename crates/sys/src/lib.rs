@@ -1,0 +1,21 @@
+//! # xsched-sys
+//!
+//! The OS-facing helpers that the client runtime (`xsched-runtime`) and the daemon
+//! (`xsched-daemon`) share, with no scheduling in them:
+//!
+//! - [`clock`]: the process's monotonic clock, as the core's [`Nanos`](xsched_core::Nanos).
+//! - [`prompt`]: real-time (`SCHED_FIFO` 1) control threads on request, and the guard that
+//!   drops a busy one back to normal priority.
+//! - [`fork`]: the descriptors a forked child must close, and the count of forks.
+//!
+//! Why a crate of its own: the daemon needs the clock and prompt control threads, which lived
+//! in the runtime, so it linked the whole client runtime (launcher threads, the agent, the
+//! in-process scheduler) for two small modules. Here both depend on these helpers and the
+//! daemon on nothing of the client. The runtime re-exports the modules where they were
+//! (`xsched_runtime::{clock, fork, prompt}`), so its users are unchanged.
+
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod fork;
+pub mod prompt;
