@@ -19,7 +19,7 @@ use crate::config::DaemonConfig;
 use crate::connection::Session;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
-use crate::server::Shared;
+use crate::shared::Shared;
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
