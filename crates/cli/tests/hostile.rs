@@ -1,6 +1,7 @@
 //! The daemon shared with clients that misbehave, each test one kind: a 1 ns time slice,
 //! 2 000 silent connections, a client that never reads, a SIGSTOPped daemon, clients of another
-//! protocol version, and a client of another user trying to switch the policy. In each, an
+//! protocol version, and a client of another user trying to switch the policy or a process's
+//! mode (that user runs a staged copy of `xsched`: [`support::Nobody`]). In each, an
 //! operator's `xsched top --once` answers in time (the figure is printed) and two real worker
 //! processes are still scheduled: the high-priority one runs while the low one is suspended,
 //! and both complete every command.
@@ -226,20 +227,16 @@ fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
         return;
     }
     // A directory and socket the other user can reach; the authority defaults stay.
-    let dir = std::env::temp_dir().join(format!("xsched-test-{}-uid", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).expect("dir");
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .expect("chmod");
-    let config = dir.join("daemon.toml");
+    let nobody = support::Nobody::stage();
+    let config = nobody.dir().join("daemon.toml");
     std::fs::write(&config, "[socket]\nmode = 0o666\n").expect("config");
-    let sock = dir.join("xsched.sock");
+    let sock = nobody.dir().join("xsched.sock");
     let config_arg = config.to_string_lossy().into_owned();
     let _daemon = Daemon::start_with(&sock, &["--config", &config_arg]);
     let bg = worker(&sock, 0, 2000, 400);
     wait_for(|| row_of(&top(&sock), bg.id()).is_some(), "bg registered");
-    let nobody = support::as_nobody;
-    let out = nobody()
+    let out = nobody
+        .xsched()
         .args(["policy", "--socket"])
         .arg(&sock)
         .args(["set", "bandwidth"])
@@ -251,7 +248,29 @@ fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
         stderr.contains("setting the policy refused") && stderr.contains("uid 65534"),
         "{stderr}"
     );
-    let theirs = support::top_by(nobody(), &sock).expect("top as uid 65534");
+    let out = nobody
+        .xsched()
+        .args([
+            "mode",
+            "set",
+            "--pid",
+            &bg.id().to_string(),
+            "observe",
+            "--socket",
+        ])
+        .arg(&sock)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "uid 65534 switched root's mode");
+    assert!(
+        stderr.contains(&format!(
+            "process {} has no such queues you may see",
+            bg.id()
+        )),
+        "{stderr}"
+    );
+    let theirs = support::top_by(nobody.xsched(), &sock).expect("top as uid 65534");
     assert_eq!(
         theirs["rows"].as_array().map(Vec::len),
         Some(0),
@@ -264,7 +283,6 @@ fn a_client_of_another_user_may_not_switch_the_policy_or_see_others() {
     );
     assert_eq!(finished(bg)["completed"], 400);
     still_scheduling(&sock);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -274,14 +292,15 @@ fn an_agent_obeys_no_daemon_of_another_user_unless_told_to() {
         return;
     }
     // An "impostor" daemon of uid 65534 in a directory of its own.
-    let dir = std::env::temp_dir().join(format!("xsched-test-{}-impostor", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let nobody = support::Nobody::stage();
+    let dir = nobody.dir().join("impostor");
     std::fs::create_dir(&dir).expect("dir");
-    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
+    std::os::unix::fs::chown(&dir, Some(support::Nobody::UID), Some(support::Nobody::UID))
+        .expect("chown");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .expect("chmod");
     let sock = dir.join("xsched.sock");
-    let _daemon = Daemon::start_by(support::as_nobody(), &sock, &[]);
+    let _daemon = Daemon::start_by(nobody.xsched(), &sock, &[]);
     // A root client does not obey it: it never registers, and runs unscheduled to the end.
     let w = support::worker_with(&sock, 0, 1000, 600, &[]);
     let pid = w.id();
@@ -302,5 +321,4 @@ fn an_agent_obeys_no_daemon_of_another_user_unless_told_to() {
         "the trusting client registered",
     );
     assert_eq!(finished(w)["completed"], 600);
-    let _ = std::fs::remove_dir_all(&dir);
 }

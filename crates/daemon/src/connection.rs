@@ -11,7 +11,7 @@ use crate::core::Target;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
 use crate::registry::ProcessQueue;
-use crate::server::Shared;
+use crate::shared::Shared;
 use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;

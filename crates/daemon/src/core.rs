@@ -8,7 +8,7 @@
 //! No socket I/O happens under the lock.
 
 use crate::outbox::Outbox;
-use crate::server::OpCounters;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use xsched_core::{Dispatcher, Nanos, Operation};
@@ -27,6 +27,14 @@ struct Inner {
     /// The deadline the timer thread sleeps until, if any.
     armed: Option<Nanos>,
     stopping: bool,
+}
+
+/// How many operations the daemon issued (counted here, where they are decided; read by the
+/// metrics).
+#[derive(Default)]
+pub(crate) struct OpCounters {
+    pub(crate) suspends: AtomicU64,
+    pub(crate) resumes: AtomicU64,
 }
 
 /// The shared scheduler.

@@ -6,20 +6,23 @@
 //! - the registry and the scheduler agree on the queues, each with exactly one owner;
 //! - no client has more queues than the limit, and no unprivileged client sets a priority
 //!   outside its range;
-//! - only an authorized client changes the policy, and a hint on another user's process from an
-//!   unauthorized client changes nothing;
+//! - only an authorized client changes the policy, and a hint or a mode switch on another
+//!   user's process from an unauthorized client is refused and changes nothing;
 //! - `Top` shows an unprivileged client only its own user's queues;
 //! - every operation a client receives is for a queue it registered;
 //! - when every client is gone, so is every queue.
 //!
 //! Nothing a client sends may panic the daemon (proptest reports a panic as a failure).
+//!
+//! `mode set`'s authority (the same user or root) is also checked step by step, from a user who
+//! may not see the target, one who may see it but not act on it, the owner and root.
 
 use crate::admission::Admission;
-use crate::config::DaemonConfig;
+use crate::config::{AuthorityConfig, DaemonConfig};
 use crate::connection::Session;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
-use crate::server::Shared;
+use crate::shared::Shared;
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
@@ -144,17 +147,24 @@ struct Client<'a> {
 
 fn connect<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, c: usize) -> Client<'a> {
     let (pid, uid) = CLIENTS[c];
-    let (near, far_end) = UnixStream::pair().expect("socket pair");
-    far_end.set_nonblocking(true).expect("nonblocking");
-    let admitted = admission.admit(conn, uid, &near).expect("within limits");
-    admitted.shook_hands();
-    let outbox = Arc::new(Outbox::new(near).expect("outbox"));
     let peer = Peer {
         pid,
         uid,
         gids: vec![uid],
         name: format!("client{c}"),
     };
+    join(shared, admission, conn, peer)
+}
+
+/// `peer` past its handshake on connection `conn`.
+fn join<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, peer: Peer) -> Client<'a> {
+    let (near, far_end) = UnixStream::pair().expect("socket pair");
+    far_end.set_nonblocking(true).expect("nonblocking");
+    let admitted = admission
+        .admit(conn, peer.uid, &near)
+        .expect("within limits");
+    admitted.shook_hands();
+    let outbox = Arc::new(Outbox::new(near).expect("outbox"));
     Client {
         session: Some(Session::start(shared, conn, peer, outbox, admitted)),
         far_end,
@@ -250,13 +260,21 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         if !admin {
             prop_assert_eq!(policy_before, policy_after, "{:?} changed the policy", msg);
         }
-        if let ClientMsg::HintProcess { pid: target, .. } = &msg {
+        let others = |target: &u32| {
             let target_uid = CLIENTS.iter().find(|(p, _)| p == target).map(|&(_, u)| u);
-            if !admin && target_uid.is_some_and(|u| u != uid) {
-                let refused = matches!(answer, Some(DaemonMsg::Error { .. }));
-                prop_assert!(refused, "{:?} was not refused: {:?}", msg, answer);
-                prop_assert_eq!(&before, &after, "a refused hint changed queues");
-            }
+            !admin && target_uid.is_some_and(|u| u != uid)
+        };
+        let refused = matches!(answer, Some(DaemonMsg::Error { .. }));
+        if let ClientMsg::HintProcess { pid: target, .. } = &msg
+            && others(target)
+        {
+            prop_assert!(refused, "{:?} was not refused: {:?}", msg, answer);
+            prop_assert_eq!(&before, &after, "a refused hint changed queues");
+        }
+        let mode_of_others =
+            matches!(&msg, ClientMsg::SetMode { pid: target, .. } if others(target));
+        if mode_of_others {
+            prop_assert!(refused, "{:?} was not refused: {:?}", msg, answer);
         }
         if let Some(DaemonMsg::Top { rows, .. }) = &answer {
             for r in rows {
@@ -269,13 +287,17 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
 
-        // Operations only for the client's own queues.
+        // Operations only for the client's own queues; a refused mode switch reaches nobody.
         for client in &clients {
             for m in drain(client) {
                 let queue = match m {
                     DaemonMsg::Suspend { queue }
                     | DaemonMsg::Resume { queue }
                     | DaemonMsg::Protect { queue, .. } => queue,
+                    DaemonMsg::SetMode { queue, .. } => {
+                        prop_assert!(!mode_of_others, "{:?} was refused yet sent", msg);
+                        queue
+                    }
                     _ => continue,
                 };
                 prop_assert!(
@@ -300,5 +322,111 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..250)
     ) {
         run(steps)?;
+    }
+}
+
+/// `xsched mode set` on another process: the owner's user (from another process) and root
+/// switch it, and the switch reaches the queue's client; another user is refused, whether it
+/// may see the process (`see_all`) or not, and nothing reaches the client.
+#[test]
+fn only_the_same_user_or_root_switches_a_process_mode() {
+    // `see_all` names the group root (gid 0, on every system); `hint_others` nobody. The uids
+    // are none that runs tests, which would be the daemon's own user and so an admin.
+    let config = DaemonConfig {
+        authority: AuthorityConfig {
+            see_all: vec!["@root".into()],
+            ..AuthorityConfig::default()
+        },
+        ..DaemonConfig::default()
+    };
+    let shared = Shared::new(policy::by_name("hpf").expect("hpf"), &config).expect("shared");
+    let admission = shared.admission.clone();
+    let (owner_uid, stranger_uid, watcher_uid) = (2_000_001, 2_000_002, 2_000_003);
+    let peer = |pid: u32, uid: u32, gids: Vec<u32>| Peer {
+        pid,
+        uid,
+        gids,
+        name: format!("p{pid}"),
+    };
+    let target = join(
+        &shared,
+        &admission,
+        1,
+        peer(201, owner_uid, vec![owner_uid]),
+    );
+    let sibling = join(
+        &shared,
+        &admission,
+        2,
+        peer(202, owner_uid, vec![owner_uid]),
+    );
+    let stranger = join(
+        &shared,
+        &admission,
+        3,
+        peer(203, stranger_uid, vec![stranger_uid]),
+    );
+    let watcher = join(
+        &shared,
+        &admission,
+        4,
+        peer(204, watcher_uid, vec![watcher_uid, 0]),
+    );
+    let root = join(&shared, &admission, 5, peer(205, 0, vec![0]));
+    let send = |client: &Client<'_>, msg: ClientMsg| {
+        client.session.as_ref().expect("connected").handle(msg)
+    };
+    let register = ClientMsg::Register {
+        queue: 7,
+        device: 0,
+        hints: WireHints::default(),
+    };
+    assert_eq!(send(&target, register), None, "registered");
+    let switch = |mode| ClientMsg::SetMode {
+        pid: 201,
+        queue: None,
+        mode,
+    };
+    let switches = |client: &Client<'_>| -> Vec<DaemonMsg> {
+        drain(client)
+            .into_iter()
+            .filter(|m| matches!(m, DaemonMsg::SetMode { .. }))
+            .collect()
+    };
+    let _ = switches(&target);
+
+    for (who, client, why) in [
+        (
+            "a user who may not see it",
+            &stranger,
+            "has no such queues you may see",
+        ),
+        (
+            "a user who may see it",
+            &watcher,
+            "belongs to uid 2000001, and uid 2000003 is not root",
+        ),
+    ] {
+        match send(client, switch(WireMode::Observe)) {
+            Some(DaemonMsg::Error { message }) => assert!(message.contains(why), "{message}"),
+            other => panic!("{who} switched another user's process: {other:?}"),
+        }
+        assert_eq!(
+            switches(&target),
+            [],
+            "{who}'s refused switch reached the client"
+        );
+    }
+
+    for (who, client, mode) in [
+        ("the same user", &sibling, WireMode::Observe),
+        ("root", &root, WireMode::Preemptive),
+    ] {
+        assert_eq!(send(client, switch(mode)), Some(DaemonMsg::Done), "{who}");
+        assert_eq!(
+            switches(&target),
+            [DaemonMsg::SetMode { queue: 7, mode }],
+            "{who}'s switch reaches the queue's client"
+        );
     }
 }

@@ -23,6 +23,7 @@ mod outbox;
 mod peer;
 mod registry;
 mod server;
+mod shared;
 
 pub use config::{
     Authority, AuthorityConfig, ConfigError, DaemonConfig, Limits, PriorityRange, PriorityRule,

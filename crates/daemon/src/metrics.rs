@@ -10,7 +10,7 @@
 //! formats it outside the scheduler's lock.
 
 use crate::accept::AcceptBackoff;
-use crate::server::Shared;
+use crate::shared::Shared;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};

@@ -7,21 +7,19 @@
 //! never reachable with looser permissions.
 
 use crate::accept::AcceptBackoff;
-use crate::admission::Admission;
-use crate::config::{Authority, ConfigError, DaemonConfig};
+use crate::config::{ConfigError, DaemonConfig};
 use crate::connection;
-use crate::core::Core;
 use crate::peer::Peer;
-use crate::registry::Registry;
+use crate::shared::Shared;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use xsched_core::{CoreError, Dispatcher, policy};
+use xsched_core::{CoreError, policy};
 
 /// Why the daemon could not start.
 #[derive(Debug, Error)]
@@ -54,41 +52,6 @@ pub enum DaemonError {
     /// A thread could not be started.
     #[error("cannot start a thread: {0}")]
     Spawn(std::io::Error),
-}
-
-/// State shared by the accept loop and every connection.
-pub(crate) struct Shared {
-    pub(crate) core: Core,
-    pub(crate) registry: Registry,
-    pub(crate) authority: Authority,
-    pub(crate) admission: Arc<Admission>,
-    pub(crate) stopping: AtomicBool,
-    /// Operations issued, for the metrics.
-    pub(crate) ops: Arc<OpCounters>,
-}
-
-impl Shared {
-    pub(crate) fn new(
-        policy: Box<dyn xsched_core::Policy>,
-        config: &DaemonConfig,
-    ) -> Result<Shared, DaemonError> {
-        let ops: Arc<OpCounters> = Arc::default();
-        Ok(Shared {
-            core: Core::new(Dispatcher::new(policy), ops.clone()),
-            registry: Registry::default(),
-            authority: config.authority()?,
-            admission: Arc::new(Admission::new(config.limits.clone())),
-            stopping: AtomicBool::new(false),
-            ops,
-        })
-    }
-}
-
-/// How many operations the daemon issued.
-#[derive(Default)]
-pub(crate) struct OpCounters {
-    pub(crate) suspends: AtomicU64,
-    pub(crate) resumes: AtomicU64,
 }
 
 /// A bound daemon, not yet serving.

@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 /// The protocol version; a daemon refuses clients of another version with an [`DaemonMsg::Error`]
 /// saying which versions meet. 2: hints are the protocol's own types (with the SLO hint), and
 /// `Stats` and `Protect` exist. 3: `Ping`/`Pong` (the agent's heartbeat), and `Top` is paged.
-/// 4: statistics carry the queue's accounting and mode, top rows the owner's uid, an operator
-/// can switch a queue's mode (`SetMode`), and the daemon bounds a tenant's queues (`Bounds`).
-pub const VERSION: u16 = 4;
+/// 4: statistics carry the queue's accounting and mode, top rows the owner's uid, and an
+/// operator can switch a queue's mode (`SetMode`). 5: the daemon bounds a tenant's queues
+/// (`Bounds`), a frame a version-4 client cannot decode.
+pub const VERSION: u16 = 5;
 
 /// Rows in one [`DaemonMsg::Top`] page: the largest possible row (a process name is at most
 /// 16 bytes) encodes in 262 bytes, so a page always fits in a frame

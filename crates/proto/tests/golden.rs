@@ -1,14 +1,54 @@
 //! The encoding of every message, pinned per protocol version. A change to any message's bytes
 //! fails here until `VERSION` is bumped and the new version's golden file is written
-//! (`XSCHED_BLESS=1 cargo test -p xsched-proto --test golden`); an existing version's file is
-//! never rewritten, so a format change cannot be blessed in under an old version number.
+//! (`XSCHED_BLESS=1 cargo test -p xsched-proto --test golden`, which only ever creates a missing
+//! file); an existing version's file is never rewritten, so a format change cannot be blessed in
+//! under an old version number. [`GOLDEN`] holds every file's SHA-256 and what its version
+//! changed, and a test fails when a file differs from its hash: a new version adds a file and a
+//! line there, and no line is ever edited.
+//!
+//! The files are the historical record of what each version put on the wire, as it shipped.
+//! `v4.txt` is v4 as released (commit 2112fc2); the `Bounds` message added after it is v5, and
+//! today's code writes v5. A v4 client cannot decode `Bounds`, so it is refused at the
+//! handshake, as the versions' rule says: peers talk only at the same version, and are told
+//! why not otherwise.
 
+use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use xsched_proto::{
     ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION, WireAccount, WireHint, WireHints, WireMode,
-    write_frame,
+    read_frame, write_frame,
 };
+
+/// Every golden file: its name, its SHA-256, and what its version changed. Append a line for a
+/// new version; never edit one.
+const GOLDEN: [(&str, &str, &str); 4] = [
+    (
+        "v2.txt",
+        "79c9330d678f1b2ac40681a80e2082bd33f422b84a2ded5a9cd4ad9f028cb483",
+        "hints are the protocol's own types (with the SLO hint); Stats and Protect",
+    ),
+    (
+        "v3.txt",
+        "0d4cc3392173f7f49105160471b4249db0761c181fda0e9c47526b3a47523789",
+        "Ping/Pong (the agent's heartbeat); Top is paged",
+    ),
+    (
+        "v4.txt",
+        "affa57af30b553da373ad87124af7c33b6e4a3a98f588f224f13eaf4fbda0150",
+        "Stats carry the queue's accounting and mode, Top rows the owner's uid; SetMode",
+    ),
+    (
+        "v5.txt",
+        "2be5679be62b5d602c945f349fb06e9cee2b8a380863044e6b890a72d69fae2a",
+        "Bounds: a tenant's share of the daemon's limits (every v4 frame but the handshake's \
+         version number encodes as in v4)",
+    ),
+];
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
 
 /// The name of a client message's variant: the match makes a new variant a compile error here
 /// until it has a sample below.
@@ -189,9 +229,7 @@ fn hex(bytes: &[u8]) -> String {
 
 #[test]
 fn every_message_encodes_as_its_version_says() {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(format!("v{VERSION}.txt"));
+    let file = golden_dir().join(format!("v{VERSION}.txt"));
     let now: String = samples()
         .iter()
         .map(|(name, bytes)| format!("{name} {}\n", hex(bytes)))
@@ -219,14 +257,50 @@ fn every_message_encodes_as_its_version_says() {
     }
 }
 
+#[test]
+fn no_golden_file_is_ever_rewritten() {
+    let mut found = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(golden_dir()).expect("tests/golden") {
+        let path = entry.expect("a directory entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a UTF-8 file name")
+            .to_string();
+        let bytes = std::fs::read(&path).expect("readable");
+        let hash = hex(&Sha256::digest(&bytes));
+        match GOLDEN.iter().find(|(file, _, _)| *file == name) {
+            Some((_, pinned, _)) => assert!(
+                *pinned == hash,
+                "tests/golden/{name} was rewritten (sha256 {hash}, pinned {pinned}): golden files \
+                 are never rewritten. Restore it (git checkout -- crates/proto/tests/golden/{name}); \
+                 a change to the encoding is a new VERSION with a new file"
+            ),
+            None => panic!(
+                "tests/golden/{name} is not in GOLDEN: a new version adds its file and one line \
+                 there, (\"{name}\", \"{hash}\", \"what it changed\")"
+            ),
+        }
+        found.insert(name);
+    }
+    for (file, _, _) in GOLDEN {
+        assert!(
+            found.contains(file),
+            "tests/golden/{file} is gone: golden files are never removed"
+        );
+    }
+    assert!(
+        found.contains(&format!("v{VERSION}.txt")),
+        "the current version's file is pinned"
+    );
+}
+
 /// The handshake frames, as every version encodes them (a `Hello` naming the peer's own version).
 const HANDSHAKE: [&str; 3] = ["client.hello", "daemon.welcome", "daemon.error"];
 
 /// One version's golden file as name → hex.
 fn pinned(version: u16) -> Option<std::collections::BTreeMap<String, String>> {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(format!("v{version}.txt"));
+    let file = golden_dir().join(format!("v{version}.txt"));
     let text = std::fs::read_to_string(file).ok()?;
     Some(
         text.lines()
@@ -264,11 +338,38 @@ fn the_handshake_is_the_same_in_every_version() {
                  could not tell each other why they cannot talk"
             );
         }
+        // Today's code reads the older peer's handshake as that version's: a daemon refuses
+        // an older client by its version, and an older daemon's refusal reaches the user.
+        let frame = |name: &str| unhex(&old[name]);
+        assert_eq!(
+            read_frame::<ClientMsg>(&mut frame("client.hello").as_slice()).ok(),
+            Some(Some(ClientMsg::Hello { version })),
+            "v{version}'s Hello read by v{VERSION}"
+        );
+        assert_eq!(
+            read_frame::<DaemonMsg>(&mut frame("daemon.welcome").as_slice()).ok(),
+            Some(Some(DaemonMsg::Welcome { version })),
+            "v{version}'s Welcome read by v{VERSION}"
+        );
+        assert!(
+            matches!(
+                read_frame::<DaemonMsg>(&mut frame("daemon.error").as_slice()),
+                Ok(Some(DaemonMsg::Error { .. }))
+            ),
+            "v{version}'s Error read by v{VERSION}"
+        );
     }
     assert!(
-        older >= 1,
-        "an older version's golden file is kept (v2.txt)"
+        older >= 3,
+        "the older versions' golden files are kept (v2, v3, v4)"
     );
+}
+
+fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("a golden file holds hex"))
+        .collect()
 }
 
 #[test]

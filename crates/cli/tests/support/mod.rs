@@ -105,12 +105,77 @@ pub fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
-/// A command that runs `xsched` as uid and gid 65534 (nobody).
-pub fn as_nobody() -> Command {
-    let mut c = Command::new(XSCHED);
-    std::os::unix::process::CommandExt::uid(&mut c, 65534);
-    std::os::unix::process::CommandExt::gid(&mut c, 65534);
-    c
+/// `xsched` staged where uid 65534 (nobody) can run it, for the tests that run it as that user
+/// (as root only). The build's own binary may lie where that user cannot go (a checkout in a
+/// `mktemp -d` directory, mode 0700), so it is copied into a fresh directory of mode 0755 in the
+/// temporary directory, which the tests also use for their sockets; removed when dropped. When
+/// that user could still not run it, staging panics saying why.
+pub struct Nobody {
+    dir: tempfile::TempDir,
+    xsched: PathBuf,
+}
+
+impl Nobody {
+    pub const UID: u32 = 65534;
+
+    /// Copy `xsched` into a directory of its own and check that uid 65534 runs it.
+    pub fn stage() -> Nobody {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::Builder::new()
+            .prefix("xsched-test-nobody-")
+            .tempdir()
+            .expect("a temporary directory");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod 0755");
+        // Every directory above must let others pass (the execute bit for others).
+        for above in dir.path().ancestors().skip(1) {
+            let meta = std::fs::metadata(above).expect("a directory above the staging one");
+            assert!(
+                meta.mode() & 0o001 != 0,
+                "cannot stage xsched for uid {}: {} (mode {:o}, uid {}) is closed to other \
+                 users, and the staged copy lies below it; set TMPDIR to a directory every user \
+                 may enter, like /tmp",
+                Nobody::UID,
+                above.display(),
+                meta.mode() & 0o7777,
+                meta.uid(),
+            );
+        }
+        let xsched = dir.path().join("xsched");
+        std::fs::copy(XSCHED, &xsched).expect("copy xsched");
+        std::fs::set_permissions(&xsched, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod 0755");
+        let staged = Nobody { dir, xsched };
+        match staged.xsched().arg("--version").output() {
+            Ok(out) if out.status.success() => staged,
+            Ok(out) => panic!(
+                "uid {} ran the staged {} but it failed: {}",
+                Nobody::UID,
+                staged.xsched.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => panic!(
+                "uid {} cannot run the staged {}: {e} (is the temporary directory on a noexec \
+                 mount? set TMPDIR to another one)",
+                Nobody::UID,
+                staged.xsched.display()
+            ),
+        }
+    }
+
+    /// The staging directory: root's, mode 0755 (uid 65534 may enter it, not write to it).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A command that runs the staged `xsched` as uid and gid 65534, in the staging directory.
+    pub fn xsched(&self) -> Command {
+        let mut c = Command::new(&self.xsched);
+        c.current_dir(self.dir.path());
+        std::os::unix::process::CommandExt::uid(&mut c, Nobody::UID);
+        std::os::unix::process::CommandExt::gid(&mut c, Nobody::UID);
+        c
+    }
 }
 
 pub fn finished(child: Child) -> serde_json::Value {
