@@ -13,6 +13,7 @@ mod multi_device;
 mod overhead;
 mod preempt;
 
+use crate::place::Place;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::ops::Range;
@@ -92,20 +93,11 @@ pub(crate) type Span = Range<usize>;
 
 /// An error at `span` in `src`, as a line and column.
 pub(crate) fn at(file: &str, src: &str, span: Option<Span>, message: String) -> ScenarioError {
-    let start = span.map_or(0, |s| s.start).min(src.len());
-    let before = &src[..start];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - line_start + 1;
-    // serde's value errors do not say which field; the key on that line does.
-    let key = src[line_start..]
-        .split_once('=')
-        .map(|(k, _)| k.trim())
-        .filter(|k| !k.is_empty() && !k.contains('\n') && !k.starts_with('['));
-    let message = match key {
-        Some(k) if !message.contains("field") => format!("field `{k}`: {message}"),
-        _ => message,
-    };
+    let Place {
+        line,
+        column,
+        message,
+    } = Place::of(src, span, &message);
     ScenarioError::Invalid {
         file: file.to_string(),
         line,
