@@ -62,6 +62,22 @@ fn unknown_experiment_and_device_are_named() {
 }
 
 #[test]
+fn a_bad_header_field_is_named_in_every_experiment() {
+    // The header (experiment, seed) is one struct that every experiment shares.
+    for kind in xsched_sim::scenario::EXPERIMENTS {
+        let (line, msg) = error_of(&format!("experiment = \"{kind}\"\n\nseed = -1\n"));
+        assert_eq!(line, 3, "{kind}: {msg}");
+        assert!(msg.contains("`seed`"), "{kind}: {msg}");
+    }
+    let (line, msg) = error_of("seed = \"one\"\nexperiment = \"fg-bg\"\n");
+    assert_eq!(line, 1);
+    assert!(msg.contains("`seed`"), "{msg}");
+    let (line, msg) = error_of("seed = 1\nexperiment = 7\n");
+    assert_eq!(line, 2);
+    assert!(msg.contains("`experiment`"), "{msg}");
+}
+
+#[test]
 fn every_shipped_scenario_parses() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
     let mut n = 0;
