@@ -23,6 +23,11 @@ fn unknown_field_names_field_and_line() {
     let (line, msg) = error_of("experiment = \"fg-bg\"\nseed = 3\nrequets = 5\n");
     assert_eq!(line, 3);
     assert!(msg.contains("requets"), "{msg}");
+    // The fields it might have meant include the header's.
+    assert!(
+        msg.contains("`seed`") && msg.contains("`requests`"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -120,7 +120,14 @@ pub(crate) fn at(file: &str, src: &str, span: Option<Span>, message: String) -> 
 
 /// An experiment's own fields, from the file without its header.
 fn body<T: DeserializeOwned>(ctx: &Ctx, body: Deserializer<'_>) -> Result<T, ScenarioError> {
-    T::deserialize(body).map_err(|e| at(ctx.file, ctx.src, e.span(), e.message().to_string()))
+    T::deserialize(body).map_err(|e| {
+        // serde lists the experiment's own fields for an unknown one; the header's are as valid.
+        let header = Header::KEYS.map(|k| format!("`{k}`, ")).concat();
+        let message =
+            e.message()
+                .replacen("expected one of ", &format!("expected one of {header}"), 1);
+        at(ctx.file, ctx.src, e.span(), message)
+    })
 }
 
 impl Scenario {
