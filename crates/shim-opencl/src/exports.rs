@@ -4,6 +4,9 @@
 //!
 //! Real entry points come from `cl3`, which opens `libOpenCL.so.1` and looks symbols up in that
 //! library and its dependencies only, so these exports never call themselves.
+//!
+//! The six enqueue exports differ only in their arguments and the real call, so one macro
+//! (`enqueue_export!`) writes the rest; a test holds every export to the Khronos signature.
 
 #![allow(non_snake_case)]
 
@@ -98,39 +101,56 @@ pub unsafe extern "C" fn clReleaseCommandQueue(queue: cl_command_queue) -> cl_in
     }
 }
 
-fn call(
-    queue: cl_command_queue,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event_out: *mut cl_event,
-    blocking: bool,
-) -> Call {
-    Call {
-        queue,
-        num_events,
-        wait_list,
-        event_out,
-        blocking,
-    }
+/// Defines a scheduled `clEnqueue*` export. Its C signature is the queue (a
+/// `cl_command_queue`), the listed arguments, then the three every enqueue ends with
+/// (`num_events`, `wait_list`, `event`); its body hands the gate the real call. `blocking` says
+/// whether the application waits for the command; `real` makes the call with the wait list the
+/// gate gives it (`n` events at `list`).
+macro_rules! enqueue_export {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident($queue:ident $(, $arg:ident: $ty:ty)* $(,)?);
+        blocking: $blocking:expr;
+        real: |$n:ident, $list:ident| $real:block
+    ) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the OpenCL specification requires of the caller.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            $queue: cl_command_queue,
+            $($arg: $ty,)*
+            num_events: cl_uint,
+            wait_list: *const cl_event,
+            event: *mut cl_event,
+        ) -> cl_int {
+            let real = |$n: cl_uint, $list: *const cl_event| $real;
+            let call = Call {
+                queue: $queue,
+                num_events,
+                wait_list,
+                event_out: event,
+                blocking: $blocking,
+            };
+            // SAFETY: the caller's pointers, as OpenCL allows.
+            unsafe { gate::enqueue(&call, &real) }
+        }
+    };
 }
 
-/// `clEnqueueNDRangeKernel`, scheduled.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueNDRangeKernel(
-    queue: cl_command_queue,
-    kernel: cl_kernel,
-    work_dim: cl_uint,
-    global_work_offset: *const usize,
-    global_work_size: *const usize,
-    local_work_size: *const usize,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueNDRangeKernel`, scheduled.
+    fn clEnqueueNDRangeKernel(
+        queue,
+        kernel: cl_kernel,
+        work_dim: cl_uint,
+        global_work_offset: *const usize,
+        global_work_size: *const usize,
+        local_work_size: *const usize,
+    );
+    blocking: false;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
         unsafe {
             cl3::command_queue::enqueue_nd_range_kernel(
@@ -144,134 +164,94 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
                 list,
             )
         }
-    };
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    }
 }
 
-/// `clEnqueueTask`, scheduled.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueTask(
-    queue: cl_command_queue,
-    kernel: cl_kernel,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueTask`, scheduled.
+    fn clEnqueueTask(queue, kernel: cl_kernel);
+    blocking: false;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
         unsafe { cl3::command_queue::enqueue_task(queue, kernel, n, list) }
-    };
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    }
 }
 
-/// `clEnqueueReadBuffer`, scheduled; a blocking read returns when the data is there.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueReadBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_read: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueReadBuffer`, scheduled; a blocking read returns when the data is there.
+    fn clEnqueueReadBuffer(
+        queue,
+        buffer: cl_mem,
+        blocking_read: cl_bool,
+        offset: usize,
+        size: usize,
+        ptr: *mut c_void,
+    );
+    blocking: blocking_read != CL_FALSE;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged but non-blocking (the shim waits).
         unsafe {
             cl3::command_queue::enqueue_read_buffer(
                 queue, buffer, CL_FALSE, offset, size, ptr, n, list,
             )
         }
-    };
-    let blocking = blocking_read != CL_FALSE;
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+    }
 }
 
-/// `clEnqueueWriteBuffer`, scheduled; a blocking write returns when the data was taken.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueWriteBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    blocking_write: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueWriteBuffer`, scheduled; a blocking write returns when the data was taken.
+    fn clEnqueueWriteBuffer(
+        queue,
+        buffer: cl_mem,
+        blocking_write: cl_bool,
+        offset: usize,
+        size: usize,
+        ptr: *const c_void,
+    );
+    blocking: blocking_write != CL_FALSE;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged but non-blocking (the shim waits).
         unsafe {
             cl3::command_queue::enqueue_write_buffer(
                 queue, buffer, CL_FALSE, offset, size, ptr, n, list,
             )
         }
-    };
-    let blocking = blocking_write != CL_FALSE;
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, blocking), &real) }
+    }
 }
 
-/// `clEnqueueCopyBuffer`, scheduled.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueCopyBuffer(
-    queue: cl_command_queue,
-    src: cl_mem,
-    dst: cl_mem,
-    src_offset: usize,
-    dst_offset: usize,
-    size: usize,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueCopyBuffer`, scheduled.
+    fn clEnqueueCopyBuffer(
+        queue,
+        src: cl_mem,
+        dst: cl_mem,
+        src_offset: usize,
+        dst_offset: usize,
+        size: usize,
+    );
+    blocking: false;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
         unsafe {
             cl3::command_queue::enqueue_copy_buffer(
                 queue, src, dst, src_offset, dst_offset, size, n, list,
             )
         }
-    };
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    }
 }
 
-/// `clEnqueueFillBuffer`, scheduled.
-///
-/// # Safety
-/// As the OpenCL specification requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn clEnqueueFillBuffer(
-    queue: cl_command_queue,
-    buffer: cl_mem,
-    pattern: *const c_void,
-    pattern_size: usize,
-    offset: usize,
-    size: usize,
-    num_events: cl_uint,
-    wait_list: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
-    let real = |n: cl_uint, list: *const cl_event| {
+enqueue_export! {
+    /// `clEnqueueFillBuffer`, scheduled.
+    fn clEnqueueFillBuffer(
+        queue,
+        buffer: cl_mem,
+        pattern: *const c_void,
+        pattern_size: usize,
+        offset: usize,
+        size: usize,
+    );
+    blocking: false;
+    real: |n, list| {
         // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
         unsafe {
             cl3::command_queue::enqueue_fill_buffer(
@@ -285,7 +265,26 @@ pub unsafe extern "C" fn clEnqueueFillBuffer(
                 list,
             )
         }
-    };
-    // SAFETY: the caller's pointers, as OpenCL allows.
-    unsafe { gate::enqueue(&call(queue, num_events, wait_list, event, false), &real) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use opencl_sys::cl_function_types as khronos;
+
+    /// Each export has exactly the type of the OpenCL entry point it stands in for (this is
+    /// checked when the test compiles).
+    #[test]
+    fn every_export_has_the_khronos_signature() {
+        let _: khronos::clCreateCommandQueue_t = Some(super::clCreateCommandQueue);
+        let _: khronos::clCreateCommandQueueWithProperties_t =
+            Some(super::clCreateCommandQueueWithProperties);
+        let _: khronos::clReleaseCommandQueue_t = Some(super::clReleaseCommandQueue);
+        let _: khronos::clEnqueueNDRangeKernel_t = Some(super::clEnqueueNDRangeKernel);
+        let _: khronos::clEnqueueTask_t = Some(super::clEnqueueTask);
+        let _: khronos::clEnqueueReadBuffer_t = Some(super::clEnqueueReadBuffer);
+        let _: khronos::clEnqueueWriteBuffer_t = Some(super::clEnqueueWriteBuffer);
+        let _: khronos::clEnqueueCopyBuffer_t = Some(super::clEnqueueCopyBuffer);
+        let _: khronos::clEnqueueFillBuffer_t = Some(super::clEnqueueFillBuffer);
+    }
 }

@@ -11,11 +11,14 @@
 //! command to `now`, collects completions, re-dispatches, and returns the next time anything
 //! changes on its own.
 
+use serde::Deserialize;
 use std::collections::VecDeque;
 use xsched_core::{CommandId, Nanos};
 
-/// How the hardware shares itself between queues without xsched.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How the hardware shares itself between queues without xsched. Profile files write it as
+/// `{ kind = "timeslice", slice = 1_000_000, switch = 25_000 }` (durations in nanoseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Arbitration {
     /// One command at a time, in launch order across all queues; runs to completion.
     Fifo,

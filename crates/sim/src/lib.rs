@@ -9,6 +9,7 @@ pub mod device;
 pub mod engine;
 pub mod harvest;
 pub mod metrics;
+mod place;
 pub mod profile;
 pub mod spec;
 

@@ -1,7 +1,12 @@
 //! Profiles of the ten XPUs of the XSched evaluation (shared/docs/XPU-PROFILES.md).
 //!
-//! Each number carries its provenance: `Published` (read from the paper or its artifact),
-//! `Derived` (computed from published figures, the formula in the note) or `Estimated` (not
+//! A profile is data, not code: one TOML file per device in `crates/sim/profiles/`, named by
+//! its key (`gv100.toml`), built into the binary (nothing to find at run time) and parsed once,
+//! on first use. A file that does not parse fails the test `every_profile_file_parses`, naming
+//! the file, line and field.
+//!
+//! Each number carries its provenance: `published` (read from the paper or its artifact),
+//! `derived` (computed from published figures, the formula in the note) or `estimated` (not
 //! published; our assumption, stated). Nothing here was measured on the real device.
 //!
 //! Derivations used throughout:
@@ -11,41 +16,39 @@
 //! - Level-2 deactivate cost ~ published Level-2 preemption P99 minus the command length.
 
 use crate::device::Arbitration;
-use serde::Serialize;
+use crate::place::Place;
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use thiserror::Error;
 use xsched_core::{Capabilities, LaunchConfig, Level, Nanos};
 
 /// Where a parameter's value comes from.
-#[derive(Debug, Clone, Copy, Serialize)]
-#[serde(tag = "source", content = "note", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Source {
     /// Stated in the paper or its artifact.
-    Published(&'static str),
+    Published,
     /// Computed from published figures.
-    Derived(&'static str),
+    Derived,
     /// Not published: our assumption.
-    Estimated(&'static str),
+    Estimated,
 }
 
 /// A value with its provenance.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Param<T> {
     /// The value.
     pub value: T,
     /// Its provenance.
-    #[serde(flatten)]
     pub source: Source,
-}
-
-const fn p<T>(value: T, source: Source) -> Param<T> {
-    Param { value, source }
-}
-
-const fn us(v: u64) -> Nanos {
-    Nanos::from_us(v)
+    /// What the source says: the figure, the formula or the assumption.
+    pub note: String,
 }
 
 /// The foreground request the paper ran on a device.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FgShape {
     /// Commands per request.
     pub commands: Param<u32>,
@@ -65,14 +68,16 @@ impl FgShape {
 }
 
 /// One simulated XPU.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Profile {
-    /// Short key used in scenarios (`gv100`).
+    /// Short key used in scenarios (`gv100`): the profile file's name.
+    #[serde(skip_deserializing)]
     pub key: &'static str,
     /// Full name.
-    pub name: &'static str,
+    pub name: String,
     /// Vendor runtime the paper used.
-    pub platform: &'static str,
+    pub platform: String,
     /// Highest preemption level the paper implemented on it.
     pub max_level: Param<Level>,
     /// Native arbitration between processes.
@@ -128,342 +133,98 @@ impl Profile {
     }
 }
 
-/// The cost of a level the device does not have.
-const NO_LEVEL_2: Param<Nanos> = p(Nanos::ZERO, Source::Published("no Level 2"));
-const NO_LEVEL_3: Param<Nanos> = p(Nanos::ZERO, Source::Published("no Level 3"));
+/// A profile file's text, by key.
+macro_rules! profile_file {
+    ($key:literal) => {
+        ($key, include_str!(concat!("../profiles/", $key, ".toml")))
+    };
+}
 
-const FIG: Source = Source::Published("XPU-PROFILES.md table");
-const STD_INTERCEPT: Source =
-    Source::Estimated("one function call and queue push through the shim");
-const SA_SPLIT: Source = Source::Derived("commands x mean command time = published standalone P50");
+/// Every profile file, in the paper's order: its key and its text.
+const FILES: [(&str, &str); 10] = [
+    profile_file!("gv100"),
+    profile_file!("k40m"),
+    profile_file!("mi50"),
+    profile_file!("igpu"),
+    profile_file!("npu3720"),
+    profile_file!("ascend910b"),
+    profile_file!("dla"),
+    profile_file!("ofa"),
+    profile_file!("pva"),
+    profile_file!("vu9p"),
+];
+
+/// The profiles, parsed on first use.
+static PROFILES: LazyLock<Vec<Profile>> = LazyLock::new(|| {
+    FILES
+        .iter()
+        .map(|&(key, src)| parse(key, src).unwrap_or_else(|e| panic!("built-in profile: {e}")))
+        .collect()
+});
+
+/// A profile file that does not parse.
+#[derive(Debug, Error)]
+#[error("{file}:{}:{}: {}", .place.line, .place.column, .place.message)]
+struct ProfileError {
+    file: String,
+    place: Place,
+}
+
+/// The profile `key` from its file's text.
+fn parse(key: &'static str, src: &str) -> Result<Profile, ProfileError> {
+    let mut profile: Profile = toml::from_str(src).map_err(|e| ProfileError {
+        file: format!("crates/sim/profiles/{key}.toml"),
+        place: Place::of(src, e.span(), e.message()),
+    })?;
+    profile.key = key;
+    Ok(profile)
+}
 
 /// All ten profiles, in the paper's order.
 pub fn all() -> Vec<Profile> {
-    vec![
-        Profile {
-            key: "gv100",
-            name: "NVIDIA GV100 (Volta)",
-            platform: "CUDA + TensorRT",
-            max_level: p(Level::Interrupt, FIG),
-            arbitration: p(
-                Arbitration::TimeSlice {
-                    slice: us(1000),
-                    switch: us(25),
-                },
-                Source::Estimated("time-slice groups; 1 ms slice and 25 us switch assumed"),
-            ),
-            launch: p(us(4), Source::Estimated("typical cuLaunchKernel CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(16),
-                Source::Derived("Sync 35 % x 57.5 us mean command - launch"),
-            ),
-            deactivate: p(
-                us(70),
-                Source::Derived("Lv2 preemption 0.57 ms at 0.5 ms commands"),
-            ),
-            interrupt: p(us(32), Source::Published("Lv3 preemption P99 32 us")),
-            restore: p(
-                us(20),
-                Source::Estimated("context restore, same order as interrupt"),
-            ),
-            launch_config: p((16, 8), FIG),
-            bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
-            fg: FgShape {
-                commands: p(114, SA_SPLIT),
-                cmd_min: p(us(2), Source::Published("command duration 2-113 us")),
-                cmd_max: p(us(113), Source::Published("command duration 2-113 us")),
-                rate_per_s: p(30.7, FIG),
-            },
-        },
-        Profile {
-            key: "k40m",
-            name: "NVIDIA K40m (Kepler)",
-            platform: "CUDA",
-            max_level: p(Level::Deactivate, FIG),
-            arbitration: p(
-                Arbitration::TimeSlice {
-                    slice: us(1000),
-                    switch: us(25),
-                },
-                Source::Estimated("equal share published; time slicing assumed as on GV100"),
-            ),
-            launch: p(us(5), Source::Estimated("typical cuLaunchKernel CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(96),
-                Source::Derived("Sync 54 % x 187 us mean command - launch"),
-            ),
-            deactivate: p(
-                us(20),
-                Source::Derived("Lv2 preemption 0.52 ms at 0.5 ms commands"),
-            ),
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((16, 8), FIG),
-            bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
-            fg: FgShape {
-                commands: p(150, Source::Estimated("ResNet-152 layer count order")),
-                cmd_min: p(us(150), SA_SPLIT),
-                cmd_max: p(us(224), SA_SPLIT),
-                rate_per_s: p(7.1, FIG),
-            },
-        },
-        Profile {
-            key: "mi50",
-            name: "AMD MI50",
-            platform: "HIP (ROCm)",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::Concurrent { speedup: 1.14 },
-                Source::Published("two processes concurrently, native total 1.14x"),
-            ),
-            launch: p(us(5), Source::Estimated("typical hipLaunchKernel CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(30),
-                Source::Derived("Sync 18 % x 195 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((16, 8), FIG),
-            bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
-            fg: FgShape {
-                commands: p(150, Source::Estimated("ResNet-152 layer count order")),
-                cmd_min: p(us(156), SA_SPLIT),
-                cmd_max: p(us(234), SA_SPLIT),
-                rate_per_s: p(7.0, FIG),
-            },
-        },
-        Profile {
-            key: "igpu",
-            name: "Intel Arc iGPU (Core Ultra 9 185H)",
-            platform: "Level Zero",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::TimeSlice {
-                    slice: us(1000),
-                    switch: us(50),
-                },
-                Source::Estimated("equal share published; time slicing assumed"),
-            ),
-            launch: p(
-                us(8),
-                Source::Estimated("Level Zero append + execute CPU cost"),
-            ),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(274),
-                Source::Derived("Sync 151 % x 187 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((16, 8), FIG),
-            bandwidth_slice: p(us(20_000), Source::Published("BP 1/1 with 20 ms slice")),
-            fg: FgShape {
-                commands: p(150, Source::Estimated("ResNet-152 layer count order")),
-                cmd_min: p(us(150), SA_SPLIT),
-                cmd_max: p(us(224), SA_SPLIT),
-                rate_per_s: p(6.5, FIG),
-            },
-        },
-        Profile {
-            key: "npu3720",
-            name: "Intel NPU 3720 (Meteor Lake)",
-            platform: "Level Zero / OpenVINO, modified driver",
-            max_level: p(Level::Deactivate, FIG),
-            arbitration: p(Arbitration::Fifo, Source::Published("FCFS, non-preemptive")),
-            launch: p(
-                us(10),
-                Source::Estimated("OpenVINO infer-request submit CPU cost"),
-            ),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(575),
-                Source::Derived("Sync 65 % x 900 us mean command - launch"),
-            ),
-            deactivate: p(
-                us(50),
-                Source::Estimated("firmware queue suspend, tens of us"),
-            ),
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((4, 2), Source::Published("FP bg Lv2 4/2")),
-            bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
-            fg: FgShape {
-                commands: p(26, SA_SPLIT),
-                cmd_min: p(
-                    us(800),
-                    Source::Derived("Lv1 4.1 ms at thr 4, Lv2 0.85 ms: ~0.9 ms"),
-                ),
-                cmd_max: p(
-                    us(1000),
-                    Source::Derived("Lv1 4.1 ms at thr 4, Lv2 0.85 ms: ~0.9 ms"),
-                ),
-                rate_per_s: p(8.8, FIG),
-            },
-        },
-        Profile {
-            key: "ascend910b",
-            name: "Huawei Ascend 910B3",
-            platform: "AscendCL",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::Concurrent { speedup: 1.20 },
-                Source::Published("concurrent, native total 1.20x"),
-            ),
-            launch: p(us(10), Source::Estimated("aclrtLaunch CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(154),
-                Source::Derived("Sync 78 % x 210 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((3, 1), Source::Published("FP bg 3/1")),
-            bandwidth_slice: p(us(800), Source::Published("BP 800 us slice")),
-            fg: FgShape {
-                commands: p(10, Source::Published("10 commands per request")),
-                cmd_min: p(us(210), Source::Derived("~210 us average")),
-                cmd_max: p(us(210), Source::Derived("~210 us average")),
-                rate_per_s: p(145.0, FIG),
-            },
-        },
-        Profile {
-            key: "dla",
-            name: "NVIDIA DLA (Jetson AGX Orin)",
-            platform: "cuDLA",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::Fifo,
-                Source::Estimated("equal share published; FIFO assumed as on Orin's other ASICs"),
-            ),
-            launch: p(us(10), Source::Estimated("cuDLA submit CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(24),
-                Source::Derived("Sync 8.2 % x 420 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((2, 1), Source::Published("FP bg 2/1")),
-            bandwidth_slice: p(us(5000), Source::Published("reference default slice 5 ms")),
-            fg: FgShape {
-                commands: p(8, Source::Published("8 commands per request")),
-                cmd_min: p(
-                    us(180),
-                    Source::Derived("95-661 us stated, 420 us average: centred range"),
-                ),
-                cmd_max: p(us(661), Source::Published("longest command 661 us")),
-                rate_per_s: p(42.7, FIG),
-            },
-        },
-        Profile {
-            key: "ofa",
-            name: "NVIDIA OFA (Orin)",
-            platform: "VPI",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::Concurrent { speedup: 1.06 },
-                Source::Published("native total 1.06x"),
-            ),
-            launch: p(us(10), Source::Estimated("VPI submit CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(1049),
-                Source::Derived("Sync 38.5 % x 2750 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((4, 2), Source::Published("FP bg 4/2")),
-            bandwidth_slice: p(us(30_000), Source::Published("BP 30 ms slice")),
-            fg: FgShape {
-                commands: p(8, Source::Published("8 commands per request")),
-                cmd_min: p(us(2750), Source::Derived("~2750 us")),
-                cmd_max: p(us(2750), Source::Derived("~2750 us")),
-                rate_per_s: p(9.0, FIG),
-            },
-        },
-        Profile {
-            key: "pva",
-            name: "NVIDIA PVA (Orin)",
-            platform: "VPI",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(Arbitration::Fifo, Source::Published("FCFS")),
-            launch: p(us(10), Source::Estimated("VPI submit CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(84),
-                Source::Derived("Sync 10.3 % x 912 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p((2, 1), Source::Published("FP bg 2/1")),
-            bandwidth_slice: p(us(50_000), Source::Published("BP 50 ms slice")),
-            fg: FgShape {
-                commands: p(8, Source::Estimated("frame processed as 8 tiles")),
-                cmd_min: p(us(912), SA_SPLIT),
-                cmd_max: p(us(912), SA_SPLIT),
-                rate_per_s: p(2.0, FIG),
-            },
-        },
-        Profile {
-            key: "vu9p",
-            name: "Xilinx VU9P FPGA",
-            platform: "OpenCL",
-            max_level: p(Level::Block, FIG),
-            arbitration: p(
-                Arbitration::Concurrent { speedup: 1.24 },
-                Source::Published("native total 1.24x"),
-            ),
-            launch: p(us(10), Source::Estimated("clEnqueueNDRangeKernel CPU cost")),
-            intercept: p(Nanos(500), STD_INTERCEPT),
-            sync: p(
-                us(275),
-                Source::Derived("Sync 17 % x 1675 us mean command - launch"),
-            ),
-            deactivate: NO_LEVEL_2,
-            interrupt: NO_LEVEL_3,
-            restore: NO_LEVEL_3,
-            launch_config: p(
-                (2, 1),
-                Source::Estimated("paper range 2-16; smallest used elsewhere"),
-            ),
-            bandwidth_slice: p(
-                us(20_000),
-                Source::Estimated(
-                    "not published; 20 ms as on the iGPU, long against 1.7 ms commands",
-                ),
-            ),
-            fg: FgShape {
-                commands: p(8, Source::Estimated("vector addition in 8 chunks")),
-                cmd_min: p(us(1675), SA_SPLIT),
-                cmd_max: p(us(1675), SA_SPLIT),
-                rate_per_s: p(14.9, Source::Derived("20 % of peak = 0.2 / 13.4 ms")),
-            },
-        },
-    ]
+    PROFILES.clone()
 }
 
 /// The profile with `key`, if any.
 pub fn by_key(key: &str) -> Option<Profile> {
-    all().into_iter().find(|p| p.key == key)
+    PROFILES.iter().find(|p| p.key == key).cloned()
 }
 
 /// Every profile key, for help texts and errors.
 pub fn keys() -> Vec<&'static str> {
-    all().iter().map(|p| p.key).collect()
+    PROFILES.iter().map(|p| p.key).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_profile_file_parses() {
+        for (key, src) in FILES {
+            if let Err(e) = parse(key, src) {
+                panic!("{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_file_in_the_profiles_folder_is_built_in() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("profiles/ exists")
+            .map(|e| {
+                e.expect("readable entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        on_disk.sort_unstable();
+        let mut listed: Vec<String> = FILES.iter().map(|(k, _)| format!("{k}.toml")).collect();
+        listed.sort_unstable();
+        assert_eq!(on_disk, listed, "profiles/ and `FILES` differ");
+    }
 
     #[test]
     fn ten_valid_profiles_with_unique_keys() {
@@ -481,5 +242,49 @@ mod tests {
                 assert_eq!(p.interrupt.value, Nanos::ZERO, "{}", p.key);
             }
         }
+    }
+
+    /// gv100's file with `from` replaced by `to`: the error it gives.
+    fn broken(from: &str, to: &str) -> String {
+        let (key, src) = FILES[0];
+        assert!(src.contains(from), "gv100.toml has no `{from}`");
+        match parse(key, &src.replacen(from, to, 1)) {
+            Ok(_) => panic!("accepted gv100.toml with `{to}`"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// The line of gv100.toml on which `text` starts.
+    fn line_of(text: &str) -> usize {
+        let src = FILES[0].1;
+        let at = src.find(text).expect("text in gv100.toml");
+        src[..at].matches('\n').count() + 1
+    }
+
+    #[test]
+    fn a_bad_profile_file_names_its_file_line_and_field() {
+        let file = "crates/sim/profiles/gv100.toml";
+        // A value of the wrong type.
+        let e = broken("[launch]\nvalue = 4_000", "[launch]\nvalue = \"4 us\"");
+        let line = line_of("[launch]") + 1;
+        assert!(e.starts_with(&format!("{file}:{line}:")), "{e}");
+        assert!(e.contains("`launch.value`"), "{e}");
+        // An unknown field, inside a nested table.
+        let e = broken("[fg.cmd_max]\nvalue", "[fg.cmd_max]\nvalu");
+        let line = line_of("[fg.cmd_max]") + 1;
+        assert!(e.starts_with(&format!("{file}:{line}:")), "{e}");
+        assert!(e.contains("valu") && e.contains("[fg.cmd_max]"), "{e}");
+        // A source that is none of the three.
+        let e = broken("source = \"published\"", "source = \"measured\"");
+        assert!(e.contains("measured") && e.contains("source"), "{e}");
+        // An arbitration the simulator does not have.
+        let e = broken("kind = \"timeslice\"", "kind = \"lottery\"");
+        assert!(e.contains("lottery"), "{e}");
+        // A missing field: named with its table.
+        let e = broken("\nnote = \"typical cuLaunchKernel CPU cost\"", "");
+        assert!(
+            e.contains("[launch]") && e.contains("missing field `note`"),
+            "{e}"
+        );
     }
 }

@@ -23,6 +23,11 @@ fn unknown_field_names_field_and_line() {
     let (line, msg) = error_of("experiment = \"fg-bg\"\nseed = 3\nrequets = 5\n");
     assert_eq!(line, 3);
     assert!(msg.contains("requets"), "{msg}");
+    // The fields it might have meant include the header's.
+    assert!(
+        msg.contains("`seed`") && msg.contains("`requests`"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -59,6 +64,22 @@ fn unknown_experiment_and_device_are_named() {
     assert!(msg.contains("h100") && msg.contains("gv100"), "{msg}");
     let (_, msg) = error_of("seed = 1\n");
     assert!(msg.contains("experiment"), "{msg}");
+}
+
+#[test]
+fn a_bad_header_field_is_named_in_every_experiment() {
+    // The header (experiment, seed) is one struct that every experiment shares.
+    for kind in xsched_sim::scenario::EXPERIMENTS {
+        let (line, msg) = error_of(&format!("experiment = \"{kind}\"\n\nseed = -1\n"));
+        assert_eq!(line, 3, "{kind}: {msg}");
+        assert!(msg.contains("`seed`"), "{kind}: {msg}");
+    }
+    let (line, msg) = error_of("seed = \"one\"\nexperiment = \"fg-bg\"\n");
+    assert_eq!(line, 1);
+    assert!(msg.contains("`seed`"), "{msg}");
+    let (line, msg) = error_of("seed = 1\nexperiment = 7\n");
+    assert_eq!(line, 2);
+    assert!(msg.contains("`experiment`"), "{msg}");
 }
 
 #[test]

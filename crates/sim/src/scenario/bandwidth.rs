@@ -15,10 +15,6 @@ use xsched_report::{columns_of, round3, row};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     devices: Option<Spanned<Vec<String>>>,
     shares: Option<Spanned<[u32; 2]>>,
     slices: Option<Spanned<u64>>,
@@ -63,7 +59,7 @@ impl Bandwidth {
             None => 200,
         };
         Ok(Bandwidth {
-            seed: f.seed,
+            seed: ctx.header.seed,
             devices: build::devices(ctx, &f.devices)?,
             shares,
             slices,

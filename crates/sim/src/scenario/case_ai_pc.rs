@@ -26,10 +26,6 @@ use xsched_workload::ai_pc::{self, MODES, Mode, Outcome};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     device: Option<Spanned<String>>,
     level: Option<Spanned<u8>>,
     seconds: Option<Spanned<u64>>,
@@ -107,7 +103,7 @@ impl AiPc {
             ));
         }
         Ok(AiPc {
-            seed: f.seed,
+            seed: ctx.header.seed,
             level,
             seconds: bounded(ctx, "seconds", &f.seconds, 60, 86_400)?,
             frame_fps: bounded(ctx, "frame_fps", &f.frame_fps, 25, 10_000)?,

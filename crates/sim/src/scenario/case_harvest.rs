@@ -27,10 +27,6 @@ use xsched_workload::harvest_case::{self, Job, MODES, Mode, Outcome};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     devices: Option<Spanned<Vec<String>>>,
     level: Option<Spanned<u8>>,
     jobs: Option<Spanned<Vec<String>>>,
@@ -130,7 +126,7 @@ impl Harvest {
         let training_n = n("training_commands", &f.training_commands, 100)?;
         let financial_n = n("financial_commands", &f.financial_commands, 4)?;
         Ok(Harvest {
-            seed: f.seed,
+            seed: ctx.header.seed,
             devices,
             jobs,
             seconds: bounded(ctx, "seconds", &f.seconds, 30, 86_400)?,

@@ -26,10 +26,6 @@ use xsched_workload::two_model::{self, MODES, Mode, Ratios};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     device: Option<Spanned<String>>,
     level: Option<Spanned<u8>>,
     rates: Option<Spanned<Vec<u64>>>,
@@ -105,7 +101,7 @@ impl TwoModel {
             bounded(ctx, field, v, default, HOUR_MS * 1_000_000).map(Nanos)
         };
         Ok(TwoModel {
-            seed: f.seed,
+            seed: ctx.header.seed,
             level,
             rates,
             seconds: bounded(ctx, "seconds", &f.seconds, 10, 86_400)?,

@@ -16,10 +16,6 @@ use xsched_workload::service::{HpRequest, HpShape, Span};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     devices: Option<Spanned<Vec<String>>>,
     requests: Option<Spanned<u64>>,
     kernels: Option<Spanned<u64>>,
@@ -189,7 +185,7 @@ impl Hummingbird {
         };
         Ok(Hummingbird {
             timeslice_sweep,
-            seed: f.seed,
+            seed: ctx.header.seed,
             devices,
             shape,
             slo_factor: build::fraction(ctx, "slo_factor", &f.slo_factor, 1.0, 100.0)?,

@@ -13,12 +13,14 @@ mod multi_device;
 mod overhead;
 mod preempt;
 
+use crate::place::Place;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::ops::Range;
 use std::path::Path;
 use thiserror::Error;
 use toml::Spanned;
+use toml::de::{DeTable, Deserializer};
 pub use xsched_report::{Check, Report};
 
 /// A scenario that could not be read or is inconsistent.
@@ -82,9 +84,20 @@ pub const EXPERIMENTS: &[&str] = &[
     "case-two-model",
 ];
 
-#[derive(Deserialize)]
-struct Head {
-    experiment: Spanned<String>,
+/// The fields every scenario file has, whatever its experiment. Each experiment's own struct
+/// holds only the rest: the header is taken out of the file before the body is read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Header {
+    /// Which experiment (one of `EXPERIMENTS`).
+    pub experiment: Spanned<String>,
+    /// Seed of every random choice in the run.
+    #[serde(default = "build::default_seed")]
+    pub seed: u64,
+}
+
+impl Header {
+    /// The header's keys in a scenario file.
+    const KEYS: [&str; 2] = ["experiment", "seed"];
 }
 
 /// Where a value sits in the file, for error messages.
@@ -92,20 +105,11 @@ pub(crate) type Span = Range<usize>;
 
 /// An error at `span` in `src`, as a line and column.
 pub(crate) fn at(file: &str, src: &str, span: Option<Span>, message: String) -> ScenarioError {
-    let start = span.map_or(0, |s| s.start).min(src.len());
-    let before = &src[..start];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - line_start + 1;
-    // serde's value errors do not say which field; the key on that line does.
-    let key = src[line_start..]
-        .split_once('=')
-        .map(|(k, _)| k.trim())
-        .filter(|k| !k.is_empty() && !k.contains('\n') && !k.starts_with('['));
-    let message = match key {
-        Some(k) if !message.contains("field") => format!("field `{k}`: {message}"),
-        _ => message,
-    };
+    let Place {
+        line,
+        column,
+        message,
+    } = Place::of(src, span, &message);
     ScenarioError::Invalid {
         file: file.to_string(),
         line,
@@ -114,8 +118,16 @@ pub(crate) fn at(file: &str, src: &str, span: Option<Span>, message: String) -> 
     }
 }
 
-fn parse_as<T: DeserializeOwned>(file: &str, src: &str) -> Result<T, ScenarioError> {
-    toml::from_str(src).map_err(|e| at(file, src, e.span(), e.message().to_string()))
+/// An experiment's own fields, from the file without its header.
+fn body<T: DeserializeOwned>(ctx: &Ctx, body: Deserializer<'_>) -> Result<T, ScenarioError> {
+    T::deserialize(body).map_err(|e| {
+        // serde lists the experiment's own fields for an unknown one; the header's are as valid.
+        let header = Header::KEYS.map(|k| format!("`{k}`, ")).concat();
+        let message =
+            e.message()
+                .replacen("expected one of ", &format!("expected one of {header}"), 1);
+        at(ctx.file, ctx.src, e.span(), message)
+    })
 }
 
 impl Scenario {
@@ -131,46 +143,59 @@ impl Scenario {
 
     /// Parse and check scenario text; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
-        let head: Head = toml::from_str::<HeadOnly>(src)
-            .map(|h| h.0)
-            .map_err(|e| at(file, src, e.span(), e.message().to_string()))?;
-        let ctx = Ctx { file, src };
-        let kind = head.experiment.get_ref().as_str();
+        let invalid = |e: toml::de::Error| at(file, src, e.span(), e.message().to_string());
+        let mut doc = DeTable::parse(src).map_err(invalid)?;
+        let mut head = DeTable::new();
+        for key in Header::KEYS {
+            if let Some((k, v)) = doc.get_mut().remove_entry(key) {
+                head.insert(k, v);
+            }
+        }
+        if !head.contains_key("experiment") {
+            return Err(at(
+                file,
+                src,
+                None,
+                format!(
+                    "missing field `experiment`; one of: {}",
+                    EXPERIMENTS.join(", ")
+                ),
+            ));
+        }
+        let header = Header::deserialize(Deserializer::from(Spanned::new(doc.span(), head)))
+            .map_err(invalid)?;
+        let ctx = Ctx { file, src, header };
+        let doc = Deserializer::from(doc);
+        let kind = ctx.header.experiment.get_ref().as_str();
         Ok(match kind {
-            "fg-bg" => Scenario::FgBg(fg_bg::FgBg::check(parse_as(file, src)?, &ctx)?),
+            "fg-bg" => Scenario::FgBg(fg_bg::FgBg::check(body(&ctx, doc)?, &ctx)?),
             "preempt-latency" => {
-                Scenario::Preempt(preempt::Preempt::check(parse_as(file, src)?, &ctx)?)
+                Scenario::Preempt(preempt::Preempt::check(body(&ctx, doc)?, &ctx)?)
             }
             "bandwidth" => {
-                Scenario::Bandwidth(bandwidth::Bandwidth::check(parse_as(file, src)?, &ctx)?)
+                Scenario::Bandwidth(bandwidth::Bandwidth::check(body(&ctx, doc)?, &ctx)?)
             }
-            "overhead" => {
-                Scenario::Overhead(overhead::Overhead::check(parse_as(file, src)?, &ctx)?)
+            "overhead" => Scenario::Overhead(overhead::Overhead::check(body(&ctx, doc)?, &ctx)?),
+            "multi-device" => {
+                Scenario::MultiDevice(multi_device::MultiDevice::check(body(&ctx, doc)?, &ctx)?)
             }
-            "multi-device" => Scenario::MultiDevice(multi_device::MultiDevice::check(
-                parse_as(file, src)?,
-                &ctx,
-            )?),
             "hummingbird" => {
-                Scenario::Hummingbird(hummingbird::Hummingbird::check(parse_as(file, src)?, &ctx)?)
+                Scenario::Hummingbird(hummingbird::Hummingbird::check(body(&ctx, doc)?, &ctx)?)
             }
-            "case-ai-pc" => Scenario::CaseAiPc(Box::new(case_ai_pc::AiPc::check(
-                parse_as(file, src)?,
-                &ctx,
-            )?)),
+            "case-ai-pc" => {
+                Scenario::CaseAiPc(Box::new(case_ai_pc::AiPc::check(body(&ctx, doc)?, &ctx)?))
+            }
             "case-harvest" => Scenario::CaseHarvest(Box::new(case_harvest::Harvest::check(
-                parse_as(file, src)?,
+                body(&ctx, doc)?,
                 &ctx,
             )?)),
             "case-two-model" => Scenario::CaseTwoModel(Box::new(case_two_model::TwoModel::check(
-                parse_as(file, src)?,
+                body(&ctx, doc)?,
                 &ctx,
             )?)),
             other => {
-                return Err(at(
-                    file,
-                    src,
-                    Some(head.experiment.span()),
+                return Err(ctx.err(
+                    ctx.header.experiment.span(),
                     format!(
                         "field `experiment`: unknown experiment `{other}`; known: {}",
                         EXPERIMENTS.join(", ")
@@ -212,30 +237,11 @@ impl Scenario {
     }
 }
 
-/// Reads only `experiment`, ignoring other fields (each experiment checks its own).
-struct HeadOnly(Head);
-
-impl<'de> Deserialize<'de> for HeadOnly {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Loose {
-            experiment: Option<Spanned<String>>,
-        }
-        let loose = Loose::deserialize(d)?;
-        match loose.experiment {
-            Some(experiment) => Ok(HeadOnly(Head { experiment })),
-            None => Err(serde::de::Error::custom(format!(
-                "missing field `experiment`; one of: {}",
-                EXPERIMENTS.join(", ")
-            ))),
-        }
-    }
-}
-
-/// The file being checked, for errors at a span.
+/// The file being checked: its name and text, for errors at a span, and its header.
 pub(crate) struct Ctx<'a> {
     pub file: &'a str,
     pub src: &'a str,
+    pub header: Header,
 }
 
 impl Ctx<'_> {

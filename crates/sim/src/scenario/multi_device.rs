@@ -20,10 +20,6 @@ use xsched_report::{columns_of, round3, row};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     pairs: Option<Vec<[Spanned<String>; 2]>>,
     requests: Option<Spanned<u64>>,
 }
@@ -86,7 +82,7 @@ impl MultiDevice {
             None => 400,
         };
         Ok(MultiDevice {
-            seed: f.seed,
+            seed: ctx.header.seed,
             pairs,
             requests,
         })

@@ -16,10 +16,6 @@ use xsched_report::{columns_of, round3, row};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     devices: Option<Spanned<Vec<String>>>,
     thresholds: Option<Spanned<Vec<u32>>>,
     requests: Option<Spanned<u64>>,
@@ -63,7 +59,7 @@ impl Overhead {
             None => 100,
         };
         Ok(Overhead {
-            seed: f.seed,
+            seed: ctx.header.seed,
             devices: build::devices(ctx, &f.devices)?,
             thresholds,
             requests,

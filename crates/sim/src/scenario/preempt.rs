@@ -15,10 +15,6 @@ use xsched_report::{columns_of, round3, row};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct File {
-    #[allow(dead_code)]
-    experiment: String,
-    #[serde(default = "build::default_seed")]
-    seed: u64,
     devices: Option<Spanned<Vec<String>>>,
     levels: Option<Spanned<Vec<u8>>>,
     cmd_us: Option<Spanned<Vec<u64>>>,
@@ -85,7 +81,7 @@ impl Preempt {
             None => 400,
         };
         Ok(Preempt {
-            seed: f.seed,
+            seed: ctx.header.seed,
             devices,
             levels,
             cmds,
