@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use std::time::Duration;
 use xsched_core::{Hint, Nanos};
 use xsched_report::run::{self, QueueRecord, QueueStateKind, RunGroup, RunRecord};
-use xsched_report::{cells, columns, round1, round3};
+use xsched_report::{Verdict, cells, columns, round1, round3};
 use xsched_runtime::{Mode, QueueAccount, QueueOptions, QueueState, RuntimeError};
 
 /// What the experiment runs.
@@ -110,7 +110,7 @@ pub fn run(
             measured: format!(
                 "native {native:.0} us, observe {observe:.0} us, preemptive {preemptive:.0} us"
             ),
-            pass: preemptive < observe / 2.0,
+            verdict: Verdict::of(preemptive < observe / 2.0),
         });
     }
     let mut names = vec!["mode", "queue", "p99_us"];

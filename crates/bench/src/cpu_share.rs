@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
-use xsched_report::{cells, columns, round3};
+use xsched_report::{Verdict, cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
 
 /// What the experiment runs.
@@ -132,7 +132,7 @@ pub fn run(p: &CpuShareParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         name: "scheduler thread CPU at the busy rate".into(),
         target: "< 5 % of one core (XSched: mostly < 5 %)".into(),
         measured: format!("{busy_sched:.2} % (launcher threads: {busy_launch:.2} %)"),
-        pass: busy_sched < 5.0,
+        verdict: Verdict::of(busy_sched < 5.0),
     }];
     Ok(Report {
         experiment: "cpu-share (cpu device)".into(),

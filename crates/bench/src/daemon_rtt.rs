@@ -11,7 +11,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHints, client, read_frame, write_frame};
-use xsched_report::{cells, columns, round3};
+use xsched_report::{Verdict, cells, columns, round3};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -219,7 +219,7 @@ pub fn run(
         name: "event -> operation P50 / floor P50".into(),
         target: "<= 1.3".into(),
         measured: format!("{} (P99: {})", ratio(p50, floor_p50), ratio(p99, floor_p99)),
-        pass: ratio(p50, floor_p50) <= 1.3,
+        verdict: Verdict::of(ratio(p50, floor_p50) <= 1.3),
     }];
     Ok(Report {
         experiment: "daemon round trip".into(),

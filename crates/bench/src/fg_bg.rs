@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_report::{cells, columns, round3};
+use xsched_report::{Verdict, cells, columns, round3};
 use xsched_runtime::{
     CommandHandle, QueueAccount, QueueOptions, QueueState, Runtime, RuntimeConfig, RuntimeError,
     XQueue,
@@ -371,7 +371,7 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
                 name: "foreground P99 / standalone, Level 3".into(),
                 target: "<= 1.10 (XSched: 1.02-1.30 on real XPUs)".into(),
                 measured: format!("{ratio} (native {native_ratio})"),
-                pass: ratio <= 1.10,
+                verdict: Verdict::of(ratio <= 1.10),
             });
         }
         rows.push(cells(&[

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_report::{cells, columns, round3};
+use xsched_report::{Verdict, cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 
 /// What the experiment runs.
@@ -159,7 +159,7 @@ pub fn run(p: &MultiDeviceParams, progress: &dyn Fn(usize, usize)) -> Result<Rep
         name: "one policy across both devices vs one per device vs native (P99)".into(),
         target: "global < per-device < native".into(),
         measured: format!("{global} < {per_device} < {native} us"),
-        pass: global < per_device && per_device < native,
+        verdict: Verdict::of(global < per_device && per_device < native),
     }];
     Ok(Report {
         experiment: "multi-device pipeline (two cpu devices)".into(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{CommandId, LaunchConfig};
-use xsched_report::{cells, columns, round3};
+use xsched_report::{Verdict, cells, columns, round3};
 use xsched_runtime::{
     CommandError, Completion, CompletionSink, HwQueue, QueueOptions, Runtime, RuntimeConfig,
     RuntimeError, XQueue,
@@ -203,7 +203,7 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
                 ),
                 target: "< 1 %".into(),
                 measured: format!("{:.2} %", loss),
-                pass: loss < 1.0,
+                verdict: Verdict::of(loss < 1.0),
             });
         }
     }

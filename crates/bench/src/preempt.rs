@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::{DEFAULT_CHECKPOINT, Spin};
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{Hint, LaunchConfig, Level};
-use xsched_report::{cells, columns};
+use xsched_report::{Verdict, cells, columns};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
 
 /// One configuration of the background queue.
@@ -215,7 +215,7 @@ pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
                 ),
                 target: format!("<= {bound:.0} us (50 us checkpoint + floor P99)"),
                 measured: format!("worst P99 {worst} us over T"),
-                pass: worst <= bound,
+                verdict: Verdict::of(worst <= bound),
             });
         }
     }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use xsched_backend_cpu::{CpuCommand, CpuQueue};
-use xsched_report::{Check, cells, columns};
+use xsched_report::{Check, Verdict, cells, columns};
 use xsched_runtime::{RuntimeError, XQueue};
 
 /// What a soak run does.
@@ -365,13 +365,13 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
             measured: format!(
                 "{once} exactly once, {more} more than once, {never} never, {failed} failed"
             ),
-            pass: once == expected && more == 0 && never == 0 && failed == 0,
+            verdict: Verdict::of(once == expected && more == 0 && never == 0 && failed == 0),
         },
         Check {
             name: "clients SIGKILLed and replaced during the run".into(),
             target: format!("{}", p.kills),
             measured: format!("{kills}"),
-            pass: kills == p.kills,
+            verdict: Verdict::of(kills == p.kills),
         },
         Check {
             name: "daemon disturbances during the run".into(),
@@ -383,13 +383,13 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
                 "{daemon_kills} SIGKILL + restart, {stops} SIGSTOP {:.1} s + SIGCONT",
                 p.stopped_for.as_secs_f64()
             ),
-            pass: daemon_kills + stops == p.restarts,
+            verdict: Verdict::of(daemon_kills + stops == p.restarts),
         },
         Check {
             name: "no queue of a gone client left in the daemon".into(),
             target: "0 rows in top".into(),
             measured: left.map_or_else(|| "no answer".into(), |n| format!("{n} rows")),
-            pass: left == Some(0),
+            verdict: Verdict::of(left == Some(0)),
         },
     ];
     rows.push(cells(&[

@@ -61,11 +61,16 @@ fn cell(v: &serde_json::Value) -> String {
 
 /// Print a report as a table (rows, then checks) or one JSON document.
 pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
+    print!("{}", render_report(title, report, json)?);
+    Ok(())
+}
+
+/// The text [`print_report`] prints.
+fn render_report(title: &str, report: &Report, json: bool) -> Result<String> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&report.document(title))?);
-        return Ok(());
+        return Ok(serde_json::to_string_pretty(&report.document(title))? + "\n");
     }
-    println!("{title} ({})", report.experiment);
+    let mut out = format!("{title} ({})\n", report.experiment);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(&report.columns);
@@ -77,23 +82,22 @@ pub fn print_report(title: &str, report: &Report, json: bool) -> Result<()> {
                 .map(|c| r.get(c).map_or("-".into(), cell)),
         );
     }
-    println!("{t}");
+    out.push_str(&format!("{t}\n"));
     if !report.checks.is_empty() {
         let mut c = Table::new();
         c.load_preset(UTF8_FULL_CONDENSED);
-        c.set_header(["check", "target", "measured", "met"]);
+        c.set_header(["check", "target", "measured", "verdict"]);
         for k in &report.checks {
             c.add_row([
                 k.name.as_str(),
                 k.target.as_str(),
                 k.measured.as_str(),
-                if k.pass { "yes" } else { "NO" },
+                k.verdict.word(),
             ]);
         }
-        println!("{c}");
-        println!("{} of {} targets met", report.met(), report.checks.len());
+        out.push_str(&format!("{c}\n{}\n", report.summary()));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// A real backend this build has: key, description, capability table, and whether it can be
@@ -252,5 +256,47 @@ fn last_probe() -> Option<(std::path::PathBuf, xsched_bench::probe::ProbeTable)>
             eprintln!("warning: the last probe is unusable (probe again): {e:#}");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xsched_report::{Check, Verdict, columns};
+
+    #[test]
+    fn a_reported_figure_is_shown_as_reported_never_as_met() {
+        let check = |name: &str, verdict| Check {
+            name: name.into(),
+            target: if verdict == Verdict::Reported {
+                "none".into()
+            } else {
+                ">= 2x".into()
+            },
+            measured: "1.5x".into(),
+            verdict,
+        };
+        let report = Report::new("x", columns(&["a"]), Vec::new()).with_checks(vec![
+            check("gain", Verdict::Met),
+            check("gap to the oracle", Verdict::Reported),
+        ]);
+        let text = render_report("t", &report, false).expect("renders");
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.contains(name))
+                .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
+                .to_string()
+        };
+        assert!(line("gap to the oracle").contains("reported"), "{text}");
+        assert!(!line("gap to the oracle").contains("met"), "{text}");
+        assert!(line("gain").contains("met"), "{text}");
+        assert!(
+            text.contains("1 of 1 targets met, 1 figure reported"),
+            "{text}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&render_report("t", &report, true).expect("renders"))
+                .expect("one JSON document");
+        assert_eq!(json["checks"][1]["verdict"], "reported", "{json}");
     }
 }

@@ -1,7 +1,8 @@
 //! `xsched bench adopt --record` then `xsched report`: the page is one self-contained HTML file
 //! with its figures, rendered by a real browser (Debian's Chromium, headless, installed by
-//! scripts/test.sh) without a script error. Under CI a missing Chromium fails; elsewhere the
-//! browser half is skipped, saying why.
+//! scripts/test.sh) without a script error, and as the browser lays it out no legend box covers
+//! a point of a curve it names. Under CI a missing Chromium fails; elsewhere the browser half
+//! is skipped, saying why.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -70,6 +71,16 @@ fn the_report_page_is_self_contained_and_renders_in_headless_chromium() {
         eprintln!("skipped the browser half: no chromium here (scripts/test.sh installs it)");
         return;
     };
+    // The page as the browser lays it out, with a probe that measures, in page pixels, every
+    // legend box and every point of every curve (polyline vertices and markers), and writes
+    // what it found onto the body for --dump-dom to print.
+    let probed = dir.path().join("probed.html");
+    let end = text.rfind("</body>").expect("a body end");
+    std::fs::write(
+        &probed,
+        format!("{}<script>{PROBE}</script>{}", &text[..end], &text[end..]),
+    )
+    .expect("write");
     let profile = dir.path().join("profile");
     let out = Command::new(chromium)
         .args([
@@ -81,11 +92,12 @@ fn the_report_page_is_self_contained_and_renders_in_headless_chromium() {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            "--window-size=1000,1950",
             "--virtual-time-budget=5000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
-        .arg(format!("file://{}", html.display()))
+        .arg(format!("file://{}", probed.display()))
         .output()
         .expect("chromium runs");
     ok(&out);
@@ -99,11 +111,44 @@ fn the_report_page_is_self_contained_and_renders_in_headless_chromium() {
         "the page's script ran to its end: {body}"
     );
     assert!(!body.contains("data-errors"), "script errors: {body}");
+    let data = |key: &str| -> String {
+        let at = format!("data-{key}=\"");
+        let from = body
+            .find(&at)
+            .unwrap_or_else(|| panic!("no {at} in {body}"))
+            + at.len();
+        body[from..from + body[from..].find('"').expect("closing quote")].to_string()
+    };
+    let count = |key: &str| -> usize { data(key).parse().expect("a count") };
+    // One CDF per configuration's foreground (the background's latency is not measured).
+    assert_eq!(count("curves"), 4, "{body}");
+    assert_eq!(count("legends"), 1, "{body}");
     assert!(
-        body.contains("data-figures=\"5\""),
-        "the browser drew the figures: {body}"
+        count("points") >= 4 * 20,
+        "every curve drawn with its points: {body}"
+    );
+    assert_eq!(
+        count("covered"),
+        0,
+        "curve points under a legend box: {}",
+        data("first-covered")
     );
 }
+
+/// Counts the curves, their points and the legend boxes, and the points inside a legend box
+/// (with the first few named), all in page pixels as laid out.
+const PROBE: &str = "(() => { const b = document.body; const boxes = [];\
+  document.querySelectorAll('.legend-box').forEach(r => boxes.push(r.getBoundingClientRect()));\
+  let curves = 0, points = 0; const covered = [];\
+  const check = (name, x, y) => { points++; if (boxes.some(r => x >= r.left && x <= r.right\
+    && y >= r.top && y <= r.bottom)) covered.push(name + ' at ' + x.toFixed(0) + ',' + y.toFixed(0)); };\
+  document.querySelectorAll('.curve').forEach(c => { curves++; const m = c.getScreenCTM();\
+    if (c.points) { for (const p of c.points) { const q = new DOMPoint(p.x, p.y).matrixTransform(m);\
+      check(c.dataset.series, q.x, q.y); } }\
+    c.querySelectorAll('.point').forEach(p => { const r = p.getBoundingClientRect();\
+      check(c.dataset.series, (r.left + r.right) / 2, (r.top + r.bottom) / 2); }); });\
+  b.dataset.curves = curves; b.dataset.points = points; b.dataset.legends = boxes.length;\
+  b.dataset.covered = covered.length; b.dataset.firstCovered = covered.slice(0, 5).join('; '); })();";
 
 #[test]
 fn a_record_only_for_benchmarks_that_keep_one_and_a_bad_record_is_named() {

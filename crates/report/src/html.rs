@@ -83,8 +83,7 @@ const SCRIPT: &str = "document.querySelectorAll('table.account th').forEach((th,
     const rows = Array.from(body.rows); const key = r => { const t = r.cells[col].textContent;\
     const n = parseFloat(t); return isNaN(n) ? t : n; };\
     rows.sort((a, b) => (key(a) > key(b)) - (key(a) < key(b))); rows.forEach(r => body.appendChild(r)); });\
-    }); document.body.dataset.figures = document.querySelectorAll('svg').length;\
-    document.body.dataset.ready = 'yes';";
+    }); document.body.dataset.ready = 'yes';";
 
 /// Colours of the states, in the legend's order.
 const STATES: [(QueueStateKind, &str); 3] = [
@@ -197,8 +196,8 @@ fn account_table(record: &RunRecord) -> String {
     t
 }
 
-/// Text safe inside HTML elements and attributes.
-fn escape(s: &str) -> String {
+/// Text safe inside HTML or SVG elements and attributes.
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -25,17 +25,47 @@ use serde_json::{Map, Value};
 /// One row of a report: column name → value (`null` prints as `-`).
 pub type Row = Map<String, Value>;
 
-/// A target from a paper or an issue, and whether this run met it.
+/// A target from a paper or an issue, and what this run shows about it; or a figure reported
+/// beside the targets, which has none to meet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
     /// What is checked.
     pub name: String,
-    /// The target, in words.
+    /// The target, in words (`none` for a reported figure).
     pub target: String,
     /// What was measured.
     pub measured: String,
-    /// Whether the target was met.
-    pub pass: bool,
+    /// Met, missed, or only reported. In JSON: `"verdict": "met" | "missed" | "reported"`.
+    pub verdict: Verdict,
+}
+
+/// What a run shows about a [`Check`]'s target. A reported figure is neither met nor missed:
+/// every table and document says "reported", and it never fails a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The target was met.
+    Met,
+    /// The target was missed.
+    Missed,
+    /// A figure shown for reference, with no target to meet.
+    Reported,
+}
+
+impl Verdict {
+    /// [`Verdict::Met`] when `met`, [`Verdict::Missed`] otherwise.
+    pub fn of(met: bool) -> Verdict {
+        if met { Verdict::Met } else { Verdict::Missed }
+    }
+
+    /// The word tables print: `met`, `MISSED` (loud, as a failure should be) or `reported`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "MISSED",
+            Verdict::Reported => "reported",
+        }
+    }
 }
 
 /// The outcome of one experiment.
@@ -87,9 +117,23 @@ impl Report {
         Value::Object(doc)
     }
 
-    /// How many checks passed.
-    pub fn met(&self) -> usize {
-        self.checks.iter().filter(|c| c.pass).count()
+    /// How many checks have this verdict.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.checks.iter().filter(|c| c.verdict == verdict).count()
+    }
+
+    /// The line under a checks table: `2 of 3 targets met`, then `, 1 figure reported` when
+    /// there are reported figures (they are no targets, so they count neither way).
+    pub fn summary(&self) -> String {
+        let met = self.count(Verdict::Met);
+        let targets = met + self.count(Verdict::Missed);
+        let mut line = format!("{met} of {targets} targets met");
+        match self.count(Verdict::Reported) {
+            0 => {}
+            1 => line.push_str(", 1 figure reported"),
+            n => line.push_str(&format!(", {n} figures reported")),
+        }
+        line
     }
 }
 
@@ -158,6 +202,61 @@ mod tests {
         assert_eq!(doc["events"], json!(7));
         assert_eq!(doc["scenario"], json!("t"));
         assert_eq!(doc["rows"][0]["b"], json!(1));
+    }
+
+    fn checked(verdicts: &[Verdict]) -> Report {
+        let checks = verdicts
+            .iter()
+            .enumerate()
+            .map(|(i, &verdict)| Check {
+                name: format!("c{i}"),
+                target: if verdict == Verdict::Reported {
+                    "none".into()
+                } else {
+                    ">= 1".into()
+                },
+                measured: "1".into(),
+                verdict,
+            })
+            .collect();
+        Report::new("x", columns(&["b"]), Vec::new()).with_checks(checks)
+    }
+
+    #[test]
+    fn a_reported_figure_is_written_as_reported_in_the_json_never_as_met() {
+        let doc = checked(&[Verdict::Met, Verdict::Missed, Verdict::Reported]).document("t");
+        let verdicts: Vec<&Value> = doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .map(|c| &c["verdict"])
+            .collect();
+        assert_eq!(
+            verdicts,
+            [&json!("met"), &json!("missed"), &json!("reported")]
+        );
+        assert!(
+            doc["checks"][2].get("pass").is_none(),
+            "no boolean that would call it passed: {doc}"
+        );
+    }
+
+    #[test]
+    fn reported_figures_count_neither_as_met_nor_as_missed() {
+        let r = checked(&[Verdict::Met, Verdict::Reported, Verdict::Reported]);
+        assert_eq!(r.count(Verdict::Missed), 0, "reported figures fail nothing");
+        assert_eq!(r.summary(), "1 of 1 targets met, 2 figures reported");
+        assert_eq!(
+            checked(&[Verdict::Reported]).summary(),
+            "0 of 0 targets met, 1 figure reported"
+        );
+        let missed = checked(&[Verdict::Missed, Verdict::Reported]);
+        assert_eq!(missed.count(Verdict::Missed), 1);
+        assert_eq!(missed.summary(), "0 of 1 targets met, 1 figure reported");
+        assert_eq!(checked(&[Verdict::Met]).summary(), "1 of 1 targets met");
+        assert_eq!(Verdict::Reported.word(), "reported");
+        assert_eq!(Verdict::of(true), Verdict::Met);
+        assert_eq!(Verdict::of(false).word(), "MISSED");
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Figures every experiment can write (`--plot DIR`): lines (a measure against a swept
 //! parameter, one line per policy), points (one marker per run, a trade-off between two
 //! measures) and distributions (a CDF per policy). SVG, with text laid
-//! out by plotters' built-in size estimate, so no font file is looked up or shipped.
+//! out by plotters' built-in size estimate, so no font file is looked up or shipped. The legend
+//! sits right of the plot, never over it: a corner inside the plot is empty for some data and
+//! covers the curves of other data (a CDF's upper left is where its fastest curves rise).
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Why a figure could not be written.
@@ -89,6 +92,16 @@ const SIZE: (u32, u32) = (900, 560);
 /// Points per CDF curve at most (every k-th sorted sample, and the last).
 const CDF_POINTS: usize = 400;
 
+/// The legend's text size (px), the height of one entry, the padding inside its box and the
+/// gap between the plot and the box.
+const LEGEND_FONT: u32 = 13;
+const LEGEND_ROW: i32 = 18;
+const LEGEND_PAD: i32 = 8;
+const LEGEND_GAP: i32 = 12;
+/// The legend's sample (a line, or a marker for points) and the gap before its name.
+const SWATCH: i32 = 16;
+const SWATCH_GAP: i32 = 6;
+
 impl Figure {
     /// Write the figure into `dir` (created if missing); the file written.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, PlotError> {
@@ -98,18 +111,19 @@ impl Figure {
             message,
         };
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        self.render(SVGBackend::new(&path, SIZE)).map_err(err)?;
+        let svg = self.svg().map_err(err)?;
+        std::fs::write(&path, svg).map_err(|e| err(e.to_string()))?;
         Ok(path)
     }
 
-    /// The figure as SVG text (to inline in a page).
+    /// The figure as SVG text (to inline in a page or write to a file).
+    ///
+    /// plotters draws the frame (title, axes, grid); the data layer (the curves and the
+    /// legend) is written here, so that a reader can find each part: every curve is a
+    /// `polyline.curve` (or a `g.curve` of `circle.point` markers) named by `data-series`,
+    /// and the legend is a `g.legend` framed by a `rect.legend-box`, right of the plot, where
+    /// it can never hide a point.
     pub fn svg(&self) -> Result<String, String> {
-        let mut text = String::new();
-        self.render(SVGBackend::with_string(&mut text, SIZE))?;
-        Ok(text)
-    }
-
-    fn render(&self, backend: SVGBackend<'_>) -> Result<(), String> {
         let curves = self.curves();
         let (x0, x1, y1) = curves
             .iter()
@@ -120,13 +134,10 @@ impl Figure {
         if x0 > x1 {
             return Err("nothing to plot".into());
         }
-        let root = backend.into_drawing_area();
-        let axes = (self.axes.0.as_str(), self.axes.1.as_str());
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
-        let (y, legend) = match self.kind {
-            Kind::Lines => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::UpperLeft),
-            Kind::Points { .. } => (0.0..(y1 * 1.05).max(1e-9), SeriesLabelPosition::LowerRight),
-            Kind::Cdf { .. } => (0.0..1.0, SeriesLabelPosition::LowerRight),
+        let y = match self.kind {
+            Kind::Lines | Kind::Points { .. } => 0.0..(y1 * 1.05).max(1e-9),
+            Kind::Cdf { .. } => 0.0..1.0,
         };
         let markers = matches!(self.kind, Kind::Points { .. });
         // Markers on the axis' edge would be cut in half: points get room on both sides.
@@ -135,24 +146,36 @@ impl Figure {
             Kind::Points { log_x: false } => (x0.min(0.0), x1 + 0.05 * (x1 - x0.min(0.0))),
             _ => (x0, x1),
         };
-        let chart = Chart {
-            root: &root,
-            title: &self.title,
-            axes,
-            curves: &curves,
-            legend,
-            markers,
+        let mut text = String::new();
+        let layer = {
+            let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+            let names: Vec<&str> = curves.iter().map(|(name, _)| *name).collect();
+            let legend = Legend::sized(&root, &names, markers)?;
+            let chart = Chart {
+                root: &root,
+                title: &self.title,
+                axes: (self.axes.0.as_str(), self.axes.1.as_str()),
+                curves: &curves,
+                room_right: legend.width + LEGEND_GAP,
+            };
+            let drawn = if let Kind::Cdf { log_x: true } | Kind::Points { log_x: true } = self.kind
+            {
+                draw(
+                    chart,
+                    (x0.max(1e-9)..x1.max(x0 * 1.01 + 1e-9)).log_scale(),
+                    y,
+                )
+            } else {
+                draw(chart, x0..x1.max(x0 + 1e-9), y)
+            }?;
+            root.present().map_err(|e| e.to_string())?;
+            data_layer(&drawn, &legend)
         };
-        let drawn = if let Kind::Cdf { log_x: true } | Kind::Points { log_x: true } = self.kind {
-            draw(
-                chart,
-                (x0.max(1e-9)..x1.max(x0 * 1.01 + 1e-9)).log_scale(),
-                y,
-            )
-        } else {
-            draw(chart, x0..x1.max(x0 + 1e-9), y)
-        };
-        drawn.and_then(|()| root.present().map_err(|e| e.to_string()))
+        let end = text
+            .rfind("</svg>")
+            .ok_or_else(|| "plotters wrote no closing </svg>".to_string())?;
+        text.insert_str(end, &layer);
+        Ok(text)
     }
 
     /// Each series as the points to draw.
@@ -191,31 +214,73 @@ impl Figure {
     }
 }
 
+/// The legend's entries and the width its box needs.
+struct Legend<'a> {
+    names: Vec<&'a str>,
+    /// Markers instead of lines.
+    markers: bool,
+    /// The box's width (px).
+    width: i32,
+}
+
+impl<'a> Legend<'a> {
+    /// Sized for the longest name (plotters' text estimate, plus a tenth: a browser's sans-serif
+    /// runs wider), at most a third of the figure.
+    fn sized(
+        root: &DrawingArea<SVGBackend<'_>, Shift>,
+        names: &[&'a str],
+        markers: bool,
+    ) -> Result<Legend<'a>, String> {
+        let font = ("sans-serif", LEGEND_FONT).into_font();
+        let mut text = 0;
+        for name in names {
+            let (w, _) = root
+                .estimate_text_size(name, &font.clone().into())
+                .map_err(|e| e.to_string())?;
+            text = text.max(i32::try_from(w + w / 10).unwrap_or(i32::MAX));
+        }
+        let width = (2 * LEGEND_PAD + SWATCH + SWATCH_GAP).saturating_add(text);
+        let most = i32::try_from(SIZE.0 / 3).unwrap_or(i32::MAX);
+        Ok(Legend {
+            names: names.to_vec(),
+            markers,
+            width: width.min(most),
+        })
+    }
+}
+
 /// What a chart shows, whatever its axes' scales.
 struct Chart<'a, 'b> {
     root: &'a DrawingArea<SVGBackend<'b>, Shift>,
     title: &'a str,
     axes: (&'a str, &'a str),
     curves: &'a [(&'a str, Vec<(f64, f64)>)],
-    legend: SeriesLabelPosition,
-    /// Markers instead of lines.
-    markers: bool,
+    /// Pixels kept free right of the plot (for the legend).
+    room_right: i32,
 }
 
-/// The chart's area filled white, a titled chart over `x` × `y` with its axes labelled, one line
-/// (or set of markers) per curve and a legend.
+/// Where a chart's data fell, in the figure's pixels.
+struct Drawn {
+    /// Each curve's points, in order.
+    curves: Vec<Vec<(i32, i32)>>,
+    /// The plot's right edge and top.
+    right: i32,
+    top: i32,
+}
+
+/// The chart's area filled white and a titled chart over `x` × `y` with its axes labelled;
+/// the curves' points mapped to pixels for [`data_layer`].
 fn draw<X, Y>(
     Chart {
         root,
         title,
         axes: (x_desc, y_desc),
         curves,
-        legend,
-        markers,
+        room_right,
     }: Chart<'_, '_>,
     x: X,
     y: Y,
-) -> Result<(), String>
+) -> Result<Drawn, String>
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,
@@ -227,6 +292,7 @@ where
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
+        .margin_right(12 + room_right)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(x, y)
@@ -237,25 +303,88 @@ where
         .y_desc(y_desc)
         .draw()
         .map_err(|x| e(&x))?;
-    for (k, (name, points)) in curves.iter().enumerate() {
-        let color = COLORS[k % COLORS.len()];
-        let drawn = if markers {
-            chart.draw_series(points.iter().map(|&p| Circle::new(p, 5, color.filled())))
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    Ok(Drawn {
+        curves: curves
+            .iter()
+            .map(|(_, points)| points.iter().map(|p| chart.backend_coord(p)).collect())
+            .collect(),
+        right: xs.end,
+        top: ys.start,
+    })
+}
+
+/// The curves (lines or markers) and, right of the plot, the legend, as SVG elements.
+fn data_layer(drawn: &Drawn, legend: &Legend<'_>) -> String {
+    let mut svg = String::from("<g class=\"curves\">\n");
+    for (k, (points, name)) in drawn.curves.iter().zip(&legend.names).enumerate() {
+        let (colour, name) = (hex(k), crate::html::escape(name));
+        if legend.markers {
+            let _ = writeln!(
+                svg,
+                "<g class=\"curve\" data-series=\"{name}\" fill=\"{colour}\">"
+            );
+            for (x, y) in points {
+                let _ = writeln!(
+                    svg,
+                    "<circle class=\"point\" cx=\"{x}\" cy=\"{y}\" r=\"5\"/>"
+                );
+            }
+            svg.push_str("</g>\n");
         } else {
-            chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-        };
-        drawn
-            .map_err(|x| e(&x))?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            let at: Vec<String> = points.iter().map(|(x, y)| format!("{x},{y}")).collect();
+            let _ = writeln!(
+                svg,
+                "<polyline class=\"curve\" data-series=\"{name}\" fill=\"none\" \
+                 stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
+                at.join(" ")
+            );
+        }
     }
-    chart
-        .configure_series_labels()
-        .position(legend)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))
+    svg.push_str("</g>\n<g class=\"legend\">\n");
+    let (x, y) = (drawn.right + LEGEND_GAP, drawn.top);
+    let rows = i32::try_from(legend.names.len()).unwrap_or(i32::MAX);
+    let _ = writeln!(
+        svg,
+        "<rect class=\"legend-box\" x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{}\" \
+         fill=\"#FFFFFF\" stroke=\"#000000\"/>",
+        legend.width,
+        2 * LEGEND_PAD + LEGEND_ROW.saturating_mul(rows)
+    );
+    for (k, name) in legend.names.iter().enumerate() {
+        let row = i32::try_from(k).unwrap_or(i32::MAX);
+        let mid = y + LEGEND_PAD + LEGEND_ROW.saturating_mul(row) + LEGEND_ROW / 2;
+        let (sx, colour) = (x + LEGEND_PAD, hex(k));
+        let _ = if legend.markers {
+            writeln!(
+                svg,
+                "<circle cx=\"{}\" cy=\"{mid}\" r=\"5\" fill=\"{colour}\"/>",
+                sx + SWATCH / 2
+            )
+        } else {
+            writeln!(
+                svg,
+                "<line x1=\"{sx}\" y1=\"{mid}\" x2=\"{}\" y2=\"{mid}\" stroke=\"{colour}\" \
+                 stroke-width=\"2\"/>",
+                sx + SWATCH
+            )
+        };
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{mid}\" dy=\"0.35em\" font-family=\"sans-serif\" \
+             font-size=\"{LEGEND_FONT}\">{}</text>",
+            sx + SWATCH + SWATCH_GAP,
+            crate::html::escape(name)
+        );
+    }
+    svg.push_str("</g>\n");
+    svg
+}
+
+/// The `k`-th series' colour as `#RRGGBB`.
+fn hex(k: usize) -> String {
+    let RGBColor(r, g, b) = COLORS[k % COLORS.len()];
+    format!("#{r:02X}{g:02X}{b:02X}")
 }
 
 #[cfg(test)]
@@ -291,6 +420,61 @@ mod tests {
                 .expect("written");
             let svg = std::fs::read_to_string(&path).expect("svg");
             assert!(svg.starts_with("<svg") && svg.contains("fcfs"), "{kind:?}");
+        }
+    }
+
+    /// The value of `attr` in each element of class `class` in `svg`.
+    fn attr(svg: &str, class: &str, attr: &str) -> Vec<String> {
+        svg.split('<')
+            .filter(|e| e.contains(&format!("class=\"{class}\"")))
+            .filter_map(|e| {
+                let from = e.find(&format!(" {attr}=\""))? + attr.len() + 3;
+                Some(e[from..from + e[from..].find('"')?].to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_legend_is_right_of_every_point_of_every_curve() {
+        let rising = |name: &str, scale: f64| Series {
+            name: name.into(),
+            values: (1..=100).map(|i| (scale * f64::from(i), 0.0)).collect(),
+        };
+        for kind in [
+            Kind::Cdf { log_x: false },
+            Kind::Points { log_x: true },
+            Kind::Lines,
+        ] {
+            let svg = figure(kind, vec![rising("fast <a&b>", 1.0), rising("slow", 100.0)])
+                .svg()
+                .expect("drawn");
+            let left: Vec<i32> = attr(&svg, "legend-box", "x")
+                .iter()
+                .map(|x| x.parse().expect("a number"))
+                .collect();
+            assert_eq!(left.len(), 1, "one legend box: {kind:?}");
+            let xs: Vec<i32> = attr(&svg, "curve", "points")
+                .iter()
+                .flat_map(|p| {
+                    p.split(' ')
+                        .map(|xy| xy.split(',').next().unwrap_or("").to_string())
+                })
+                .chain(attr(&svg, "point", "cx"))
+                .map(|x| x.parse().expect("a number"))
+                .collect();
+            assert!(xs.len() >= 100, "{kind:?}: {} points", xs.len());
+            assert!(
+                xs.iter().all(|&x| x < left[0]),
+                "{kind:?}: a point under the legend"
+            );
+            assert!(
+                svg.contains("data-series=\"fast &lt;a&amp;b&gt;\""),
+                "names escaped"
+            );
+            assert!(
+                svg.trim_end().ends_with("</svg>"),
+                "the data inside the figure"
+            );
         }
     }
 

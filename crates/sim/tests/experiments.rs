@@ -1,6 +1,6 @@
 //! The paper's experiments in virtual time: exact and deterministic, so assert freely.
 
-use xsched_report::Report;
+use xsched_report::{Report, Verdict};
 use xsched_sim::Scenario;
 
 fn run(src: &str) -> Report {
@@ -15,7 +15,7 @@ fn num(r: &Report, row: usize, col: &str) -> f64 {
 fn failed(r: &Report) -> Vec<String> {
     r.checks
         .iter()
-        .filter(|c| !c.pass)
+        .filter(|c| c.verdict == Verdict::Missed)
         .map(|c| format!("{}: {} (target {})", c.name, c.measured, c.target))
         .collect()
 }

@@ -2,6 +2,7 @@
 //! hand-built requests, and the issue's targets on a generated service.
 
 use xsched_core::Nanos;
+use xsched_report::Verdict;
 use xsched_sim::Scenario;
 use xsched_sim::harvest::{self, Params, SharePolicy};
 use xsched_workload::service::HpRequest;
@@ -162,6 +163,20 @@ fn the_issue_targets_hold_on_a_generated_inference_service() {
             .expect("sweep row")
     };
     assert!(sweep(10.0) < sweep(50.0));
+    // Spatial's and timeslice's attainment and the best timeslice quantum are figures shown
+    // beside the targets: reported, never met or missed.
+    let reported: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Reported)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(reported.len(), 2, "{:#?}", report.checks);
+    assert!(
+        reported[0] == "gv100 spatial and timeslice HP attainment"
+            && reported[1].starts_with("gv100 timeslice at slo-aware's attainment"),
+        "{reported:?}"
+    );
     let again = Scenario::parse("<test>", SCENARIO)
         .expect("parses")
         .run(&|_, _| {});

@@ -2,8 +2,8 @@
 //! `xsched bench case-ai-pc`): the ways the NPU is shared, the checks against the paper's
 //! findings, and the frame-interval figure, so the two report the same rows in the same words.
 
-use xsched_report::Check;
 use xsched_report::plot::{Figure, Kind, Series};
+use xsched_report::{Check, Verdict};
 
 /// How the blur and the speech jobs share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,19 +64,19 @@ pub fn checks(o: &[Outcome; 4]) -> Vec<Check> {
             name: "laxity: every speech job within its period".into(),
             target: "0 lost (paper: all on time)".into(),
             measured: format!("{} of {} lost", lax.lost(), lax.jobs),
-            pass: lax.jobs > 0 && lax.lost() == 0,
+            verdict: Verdict::of(lax.jobs > 0 && lax.lost() == 0),
         },
         Check {
             name: "fixed priority: speech starves".into(),
             target: "transcripts lost (paper)".into(),
             measured: format!("{} of {} lost", fp.lost(), fp.jobs),
-            pass: fp.lost() > 0,
+            verdict: Verdict::of(fp.lost() > 0),
         },
         Check {
             name: "FCFS blur P99 frame interval".into(),
             target: "paper 880 ms (20.12x standalone); >= 10x here".into(),
             measured: format!("{:.1} ms ({:.2}x)", fcfs.p99_ms, fcfs.p99_ms / alone.p99_ms),
-            pass: fcfs.p99_ms >= 10.0 * alone.p99_ms,
+            verdict: Verdict::of(fcfs.p99_ms >= 10.0 * alone.p99_ms),
         },
         Check {
             name: "laxity blur P99 frame interval".into(),
@@ -86,7 +86,7 @@ pub fn checks(o: &[Outcome; 4]) -> Vec<Check> {
                 lax.p99_ms,
                 fcfs.p99_ms / lax.p99_ms
             ),
-            pass: 5.0 * lax.p99_ms <= fcfs.p99_ms,
+            verdict: Verdict::of(5.0 * lax.p99_ms <= fcfs.p99_ms),
         },
     ]
 }
@@ -133,12 +133,16 @@ mod tests {
             o(41.0, 20, 0),
             o(140.0, 20, 20),
         ];
-        assert!(checks(&good).iter().all(|c| c.pass), "{:?}", checks(&good));
+        assert!(
+            checks(&good).iter().all(|c| c.verdict == Verdict::Met),
+            "{:?}",
+            checks(&good)
+        );
         // Laxity that behaves like FCFS: late jobs none, but the video stalls as long.
         let fcfs_like = [good[0], good[1], good[2], o(800.0, 20, 20)];
         let failed: Vec<_> = checks(&fcfs_like)
             .into_iter()
-            .filter(|c| !c.pass)
+            .filter(|c| c.verdict == Verdict::Missed)
             .map(|c| c.name)
             .collect();
         assert_eq!(failed, ["laxity blur P99 frame interval"]);

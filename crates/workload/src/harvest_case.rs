@@ -4,8 +4,8 @@
 //! of harvested share against production slowdown, so the two report the same rows in the
 //! same words.
 
-use xsched_report::Check;
 use xsched_report::plot::{Figure, Kind, Series};
+use xsched_report::{Check, Verdict};
 
 /// How the production service and the opportunistic job share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,13 +121,15 @@ pub fn checks(what: &str, o: &[Outcome; 6], slack: f64) -> Vec<Check> {
                 pct(fp.harvested),
                 pct(fp.slowdown)
             ),
-            pass: fp.harvested > tgs.harvested && fp.slowdown <= tgs.slowdown + slack,
+            verdict: Verdict::of(
+                fp.harvested > tgs.harvested && fp.slowdown <= tgs.slowdown + slack,
+            ),
         },
         Check {
             name: format!("{what}: a fixed quota slows production more than xsched"),
             target: "paper: vCUDA 15.1 % (training), 80.0 % (financial); XSched 1.0 %".into(),
             measured: format!("quota {}, xsched {}", pct(quota.slowdown), pct(fp.slowdown)),
-            pass: quota.slowdown > fp.slowdown,
+            verdict: Verdict::of(quota.slowdown > fp.slowdown),
         },
     ]
 }
@@ -179,13 +181,21 @@ mod tests {
             o(0.2, 0.01),
             o(0.18, 0.01),
         ];
-        assert!(checks("x", &good, 0.02).iter().all(|c| c.pass));
+        assert!(
+            checks("x", &good, 0.02)
+                .iter()
+                .all(|c| c.verdict == Verdict::Met)
+        );
         // xsched that harvests nothing fails the first; one that lets the job run freely
         // fails both.
         let idle = [good[0], good[1], good[2], good[3], o(0.0, 0.0), good[5]];
-        assert!(!checks("x", &idle, 0.02)[0].pass);
+        assert_eq!(checks("x", &idle, 0.02)[0].verdict, Verdict::Missed);
         let free = [good[0], good[1], good[2], good[3], o(0.4, 0.9), good[5]];
-        assert!(checks("x", &free, 0.02).iter().all(|c| !c.pass));
+        assert!(
+            checks("x", &free, 0.02)
+                .iter()
+                .all(|c| c.verdict == Verdict::Missed)
+        );
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! the checks against the paper's findings, and the figure of the foreground's P99 over
 //! standalone against the request rate.
 
-use xsched_report::Check;
 use xsched_report::plot::{Figure, Kind, Series};
+use xsched_report::{Check, Verdict};
 
 /// How the two services share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub fn checks(r: &[Ratios]) -> Vec<Check> {
                 list(&|x| x.xsched),
                 list(&|x| x.triton)
             ),
-            pass: !r.is_empty() && r.iter().all(|x| x.xsched < x.triton),
+            verdict: Verdict::of(!r.is_empty() && r.iter().all(|x| x.xsched < x.triton)),
         },
         Check {
             name: "xsched at or below Paella at the highest rate".into(),
@@ -91,7 +91,7 @@ pub fn checks(r: &[Ratios]) -> Vec<Check> {
                     x.rate, x.xsched, x.paella
                 )
             }),
-            pass: top.is_some_and(|x| x.xsched <= x.paella),
+            verdict: Verdict::of(top.is_some_and(|x| x.xsched <= x.paella)),
         },
     ]
 }
@@ -137,10 +137,10 @@ mod tests {
     #[test]
     fn the_papers_orderings_pass_and_a_broken_policy_fails() {
         let good = [at(100.0, 1.5, 1.05, 1.05), at(1000.0, 1.5, 1.07, 1.4)];
-        assert!(checks(&good).iter().all(|c| c.pass));
+        assert!(checks(&good).iter().all(|c| c.verdict == Verdict::Met));
         let broken = [at(100.0, 1.5, 1.6, 1.05), at(1000.0, 1.5, 1.6, 1.4)];
-        assert!(checks(&broken).iter().all(|c| !c.pass));
-        assert!(checks(&[]).iter().all(|c| !c.pass));
+        assert!(checks(&broken).iter().all(|c| c.verdict == Verdict::Missed));
+        assert!(checks(&[]).iter().all(|c| c.verdict == Verdict::Missed));
         let f = ratio_figure("f", "t".into(), &good);
         assert_eq!(f.series.len(), MODES.len() - 1);
         assert_eq!(f.series[2].values, vec![(100.0, 1.05), (1000.0, 1.07)]);

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::{CpuDevice, CpuQueue};
 use xsched_core::Nanos;
 use xsched_core::harvest::CollectorConfig;
-use xsched_report::{cells, columns, quantile, round3};
+use xsched_report::{Verdict, cells, columns, quantile, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_workload::service::{HpRequest, HpShape, Span};
 
@@ -406,7 +406,7 @@ fn targets(
             "{a:.3} vs {a0:.3} (SLO {:.0} us{floor})",
             slo.as_secs_f64() * 1e6
         ),
-        pass: a >= a0 - 0.01,
+        verdict: Verdict::of(a >= a0 - 0.01),
     }];
     if let Some(prio) = prio {
         let (lp, lp0) = (m.lp_norm(), prio.lp_norm());
@@ -414,7 +414,7 @@ fn targets(
             name: format!("cpu {what} LP vs priority"),
             target: ">= 2x priority".into(),
             measured: format!("{lp:.3} vs {lp0:.3} ({:.2}x)", lp / lp0.max(1e-9)),
-            pass: lp >= 2.0 * lp0,
+            verdict: Verdict::of(lp >= 2.0 * lp0),
         });
     }
     checks
@@ -462,7 +462,7 @@ fn report(
                         ts.lp_norm(),
                         ts.attainment(slo)
                     ),
-                    pass: m.lp_norm() > ts.lp_norm(),
+                    verdict: Verdict::of(m.lp_norm() > ts.lp_norm()),
                 });
             }
         }
@@ -491,7 +491,7 @@ fn report(
                 if let Some((_, o)) = list.iter().find(|(n, _)| *n == other) {
                     checks.push(Check {
                         name: format!("cpu {driver} slo-aware vs {other}"),
-                        target: "reported".into(),
+                        target: "none".into(),
                         measured: format!(
                             "attainment {:.3} vs {:.3}, LP {:.3} vs {:.3}",
                             m.attainment(slo),
@@ -499,7 +499,7 @@ fn report(
                             m.lp_norm(),
                             o.lp_norm()
                         ),
-                        pass: true,
+                        verdict: Verdict::Reported,
                     });
                 }
             }

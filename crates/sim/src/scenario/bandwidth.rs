@@ -10,7 +10,7 @@ use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Nanos};
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,13 +139,13 @@ impl Bandwidth {
                     name: format!("{} xsched fg share", p.key),
                     target: format!("{:.0} % +- 3 points", want * 100.0),
                     measured: format!("{:.1} %", fg * 100.0),
-                    pass: (fg - want).abs() <= 0.03,
+                    verdict: Verdict::of((fg - want).abs() <= 0.03),
                 });
                 checks.push(Check {
                     name: format!("{} xsched total throughput", p.key),
                     target: ">= 0.97 of one process alone".into(),
                     measured: format!("{total:.3}"),
-                    pass: total >= 0.97,
+                    verdict: Verdict::of(total >= 0.97),
                 });
             }
             rows.push(row(Row {

@@ -9,7 +9,7 @@ use crate::spec::{Arrival, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Level, Nanos};
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -188,8 +188,10 @@ impl FgBg {
                     target: format!("paper band {:.1}-{:.1}", NATIVE_BAND.0, NATIVE_BAND.1),
                     measured: format!("{ratio:.2}"),
                     // Compared at the paper's precision (two decimals read off its plots).
-                    pass: (NATIVE_BAND.0..=NATIVE_BAND.1)
-                        .contains(&((ratio * 100.0).round() / 100.0)),
+                    verdict: Verdict::of(
+                        (NATIVE_BAND.0..=NATIVE_BAND.1)
+                            .contains(&((ratio * 100.0).round() / 100.0)),
+                    ),
                 }),
                 Mode::XSched(l, b) => checks.push(Check {
                     name: format!(
@@ -199,7 +201,7 @@ impl FgBg {
                     ),
                     target: format!("<= {XSCHED_MAX:.2}"),
                     measured: format!("{ratio:.2}"),
-                    pass: ratio <= XSCHED_MAX,
+                    verdict: Verdict::of(ratio <= XSCHED_MAX),
                 }),
                 Mode::Standalone => {}
             }

@@ -10,7 +10,7 @@ use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Level, Nanos};
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 use xsched_workload::service::{HpRequest, HpShape, Span};
 
 #[derive(Debug, Deserialize)]
@@ -321,7 +321,7 @@ impl Hummingbird {
             if let Some((q, best_a, lp)) = best {
                 checks.push(Check {
                     name: format!("{} timeslice at slo-aware's attainment ({a:.3})", p.key),
-                    target: "reported: best attainment over the swept quanta".into(),
+                    target: "none: the best attainment over the swept quanta".into(),
                     measured: format!(
                         "{best_a:.3} at {:.0} us (LP {lp:.3}){}",
                         q.as_us_f64(),
@@ -331,7 +331,7 @@ impl Hummingbird {
                             ": no quantum reaches it"
                         }
                     ),
-                    pass: true,
+                    verdict: Verdict::Reported,
                 });
             }
         }
@@ -361,13 +361,13 @@ impl Hummingbird {
                 name: format!("{key} slo-aware HP attainment vs standalone"),
                 target: "within 0.01".into(),
                 measured: format!("{a:.3} vs {a0:.3}"),
-                pass: a >= a0 - 0.01,
+                verdict: Verdict::of(a >= a0 - 0.01),
             },
             Check {
                 name: format!("{key} slo-aware LP throughput vs priority"),
                 target: ">= 2x (Hummingbird: 2.4x)".into(),
                 measured: format!("{lp:.3} vs {lp_prio:.3} ({:.2}x)", lp / lp_prio.max(1e-9)),
-                pass: lp >= 2.0 * lp_prio,
+                verdict: Verdict::of(lp >= 2.0 * lp_prio),
             },
             Check {
                 name: format!("{key} slo-aware LP throughput vs timeslice"),
@@ -376,7 +376,7 @@ impl Hummingbird {
                     "{lp:.3} vs {lp_ts:.3} (timeslice HP attainment {:.3})",
                     ts.attainment(slo)
                 ),
-                pass: lp > lp_ts,
+                verdict: Verdict::of(lp > lp_ts),
             },
             Check {
                 name: format!(
@@ -385,18 +385,18 @@ impl Hummingbird {
                 ),
                 target: ">= 0.90".into(),
                 measured: format!("{:.3}", slo_aware.utilization()),
-                pass: slo_aware.utilization() >= 0.9,
+                verdict: Verdict::of(slo_aware.utilization() >= 0.9),
             },
             Check {
                 name: format!("{key} spatial and timeslice HP attainment"),
-                target: "reported".into(),
+                target: "none".into(),
                 measured: format!(
                     "spatial {:.3}, timeslice {:.3} (SLO {:.0} us)",
                     spatial.attainment(slo),
                     ts.attainment(slo),
                     slo.as_us_f64()
                 ),
-                pass: true,
+                verdict: Verdict::Reported,
             },
         ]
     }

@@ -15,7 +15,7 @@ use crate::spec::{Arrival, DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::Nanos;
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -170,7 +170,7 @@ impl MultiDevice {
                     name: format!("{devices} global vs per-device P99 ratio"),
                     target: "global < per-device (paper: 1.09 vs 1.55)".into(),
                     measured: format!("{ratio:.2} vs {per_device:.2}"),
-                    pass: ratio < per_device,
+                    verdict: Verdict::of(ratio < per_device),
                 }),
                 _ => {}
             }

@@ -11,7 +11,7 @@ use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{LaunchConfig, Level, Nanos};
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,7 +138,7 @@ impl Overhead {
                     ),
                     target: format!("< {TUNED_MAX_PCT} %"),
                     measured: format!("{pct:.2} %"),
-                    pass: pct < TUNED_MAX_PCT,
+                    verdict: Verdict::of(pct < TUNED_MAX_PCT),
                 });
             }
             if c.threshold() > 10 {
@@ -146,7 +146,7 @@ impl Overhead {
                     name: format!("{} overhead at threshold {}", p.key, c.threshold()),
                     target: format!("< {HIGH_THRESHOLD_MAX_PCT} %"),
                     measured: format!("{pct:.2} %"),
-                    pass: pct < HIGH_THRESHOLD_MAX_PCT,
+                    verdict: Verdict::of(pct < HIGH_THRESHOLD_MAX_PCT),
                 });
             }
             rows.push(row(Row {

@@ -10,7 +10,7 @@ use crate::spec::{DeviceSpec, ProbeSpec, QueueMode, StageSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{LaunchConfig, Level, Nanos};
-use xsched_report::{columns_of, round3, row};
+use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,7 +195,7 @@ impl Preempt {
                 ),
                 target,
                 measured: format!("P99 {p99:.0} us"),
-                pass,
+                verdict: Verdict::of(pass),
             });
             rows.push(row(Row {
                 device: p.key,
