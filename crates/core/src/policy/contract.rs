@@ -46,8 +46,12 @@ pub struct Entry {
     /// takes none, and then `name:anything` is refused.
     pub argument: Option<&'static str>,
     /// Builds the policy; an argument it cannot take is an error saying what it must be.
-    pub build: fn(Option<&str>) -> Result<Box<dyn Policy>, &'static str>,
+    pub build: Build,
 }
+
+/// How an [`Entry`] builds its policy from the argument after `:` (`None` without one); the
+/// error says what the argument must be.
+pub type Build = fn(Option<&str>) -> Result<Box<dyn Policy>, &'static str>;
 
 /// Where a rank is compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
