@@ -331,7 +331,7 @@ fn global_mode_without_a_daemon_runs_unscheduled_and_loses_nothing() {
 fn slo_aware_in_process_refuses_queues_until_one_has_an_slo() {
     use xsched_core::Nanos;
     let runtime = Runtime::new(RuntimeConfig {
-        policy: "slo-aware".into(),
+        policy: xsched_core::PolicySpec::registered("slo-aware"),
         ..RuntimeConfig::default()
     })
     .expect("runtime");

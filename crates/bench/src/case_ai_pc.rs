@@ -89,7 +89,7 @@ pub fn run_mode(p: &AiPcParams, mode: Mode) -> Result<RunResult, RuntimeError> {
         "hpf"
     };
     let runtime = Runtime::new(RuntimeConfig {
-        policy: policy.into(),
+        policy: xsched_core::PolicySpec::registered(policy),
         ..RuntimeConfig::default()
     })?;
     let (blur_options, speech_options) = match mode {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
-use xsched_core::{Hint, Level};
+use xsched_core::{Hint, Level, PolicySpec};
 use xsched_report::plot::Figure;
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
@@ -146,7 +146,9 @@ pub fn run_mode(
 ) -> Result<RunResult, RuntimeError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig {
-        policy: mode.policy(p.quota_share).unwrap_or_else(|| "fcfs".into()),
+        policy: mode
+            .policy(p.quota_share)?
+            .unwrap_or_else(|| PolicySpec::registered("fcfs")),
         ..RuntimeConfig::default()
     })?;
     let (prod_options, job_options) = options(mode, level, slo)?;

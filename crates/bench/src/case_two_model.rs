@@ -91,7 +91,7 @@ fn options(mode: Mode, level: Level) -> Result<(QueueOptions, QueueOptions), Run
 pub fn run_mode(p: &TwoModelParams, rate: u32, mode: Mode) -> Result<Histogram<u64>, RuntimeError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig {
-        policy: "hpf".into(),
+        policy: xsched_core::PolicySpec::registered("hpf"),
         ..RuntimeConfig::default()
     })?;
     let (fg_options, bg_options) = options(mode, p.level)?;

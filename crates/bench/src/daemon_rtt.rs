@@ -126,7 +126,8 @@ pub fn run(
     let daemon_path = temp_socket("daemon");
     let echo_path = temp_socket("echo");
     let _ = std::fs::remove_file(&echo_path);
-    let daemon = xsched_daemon::Daemon::bind(&daemon_path, "hpf")?.spawn()?;
+    let daemon =
+        xsched_daemon::Daemon::bind(&daemon_path, &xsched_core::PolicySpec::default())?.spawn()?;
     let listener = UnixListener::bind(&echo_path)?;
     let echo_thread = std::thread::spawn(move || echo(listener));
     let mut to_echo = UnixStream::connect(&echo_path)?;

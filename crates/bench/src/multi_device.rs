@@ -75,7 +75,7 @@ fn run_mode(
         _ => "hpf",
     };
     let runtime = Runtime::new(RuntimeConfig {
-        policy: policy.to_string(),
+        policy: xsched_core::PolicySpec::registered(policy),
         ..RuntimeConfig::default()
     })?;
     let devices = [CpuDevice::new(1)?, CpuDevice::new(1)?];

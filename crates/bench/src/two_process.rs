@@ -52,7 +52,8 @@ pub fn run(
 ) -> Result<Report, ProcessError> {
     let exe = exe.to_path_buf();
     let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
-    let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")?.spawn()?;
+    let daemon =
+        xsched_daemon::Daemon::bind(&socket, &xsched_core::PolicySpec::default())?.spawn()?;
     let mut modes = vec![Mode::Standalone, Mode::Native];
     modes.extend(Level::ALL.iter().map(|&l| Mode::Xsched(l)));
     let params = fg_bg::FgBgParams::default();

@@ -7,7 +7,7 @@ use crate::status::{Failure, XschedStatus};
 use std::ffi::c_void;
 use std::sync::Arc;
 use xsched_backend_cpu::{CpuCommand, CpuQueue};
-use xsched_core::{CommandId, Hint, LaunchConfig, Level, Nanos};
+use xsched_core::{CommandId, CoreError, Hint, LaunchConfig, Level, Nanos};
 use xsched_runtime::{QueueOptions, XQueue};
 
 /// A preemptible queue in front of one hardware queue of a device.
@@ -191,7 +191,10 @@ pub unsafe extern "C" fn xsched_queue_set_level(
     queue: *const XschedQueue,
     level: u8,
 ) -> XschedStatus {
-    with_queue(queue, |q| Ok(q.set_level(Level::try_from(level)?)?))
+    with_queue(queue, |q| {
+        let level = Level::try_from(level).map_err(CoreError::from)?;
+        Ok(q.set_level(level)?)
+    })
 }
 
 /// Set the launch config: at most `threshold` in flight, a sync point every `batch`, and an

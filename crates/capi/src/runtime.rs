@@ -59,7 +59,7 @@ pub unsafe extern "C" fn xsched_runtime_create_with(
             config.policy = name
                 .to_str()
                 .map_err(|_| Failure::new(XschedStatus::InvalidArgument, "policy is not UTF-8"))?
-                .to_string();
+                .parse()?;
         }
         let rt = Runtime::new(config)?;
         // SAFETY: `out` is valid for writes by contract.

@@ -120,7 +120,7 @@ fn core_status(e: &CoreError) -> XschedStatus {
     match e {
         CoreError::InvalidLaunchConfig { .. } => XschedStatus::InvalidConfig,
         CoreError::InvalidLevel(_)
-        | CoreError::UnknownPolicy(_)
+        | CoreError::UnknownPolicy { .. }
         | CoreError::BadPolicyArgument { .. } => XschedStatus::InvalidArgument,
         CoreError::NoSloQueue { .. } => XschedStatus::Environment,
         CoreError::UnsupportedLevel { .. } => XschedStatus::UnsupportedLevel,

@@ -4,13 +4,13 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use std::path::Path;
 use std::time::Duration;
-use xsched_core::Hint;
+use xsched_core::{Hint, PolicySpec};
 use xsched_proto::{ClientMsg, DaemonMsg, client};
 
 /// `xsched serve`: run the daemon in the foreground until killed.
 pub fn serve(
     socket: &Path,
-    policy: &str,
+    policy: &PolicySpec,
     metrics: Option<&str>,
     config: Option<&Path>,
 ) -> Result<()> {
@@ -123,10 +123,10 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
 }
 
 /// `xsched policy get|set`.
-pub fn policy(socket: &Path, set: Option<&str>) -> Result<()> {
+pub fn policy(socket: &Path, set: Option<&PolicySpec>) -> Result<()> {
     let msg = match set {
-        Some(name) => ClientMsg::SetPolicy {
-            name: name.to_string(),
+        Some(spec) => ClientMsg::SetPolicy {
+            name: spec.to_string(),
         },
         None => ClientMsg::GetPolicy,
     };

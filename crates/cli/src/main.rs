@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use xsched_bench::fg_bg;
 use xsched_bench::workers::{self, Role};
-use xsched_core::{Hint, Nanos};
+use xsched_core::{Hint, Nanos, PolicySpec};
 use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
 use xsched_sim::{Scenario, profile};
 
@@ -55,11 +55,9 @@ impl Socket {
     }
 }
 
-/// A policy name the registry knows (`xsched_core::policy`), checked while parsing.
-fn policy_name(s: &str) -> Result<String, String> {
-    xsched_core::policy::by_name(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
+/// The help of a policy argument: every policy the table registers, with its argument form.
+fn policy_help(what: &str) -> String {
+    format!("{what} ({})", xsched_core::policy::usage().join(", "))
 }
 
 /// Where the demo runs.
@@ -138,10 +136,8 @@ enum Command {
     Serve {
         #[command(flatten)]
         socket: Socket,
-        /// Scheduling policy (see `xsched_core::policy::NAMES`: hpf, hpf-global, fcfs,
-        /// bandwidth, laxity, kedf[:k], cfs, mlfq, slo-aware[:between-requests]).
-        #[arg(long, default_value = "hpf", value_parser = policy_name)]
-        policy: String,
+        #[arg(long, default_value = "hpf", help = policy_help("Scheduling policy"))]
+        policy: PolicySpec,
         /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464).
         #[arg(long)]
         metrics_addr: Option<String>,
@@ -241,9 +237,8 @@ enum PolicyAction {
     Get,
     /// Switch every queue to another policy.
     Set {
-        /// The policy.
-        #[arg(value_parser = policy_name)]
-        name: String,
+        #[arg(help = policy_help("The policy"))]
+        name: PolicySpec,
     },
 }
 

@@ -417,7 +417,7 @@ fn the_daemonset_runs_serve_with_flags_the_binary_has() {
         );
     }
     let policy = flag(&given, "--policy");
-    if let Err(e) = xsched_core::policy::by_name(policy) {
+    if let Err(e) = policy.parse::<xsched_core::PolicySpec>() {
         panic!("--policy {policy}: {e}");
     }
     assert_eq!(

@@ -15,8 +15,9 @@ use crate::error::CoreError;
 use crate::hint::QueueHints;
 use crate::ids::{DeviceId, QueueId};
 use crate::policy::Policy;
-use crate::scheduler::{Event, Operation, QueueView, Scheduler};
+use crate::scheduler::{Event, Operation, Scheduler};
 use crate::time::Nanos;
+use crate::view::QueueView;
 use std::collections::HashMap;
 
 /// A queue as the scheduler sees it, with its current decision.
@@ -158,7 +159,7 @@ impl<C> std::fmt::Debug for Dispatcher<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::by_name;
+    use crate::policy::PolicySpec;
 
     fn hints(priority: i32) -> QueueHints {
         QueueHints {
@@ -169,7 +170,7 @@ mod tests {
 
     #[test]
     fn operations_reach_the_handle_of_their_queue_and_unregistered_ones_nothing() {
-        let mut d: Dispatcher<&'static str> = Dispatcher::new(by_name("hpf").expect("registered"));
+        let mut d: Dispatcher<&'static str> = Dispatcher::new(PolicySpec::default().build());
         let dev = DeviceId(0);
         d.register(Nanos(1), QueueId(0), dev, hints(1), "low")
             .expect("fresh");

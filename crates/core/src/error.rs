@@ -1,7 +1,7 @@
 //! Errors the core reports. Invalid input is an error, never a silent adjustment.
 
 use crate::ids::QueueId;
-use crate::level::Level;
+use crate::level::{InvalidLevel, Level};
 use thiserror::Error;
 
 /// Everything that can go wrong in the core.
@@ -18,8 +18,8 @@ pub enum CoreError {
         batch: u32,
     },
     /// A level number outside 1..=3.
-    #[error("invalid preemption level {0}: levels are 1 (block), 2 (deactivate), 3 (interrupt)")]
-    InvalidLevel(u8),
+    #[error(transparent)]
+    InvalidLevel(#[from] InvalidLevel),
     /// A level the backend or device does not offer.
     #[error("level {requested} is not supported: the device offers up to {max}")]
     UnsupportedLevel {
@@ -35,8 +35,14 @@ pub enum CoreError {
     #[error("queue {0} is already registered")]
     DuplicateQueue(QueueId),
     /// A policy name nobody registered.
-    #[error("unknown policy `{0}`; known: {known}", known = crate::policy::NAMES.join(", "))]
-    UnknownPolicy(String),
+    #[error("unknown policy `{name}`; known: {known}")]
+    UnknownPolicy {
+        /// The whole name asked for.
+        name: String,
+        /// Every registered name, comma-separated (from the policy table, which this file
+        /// cannot read: the table's policies report errors of this type).
+        known: String,
+    },
     /// A registered policy given an argument it cannot take.
     #[error("policy `{name}`: {reason}")]
     BadPolicyArgument {

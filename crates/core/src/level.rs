@@ -1,7 +1,7 @@
 //! Preemption levels: the contract a backend offers (XSched §3).
 
-use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 /// How far a suspend reaches into the hardware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -25,14 +25,20 @@ impl Level {
     }
 }
 
+/// A level number outside 1..=3. Its own type (not a `CoreError`) so that the core's error
+/// type can name levels without the two files importing each other.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[error("invalid preemption level {0}: levels are 1 (block), 2 (deactivate), 3 (interrupt)")]
+pub struct InvalidLevel(pub u8);
+
 impl TryFrom<u8> for Level {
-    type Error = CoreError;
-    fn try_from(n: u8) -> Result<Level, CoreError> {
+    type Error = InvalidLevel;
+    fn try_from(n: u8) -> Result<Level, InvalidLevel> {
         match n {
             1 => Ok(Level::Block),
             2 => Ok(Level::Deactivate),
             3 => Ok(Level::Interrupt),
-            _ => Err(CoreError::InvalidLevel(n)),
+            _ => Err(InvalidLevel(n)),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod level;
 pub mod policy;
 pub mod scheduler;
 pub mod time;
+pub mod view;
 pub mod xqueue;
 
 pub use capability::Capabilities;
@@ -39,7 +40,8 @@ pub use error::CoreError;
 pub use hint::{Hint, MIN_TIME_SLICE, QueueHints};
 pub use ids::{CommandId, DeviceId, QueueId};
 pub use level::Level;
-pub use policy::Policy;
-pub use scheduler::{Event, Operation, QueueView, Scheduler};
+pub use policy::{Policy, PolicySpec};
+pub use scheduler::{Event, Operation, Scheduler};
 pub use time::Nanos;
+pub use view::QueueView;
 pub use xqueue::{HwAction, Launch, LaunchMachine, Synced};

@@ -18,6 +18,7 @@ use crate::hint::{Hint, QueueHints};
 use crate::ids::{DeviceId, QueueId};
 use crate::policy::Policy;
 use crate::time::Nanos;
+use crate::view::QueueView;
 use std::collections::{HashMap, VecDeque};
 
 /// Input to the scheduler.
@@ -73,24 +74,6 @@ impl Operation {
             | Operation::Unprotect(q) => q,
         }
     }
-}
-
-/// What a policy sees of one queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QueueView {
-    /// The queue.
-    pub id: QueueId,
-    /// Its device.
-    pub device: DeviceId,
-    /// Its hints.
-    pub hints: QueueHints,
-    /// Whether it has work.
-    pub ready: bool,
-    /// When it last became ready (meaningful while `ready`).
-    pub ready_since: Nanos,
-    /// Time spent ready and not suspended since it registered, up to the current decision:
-    /// the device time it was allowed (queues the policy lets run together each count it all).
-    pub service: Nanos,
 }
 
 /// Drives a [`Policy`] over the queues it is told about.
@@ -330,7 +313,7 @@ impl std::fmt::Debug for Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::by_name;
+    use crate::policy::PolicySpec;
 
     fn service_of(s: &Scheduler, q: u32) -> Nanos {
         s.queues()
@@ -341,7 +324,7 @@ mod tests {
 
     #[test]
     fn service_is_the_time_ready_and_running() {
-        let mut s = Scheduler::new(by_name("hpf").expect("registered"));
+        let mut s = Scheduler::new(PolicySpec::default().build());
         for (q, priority) in [(0, 1), (1, 9)] {
             let hints = QueueHints {
                 priority,

@@ -10,7 +10,8 @@
 
 use proptest::prelude::*;
 use std::collections::VecDeque;
-use xsched_core::policy::{Hpf, Policy, by_name};
+use xsched_core::PolicySpec;
+use xsched_core::policy::{Hpf, Policy};
 use xsched_core::{
     CommandId, CommandMeta, DeviceId, Event, LaunchConfig, LaunchMachine, Level, Nanos, Operation,
     QueueHints, QueueId, QueueView, Scheduler,
@@ -222,7 +223,7 @@ proptest! {
     #[test]
     fn the_highest_ready_queue_waits_at_most_a_threshold_of_each_other((prios, steps) in case()) {
         for name in ["hpf", "hpf-global"] {
-            let policy = by_name(name).expect("registered");
+            let policy = PolicySpec::registered(name).build();
             if let Err(e) = run(policy, &prios, &steps) {
                 return Err(TestCaseError::fail(format!("{name}: {e}")));
             }

@@ -16,7 +16,7 @@ use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use xsched_core::{DeviceId, Event, Hint, QueueId, policy};
+use xsched_core::{DeviceId, Event, Hint, PolicySpec, QueueId};
 use xsched_proto::{
     ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, WireMode,
     read_frame, write_frame,
@@ -332,10 +332,16 @@ impl<'a> Session<'a> {
                         self.peer.uid
                     ));
                 }
-                let result =
-                    policy::by_name(&name).and_then(|p| shared.core.with(|d| d.set_policy(p)));
+                // The wire carries text: it is parsed here, where it enters, with the same
+                // error (naming the known policies) as every other entry.
+                let result = name.parse::<PolicySpec>().and_then(|spec| {
+                    shared.core.with(|d| d.set_policy(spec.build()))?;
+                    Ok(spec)
+                });
                 match result {
-                    Ok(()) => Some(DaemonMsg::Policy { name }),
+                    Ok(spec) => Some(DaemonMsg::Policy {
+                        name: spec.to_string(),
+                    }),
                     Err(e) => error(e.to_string()),
                 }
             }

@@ -27,7 +27,7 @@ use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use xsched_core::policy;
+use xsched_core::PolicySpec;
 use xsched_proto::{ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, WireMode, read_frame};
 
 /// The clients: (pid, uid). Root is the daemon's admin here (the tests run as root or not:
@@ -212,7 +212,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         },
         ..DaemonConfig::default()
     };
-    let shared = Shared::new(policy::by_name("hpf").expect("hpf"), &config).expect("shared");
+    let shared = Shared::new(PolicySpec::default().build(), &config).expect("shared");
     let admission = shared.admission.clone();
     let mut next_conn = 0u64;
     let mut clients: Vec<Client<'_>> = (0..CLIENTS.len())
@@ -339,7 +339,7 @@ fn only_the_same_user_or_root_switches_a_process_mode() {
         },
         ..DaemonConfig::default()
     };
-    let shared = Shared::new(policy::by_name("hpf").expect("hpf"), &config).expect("shared");
+    let shared = Shared::new(PolicySpec::default().build(), &config).expect("shared");
     let admission = shared.admission.clone();
     let (owner_uid, stranger_uid, watcher_uid) = (2_000_001, 2_000_002, 2_000_003);
     let peer = |pid: u32, uid: u32, gids: Vec<u32>| Peer {

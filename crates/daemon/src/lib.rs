@@ -31,3 +31,5 @@ pub use config::{
 };
 pub use peer::Peer;
 pub use server::{Daemon, DaemonError, RunningDaemon};
+/// What [`Daemon::bind`] runs, re-exported so that its callers need not name the core.
+pub use xsched_core::PolicySpec;

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use xsched_core::{CoreError, policy};
+use xsched_core::{CoreError, PolicySpec};
 
 /// Why the daemon could not start.
 #[derive(Debug, Error)]
@@ -183,18 +183,17 @@ impl RefusalLog {
 impl Daemon {
     /// Listen on `path` with `policy` and the default configuration. A stale socket file
     /// (nobody answering) of this user is replaced; a live one is an error.
-    pub fn bind(path: &Path, policy_name: &str) -> Result<Daemon, DaemonError> {
-        Daemon::bind_with(path, policy_name, &DaemonConfig::default())
+    pub fn bind(path: &Path, policy: &PolicySpec) -> Result<Daemon, DaemonError> {
+        Daemon::bind_with(path, policy, &DaemonConfig::default())
     }
 
     /// Listen on `path` with `policy` and `config`.
     pub fn bind_with(
         path: &Path,
-        policy_name: &str,
+        policy: &PolicySpec,
         config: &DaemonConfig,
     ) -> Result<Daemon, DaemonError> {
-        let policy = policy::by_name(policy_name)?;
-        let shared = Arc::new(Shared::new(policy, config)?);
+        let shared = Arc::new(Shared::new(policy.build(), config)?);
         prepare(path)?;
         raise_descriptor_limit();
         let listener = listen(path, config)?;

@@ -27,7 +27,7 @@ fn serve(name: &str, limits: Limits) -> (xsched_daemon::RunningDaemon, PathBuf) 
         limits,
         ..DaemonConfig::default()
     };
-    let daemon = Daemon::bind_with(&socket, "hpf", &config)
+    let daemon = Daemon::bind_with(&socket, &xsched_core::PolicySpec::default(), &config)
         .expect("bind")
         .spawn()
         .expect("serve");
@@ -219,7 +219,7 @@ fn top_pages_through_ten_thousand_queues() {
 fn the_socket_is_private_and_its_directory_must_be_safe() {
     let d = dir("perms");
     let socket = d.join("xsched.sock");
-    let daemon = Daemon::bind(&socket, "hpf").expect("bind");
+    let daemon = Daemon::bind(&socket, &xsched_core::PolicySpec::default()).expect("bind");
     let dir_mode = std::fs::metadata(&d).expect("dir").mode() & 0o777;
     assert_eq!(dir_mode, 0o700, "a missing directory is created private");
     let sock_mode = std::fs::metadata(&socket).expect("socket").mode() & 0o777;
@@ -229,7 +229,10 @@ fn the_socket_is_private_and_its_directory_must_be_safe() {
     let shared = dir("perms-open");
     std::fs::create_dir_all(&shared).expect("dir");
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    match Daemon::bind(&shared.join("xsched.sock"), "hpf") {
+    match Daemon::bind(
+        &shared.join("xsched.sock"),
+        &xsched_core::PolicySpec::default(),
+    ) {
         Err(DaemonError::Unsafe { why, .. }) => assert!(why.contains("others may write"), "{why}"),
         other => panic!(
             "a world-writable directory must be refused, got {:?}",
@@ -240,7 +243,10 @@ fn the_socket_is_private_and_its_directory_must_be_safe() {
         let foreign = dir("perms-foreign");
         std::fs::create_dir_all(&foreign).expect("dir");
         std::os::unix::fs::chown(&foreign, Some(65534), None).expect("chown to nobody");
-        match Daemon::bind(&foreign.join("xsched.sock"), "hpf") {
+        match Daemon::bind(
+            &foreign.join("xsched.sock"),
+            &xsched_core::PolicySpec::default(),
+        ) {
             Err(DaemonError::Unsafe { why, .. }) => assert!(why.contains("belongs to uid 65534")),
             other => panic!(
                 "another user's directory must be refused, got {:?}",

@@ -22,7 +22,7 @@ fn get(addr: std::net::SocketAddr, path: &str) -> String {
 #[test]
 fn metrics_show_queues_and_operations() {
     let socket = std::env::temp_dir().join(format!("xsched-metrics-{}.sock", std::process::id()));
-    let daemon = Daemon::bind(&socket, "hpf").expect("bind");
+    let daemon = Daemon::bind(&socket, &xsched_core::PolicySpec::default()).expect("bind");
     let addr = daemon.serve_metrics("127.0.0.1:0").expect("metrics");
     let daemon = daemon.spawn().expect("serve");
     let global = || {
@@ -110,7 +110,7 @@ fn metrics_show_queues_and_operations() {
 fn silent_and_oversized_scrapers_hold_up_no_one() {
     let socket =
         std::env::temp_dir().join(format!("xsched-metrics-silent-{}.sock", std::process::id()));
-    let daemon = Daemon::bind(&socket, "hpf").expect("bind");
+    let daemon = Daemon::bind(&socket, &xsched_core::PolicySpec::default()).expect("bind");
     let addr = daemon.serve_metrics("127.0.0.1:0").expect("metrics");
     let daemon = daemon.spawn().expect("serve");
     // Scrapers that connect and say nothing: fewer than the concurrency limit, so each holds a

@@ -18,7 +18,7 @@ fn ask(s: &mut UnixStream, msg: &ClientMsg) -> DaemonMsg {
 #[test]
 fn slo_aware_needs_a_queue_with_an_slo_and_unknown_names_are_refused() {
     let socket = std::env::temp_dir().join(format!("xsched-policies-{}.sock", std::process::id()));
-    let daemon = Daemon::bind(&socket, "hpf")
+    let daemon = Daemon::bind(&socket, &xsched_core::PolicySpec::default())
         .expect("bind")
         .spawn()
         .expect("serve");

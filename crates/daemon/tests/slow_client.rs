@@ -9,7 +9,7 @@ use xsched_proto::{ClientMsg, DaemonMsg, WireHints, client, write_frame};
 #[test]
 fn a_client_that_never_reads_is_cut_off_and_others_are_answered() {
     let socket = std::env::temp_dir().join(format!("xsched-slow-{}.sock", std::process::id()));
-    let daemon = Daemon::bind(&socket, "hpf")
+    let daemon = Daemon::bind(&socket, &xsched_core::PolicySpec::default())
         .expect("bind")
         .spawn()
         .expect("serve");

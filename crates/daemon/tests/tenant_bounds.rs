@@ -32,7 +32,7 @@ fn a_tenants_queues_share_its_bounds_and_each_enforces_its_share() {
     let config =
         DaemonConfig::parse("[limits]\ntenant_max_pending = 4\ntenant_inflight_us = 1000\n")
             .expect("config");
-    let daemon = Daemon::bind_with(&socket, "hpf", &config)
+    let daemon = Daemon::bind_with(&socket, &xsched_core::PolicySpec::default(), &config)
         .expect("bind")
         .spawn()
         .expect("serve");

@@ -66,7 +66,8 @@ pub enum ClientMsg {
     GetPolicy,
     /// Operator: switch the policy.
     SetPolicy {
-        /// A policy name (`xsched_core::policy::NAMES`).
+        /// A policy as text (`hpf`, `kedf:2`): the daemon parses it into an
+        /// `xsched_core::PolicySpec`, and refuses an unknown one naming the known ones.
         name: String,
     },
     /// Operator: hint a queue of another process (allowed for the same uid, or root).

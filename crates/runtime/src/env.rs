@@ -5,7 +5,7 @@ use crate::mode::Mode;
 use crate::options::SchedulerMode;
 use std::num::NonZeroUsize;
 use std::str::FromStr;
-use xsched_core::{Hint, LaunchConfig, Level, Nanos, policy};
+use xsched_core::{CoreError, Hint, LaunchConfig, Level, Nanos, PolicySpec};
 
 pub(crate) const PRIORITY: &str = "XSCHED_PRIORITY";
 pub(crate) const SHARE: &str = "XSCHED_SHARE";
@@ -202,20 +202,21 @@ pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, Ru
     }
 }
 
-pub(crate) fn policy(lookup: Lookup) -> Result<Option<String>, RuntimeError> {
+pub(crate) fn policy(lookup: Lookup) -> Result<Option<PolicySpec>, RuntimeError> {
     let Some(v) = lookup(POLICY) else {
         return Ok(None);
     };
-    let name = v.trim().to_string();
-    policy::by_name(&name).map_err(|e| bad(POLICY, &v, e.to_string()))?;
-    Ok(Some(name))
+    let spec = v
+        .trim()
+        .parse()
+        .map_err(|e: CoreError| bad(POLICY, &v, e.to_string()))?;
+    Ok(Some(spec))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::options::{QueueOptions, RuntimeConfig};
-    use xsched_core::CoreError;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let owned: Vec<(String, String)> = pairs
@@ -257,7 +258,7 @@ mod tests {
         ]);
         let c = RuntimeConfig::from_lookup(&lookup).expect("valid");
         assert_eq!(c.scheduler, SchedulerMode::App);
-        assert_eq!(c.policy, "kedf:2");
+        assert_eq!(c.policy.to_string(), "kedf:2");
         assert_eq!(
             c.socket.as_deref(),
             Some(std::path::Path::new("/tmp/x.sock"))

@@ -1,7 +1,7 @@
 //! Typed errors of the runtime, of backends, and of single commands.
 
 use thiserror::Error;
-use xsched_core::{CoreError, Level};
+use xsched_core::{CoreError, Level, PolicySpec};
 
 /// What a backend reports.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -54,8 +54,8 @@ pub enum RuntimeError {
     /// `slo-aware` without a queue that has an SLO).
     #[error("XSCHED_POLICY={policy}: {source}")]
     Policy {
-        /// The policy's name.
-        policy: String,
+        /// The policy.
+        policy: PolicySpec,
         /// What the queues lack.
         source: CoreError,
     },

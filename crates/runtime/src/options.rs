@@ -4,7 +4,7 @@ use crate::env;
 use crate::error::RuntimeError;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use xsched_core::{Hint, LaunchConfig, Level, Nanos, QueueHints};
+use xsched_core::{Hint, LaunchConfig, Level, Nanos, PolicySpec, QueueHints};
 
 /// The default in-flight time budget of an XQueue (`XSCHED_INFLIGHT_US`).
 ///
@@ -42,8 +42,8 @@ impl SchedulerMode {
 pub struct RuntimeConfig {
     /// Scheduler mode; default [`SchedulerMode::Local`].
     pub scheduler: SchedulerMode,
-    /// Policy of the local scheduler (see `xsched_core::policy::NAMES`); default `hpf`.
-    pub policy: String,
+    /// Policy of the local scheduler; default `hpf`.
+    pub policy: PolicySpec,
     /// Daemon socket for [`SchedulerMode::Global`]; `None` means the default path.
     pub socket: Option<PathBuf>,
     /// A user besides root and this process's own whose daemon the agent obeys
@@ -55,7 +55,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             scheduler: SchedulerMode::Local,
-            policy: "hpf".to_string(),
+            policy: PolicySpec::default(),
             socket: None,
             daemon_uid: None,
         }

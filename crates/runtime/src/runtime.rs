@@ -11,7 +11,7 @@ use crate::scheduler::SchedulerThread;
 use crate::xqueue::XQueue;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use xsched_core::{DeviceId, Nanos, QueueHints, QueueId, QueueView, policy};
+use xsched_core::{DeviceId, Nanos, PolicySpec, QueueHints, QueueId, QueueView};
 
 /// Distinct hint sets remembered for policy checks (enough for any real mix of queues).
 const REMEMBERED_HINTS: usize = 64;
@@ -33,7 +33,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let local = match config.scheduler {
             SchedulerMode::App => None,
-            SchedulerMode::Local => Some(SchedulerThread::start(policy::by_name(&config.policy)?)?),
+            SchedulerMode::Local => Some(SchedulerThread::start(config.policy.build())?),
             SchedulerMode::Global => {
                 let socket = config
                     .socket
@@ -81,9 +81,13 @@ impl Runtime {
         XQueue::start(id, hw, options, scheduler)
     }
 
-    /// Whether policy `name` can work with the queues created so far (and `new`, which is then
+    /// Whether `policy` can work with the queues created so far (and `new`, which is then
     /// remembered).
-    fn check_policy(&self, name: &str, new: Option<QueueHints>) -> Result<(), RuntimeError> {
+    fn check_policy(
+        &self,
+        policy: &PolicySpec,
+        new: Option<QueueHints>,
+    ) -> Result<(), RuntimeError> {
         let mut seen = self
             .hints_seen
             .lock()
@@ -104,7 +108,7 @@ impl Runtime {
                 service: Nanos::ZERO,
             })
             .collect();
-        let result = policy::by_name(name)?.check(&views);
+        let result = policy.build().check(&views);
         if result.is_err()
             && let Some(h) = added
         {
@@ -112,22 +116,22 @@ impl Runtime {
             seen.retain(|s| *s != h);
         }
         result.map_err(|source| RuntimeError::Policy {
-            policy: name.to_string(),
+            policy: policy.clone(),
             source,
         })
     }
 
     /// Switch the scheduler's policy at run time (in `global` mode: the daemon's).
-    pub fn set_policy(&mut self, name: &str) -> Result<(), RuntimeError> {
+    pub fn set_policy(&mut self, policy: &PolicySpec) -> Result<(), RuntimeError> {
         match &self.local {
             Some(local) if self.config.scheduler == SchedulerMode::Local => {
-                self.check_policy(name, None)?;
-                local.set_policy(name)?;
+                self.check_policy(policy, None)?;
+                local.set_policy(policy);
             }
-            Some(local) => local.set_policy(name)?,
-            None => drop(policy::by_name(name)?),
+            Some(local) => local.set_policy(policy),
+            None => {}
         }
-        self.config.policy = name.to_string();
+        self.config.policy = policy.clone();
         Ok(())
     }
 }

@@ -11,8 +11,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use xsched_core::{
-    CoreError, DeviceId, Dispatcher, Event, Nanos, Operation, Policy, QueueHints, QueueId,
-    QueueSnapshot, policy,
+    CoreError, DeviceId, Dispatcher, Event, Nanos, Operation, Policy, PolicySpec, QueueHints,
+    QueueId, QueueSnapshot,
 };
 use xsched_proto::QueueStats;
 
@@ -37,7 +37,7 @@ pub(crate) enum SchedMsg {
         steer: Steerer,
     },
     Event(Nanos, Event),
-    SetPolicy(Box<dyn Policy>, String),
+    SetPolicy(Box<dyn Policy>, PolicySpec),
     Snapshot(Sender<(Vec<QueueSnapshot>, &'static str)>),
     Shutdown,
 }
@@ -126,11 +126,11 @@ impl SchedulerThread {
         }
     }
 
-    /// Switch to the policy called `name`; the next decision re-decides every queue.
-    pub fn set_policy(&self, name: &str) -> Result<(), CoreError> {
-        let policy = policy::by_name(name)?;
-        let _ = self.tx.send(SchedMsg::SetPolicy(policy, name.to_string()));
-        Ok(())
+    /// Switch to `policy`; the next decision re-decides every queue.
+    pub fn set_policy(&self, policy: &PolicySpec) {
+        let _ = self
+            .tx
+            .send(SchedMsg::SetPolicy(policy.build(), policy.clone()));
     }
 
     /// Every queue with its decision, and the policy's name (empty if the thread is gone).

@@ -326,7 +326,7 @@ fn eight_streams_at_mixed_priorities_under_the_daemon_finish_with_the_native_res
     let native = s.run_mode(&args, false, &[], "mixed-ref");
     let socket =
         std::env::temp_dir().join(format!("xsched-cuda-mixed-{}.sock", std::process::id()));
-    let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")
+    let daemon = xsched_daemon::Daemon::bind(&socket, &xsched_core::PolicySpec::default())
         .expect("daemon binds")
         .spawn()
         .expect("daemon runs");

@@ -179,7 +179,7 @@ fn fg_beside(
 fn foreground_and_background_processes_under_the_daemon() {
     let Some(s) = setup() else { return };
     let sock = std::env::temp_dir().join(format!("xsched-ocl-{}.sock", std::process::id()));
-    let daemon = xsched_daemon::Daemon::bind(&sock, "hpf")
+    let daemon = xsched_daemon::Daemon::bind(&sock, &xsched_daemon::PolicySpec::default())
         .expect("daemon binds")
         .spawn()
         .expect("daemon runs");

@@ -57,7 +57,7 @@ fn fg_bg_spec() -> SimSpec {
             ),
             workload("bg", 1, Arrival::Closed { think: Nanos::ZERO }),
         ],
-        policy: Some("hpf".into()),
+        policy: Some(xsched_core::PolicySpec::registered("hpf")),
         sched_latency: Nanos::from_us(5),
         probe: None,
         own_streams: false,

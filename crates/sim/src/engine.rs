@@ -158,12 +158,8 @@ impl Sim {
             events: 0,
             spec,
         };
-        if let Some(name) = &sim.spec.policy {
-            let policy = xsched_core::policy::by_name(name).map_err(|source| SimError::Core {
-                queue: "*".into(),
-                source,
-            })?;
-            sim.sched = Some(Dispatcher::new(policy));
+        if let Some(policy) = &sim.spec.policy {
+            sim.sched = Some(Dispatcher::new(policy.build()));
         }
         for qi in 0..sim.spec.queues.len() {
             sim.add_queue(qi)?;

@@ -3,7 +3,7 @@
 
 use crate::device::Arbitration;
 use crate::profile::Profile;
-use xsched_core::{LaunchConfig, Level, Nanos, QueueHints};
+use xsched_core::{LaunchConfig, Level, Nanos, PolicySpec, QueueHints};
 
 /// A device and the costs of driving it.
 #[derive(Debug, Clone)]
@@ -165,7 +165,7 @@ pub struct SimSpec {
     /// Workloads.
     pub workloads: Vec<WorkloadSpec>,
     /// Policy of the scheduler for XQueue-mode queues (none: nobody suspends anything).
-    pub policy: Option<String>,
+    pub policy: Option<PolicySpec>,
     /// From an event reaching the scheduler to its operation reaching the queue.
     pub sched_latency: Nanos,
     /// Optional preemption-latency probe (the run ends when it has its count).

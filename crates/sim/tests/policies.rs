@@ -25,7 +25,7 @@ fn run(policy: &str, queues: &[(&str, QueueHints, u32, Nanos, Arrival)]) -> SimR
         devices: vec![DeviceSpec::from_profile(&p)],
         queues: Vec::new(),
         workloads: Vec::new(),
-        policy: Some(policy.into()),
+        policy: Some(policy.parse().expect("a registered policy")),
         sched_latency: Nanos::from_us(5),
         probe: None,
         own_streams: false,

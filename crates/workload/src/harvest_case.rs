@@ -4,6 +4,7 @@
 //! of harvested share against production slowdown, so the two report the same rows in the
 //! same words.
 
+use xsched_core::{CoreError, PolicySpec};
 use xsched_report::plot::{Figure, Kind, Series};
 use xsched_report::{Check, Verdict};
 
@@ -74,15 +75,16 @@ impl Mode {
     }
 
     /// The core policy that runs the mode (`quota_share`: the opportunistic job's quota), or
-    /// `None` where no scheduler runs.
-    pub fn policy(self, quota_share: f64) -> Option<String> {
-        match self {
+    /// `None` where no scheduler runs; an error if `quota_share` is no share the `quota` policy
+    /// takes.
+    pub fn policy(self, quota_share: f64) -> Result<Option<PolicySpec>, CoreError> {
+        Ok(match self {
             Mode::Standalone | Mode::Native => None,
-            Mode::Quota => Some(format!("quota:{quota_share}")),
-            Mode::Tgs => Some("tgs".into()),
-            Mode::Priority => Some("hpf".into()),
-            Mode::SloAware => Some("slo-aware".into()),
-        }
+            Mode::Quota => Some(format!("quota:{quota_share}").parse()?),
+            Mode::Tgs => Some(PolicySpec::registered("tgs")),
+            Mode::Priority => Some(PolicySpec::registered("hpf")),
+            Mode::SloAware => Some(PolicySpec::registered("slo-aware")),
+        })
     }
 
     /// Whether the mode preempts at the device's highest level (xsched); the baselines only
@@ -200,8 +202,13 @@ mod tests {
 
     #[test]
     fn modes_name_their_policies_and_jobs_round_trip() {
-        assert_eq!(Mode::Quota.policy(0.25).as_deref(), Some("quota:0.25"));
-        assert_eq!(Mode::Native.policy(0.25), None);
+        let text = |m: Mode| m.policy(0.25).map(|p| p.map(|p| p.to_string()));
+        assert_eq!(text(Mode::Quota), Ok(Some("quota:0.25".to_string())));
+        assert_eq!(text(Mode::Native), Ok(None));
+        assert!(
+            Mode::Quota.policy(1.5).is_err(),
+            "a quota above the whole device"
+        );
         assert!(Mode::SloAware.preempts() && !Mode::Tgs.preempts());
         for j in [Job::Training, Job::Financial] {
             assert_eq!(Job::by_name(j.name()), Some(j));

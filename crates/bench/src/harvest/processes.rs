@@ -139,7 +139,8 @@ fn run_pair(
     slo_hint: Duration,
     lp: bool,
 ) -> Result<Measured, ProcessError> {
-    let daemon = xsched_daemon::Daemon::bind(socket, policy)?.spawn()?;
+    let spec: xsched_core::PolicySpec = policy.parse().map_err(xsched_daemon::DaemonError::from)?;
+    let daemon = xsched_daemon::Daemon::bind(socket, &spec)?.spawn()?;
     let common = vec![
         ("XSCHED_SCHEDULER", "global".to_string()),
         ("XSCHED_SOCKET", socket.display().to_string()),

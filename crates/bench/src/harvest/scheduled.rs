@@ -79,7 +79,7 @@ pub(crate) fn run(
     let device = CpuDevice::pinned(1, 0)?;
     let runtime = Runtime::new(RuntimeConfig {
         scheduler: SchedulerMode::Local,
-        policy: policy.to_string(),
+        policy: policy.parse()?,
         ..RuntimeConfig::default()
     })?;
     // The HP queue first: `slo-aware` refuses queues while none has an SLO.

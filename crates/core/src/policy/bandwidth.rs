@@ -6,10 +6,10 @@
 //! A queue that was idle cannot bank credit: when it becomes ready, its virtual time is raised
 //! to the least virtual time among the queues that were already ready (CFS's rule).
 
-use super::Policy;
+use super::contract::{Entry, Policy};
 use super::vtime::VirtualTimes;
 use crate::ids::{DeviceId, QueueId};
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 
 /// XSched's reference time slice.
@@ -23,6 +23,12 @@ struct Holder {
     since: Nanos,
     contended: bool,
 }
+
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "bandwidth",
+    argument: None,
+    build: |_| Ok(Box::new(Bandwidth::default())),
+}];
 
 /// The bandwidth-partition policy.
 #[derive(Debug)]

@@ -1,9 +1,15 @@
 //! FCFS: never suspend anything, so the hardware's own order decides. This emulates "no
 //! scheduler" while keeping progressive launching, which is how its overhead is measured.
 
-use super::Policy;
-use crate::scheduler::QueueView;
+use super::contract::{Entry, Policy};
+use crate::view::QueueView;
 use crate::time::Nanos;
+
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "fcfs",
+    argument: None,
+    build: |_| Ok(Box::new(Fcfs)),
+}];
 
 /// The do-nothing policy.
 #[derive(Debug, Default)]

@@ -1,10 +1,21 @@
 //! k-earliest-deadline-first: per device, the k ready queues with the earliest absolute
 //! deadlines (ready time + relative deadline hint) run; queues without a deadline come last.
 
-use super::Policy;
+use super::contract::{Entry, Policy};
 use crate::ids::DeviceId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
+
+/// `kedf` runs the earliest deadline on each device; `kedf:K` the K earliest.
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "kedf",
+    argument: Some("K"),
+    build: |arg| match arg.map(str::parse::<usize>) {
+        None => Ok(Box::new(KEarliestDeadline::new(1))),
+        Some(Ok(k)) if k >= 1 => Ok(Box::new(KEarliestDeadline::new(k))),
+        Some(_) => Err("takes a count K >= 1 (`kedf:2`)"),
+    },
+}];
 
 /// k-EDF, per device.
 #[derive(Debug)]

@@ -2,14 +2,20 @@
 //! expires, then at critical priority above everything. XSched's AI-PC case: speech
 //! recognition gets done within its deadline without starving the video stream.
 
-use super::{Policy, Scope, serve_lowest_rank};
+use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
 use crate::ids::DeviceId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 use std::cmp::Reverse;
 
 /// Rank key: critical queues first (earliest expiry first), then by priority.
 type LaxityRank = (bool, Nanos, Reverse<i32>);
+
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "laxity",
+    argument: None,
+    build: |_| Ok(Box::new(Laxity::default())),
+}];
 
 /// The laxity policy, per device.
 #[derive(Debug, Default)]

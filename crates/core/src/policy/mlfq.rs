@@ -8,9 +8,9 @@
 //! What it is for: latency-sensitive work of unknown size beside long jobs, with no hints at
 //! all. Short or intermittent queues stay near the top; long-running ones sink below them.
 
-use super::{Policy, Scope, serve_lowest_rank};
+use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
 use crate::ids::{DeviceId, QueueId};
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 use std::collections::HashMap;
 
@@ -29,6 +29,12 @@ struct Place {
     /// The queue's service when it entered its level.
     entered_at_service: Nanos,
 }
+
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "mlfq",
+    argument: None,
+    build: |_| Ok(Box::new(Mlfq::default())),
+}];
 
 /// The MLFQ policy, per device.
 #[derive(Debug, Default)]

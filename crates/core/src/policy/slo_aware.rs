@@ -28,11 +28,11 @@
 //! only while no HP request is in flight: Hummingbird's temporal-sharing baseline, with the same
 //! request inference.
 
-use super::Policy;
+use super::contract::{Entry, Policy};
 use crate::error::CoreError;
 use crate::harvest::{Collector, CollectorConfig, GapLearner, Grant};
 use crate::ids::DeviceId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 use std::collections::VecDeque;
 
@@ -89,6 +89,18 @@ struct Service {
     /// The profile handed to the collector (kept to avoid allocating).
     profile: Vec<Nanos>,
 }
+
+/// `slo-aware` harvests idle slices between and within HP requests;
+/// `slo-aware:between-requests` is its baseline (LP only between HP requests).
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "slo-aware",
+    argument: Some("between-requests"),
+    build: |arg| match arg {
+        None => Ok(Box::new(SloAware::harvest())),
+        Some("between-requests") => Ok(Box::new(SloAware::between_requests())),
+        Some(_) => Err("takes only `between-requests` (the baseline)"),
+    },
+}];
 
 /// The `slo-aware` policy.
 #[derive(Debug)]

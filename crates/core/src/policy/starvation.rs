@@ -10,13 +10,29 @@
 //! has only its remaining due left; then fixed priority takes over again. A queue that was idle
 //! part of the window is owed no more than the window has left, so it cannot bank time.
 
-use super::{Hpf, Policy};
+use super::contract::{Entry, Policy};
+use super::hpf::Hpf;
 use crate::ids::QueueId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 
 /// The window over which each queue's minimum share is kept.
 pub const WINDOW: Nanos = Nanos::from_ms(100);
+
+/// `hpf`, plain or with its starvation guard (`hpf:min-share=F`).
+pub(super) const ENTRIES: &[Entry] = &[Entry {
+    name: "hpf",
+    argument: Some("min-share=F"),
+    build: |arg| match arg {
+        None => Ok(Box::new(Hpf::default())),
+        Some(arg) => arg
+            .strip_prefix("min-share=")
+            .and_then(|f| f.parse::<f64>().ok())
+            .and_then(Guarded::new)
+            .map(|g| Box::new(g) as Box<dyn Policy>)
+            .ok_or("takes `min-share=F` with 0 < F <= 0.5"),
+    },
+}];
 
 /// Fixed priority with a minimum share for every ready queue.
 #[derive(Debug)]

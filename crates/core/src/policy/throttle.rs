@@ -21,9 +21,9 @@
 //!   when it does not. A busy period still going on at a window's end counts in that window as
 //!   long as it has lasted (so in every window it spans, growing), and again when it ends.
 
-use super::Policy;
+use super::contract::{Entry, Policy};
 use crate::ids::DeviceId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use crate::time::Nanos;
 
 /// The control window (estimated: neither system publishes one that fits this model).
@@ -165,6 +165,30 @@ impl Gate {
         };
     }
 }
+
+/// The launch-throttling baselines of other systems: `quota[:SHARE]` (vCUDA-like fixed quota,
+/// default 0.5) and `tgs` (TGS-like adaptive rate).
+pub(super) const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "quota",
+        argument: Some("SHARE"),
+        build: |arg| {
+            let share = match arg {
+                None => Some(0.5),
+                Some(s) => s.parse::<f64>().ok(),
+            };
+            share
+                .and_then(Throttle::quota)
+                .map(|t| Box::new(t) as Box<dyn Policy>)
+                .ok_or("takes a share with 0 < SHARE <= 1 (`quota:0.2`)")
+        },
+    },
+    Entry {
+        name: "tgs",
+        argument: None,
+        build: |_| Ok(Box::new(Throttle::tgs())),
+    },
+];
 
 /// The throttling policy (`quota:SHARE` or `tgs`).
 #[derive(Debug)]

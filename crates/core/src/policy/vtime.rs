@@ -4,7 +4,7 @@
 //! differ in how much head start (if any) it gets.
 
 use crate::ids::QueueId;
-use crate::scheduler::QueueView;
+use crate::view::QueueView;
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -68,7 +68,7 @@ fn pids(child: &mut Child) -> (u32, u32) {
 pub fn check(name: &str, spawn: impl Fn(&str, &Path) -> Child) {
     let socket =
         std::env::temp_dir().join(format!("xsched-fork-{name}-{}.sock", std::process::id()));
-    let daemon = xsched_daemon::Daemon::bind(&socket, "hpf")
+    let daemon = xsched_daemon::Daemon::bind(&socket, &xsched_daemon::PolicySpec::default())
         .expect("daemon binds")
         .spawn()
         .expect("daemon runs");

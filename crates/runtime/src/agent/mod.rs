@@ -297,7 +297,9 @@ impl Agent {
                 });
             }
             SchedMsg::Event(_, event) => self.event(event),
-            SchedMsg::SetPolicy(_, name) => self.send(&ClientMsg::SetPolicy { name }),
+            SchedMsg::SetPolicy(_, spec) => self.send(&ClientMsg::SetPolicy {
+                name: spec.to_string(),
+            }),
             SchedMsg::Snapshot(reply) => {
                 let _ = reply.send((Vec::new(), "global"));
             }

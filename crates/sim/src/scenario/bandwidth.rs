@@ -9,6 +9,7 @@ use crate::profile::Profile;
 use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use xsched_core::PolicySpec;
 use xsched_core::{Hint, Nanos};
 use xsched_report::{Verdict, columns_of, round3, row};
 
@@ -98,7 +99,7 @@ impl Bandwidth {
             ));
         }
         if mode == Mode::XSched {
-            s.policy = Some("bandwidth".into());
+            s.policy = Some(PolicySpec::registered("bandwidth"));
         }
         match simulate(s) {
             Ok(r) => {

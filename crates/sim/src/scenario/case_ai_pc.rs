@@ -18,6 +18,7 @@ use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use xsched_core::PolicySpec;
 use xsched_core::{Hint, Level, Nanos};
 use xsched_report::plot::{Figure, samples};
 use xsched_report::{columns_of, round3, row};
@@ -164,8 +165,8 @@ impl AiPc {
             });
         }
         s.policy = match mode {
-            Mode::Priority => Some("hpf".into()),
-            Mode::Laxity => Some("laxity".into()),
+            Mode::Priority => Some(PolicySpec::registered("hpf")),
+            Mode::Laxity => Some(PolicySpec::registered("laxity")),
             Mode::Standalone | Mode::Fcfs => None,
         };
         match simulate(s) {

@@ -14,7 +14,7 @@
 
 use super::build::{self, Commands, HOUR_MS, MAX_COMMANDS, bounded, commands};
 use super::{Ctx, Report, ScenarioError};
-use crate::engine::simulate;
+use crate::engine::{SimError, simulate};
 use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode, WorkloadSpec};
 use serde::{Deserialize, Serialize};
@@ -225,8 +225,17 @@ impl Harvest {
                 ..build::workload("opportunistic", stage.on(1), Arrival::Closed { think })
             });
         }
-        s.policy = mode.policy(self.quota_share);
-        match simulate(s) {
+        let outcome = mode
+            .policy(self.quota_share)
+            .map_err(|source| SimError::Core {
+                queue: "*".into(),
+                source,
+            })
+            .and_then(|policy| {
+                s.policy = policy;
+                simulate(s)
+            });
+        match outcome {
             Ok(r) => {
                 let share = |i: usize| {
                     r.queue_work

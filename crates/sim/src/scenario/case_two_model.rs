@@ -18,6 +18,7 @@ use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use xsched_core::PolicySpec;
 use xsched_core::{LaunchConfig, Level, Nanos};
 use xsched_report::plot::Figure;
 use xsched_report::{columns_of, round3, row};
@@ -148,7 +149,7 @@ impl TwoModel {
             s.queues.push(build::queue("background", 0, qmode, 0));
             s.workloads
                 .push(build::workload("background", self.request.on(1), each));
-            s.policy = (!matches!(mode, Mode::Native)).then(|| "hpf".to_string());
+            s.policy = (!matches!(mode, Mode::Native)).then(|| PolicySpec::registered("hpf"));
         }
         match simulate(s) {
             Ok(r) => Measured {

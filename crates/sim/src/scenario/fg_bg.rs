@@ -8,6 +8,7 @@ use crate::profile::Profile;
 use crate::spec::{Arrival, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use xsched_core::PolicySpec;
 use xsched_core::{Level, Nanos};
 use xsched_report::{Verdict, columns_of, round3, row};
 
@@ -134,7 +135,7 @@ impl FgBg {
             ));
         }
         if matches!(mode, Mode::XSched(..)) {
-            s.policy = Some("hpf".into());
+            s.policy = Some(PolicySpec::registered("hpf"));
         }
         match simulate(s) {
             Ok(r) => {

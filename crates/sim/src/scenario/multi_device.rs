@@ -15,6 +15,7 @@ use crate::spec::{Arrival, DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::Nanos;
+use xsched_core::PolicySpec;
 use xsched_report::{Verdict, columns_of, round3, row};
 
 #[derive(Debug, Deserialize)]
@@ -125,8 +126,8 @@ impl MultiDevice {
             }
         }
         s.policy = match mode {
-            Mode::PerDevice => Some("hpf".into()),
-            Mode::Global => Some("hpf-global".into()),
+            Mode::PerDevice => Some(PolicySpec::registered("hpf")),
+            Mode::Global => Some(PolicySpec::registered("hpf-global")),
             _ => None,
         };
         match simulate(s) {

@@ -10,6 +10,7 @@ use crate::profile::Profile;
 use crate::spec::{DeviceSpec, QueueMode};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
+use xsched_core::PolicySpec;
 use xsched_core::{LaunchConfig, Level, Nanos};
 use xsched_report::{Verdict, columns_of, round3, row};
 
@@ -81,7 +82,7 @@ impl Overhead {
                     config,
                     level: Level::Block,
                 },
-                Some("fcfs".to_string()),
+                Some(PolicySpec::registered("fcfs")),
             ),
             None => (QueueMode::Native, None),
         };
