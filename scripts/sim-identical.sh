@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Checks that two builds of the CLI simulate the same bytes: every scenarios/*.toml as JSON
-# rows, the simulated demo on gv100, and the simulated profiles that `xsched devices --json`
+# (all but its `checks`, whose verdict wording may change on purpose: `--with-checks` compares
+# them too), the simulated demo on gv100, and the simulated profiles that `xsched devices --json`
 # lists. Refactors of the simulator (profiles, scenario parsing) must not change a number; the
 # simulator is deterministic, so any difference is a real one.
 #
-#   scripts/sim-identical.sh BEFORE_BIN AFTER_BIN [OUT_DIR]
+#   scripts/sim-identical.sh [--with-checks] BEFORE_BIN AFTER_BIN [OUT_DIR]
 #
 # BEFORE_BIN and AFTER_BIN are `xsched` binaries (build each with
 # `cargo build --release -p xsched-cli` and copy target/release/xsched aside). Outputs go to
 # OUT_DIR/before and OUT_DIR/after (default: a fresh temporary directory, kept for inspection).
 # Exits 0 when identical, 1 with the differences otherwise.
 set -euo pipefail
+filter='del(.checks)'
+if [ "${1:-}" = "--with-checks" ]; then
+  filter='.'
+  shift
+fi
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  sed -n '2,12p' "$0" >&2
+  sed -n '2,13p' "$0" >&2
   exit 2
 fi
 before=$(realpath "$1")
@@ -25,7 +31,7 @@ snapshot() { # BIN DIR
   local bin=$1 dir=$2
   rm -rf "$dir" && mkdir -p "$dir"
   for s in scenarios/*.toml; do
-    "$bin" sim "$s" --json >"$dir/$(basename "$s" .toml).json"
+    "$bin" sim "$s" --json | jq "$filter" >"$dir/$(basename "$s" .toml).json"
   done
   "$bin" demo --device gv100 >"$dir/demo-gv100.txt"
   # Real backends depend on the machine; only the simulated profiles are compared.

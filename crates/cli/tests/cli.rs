@@ -10,6 +10,27 @@ fn xsched(args: &[&str]) -> std::process::Output {
         .expect("xsched runs")
 }
 
+/// An unknown policy is refused by every command that takes one with the core's own error, which
+/// lists the known policies: the same words as from `XSCHED_POLICY` and the daemon's frame.
+#[test]
+fn an_unknown_policy_gets_the_same_error_everywhere() {
+    let unknown = "nope"
+        .parse::<xsched_core::PolicySpec>()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(unknown.contains("known: fcfs"), "{unknown}");
+    for args in [
+        &["serve", "--policy", "nope", "--socket", "/nonexistent/x.sock"][..],
+        &["policy", "set", "nope", "--socket", "/nonexistent/x.sock"][..],
+    ] {
+        let out = xsched(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted an unknown policy");
+        assert!(err.contains(&unknown), "{args:?}: {err}");
+    }
+}
+
 /// The JSON document a successful run printed.
 fn document(out: &std::process::Output) -> serde_json::Value {
     assert!(

@@ -42,8 +42,16 @@ fn slo_aware_needs_a_queue_with_an_slo_and_unknown_names_are_refused() {
         }
         other => panic!("slo-aware without an SLO queue was accepted: {other:?}"),
     }
+    // The same error as every other entry (env, command line, C API): the core's, naming the
+    // known policies.
+    let unknown = "nope"
+        .parse::<xsched_core::PolicySpec>()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(unknown.contains("known: fcfs"), "{unknown}");
     match ask(&mut c, &set("nope")) {
-        DaemonMsg::Error { message } => assert!(message.contains("slo-aware"), "{message}"),
+        DaemonMsg::Error { message } => assert_eq!(message, unknown),
         other => panic!("an unknown policy was accepted: {other:?}"),
     }
     assert_eq!(

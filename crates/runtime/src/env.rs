@@ -296,6 +296,15 @@ mod tests {
             let text = err.to_string();
             assert!(text.contains(var), "{text}");
         }
+        let unknown = "nope".parse::<PolicySpec>().err().map(|e| e.to_string());
+        let text = RuntimeConfig::from_lookup(&vars(&[(POLICY, "nope")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            unknown.is_some_and(|u| text.ends_with(&u)),
+            "the core's error, naming the known policies: {text}"
+        );
         let err = QueueOptions::from_lookup(&vars(&[(THRESHOLD, "2"), (BATCH, "4")]));
         assert!(matches!(
             err,
