@@ -22,11 +22,9 @@ pub(crate) fn none() -> Value {
     json!(null)
 }
 
-/// Median, min and max of run results (NaN where there are none).
-pub(crate) fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
-    let lo = v.first().copied().unwrap_or(f64::NAN);
-    let hi = v.last().copied().unwrap_or(f64::NAN);
-    (mid, lo, hi)
+/// Median (`xsched-report`'s nearest rank: the lower middle of an even count), min and max of
+/// run results (NaN where there are none).
+pub(crate) fn spread(v: Vec<f64>) -> (f64, f64, f64) {
+    let at = |q| xsched_report::quantile(&v, q).unwrap_or(f64::NAN);
+    (at(0.5), at(0.0), at(1.0))
 }

@@ -333,11 +333,10 @@ fn levels<T: Target + StateCheck>(
     Ok(out)
 }
 
-/// The median of `values` (0 for none).
+/// The median of the repeats' figures (`xsched-report`'s nearest rank; 0 for none).
 fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+    let values: Vec<f64> = values.collect();
+    xsched_report::quantile(&values, 0.5).unwrap_or(0.0)
 }
 
 /// What survives a preemption at a level, checked where a command is stopped midway.
