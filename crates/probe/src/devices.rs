@@ -109,3 +109,58 @@ pub(crate) fn kernel_release() -> String {
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_else(|_| "unknown".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::FORMAT;
+
+    fn device(key: &str, name: &str) -> Device {
+        Device {
+            key: key.into(),
+            name: name.into(),
+            available: true,
+            caps: xsched_backend_cpu::CpuDevice::capabilities(),
+        }
+    }
+
+    fn table(machine: String) -> ProbeTable {
+        let probe = |backend: &str, device: &str| BackendProbe {
+            backend: backend.into(),
+            device: device.into(),
+            runtime: "r".into(),
+            levels: Vec::new(),
+        };
+        ProbeTable {
+            format: FORMAT,
+            taken_unix_s: 0,
+            machine,
+            xsched: "0".into(),
+            samples: 1,
+            repeats: 1,
+            backends: vec![probe("cpu", "built-in"), probe("opencl", "pthread-cpu")],
+        }
+    }
+
+    #[test]
+    fn a_device_finds_its_backends_figures_from_this_machine_only() {
+        let here = table(machine());
+        let cpu = device("cpu", "built-in CPU device");
+        assert_eq!(cpu.probed(&here).map(|p| p.backend.as_str()), Some("cpu"));
+        let first = device("opencl:0", "pthread-cpu (Portable Computing Language)");
+        assert_eq!(first.backend(), "opencl");
+        assert_eq!(
+            first.probed(&here).map(|p| p.device.as_str()),
+            Some("pthread-cpu")
+        );
+        let second = device("opencl:1", "pthread-cpu (another platform)");
+        assert!(second.probed(&here).is_none(), "a probe measures the first");
+        let elsewhere = table("another machine".into());
+        assert!(cpu.probed(&elsewhere).is_none());
+        let absent = Device {
+            available: false,
+            ..device("cuda", "absent: no driver")
+        };
+        assert!(absent.probed(&here).is_none());
+    }
+}
