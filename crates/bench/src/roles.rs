@@ -1,8 +1,8 @@
 //! The roles of the `xsched worker` processes and how to start one. The experiments that run
 //! workers beside each other (the two-process demo, the harvesting benchmark through the
-//! daemon, the soak) start them from here; what each role runs is [`workers`](crate::workers)',
-//! which is why this is a module of its own: the experiments import the roles, the roles' bodies
-//! import the experiments, and no file imports the other back.
+//! daemon, the soak) start them from here; what each role runs is in
+//! [`workers`](crate::workers). This is a module of its own because the experiments import the
+//! roles while the roles' bodies import the experiments: apart, no file imports another back.
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! What this machine's accelerators can stop, and at what cost. It exists apart from the
 //! experiments (`xsched-bench`) because it is a tool of its own with its own file: `xsched
 //! devices` lists what [`devices`] discovers beside the last table kept, and `xsched probe`
-//! measures a new table, keeps it ([`store`]) and compares it with an earlier one ([`compare`]).
+//! measures a new table, keeps it ([`store`]) and compares it with an earlier one ([`compare`](mod@compare)).
 //! The CLI only parses arguments and prints.
 //!
 //! `xsched probe` measures, on this machine, what each available backend and level can stop and
@@ -14,11 +14,11 @@
 //! Per backend and level: preemption latency over a sweep of background command lengths
 //! (P50/P99/P99.9/max), what suspend and resume cost the calling thread, and what state
 //! survives (at Level 3, whether an interrupted command's result matches an uninterrupted
-//! run). [`compare`] flags what regressed against an earlier table.
+//! run). [`compare`](mod@compare) flags what regressed against an earlier table.
 //!
 //! - [`devices`]: the real backends of this build and their devices, and this machine's name.
 //! - [`table`]: the table's format (JSON, and markdown for docs).
-//! - [`compare`]: what regressed from one table to the next.
+//! - [`compare`](mod@compare): what regressed from one table to the next.
 //! - [`store`]: where the last table is kept for `xsched devices`, and `--out`'s files.
 
 pub mod compare;
