@@ -237,9 +237,8 @@ fn kind(q: &QueueState) -> QueueStateKind {
 
 /// The CPU model and core count.
 fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, usize::from);
     format!(
-        "{}, {cores} cores available; the built-in CPU device with one worker",
-        crate::stats::cpu_model()
+        "{}; the built-in CPU device with one worker",
+        xsched_probe::machine()
     )
 }

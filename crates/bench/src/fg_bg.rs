@@ -9,8 +9,8 @@
 //! xsched (fixed priority, foreground higher) the background is suspended while the foreground
 //! has work, at the chosen level.
 
+use crate::Report;
 use crate::stats::{self, none, pct_us};
-use crate::{Check, Report};
 use hdrhistogram::Histogram;
 use rand::Rng;
 use serde_json::json;
@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_report::{Verdict, cells, columns, round3};
+use xsched_report::{cells, columns, round3};
 use xsched_runtime::{
     CommandHandle, QueueAccount, QueueOptions, QueueState, Runtime, RuntimeConfig, RuntimeError,
     XQueue,
 };
+use xsched_workload::fg_bg::{self, CPU_INTERRUPT_MAX};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -78,16 +79,7 @@ impl Default for FgBgParams {
     }
 }
 
-/// How the two workloads share the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// The foreground alone.
-    Standalone,
-    /// Both, without xsched: unbounded launching, nobody suspends anything.
-    Native,
-    /// Both under xsched's fixed-priority policy at a level.
-    Xsched(Level),
-}
+pub use xsched_workload::fg_bg::Mode;
 
 /// What one run measured.
 #[derive(Debug)]
@@ -119,7 +111,7 @@ pub struct Sample {
 pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
     let (fg_options, bg_options) = match mode {
         Mode::Standalone | Mode::Native => (QueueOptions::native(), QueueOptions::native()),
-        Mode::Xsched(level) => {
+        Mode::XSched(level) => {
             let o = QueueOptions::default().with_level(level);
             (
                 o.with_hint(Hint::Priority(1))?,
@@ -285,8 +277,7 @@ pub fn foreground(
 /// Run standalone, native, and xsched at each level; rows
 /// `{mode, level, p50_us, p99_us, p99_ratio, bg_device_share}`.
 pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
-    let mut modes = vec![Mode::Standalone, Mode::Native];
-    modes.extend(p.levels.iter().map(|&l| Mode::Xsched(l)));
+    let modes = Mode::all(&p.levels);
     let rounds = p.rounds.clamp(1, p.requests.max(1));
     let per_round = FgBgParams {
         requests: p.requests.div_ceil(rounds),
@@ -347,7 +338,6 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
     let mut rows = Vec::new();
     let mut checks = Vec::new();
     let mut standalone_p99 = 0.0;
-    let mut native_ratio = 0.0;
     for r in results {
         let (mode, p99) = (r.mode, r.p99_us);
         if mode == Mode::Standalone {
@@ -358,26 +348,22 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
         } else {
             0.0
         };
-        let (name, level) = match mode {
-            Mode::Standalone => ("standalone", none()),
-            Mode::Native => {
-                native_ratio = ratio;
-                ("native", none())
-            }
-            Mode::Xsched(l) => ("xsched", json!(l.number())),
-        };
-        if mode == Mode::Xsched(Level::Interrupt) {
-            checks.push(Check {
-                name: "foreground P99 / standalone, Level 3".into(),
-                target: "<= 1.10 (XSched: 1.02-1.30 on real XPUs)".into(),
-                measured: format!("{ratio} (native {native_ratio})"),
-                verdict: Verdict::of(ratio <= 1.10),
-            });
+        if mode == Mode::XSched(Level::Interrupt) {
+            checks.push(fg_bg::xsched_check(
+                "cpu",
+                Level::Interrupt,
+                false,
+                ratio,
+                CPU_INTERRUPT_MAX,
+            ));
         }
         rows.push(cells(&[
             ("device", json!("cpu")),
-            ("mode", json!(name)),
-            ("level", level),
+            ("mode", json!(mode.name())),
+            (
+                "level",
+                mode.level().map_or_else(none, |l| json!(l.number())),
+            ),
             ("p50_us", json!(r.p50_us)),
             ("p99_us", json!(p99)),
             ("p99_ratio", json!(ratio)),

@@ -19,8 +19,6 @@
 //!   native vs xsched at each level (the demo).
 //! - [`preempt`]: preemption latency against command length, per level, beside the machine's
 //!   raw thread wake-up round trip (the floor).
-//! - [`probe`]: `xsched probe`, this machine's capability-and-cost table per backend and
-//!   level, stamped with the driver version, and its comparison with an earlier one.
 //! - [`overhead`]: per-command submit cost and throughput loss against direct launching.
 //! - [`cpu_share`]: the scheduler's own CPU time, idle and at 10 k commands/s.
 //! - [`multi_device`]: a pipeline across two devices under one policy per device vs one
@@ -30,7 +28,10 @@
 //!   daemon with two processes (`harvest-daemon`).
 //! - [`poisson`]: an open-loop service of seeded requests on a real queue (the case studies').
 //! - [`two_process`]: the demo as two processes under a daemon (`xsched demo --processes`).
-//! - [`workers`]: what the `xsched worker` processes run.
+//! - [`roles`]: the worker processes' roles and how to start one (what the experiments that
+//!   run workers import).
+//! - [`workers`]: what each role runs: the dispatch to the bodies in their experiments
+//!   (imported by nothing in this crate).
 //! - [`switches`]: this process's context switches, for wake-ups per command.
 //! - [`daemon_rtt`]: event → operation round trip through the daemon beside a raw socket
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
@@ -49,7 +50,7 @@ pub mod multi_device;
 pub mod overhead;
 pub mod poisson;
 pub mod preempt;
-pub mod probe;
+pub mod roles;
 pub mod soak;
 mod stats;
 pub mod switches;

@@ -106,11 +106,6 @@ fn through_xqueue(
     Ok(t.elapsed())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// Time of one `submit` on a suspended queue (nothing launches, so only the call is timed).
 fn submit_cost(
     runtime: &Runtime,
@@ -172,6 +167,7 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         }
         let per_command = |n: u64| n as f64 / f64::from(p.repeats * p.commands);
         let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();
+        let median = |v: Vec<f64>| xsched_report::quantile(&v, 0.5).unwrap_or(0.0);
         let loss = median(losses);
         let d = median(pairs.iter().map(|p| p.0).collect());
         let x = median(pairs.iter().map(|p| p.1).collect());

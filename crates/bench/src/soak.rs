@@ -14,7 +14,7 @@
 //! back; nothing may be lost or run twice.
 
 use crate::Report;
-use crate::workers::{self, Role};
+use crate::roles::{self, Role};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -179,7 +179,7 @@ impl Soak<'_> {
     }
 
     fn client(&self, priority: i32) -> Result<Client, SoakError> {
-        let child = workers::command(self.exe, Role::Soak)
+        let child = roles::command(self.exe, Role::Soak)
             .args(["--window", "64", "--commands"])
             .arg(self.per_client.to_string())
             .arg("--rate")

@@ -1,5 +1,5 @@
 //! Helpers the experiments share beyond `xsched-report`'s: seeded randomness, microsecond
-//! percentiles for tables, `null` cells, the median and spread of repeated runs, the CPU model.
+//! percentiles for tables, `null` cells, the median and spread of repeated runs.
 
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
@@ -22,24 +22,9 @@ pub(crate) fn none() -> Value {
     json!(null)
 }
 
-/// Median, min and max of run results (NaN where there are none).
-pub(crate) fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
-    let lo = v.first().copied().unwrap_or(f64::NAN);
-    let hi = v.last().copied().unwrap_or(f64::NAN);
-    (mid, lo, hi)
-}
-
-/// The CPU model, as the kernel reports it.
-pub(crate) fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
+/// Median (`xsched-report`'s nearest rank: the lower middle of an even count), min and max of
+/// run results (NaN where there are none).
+pub(crate) fn spread(v: Vec<f64>) -> (f64, f64, f64) {
+    let at = |q| xsched_report::quantile(&v, q).unwrap_or(f64::NAN);
+    (at(0.5), at(0.0), at(1.0))
 }

@@ -9,14 +9,14 @@
 use crate::Report;
 use crate::fg_bg::{self, Mode};
 use crate::harvest::{ProcessError, report_of};
-use crate::workers::{self, Role};
+use crate::roles::{self, Role};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use xsched_core::Level;
 
 fn worker(exe: &Path, role: Role, requests: u32) -> Command {
-    let mut c = workers::command(exe, role);
+    let mut c = roles::command(exe, role);
     c.args(["--core", "0", "--requests", &requests.to_string()]);
     c
 }
@@ -27,7 +27,7 @@ fn configure(c: &mut Command, mode: Mode, socket: &Path, priority: i32) {
         Mode::Standalone | Mode::Native => {
             c.env("XSCHED_SCHEDULER", "app");
         }
-        Mode::Xsched(level) => {
+        Mode::XSched(level) => {
             c.env("XSCHED_SCHEDULER", "global")
                 .env("XSCHED_SOCKET", socket)
                 .env("XSCHED_PRIORITY", priority.to_string())
@@ -54,8 +54,7 @@ pub fn run(
     let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
     let daemon =
         xsched_daemon::Daemon::bind(&socket, &xsched_core::PolicySpec::default())?.spawn()?;
-    let mut modes = vec![Mode::Standalone, Mode::Native];
-    modes.extend(Level::ALL.iter().map(|&l| Mode::Xsched(l)));
+    let modes = Mode::all(&Level::ALL);
     let params = fg_bg::FgBgParams::default();
     let mut results = Vec::new();
     for (i, &mode) in modes.iter().enumerate() {

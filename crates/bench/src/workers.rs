@@ -1,86 +1,21 @@
 //! What the `xsched worker` processes run (the two-process demo, the harvesting benchmark
 //! through the daemon, the daemon's integration tests): one role each, on one queue configured
 //! from `XSCHED_*`, reporting one JSON document.
+//!
+//! This is the dispatch from a [`Role`] to its body, which lives with its experiment
+//! ([`fg_bg`], [`harvest`], [`soak`](crate::soak)). Nothing in the crate imports it back: the
+//! experiments that start workers know only [`roles`](crate::roles).
 
-use crate::fg_bg;
-use crate::harvest;
+use crate::roles::Role;
+use crate::{fg_bg, harvest};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeError, XQueue};
-
-/// What a worker process does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Submit `commands` kernels with at most `window` outstanding; report the counts.
-    Batch,
-    /// The demo's foreground request stream; report its latency percentiles.
-    Fg,
-    /// The demo's background training loop until standard input closes; report its progress.
-    Bg,
-    /// The harvesting benchmark's HP service (`requests` measured); report its latencies.
-    HpService,
-    /// The harvesting benchmark's LP job (`kernel_us` kernels) until standard input closes;
-    /// report when each kernel completed.
-    Lp,
-    /// The soak's client: `commands` host commands (at most `window` outstanding), each of
-    /// which counts its own runs; report how many ran exactly once, more, or never.
-    Soak,
-}
-
-impl Role {
-    /// Every role.
-    pub const ALL: [Role; 6] = [
-        Role::Batch,
-        Role::Fg,
-        Role::Bg,
-        Role::HpService,
-        Role::Lp,
-        Role::Soak,
-    ];
-
-    /// The role's name on the command line (`xsched worker --role NAME`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Batch => "batch",
-            Role::Fg => "fg",
-            Role::Bg => "bg",
-            Role::HpService => "hp-service",
-            Role::Lp => "lp",
-            Role::Soak => "soak",
-        }
-    }
-
-    /// The role called `name`; the error lists the names.
-    pub fn from_name(name: &str) -> Result<Role, String> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
-                format!(
-                    "unknown role {name:?}; expected one of {}",
-                    names.join(", ")
-                )
-            })
-    }
-}
-
-/// `exe worker --role <role>`: a worker process whose report comes back on its standard output
-/// (its standard error is the caller's).
-pub(crate) fn command(exe: &Path, role: Role) -> Command {
-    let mut c = Command::new(exe);
-    c.args(["worker", "--role", role.name()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    c
-}
 
 /// How a worker runs.
 #[derive(Clone, Copy, Debug)]

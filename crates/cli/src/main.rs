@@ -14,7 +14,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use xsched_bench::fg_bg;
-use xsched_bench::workers::{self, Role};
+use xsched_bench::roles::Role;
+use xsched_bench::workers;
 use xsched_core::{Hint, Nanos, PolicySpec};
 use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
 use xsched_sim::{Scenario, profile};
@@ -580,7 +581,7 @@ fn run(cli: Cli) -> Result<()> {
             output::write_figures(plot.as_deref(), &figures, &title)?;
             output::print_report(&title, &report, output.json)
         }
-        Command::Devices { output } => output::print_devices(output.json),
+        Command::Devices { output } => probe_cmd::devices(output.json),
         Command::Llm(args) => {
             match &args.command {
                 Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),

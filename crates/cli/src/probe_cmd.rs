@@ -1,13 +1,15 @@
-//! `xsched probe`: measure this machine's backends (or read a table), save it where
-//! `xsched devices` finds it, and compare it with an earlier one.
+//! `xsched probe` and `xsched devices`: their arguments and what they print. Measuring,
+//! discovering devices and keeping the table are `xsched-probe`'s.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use xsched_bench::probe::{self, Backend, ProbeParams, ProbeTable, Tolerance};
+use xsched_probe::{Backend, ProbeParams, ProbeTable, Tolerance, devices, store};
 use xsched_report::{Report, cells, columns};
+use xsched_sim::profile;
 
 /// A backend `--backend` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -68,16 +70,14 @@ fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Where the last probe is kept for `xsched devices`.
-pub fn last_probe_path() -> Option<PathBuf> {
-    xsched_llm_predict::embed_cache::default_dir().map(|d| d.join("probe.json"))
+/// xsched's cache directory, where the last probe is kept for `xsched devices`.
+fn cache_dir() -> Option<PathBuf> {
+    xsched_llm_predict::embed_cache::default_dir()
 }
 
 /// Read a table, naming the file in any error.
-pub fn read_table(path: &Path) -> Result<ProbeTable> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading probe table {}", path.display()))?;
-    ProbeTable::parse(&text).with_context(|| format!("probe table {}", path.display()))
+fn read_table(path: &Path) -> Result<ProbeTable> {
+    Ok(store::read(path)?)
 }
 
 /// Run `xsched probe`.
@@ -95,7 +95,7 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&table)?);
     } else {
-        crate::output::print_report("probe", &report(&table), false)?;
+        crate::output::print_report("probe", &table.report(), false)?;
     }
     let Some(old) = old else { return Ok(()) };
     let tolerance = Tolerance {
@@ -103,7 +103,7 @@ pub fn run(a: &ProbeArgs) -> Result<()> {
         tail_fraction: a.tail_threshold,
         floor_us: a.floor_us,
     };
-    let regressions = probe::compare(&old, &table, tolerance);
+    let regressions = xsched_probe::compare(&old, &table, tolerance);
     let old_path = a
         .compare
         .as_deref()
@@ -154,104 +154,134 @@ fn measure(a: &ProbeArgs) -> Result<ProbeTable> {
             .map(|&us| Duration::from_micros(us))
             .collect();
     }
-    // Backends chosen by default are skipped if unusable; one asked for must work.
-    p.skip_unusable = a.backend.is_empty();
-    p.backends = if a.backend.is_empty() {
-        let mut all = vec![Backend::Cpu];
-        if xsched_backend_opencl::devices().is_ok() {
-            all.push(Backend::OpenCl);
-        }
-        all
-    } else {
-        a.backend
-            .iter()
-            .map(|&b| backend(b))
-            .collect::<Result<_>>()?
-    };
-    Ok(crate::output::with_progress(|tick| probe::run(&p, tick))?)
+    let asked: Vec<Backend> = a.backend.iter().map(|&b| backend(b)).collect();
+    let names: Vec<&str> = asked.iter().map(|b| b.name()).collect();
+    let p = p
+        .with_backends(&asked)
+        .with_context(|| format!("--backend {}", names.join(",")))?;
+    Ok(crate::output::with_progress(|tick| {
+        xsched_probe::run(&p, tick)
+    })?)
 }
 
-fn backend(b: BackendName) -> Result<Backend> {
+fn backend(b: BackendName) -> Backend {
     match b {
-        BackendName::Cpu => Ok(Backend::Cpu),
-        BackendName::Opencl => match xsched_backend_opencl::devices() {
-            Ok(_) => Ok(Backend::OpenCl),
-            Err(e) => bail!("--backend opencl: the backend is absent: {e}"),
-        },
-        BackendName::Cuda => match xsched_backend_cuda::devices() {
-            Err(e) => bail!("--backend cuda: the backend is absent: {e}"),
-            Ok(_) => bail!(
-                "--backend cuda: a CUDA device is present, but probing CUDA is not built yet \
-                 (scripts/gpu-check.sh measures its preemption latency)"
-            ),
-        },
+        BackendName::Cpu => Backend::Cpu,
+        BackendName::Opencl => Backend::OpenCl,
+        BackendName::Cuda => Backend::Cuda,
     }
 }
 
 /// Keep the table for `xsched devices`, and in `out` when asked.
 fn save(table: &ProbeTable, out: Option<&Path>) -> Result<()> {
-    let json = serde_json::to_string_pretty(table)? + "\n";
-    if let Some(path) = last_probe_path() {
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, &json));
-        match written {
-            Ok(()) => eprintln!("kept for `xsched devices` in {}", path.display()),
-            Err(e) => eprintln!("warning: cannot keep the probe in {}: {e}", path.display()),
+    if let Some(cache) = cache_dir() {
+        match store::keep(table, &cache) {
+            Ok(path) => eprintln!("kept for `xsched devices` in {}", path.display()),
+            Err(e) => eprintln!(
+                "warning: cannot keep the probe: {:#}",
+                anyhow::Error::new(e)
+            ),
         }
     }
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (name, text) in [("probe.json", json.clone()), ("probe.md", table.markdown())] {
-            let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        for path in store::write_out(table, dir)? {
             eprintln!("wrote {}", path.display());
         }
     }
     Ok(())
 }
 
-/// The table as rows: one per backend, level and command length.
-pub fn report(t: &ProbeTable) -> Report {
-    let mut rows = Vec::new();
-    for b in &t.backends {
-        for l in &b.levels {
-            for p in &l.latency {
-                rows.push(cells(&[
-                    ("backend", json!(b.backend)),
-                    ("level", json!(l.level)),
-                    ("cmd_us", json!(p.cmd_us)),
-                    ("p50_us", json!(p.p50_us)),
-                    ("p99_us", json!(p.p99_us)),
-                    ("p999_us", json!(p.p999_us)),
-                    ("max_us", json!(p.max_us)),
-                    ("suspend_p99_us", json!(l.suspend_us.p99)),
-                    ("resume_p99_us", json!(l.resume_us.p99)),
-                    ("state_kept", json!(l.state_kept)),
-                ]));
-            }
+/// Print each real device's capability table, then the simulated profiles, then the figures of
+/// the last `xsched probe` on this machine, if one was kept.
+pub fn devices(json: bool) -> Result<()> {
+    let all = profile::all();
+    let real = devices::discover();
+    let probe = last_probe();
+    if json {
+        let mut doc: Vec<serde_json::Value> = real
+            .iter()
+            .map(|d| {
+                json!({
+                    "backend": d.backend(),
+                    "key": d.key,
+                    "name": d.name,
+                    "available": d.available,
+                    "capabilities": d.caps,
+                    "probe": probe.as_ref().and_then(|(_, t)| d.probed(t)),
+                })
+            })
+            .collect();
+        doc.extend(all.iter().map(|p| {
+            json!({
+                "backend": "sim",
+                "key": p.key,
+                "name": p.name,
+                "available": true,
+                "capabilities": p.capabilities(),
+                "profile": p,
+            })
+        }));
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "backend",
+        "device",
+        "name",
+        "max level",
+        "native arbitration",
+        "preemption unit",
+    ]);
+    for d in &real {
+        t.add_row([
+            d.backend().to_string(),
+            d.key.clone(),
+            d.name.clone(),
+            d.caps.max_level.to_string(),
+            d.caps.native_arbitration.clone(),
+            d.caps.preemption_unit.clone(),
+        ]);
+    }
+    for p in &all {
+        let c = p.capabilities();
+        t.add_row([
+            "sim".to_string(),
+            p.key.to_string(),
+            p.name.to_string(),
+            c.max_level.to_string(),
+            c.native_arbitration,
+            c.preemption_unit,
+        ]);
+    }
+    println!("{t}");
+    match probe {
+        Some((path, table)) if table.machine == xsched_probe::machine() => {
+            println!("\nLast probe ({}):", path.display());
+            crate::output::print_report("probe", &table.report(), false)?;
+        }
+        Some((path, table)) => println!(
+            "\nThe last probe ({}) was taken on another machine ({}): `xsched probe` measures \
+             this one.",
+            path.display(),
+            table.machine
+        ),
+        None => println!("\nNo probe kept yet: `xsched probe` measures this machine's backends."),
+    }
+    Ok(())
+}
+
+/// The last probe kept, if any; a kept file that cannot be read is said, not skipped silently.
+fn last_probe() -> Option<(PathBuf, ProbeTable)> {
+    match store::last(&cache_dir()?) {
+        Ok(last) => last,
+        Err(e) => {
+            eprintln!(
+                "warning: the last probe is unusable (probe again): {:#}",
+                anyhow::Error::new(e)
+            );
+            None
         }
     }
-    let runtimes: Vec<String> = t
-        .backends
-        .iter()
-        .map(|b| format!("{}: {} ({})", b.backend, b.device, b.runtime))
-        .collect();
-    Report::new(
-        format!("{}; {}", t.machine, runtimes.join("; ")),
-        columns(&[
-            "backend",
-            "level",
-            "cmd_us",
-            "p50_us",
-            "p99_us",
-            "p999_us",
-            "max_us",
-            "suspend_p99_us",
-            "resume_p99_us",
-            "state_kept",
-        ]),
-        rows,
-    )
 }

@@ -21,7 +21,13 @@ fn an_unknown_policy_gets_the_same_error_everywhere() {
         .unwrap_or_default();
     assert!(unknown.contains("known: fcfs"), "{unknown}");
     for args in [
-        &["serve", "--policy", "nope", "--socket", "/nonexistent/x.sock"][..],
+        &[
+            "serve",
+            "--policy",
+            "nope",
+            "--socket",
+            "/nonexistent/x.sock",
+        ][..],
         &["policy", "set", "nope", "--socket", "/nonexistent/x.sock"][..],
     ] {
         let out = xsched(args);

@@ -50,13 +50,13 @@ pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm
             // The warm split is learned, never scored.
             let d = p.lookup(e, r.previous_answer_tokens);
             within += close(median(&d), t);
-            let g = seen.get(seen.len() / 2).copied().unwrap_or(prior_median);
+            let g = xsched_report::quantile(&seen, 0.5).unwrap_or(prior_median);
             base_within += close(g, t);
             means.push(d.mean());
             base.push(g);
             truth.push(t);
         }
-        // Kept sorted, so the median so far is its middle element.
+        // Kept sorted (the median so far then sorts nothing).
         let at = seen.partition_point(|x| *x < t);
         seen.insert(at, t);
         p.remember(e.clone(), r.output_tokens);
@@ -190,15 +190,9 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     }
 }
 
+/// A predicted distribution's median, by `xsched-report`'s nearest rank.
 fn median(d: &xsched_core::gittins::SizeDistribution) -> f64 {
-    let mut acc = 0.0;
-    for &(s, p) in d.atoms() {
-        acc += p;
-        if acc >= 0.5 {
-            return s;
-        }
-    }
-    d.max()
+    xsched_report::weighted_quantile(d.atoms(), 0.5).unwrap_or_else(|| d.max())
 }
 
 /// Evaluate on `records` (online, in a seeded order, the first `warm` only learned) and time

@@ -32,6 +32,24 @@ pub fn quantile<T: PartialOrd + Copy>(values: &[T], q: f64) -> Option<T> {
     sorted.get(rank - 1).copied()
 }
 
+/// The `q` quantile (0..=1) of `(value, weight)` pairs sorted by value, by the same nearest rank:
+/// the first value at which the cumulative weight reaches `q` of the total (a size
+/// distribution's median is `weighted_quantile(atoms, 0.5)`); `None` for no pairs. Equal
+/// weights give [`quantile`]'s answer: a cumulative weight within rounding of the mark reaches
+/// it (weights meant to sum to 1 do so only up to rounding).
+pub fn weighted_quantile<T: Copy>(sorted: &[(T, f64)], q: f64) -> Option<T> {
+    let total: f64 = sorted.iter().map(|(_, w)| w).sum();
+    let reach = total * q.clamp(0.0, 1.0) * (1.0 - 1e-12);
+    let mut acc = 0.0;
+    for &(v, w) in sorted {
+        acc += w;
+        if acc >= reach {
+            return Some(v);
+        }
+    }
+    sorted.last().map(|&(v, _)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +72,33 @@ mod tests {
         assert_eq!(quantile::<u64>(&[], 0.5), None);
         assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
         assert_eq!(hist_quantile_us(&new_histogram(), 0.99), 0.0);
+    }
+
+    #[test]
+    fn weighted_nearest_rank_is_the_unweighted_one_for_equal_weights() {
+        // Twelve weights of 1/12 reach half only within rounding: without the tolerance the
+        // median would be the seventh.
+        for n in [4, 6, 7, 10, 12, 100] {
+            let v: Vec<f64> = (1..=n).map(f64::from).collect();
+            let equal: Vec<(f64, f64)> = v.iter().map(|&x| (x, 1.0 / f64::from(n))).collect();
+            for q in [0.0, 0.1, 0.25, 0.5, 0.51, 0.75, 0.9, 1.0] {
+                assert_eq!(
+                    weighted_quantile(&equal, q),
+                    quantile(&v, q),
+                    "n {n}, q {q}"
+                );
+            }
+        }
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(
+            quantile(&v, 0.5),
+            Some(2.0),
+            "the lower middle of an even count"
+        );
+        assert_eq!(
+            weighted_quantile(&[(1, 0.2), (5, 0.7), (9, 0.1)], 0.5),
+            Some(5)
+        );
+        assert_eq!(weighted_quantile::<f64>(&[], 0.5), None);
     }
 }

@@ -7,10 +7,10 @@
 //! The processes report on standard output as one JSON document each; times are wall-clock
 //! (Unix epoch) nanoseconds so that the two processes' reports can be put on one time line.
 
+use super::params::{AGAIN, HarvestParams, Measured, requests};
 use super::scheduled::{self, LP_WINDOW};
 use super::service::{self, HpMeasured, Unobserved};
-use super::{AGAIN, HarvestParams, Measured, requests};
-use crate::workers::{self, Role};
+use crate::roles::{self, Role};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::Path;
@@ -99,7 +99,7 @@ struct Env {
 }
 
 fn worker(exe: &Path, role: Role, requests: u32, env: &Env) -> Command {
-    let mut c = workers::command(exe, role);
+    let mut c = roles::command(exe, role);
     c.args(["--requests", &requests.to_string()]);
     for (k, v) in &env.vars {
         c.env(k, v);

@@ -2,7 +2,7 @@
 //! standalone, natively beside the background, and under xsched fixed priority at each level.
 
 use super::build;
-use super::{Check, Ctx, Report, ScenarioError};
+use super::{Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
 use crate::spec::{Arrival, QueueMode};
@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::PolicySpec;
 use xsched_core::{Level, Nanos};
-use xsched_report::{Verdict, columns_of, round3, row};
+use xsched_report::{columns_of, round3, row};
+use xsched_workload::fg_bg::{self, Mode, XSCHED_MAX};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,13 +34,6 @@ pub struct FgBg {
     poisson: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    Standalone,
-    Native,
-    XSched(Level, Option<Nanos>),
-}
-
 #[derive(Serialize)]
 struct Row {
     device: &'static str,
@@ -51,10 +45,6 @@ struct Row {
     p99_ratio: f64,
     bg_device_share: f64,
 }
-
-/// Paper band for the native P99 ratio, and the xsched ceiling.
-const NATIVE_BAND: (f64, f64) = (1.6, 2.2);
-const XSCHED_MAX: f64 = 1.30;
 
 impl FgBg {
     pub(crate) fn check(f: File, ctx: &Ctx) -> Result<FgBg, ScenarioError> {
@@ -91,7 +81,8 @@ impl FgBg {
         })
     }
 
-    fn run_one(&self, p: &Profile, mode: Mode) -> (f64, f64, f64, u64) {
+    /// One run; `budget` bounds what suspending the background must drain under xsched.
+    fn run_one(&self, p: &Profile, mode: Mode, budget: Option<Nanos>) -> (f64, f64, f64, u64) {
         let rate = p.fg.rate_per_s.value;
         let warmup = Nanos::from_us_f64(20.0 * 1e6 / rate);
         let duration = warmup + Nanos::from_us_f64(self.requests as f64 * 1e6 / rate);
@@ -104,7 +95,7 @@ impl FgBg {
         let (qmode, bg_mode) = match mode {
             // The time budget bounds what suspending a queue must drain, so it goes on the
             // preemptible background; the foreground keeps the paper's count threshold.
-            Mode::XSched(level, budget) => match build::xqueue(p, level) {
+            Mode::XSched(level) => match build::xqueue(p, level) {
                 QueueMode::XQueue { config, level } => (
                     QueueMode::XQueue { config, level },
                     QueueMode::XQueue {
@@ -158,58 +149,39 @@ impl FgBg {
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
         let mut jobs = Vec::new();
         for (p, levels) in self.devices.iter().zip(&self.levels) {
-            jobs.push((p, Mode::Standalone));
-            jobs.push((p, Mode::Native));
-            for &l in levels {
-                jobs.push((p, Mode::XSched(l, None)));
-                if l == Level::Block && self.budget.is_some() {
-                    jobs.push((p, Mode::XSched(l, self.budget)));
+            for mode in Mode::all(levels) {
+                jobs.push((p, mode, None));
+                if mode == Mode::XSched(Level::Block) && self.budget.is_some() {
+                    jobs.push((p, mode, self.budget));
                 }
             }
         }
-        let results = build::par_map(&jobs, tick, |(p, m)| self.run_one(p, *m));
+        let results = build::par_map(&jobs, tick, |(p, m, b)| self.run_one(p, *m, *b));
         let mut rows = Vec::new();
         let mut checks = Vec::new();
         let mut events = 0;
         let mut standalone = f64::NAN;
-        for ((p, mode), (p50, p99, bg, ev)) in jobs.iter().zip(results) {
+        for ((p, mode, budget), (p50, p99, bg, ev)) in jobs.iter().zip(results) {
             events += ev;
             if *mode == Mode::Standalone {
                 standalone = p99;
             }
             let ratio = p99 / standalone;
-            let (name, level, budget) = match mode {
-                Mode::Standalone => ("standalone", None, None),
-                Mode::Native => ("native", None, None),
-                Mode::XSched(l, b) => ("xsched", Some(l.number()), *b),
-            };
             match mode {
-                Mode::Native => checks.push(Check {
-                    name: format!("{} native P99 ratio", p.key),
-                    target: format!("paper band {:.1}-{:.1}", NATIVE_BAND.0, NATIVE_BAND.1),
-                    measured: format!("{ratio:.2}"),
-                    // Compared at the paper's precision (two decimals read off its plots).
-                    verdict: Verdict::of(
-                        (NATIVE_BAND.0..=NATIVE_BAND.1)
-                            .contains(&((ratio * 100.0).round() / 100.0)),
-                    ),
-                }),
-                Mode::XSched(l, b) => checks.push(Check {
-                    name: format!(
-                        "{} xsched {l}{} P99 ratio",
-                        p.key,
-                        if b.is_some() { " budget" } else { "" }
-                    ),
-                    target: format!("<= {XSCHED_MAX:.2}"),
-                    measured: format!("{ratio:.2}"),
-                    verdict: Verdict::of(ratio <= XSCHED_MAX),
-                }),
+                Mode::Native => checks.push(fg_bg::native_check(p.key, ratio)),
+                Mode::XSched(l) => checks.push(fg_bg::xsched_check(
+                    p.key,
+                    *l,
+                    budget.is_some(),
+                    ratio,
+                    XSCHED_MAX,
+                )),
                 Mode::Standalone => {}
             }
             rows.push(row(Row {
                 device: p.key,
-                mode: name,
-                level,
+                mode: mode.name(),
+                level: mode.level().map(Level::number),
                 budget_us: budget.map(|b| round3(b.as_us_f64())),
                 p50_us: round3(p50),
                 p99_us: round3(p99),

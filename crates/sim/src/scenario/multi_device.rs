@@ -8,7 +8,7 @@
 //! reaches it.
 
 use super::build;
-use super::{Check, Ctx, Report, ScenarioError};
+use super::{Ctx, Report, ScenarioError};
 use crate::engine::simulate;
 use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode};
@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::Nanos;
 use xsched_core::PolicySpec;
-use xsched_report::{Verdict, columns_of, round3, row};
+use xsched_report::{columns_of, round3, row};
+use xsched_workload::multi_device::{MODES, Mode, global_check};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,25 +32,6 @@ pub struct MultiDevice {
     seed: u64,
     pairs: Vec<[Profile; 2]>,
     requests: u64,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Standalone,
-    Native,
-    PerDevice,
-    Global,
-}
-
-impl Mode {
-    fn label(self) -> &'static str {
-        match self {
-            Mode::Standalone => "standalone",
-            Mode::Native => "native",
-            Mode::PerDevice => "per-device",
-            Mode::Global => "global",
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -97,9 +79,9 @@ impl MultiDevice {
         let devices = pair.iter().map(DeviceSpec::from_profile).collect();
         let mut s = build::spec(self.seed, devices, duration, warmup);
         for (d, p) in pair.iter().enumerate() {
-            let qmode = match mode {
-                Mode::PerDevice | Mode::Global => build::xqueue(p, p.max_level.value),
-                _ => QueueMode::Native,
+            let qmode = match mode.policy() {
+                Some(_) => build::xqueue(p, p.max_level.value),
+                None => QueueMode::Native,
             };
             s.queues
                 .push(build::queue(&format!("fg-{}", p.key), d, qmode, 1));
@@ -125,11 +107,7 @@ impl MultiDevice {
                 ));
             }
         }
-        s.policy = match mode {
-            Mode::PerDevice => Some(PolicySpec::registered("hpf")),
-            Mode::Global => Some(PolicySpec::registered("hpf-global")),
-            _ => None,
-        };
+        s.policy = mode.policy().map(PolicySpec::registered);
         match simulate(s) {
             Ok(r) => (
                 r.workloads[0].quantile_us(0.5),
@@ -141,16 +119,10 @@ impl MultiDevice {
     }
 
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
-        let modes = [
-            Mode::Standalone,
-            Mode::Native,
-            Mode::PerDevice,
-            Mode::Global,
-        ];
         let jobs: Vec<(&[Profile; 2], Mode)> = self
             .pairs
             .iter()
-            .flat_map(|pair| modes.map(|m| (pair, m)))
+            .flat_map(|pair| MODES.map(|m| (pair, m)))
             .collect();
         let results = build::par_map(&jobs, tick, |(pair, m)| self.run_one(pair, *m));
         let mut rows = Vec::new();
@@ -167,17 +139,12 @@ impl MultiDevice {
             let devices = format!("{}+{}", pair[0].key, pair[1].key);
             match mode {
                 Mode::PerDevice => per_device = ratio,
-                Mode::Global => checks.push(Check {
-                    name: format!("{devices} global vs per-device P99 ratio"),
-                    target: "global < per-device (paper: 1.09 vs 1.55)".into(),
-                    measured: format!("{ratio:.2} vs {per_device:.2}"),
-                    verdict: Verdict::of(ratio < per_device),
-                }),
+                Mode::Global => checks.push(global_check(&devices, ratio, per_device)),
                 _ => {}
             }
             rows.push(row(Row {
                 devices,
-                mode: mode.label(),
+                mode: mode.name(),
                 p50_us: round3(p50),
                 p99_us: round3(p99),
                 p99_ratio: round3(ratio),

@@ -1,18 +1,34 @@
-//! `xsched probe`: measure, on this machine, what each available backend and level can stop
-//! and at what cost, and keep it as a capability-and-cost table stamped with the driver or
-//! runtime version (../shared/docs/PAPERS.md §1: "keep a verified table of what each device
-//! and driver can stop, at what worst-case cost, re-measured after every driver update").
+//! # xsched-probe
+//!
+//! What this machine's accelerators can stop, and at what cost. It exists apart from the
+//! experiments (`xsched-bench`) because it is a tool of its own with its own file: `xsched
+//! devices` lists what [`devices`] discovers beside the last table kept, and `xsched probe`
+//! measures a new table, keeps it ([`store`]) and compares it with an earlier one ([`compare`](mod@compare)).
+//! The CLI only parses arguments and prints.
+//!
+//! `xsched probe` measures, on this machine, what each available backend and level can stop and
+//! at what cost, and keeps it as a capability-and-cost table stamped with the driver or runtime
+//! version (../shared/docs/PAPERS.md §1: "keep a verified table of what each device and driver
+//! can stop, at what worst-case cost, re-measured after every driver update").
 //!
 //! Per backend and level: preemption latency over a sweep of background command lengths
 //! (P50/P99/P99.9/max), what suspend and resume cost the calling thread, and what state
 //! survives (at Level 3, whether an interrupted command's result matches an uninterrupted
-//! run). [`compare`] flags what regressed against an earlier table.
+//! run). [`compare`](mod@compare) flags what regressed against an earlier table.
+//!
+//! - [`devices`]: the real backends of this build and their devices, and this machine's name.
+//! - [`table`]: the table's format (JSON, and markdown for docs).
+//! - [`compare`](mod@compare): what regressed from one table to the next.
+//! - [`store`]: where the last table is kept for `xsched devices`, and `--out`'s files.
 
 pub mod compare;
+pub mod devices;
 mod measure;
+pub mod store;
 pub mod table;
 
 pub use compare::{Regression, Tolerance, compare};
+pub use devices::{Device, machine};
 pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread, TableError};
 
 use measure::Target;
@@ -32,6 +48,8 @@ pub enum Backend {
     Cpu,
     /// The first OpenCL device (POCL here).
     OpenCl,
+    /// The first CUDA device: discovered, but probing it is not built yet.
+    Cuda,
 }
 
 impl Backend {
@@ -40,7 +58,37 @@ impl Backend {
         match self {
             Backend::Cpu => "cpu",
             Backend::OpenCl => "opencl",
+            Backend::Cuda => "cuda",
         }
+    }
+
+    /// `Ok` if this machine has the backend and a probe can measure it.
+    pub fn probeable(self) -> Result<(), ProbeError> {
+        let absent = |reason: String| ProbeError::Absent {
+            backend: self.name(),
+            reason,
+        };
+        match self {
+            Backend::Cpu => Ok(()),
+            Backend::OpenCl => xsched_backend_opencl::devices()
+                .map(drop)
+                .map_err(|e| absent(e.to_string())),
+            Backend::Cuda => Err(cuda_refusal()),
+        }
+    }
+}
+
+/// Why CUDA cannot be probed here: it is absent, or present but its probe is not built yet.
+fn cuda_refusal() -> ProbeError {
+    match xsched_backend_cuda::devices() {
+        Err(e) => ProbeError::Absent {
+            backend: Backend::Cuda.name(),
+            reason: e.to_string(),
+        },
+        Ok(_) => ProbeError::NotBuilt {
+            backend: Backend::Cuda.name(),
+            instead: "scripts/gpu-check.sh measures its preemption latency",
+        },
     }
 }
 
@@ -60,6 +108,27 @@ pub struct ProbeParams {
     /// Skip, with a warning, a backend that is present but cannot be set up for the probe (a
     /// driver that cannot build the busy kernel); otherwise that is an error.
     pub skip_unusable: bool,
+}
+
+impl ProbeParams {
+    /// The backends to probe: those asked for, each of which must be probeable here, or by
+    /// default the CPU device and OpenCL when an OpenCL device is present (a default one that
+    /// turns out unusable is then skipped, not an error).
+    pub fn with_backends(mut self, asked: &[Backend]) -> Result<ProbeParams, ProbeError> {
+        self.skip_unusable = asked.is_empty();
+        self.backends = if asked.is_empty() {
+            [Backend::Cpu, Backend::OpenCl]
+                .into_iter()
+                .filter(|b| b.probeable().is_ok())
+                .collect()
+        } else {
+            for b in asked {
+                b.probeable()?;
+            }
+            asked.to_vec()
+        };
+        Ok(self)
+    }
 }
 
 impl Default for ProbeParams {
@@ -97,6 +166,14 @@ pub enum ProbeError {
         /// Why.
         reason: String,
     },
+    /// A backend is present but a probe cannot measure it yet.
+    #[error("backend {backend} is present, but probing it is not built yet ({instead})")]
+    NotBuilt {
+        /// Which.
+        backend: &'static str,
+        /// What measures it meanwhile.
+        instead: &'static str,
+    },
     /// A measurement failed.
     #[error("probing {backend}: {source}")]
     Run {
@@ -129,7 +206,11 @@ pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTabl
                 BackendProbe {
                     backend: b.name().into(),
                     device: "built-in CPU device (one worker)".into(),
-                    runtime: format!("{}; Linux {}", crate::stats::cpu_model(), kernel_release()),
+                    runtime: format!(
+                        "{}; Linux {}",
+                        devices::cpu_model(),
+                        devices::kernel_release()
+                    ),
                     levels: levels(&cpu, &CpuDevice::capabilities(), p, &mut steps)
                         .map_err(run_err)?,
                 }
@@ -164,6 +245,7 @@ pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTabl
                     levels: levels(&ocl, &caps, p, &mut steps).map_err(run_err)?,
                 }
             }
+            Backend::Cuda => return Err(cuda_refusal()),
         };
         backends.push(probe);
     }
@@ -251,19 +333,10 @@ fn levels<T: Target + StateCheck>(
     Ok(out)
 }
 
-/// This machine, as a probe table names it (CPU model and cores available).
-pub fn machine() -> String {
-    format!(
-        "{}, {} cores available",
-        crate::stats::cpu_model(),
-        std::thread::available_parallelism().map_or(0, usize::from)
-    )
-}
-
-/// The median of `values` (0 for none).
+/// The median of the repeats' figures (`xsched-report`'s nearest rank; 0 for none).
 fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let (mid, _, _) = crate::stats::spread(values.collect());
-    if mid.is_nan() { 0.0 } else { mid }
+    let values: Vec<f64> = values.collect();
+    xsched_report::quantile(&values, 0.5).unwrap_or(0.0)
 }
 
 /// What survives a preemption at a level, checked where a command is stopped midway.
@@ -428,11 +501,4 @@ impl StateCheck for Ocl {
     fn state(&self, level: Level) -> Result<(String, Option<bool>), RuntimeError> {
         Ok(unstopped(level))
     }
-}
-
-/// The running kernel's release.
-fn kernel_release() -> String {
-    nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into())
 }

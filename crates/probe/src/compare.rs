@@ -6,7 +6,7 @@
 //! command length or a kept state that is gone is always one. Maxima are not compared: each is
 //! one sample.
 
-use super::table::{BackendProbe, LevelProbe, ProbeTable};
+use crate::table::{BackendProbe, LevelProbe, ProbeTable};
 
 /// How much worse a figure may get before it is flagged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -152,7 +152,7 @@ fn compare_level(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::table::{FORMAT, LatencyPoint, Spread};
+    use crate::table::{FORMAT, LatencyPoint, Spread};
 
     fn table(p50: f64, p99: f64, levels: &[u8], kept: Option<bool>) -> ProbeTable {
         let cost = Spread {

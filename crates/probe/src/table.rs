@@ -1,9 +1,11 @@
 //! The capability-and-cost table `xsched probe` writes (JSON, and markdown for docs), read
-//! back by `xsched probe --compare` and `xsched devices`. A file that is not such a table is an
+//! back by `xsched probe --compare` and `xsched devices`, and shown by both as one [`Report`]. A file that is not such a table is an
 //! error naming the line, column and field; unknown fields are refused, not ignored.
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::fmt::Write as _;
+use xsched_report::{Report, cells, columns};
 
 /// The table's format version ([`ProbeTable::format`]).
 pub const FORMAT: u32 = 1;
@@ -154,5 +156,49 @@ impl ProbeTable {
             }
         }
         md
+    }
+
+    /// The table as rows: one per backend, level and command length.
+    pub fn report(&self) -> Report {
+        let mut rows = Vec::new();
+        for b in &self.backends {
+            for l in &b.levels {
+                for p in &l.latency {
+                    rows.push(cells(&[
+                        ("backend", json!(b.backend)),
+                        ("level", json!(l.level)),
+                        ("cmd_us", json!(p.cmd_us)),
+                        ("p50_us", json!(p.p50_us)),
+                        ("p99_us", json!(p.p99_us)),
+                        ("p999_us", json!(p.p999_us)),
+                        ("max_us", json!(p.max_us)),
+                        ("suspend_p99_us", json!(l.suspend_us.p99)),
+                        ("resume_p99_us", json!(l.resume_us.p99)),
+                        ("state_kept", json!(l.state_kept)),
+                    ]));
+                }
+            }
+        }
+        let runtimes: Vec<String> = self
+            .backends
+            .iter()
+            .map(|b| format!("{}: {} ({})", b.backend, b.device, b.runtime))
+            .collect();
+        Report::new(
+            format!("{}; {}", self.machine, runtimes.join("; ")),
+            columns(&[
+                "backend",
+                "level",
+                "cmd_us",
+                "p50_us",
+                "p99_us",
+                "p999_us",
+                "max_us",
+                "suspend_p99_us",
+                "resume_p99_us",
+                "state_kept",
+            ]),
+            rows,
+        )
     }
 }

@@ -1,10 +1,9 @@
 //! The measurements behind a probe, the same for every backend: preemption latency under a
 //! saturating background, and what suspend and resume cost the calling thread.
 
-use super::table::{LatencyPoint, Spread};
-use crate::stats::{self, pct_us};
+use crate::table::{LatencyPoint, Spread};
 use hdrhistogram::Histogram;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,7 +99,7 @@ pub fn latency<T: Target>(
         .with_hint(Hint::Priority(1))?;
     let bg = runtime.create_queue(Arc::new(target.queue()?), bg_options)?;
     let fg = runtime.create_queue(Arc::new(target.queue()?), fg_options)?;
-    let mut rng = stats::rng(seed);
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
     let mut hist = xsched_report::new_histogram();
     beside_background(target, &bg, length, || {
         for _ in 0..samples {
@@ -157,6 +156,11 @@ pub fn suspend_resume<T: Target>(
     })?;
     q.cancel_pending()?;
     Ok((spread(&suspend), spread(&resume)))
+}
+
+/// A percentile of a nanosecond histogram in microseconds, rounded to 0.1 µs.
+fn pct_us(h: &Histogram<u64>, q: f64) -> f64 {
+    xsched_report::round1(xsched_report::hist_quantile_us(h, q))
 }
 
 fn spread(h: &Histogram<u64>) -> Spread {

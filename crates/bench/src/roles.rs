@@ -1,0 +1,75 @@
+//! The roles of the `xsched worker` processes and how to start one. The experiments that run
+//! workers beside each other (the two-process demo, the harvesting benchmark through the
+//! daemon, the soak) start them from here; what each role runs is in
+//! [`workers`](crate::workers). This is a module of its own because the experiments import the
+//! roles while the roles' bodies import the experiments: apart, no file imports another back.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// What a worker process does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Submit `commands` kernels with at most `window` outstanding; report the counts.
+    Batch,
+    /// The demo's foreground request stream; report its latency percentiles.
+    Fg,
+    /// The demo's background training loop until standard input closes; report its progress.
+    Bg,
+    /// The harvesting benchmark's HP service (`requests` measured); report its latencies.
+    HpService,
+    /// The harvesting benchmark's LP job (`kernel_us` kernels) until standard input closes;
+    /// report when each kernel completed.
+    Lp,
+    /// The soak's client: `commands` host commands (at most `window` outstanding), each of
+    /// which counts its own runs; report how many ran exactly once, more, or never.
+    Soak,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 6] = [
+        Role::Batch,
+        Role::Fg,
+        Role::Bg,
+        Role::HpService,
+        Role::Lp,
+        Role::Soak,
+    ];
+
+    /// The role's name on the command line (`xsched worker --role NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Batch => "batch",
+            Role::Fg => "fg",
+            Role::Bg => "bg",
+            Role::HpService => "hp-service",
+            Role::Lp => "lp",
+            Role::Soak => "soak",
+        }
+    }
+
+    /// The role called `name`; the error lists the names.
+    pub fn from_name(name: &str) -> Result<Role, String> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+                format!(
+                    "unknown role {name:?}; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// `exe worker --role <role>`: a worker process whose report comes back on its standard output
+/// (its standard error is the caller's).
+pub(crate) fn command(exe: &Path, role: Role) -> Command {
+    let mut c = Command::new(exe);
+    c.args(["worker", "--role", role.name()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    c
+}
