@@ -137,10 +137,11 @@ class Crate:
                     last = p.split("::")[-1]
                     if last == name:
                         target = self.absolute(file, p)
-                        if target is not None:
-                            found = self.resolve(target + rest[1:], seen)
-                            if found:
-                                return found
+                        if target is None:
+                            return None  # another crate's item, handed on
+                        found = self.resolve(target + rest[1:], seen)
+                        if found:
+                            return found
             return file
         return None
 

@@ -94,6 +94,9 @@ cargo fmt --all --check
 step "lint (every feature: MiniLM's code too)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+step "import circles (no two source files of these crates import each other in a loop)"
+python3 scripts/import-circles.py core bench cli daemon report
+
 step "tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
   # Doc tests first (nextest does not run them), so the closing line is nextest's summary.

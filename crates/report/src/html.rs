@@ -6,6 +6,7 @@
 //! and marks the page `data-ready` (or lists the script errors in `data-errors`), which the
 //! headless-browser test reads.
 
+use crate::escape::escape;
 use crate::plot::{Figure, Kind, Series};
 use crate::run::{QueueStateKind, RunRecord};
 use serde_json::Value;
@@ -194,22 +195,6 @@ fn account_table(record: &RunRecord) -> String {
     }
     t.push_str("</tbody></table></div>\n");
     t
-}
-
-/// Text safe inside HTML or SVG elements and attributes.
-pub(crate) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

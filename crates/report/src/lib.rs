@@ -12,6 +12,7 @@
 //!
 //! [`plot`] draws any experiment's figures (lines against a swept parameter, CDFs) as SVG.
 
+mod escape;
 pub mod html;
 pub mod plot;
 pub mod run;

@@ -318,7 +318,7 @@ where
 fn data_layer(drawn: &Drawn, legend: &Legend<'_>) -> String {
     let mut svg = String::from("<g class=\"curves\">\n");
     for (k, (points, name)) in drawn.curves.iter().zip(&legend.names).enumerate() {
-        let (colour, name) = (hex(k), crate::html::escape(name));
+        let (colour, name) = (hex(k), crate::escape::escape(name));
         if legend.markers {
             let _ = writeln!(
                 svg,
@@ -374,7 +374,7 @@ fn data_layer(drawn: &Drawn, legend: &Legend<'_>) -> String {
             "<text x=\"{}\" y=\"{mid}\" dy=\"0.35em\" font-family=\"sans-serif\" \
              font-size=\"{LEGEND_FONT}\">{}</text>",
             sx + SWATCH + SWATCH_GAP,
-            crate::html::escape(name)
+            crate::escape::escape(name)
         );
     }
     svg.push_str("</g>\n");
