@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that two builds of the CLI simulate the same bytes: every scenarios/*.toml as JSON
 # (all but its `checks`, whose verdict wording may change on purpose: `--with-checks` compares
-# them too), the simulated demo on gv100, and the simulated profiles that `xsched devices --json`
+# them too), the simulated demo on gv100 likewise, and the simulated profiles that `xsched devices --json`
 # lists. Refactors of the simulator (profiles, scenario parsing) must not change a number; the
 # simulator is deterministic, so any difference is a real one.
 #
@@ -33,7 +33,7 @@ snapshot() { # BIN DIR
   for s in scenarios/*.toml; do
     "$bin" sim "$s" --json | jq "$filter" >"$dir/$(basename "$s" .toml).json"
   done
-  "$bin" demo --device gv100 >"$dir/demo-gv100.txt"
+  "$bin" demo --device gv100 --json | jq "$filter" >"$dir/demo-gv100.json"
   # Real backends depend on the machine; only the simulated profiles are compared.
   "$bin" devices --json | jq '[.[] | select(.backend == "sim")]' >"$dir/devices-sim.json"
 }
