@@ -27,7 +27,8 @@ pub unsafe extern "C" fn xsched_runtime_create(out: *mut *mut XschedRuntime) -> 
 }
 
 /// Create a runtime with an explicit scheduler mode (0 = app, 1 = local, 2 = global) and policy
-/// name (NULL for `hpf`).
+/// name (NULL for `hpf`). An unknown policy, in any mode, is `XSCHED_STATUS_INVALID_ARGUMENT`
+/// with a message naming the known ones (`xsched_last_error`).
 ///
 /// # Safety
 /// `policy` must be NULL or a NUL-terminated string; `out` valid for writing one pointer.

@@ -50,13 +50,13 @@ pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm
             // The warm split is learned, never scored.
             let d = p.lookup(e, r.previous_answer_tokens);
             within += close(median(&d), t);
-            let g = xsched_report::quantile(&seen, 0.5).unwrap_or(prior_median);
+            let g = xsched_report::quantile_sorted(&seen, 0.5).unwrap_or(prior_median);
             base_within += close(g, t);
             means.push(d.mean());
             base.push(g);
             truth.push(t);
         }
-        // Kept sorted (the median so far then sorts nothing).
+        // Kept sorted, so the median so far is read, not sorted again.
         let at = seen.partition_point(|x| *x < t);
         seen.insert(at, t);
         p.remember(e.clone(), r.output_tokens);

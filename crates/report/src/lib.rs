@@ -18,7 +18,9 @@ pub mod plot;
 pub mod run;
 mod stats;
 
-pub use stats::{hist_quantile_us, new_histogram, quantile, record_duration, weighted_quantile};
+pub use stats::{
+    hist_quantile_us, new_histogram, quantile, quantile_sorted, record_duration, weighted_quantile,
+};
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -28,6 +28,12 @@ pub fn hist_quantile_us(h: &Histogram<u64>, q: f64) -> f64 {
 pub fn quantile<T: PartialOrd + Copy>(values: &[T], q: f64) -> Option<T> {
     let mut sorted = values.to_vec();
     sorted.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    quantile_sorted(&sorted, q)
+}
+
+/// [`quantile`] of values already in ascending order: no copy, no sort (for a caller that keeps
+/// its values sorted as they come, and asks often).
+pub fn quantile_sorted<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
     let rank = ((sorted.len() as f64 * q.clamp(0.0, 1.0)).ceil() as usize).max(1);
     sorted.get(rank - 1).copied()
 }

@@ -39,8 +39,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::{CpuDevice, CpuQueue};
-use xsched_core::Nanos;
 use xsched_core::harvest::CollectorConfig;
+use xsched_core::{Nanos, PolicySpec};
 use xsched_report::{Verdict, cells, columns, quantile, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_workload::service::HpRequest;
@@ -201,16 +201,18 @@ pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
     let mut policies = Vec::new();
     if p.policies {
         let lp_kernel = p.slices.first().copied();
-        let (hp, lp) = scheduled::run("hpf", &reqs, p.warmup, Duration::ZERO, None)?;
+        let hpf = PolicySpec::registered("hpf");
+        let (hp, lp) = scheduled::run(&hpf, &reqs, p.warmup, Duration::ZERO, None)?;
         let alone = Measured::of(hp, &lp);
         let hint = slo_hint(p, &alone);
         policies.push(("standalone", alone));
         progress(rows.len() + 1, total);
-        let (hp, lp) = scheduled::run("hpf", &reqs, p.warmup, Duration::ZERO, None)?;
+        let (hp, lp) = scheduled::run(&hpf, &reqs, p.warmup, Duration::ZERO, None)?;
         policies.push((AGAIN, Measured::of(hp, &lp)));
         for (i, policy) in POLICIES.iter().enumerate() {
             progress(rows.len() + 2 + i, total);
-            let (hp, lp) = scheduled::run(policy, &reqs, p.warmup, hint, lp_kernel)?;
+            let spec = PolicySpec::registered(policy);
+            let (hp, lp) = scheduled::run(&spec, &reqs, p.warmup, hint, lp_kernel)?;
             policies.push((*policy, Measured::of(hp, &lp)));
         }
     }

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 use xsched_backend_cpu::CpuDevice;
+use xsched_core::PolicySpec;
 use xsched_runtime::{QueueOptions, Runtime, RuntimeError};
 
 /// Why the two-process run failed.
@@ -135,12 +136,11 @@ fn run_pair(
     exe: &Path,
     p: &HarvestParams,
     socket: &Path,
-    policy: &str,
+    policy: &PolicySpec,
     slo_hint: Duration,
     lp: bool,
 ) -> Result<Measured, ProcessError> {
-    let spec: xsched_core::PolicySpec = policy.parse().map_err(xsched_daemon::DaemonError::from)?;
-    let daemon = xsched_daemon::Daemon::bind(socket, &spec)?.spawn()?;
+    let daemon = xsched_daemon::Daemon::bind(socket, policy)?.spawn()?;
     let common = vec![
         ("XSCHED_SCHEDULER", "global".to_string()),
         ("XSCHED_SOCKET", socket.display().to_string()),
@@ -233,17 +233,19 @@ pub(crate) fn run(
     let socket = std::env::temp_dir().join(format!("xsched-harvest-{}.sock", std::process::id()));
     let total = policies.len() + 2;
     progress(0, total);
-    let alone = run_pair(exe, p, &socket, "hpf", Duration::ZERO, false)?;
+    let hpf = PolicySpec::registered("hpf");
+    let alone = run_pair(exe, p, &socket, &hpf, Duration::ZERO, false)?;
     let hint = slo_hint(&alone);
     let mut out = vec![("standalone", alone)];
     progress(1, total);
     out.push((
         AGAIN,
-        run_pair(exe, p, &socket, "hpf", Duration::ZERO, false)?,
+        run_pair(exe, p, &socket, &hpf, Duration::ZERO, false)?,
     ));
     for (i, &policy) in policies.iter().enumerate() {
         progress(i + 2, total);
-        out.push((policy, run_pair(exe, p, &socket, policy, hint, true)?));
+        let spec = PolicySpec::registered(policy);
+        out.push((policy, run_pair(exe, p, &socket, &spec, hint, true)?));
     }
     progress(total, total);
     Ok(out)

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
-use xsched_core::{Hint, Level};
+use xsched_core::{Hint, Level, PolicySpec};
 use xsched_runtime::{
     CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode, XQueue,
 };
@@ -21,8 +21,8 @@ use xsched_workload::service::HpRequest;
 pub(crate) const LP_WINDOW: usize = 8;
 
 /// How the HP queue is advised under each policy.
-pub(crate) fn hp_hint(policy: &str, slo_hint: Duration) -> Hint {
-    if policy.starts_with("slo-aware") {
+pub(crate) fn hp_hint(policy: &PolicySpec, slo_hint: Duration) -> Hint {
+    if policy.name() == "slo-aware" {
         Hint::Slo(xsched_core::Nanos(slo_hint.as_nanos() as u64))
     } else {
         Hint::Priority(10)
@@ -62,7 +62,10 @@ pub(crate) fn lp_job(
 
 /// The HP queue's options under `policy` (Level 3: the CPU device stops LP at its next
 /// checkpoint, and HP gets the same level).
-pub(crate) fn hp_options(policy: &str, slo_hint: Duration) -> Result<QueueOptions, RuntimeError> {
+pub(crate) fn hp_options(
+    policy: &PolicySpec,
+    slo_hint: Duration,
+) -> Result<QueueOptions, RuntimeError> {
     QueueOptions::default()
         .with_level(Level::Interrupt)
         .with_hint(hp_hint(policy, slo_hint))
@@ -70,7 +73,7 @@ pub(crate) fn hp_options(policy: &str, slo_hint: Duration) -> Result<QueueOption
 
 /// HP alone (`lp_kernel: None`) or beside the LP job, both scheduled by `policy` in process.
 pub(crate) fn run(
-    policy: &str,
+    policy: &PolicySpec,
     reqs: &[HpRequest],
     warmup: u32,
     slo_hint: Duration,
@@ -79,7 +82,7 @@ pub(crate) fn run(
     let device = CpuDevice::pinned(1, 0)?;
     let runtime = Runtime::new(RuntimeConfig {
         scheduler: SchedulerMode::Local,
-        policy: policy.parse()?,
+        policy: policy.clone(),
         ..RuntimeConfig::default()
     })?;
     // The HP queue first: `slo-aware` refuses queues while none has an SLO.

@@ -8,7 +8,7 @@
 //! the lowest rank in a scope (a device, or all devices) runs. [`serve_lowest_rank`] does that
 //! once for all of them. Share policies keep a little state and ask for timers.
 //!
-//! **Adding a policy** is one new file and one row of [`table!`] below: the file implements
+//! **Adding a policy** is one new file and one row of `table!` below: the file implements
 //! [`Policy`] and lists its names in `pub(super) const ENTRIES: &[Entry]` (each an [`Entry`]: the
 //! name, the argument it takes, how to build it); the row declares the file. [`PolicySpec`]
 //! (parsing, the error naming the known policies, [`names`] and [`usage`] for help texts) reads
