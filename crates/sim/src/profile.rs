@@ -174,7 +174,7 @@ struct ProfileError {
 fn parse(key: &'static str, src: &str) -> Result<Profile, ProfileError> {
     let mut profile: Profile = toml::from_str(src).map_err(|e| ProfileError {
         file: format!("crates/sim/profiles/{key}.toml"),
-        place: Place::of(src, e.span(), e.message()),
+        place: Place::in_tables(src, e.span(), e.message()),
     })?;
     profile.key = key;
     Ok(profile)

@@ -31,6 +31,72 @@ fn unknown_field_names_field_and_line() {
 }
 
 #[test]
+fn an_unknown_field_lists_every_field_in_every_experiment() {
+    // As when each experiment's struct held the header's fields itself: "expected one of" the
+    // header's fields, then the experiment's own, however few those are (serde words a list of
+    // one or two differently: "expected `a` or `b`").
+    for kind in xsched_sim::scenario::EXPERIMENTS {
+        let (line, msg) = error_of(&format!("experiment = \"{kind}\"\n\nbogus = 1\n"));
+        assert_eq!(line, 3, "{kind}: {msg}");
+        let list = msg
+            .strip_prefix("unknown field `bogus`, expected one of `experiment`, `seed`, `")
+            .unwrap_or_else(|| panic!("{kind}: {msg}"));
+        assert!(
+            list.ends_with('`') && !list.contains(" or ") && !list.contains("in `["),
+            "{kind}: {msg}"
+        );
+    }
+    // multi-device has two fields of its own.
+    let (_, msg) = error_of("experiment = \"multi-device\"\nbogus = 1\n");
+    assert_eq!(
+        msg,
+        "unknown field `bogus`, expected one of `experiment`, `seed`, `pairs`, `requests`"
+    );
+    // An unknown table is an unknown field too, wherever it sits in the file.
+    let (line, msg) = error_of("experiment = \"fg-bg\"\nrequests = 5\n\n[extra]\nx = 1\n");
+    assert_eq!(line, 4);
+    assert_eq!(
+        msg,
+        "unknown field `extra`, expected one of `experiment`, `seed`, `devices`, `levels`, \
+         `requests`, `budget_us`, `arrival`"
+    );
+}
+
+#[test]
+fn a_scenario_error_is_not_qualified_by_a_table() {
+    // Scenario fields are top-level keys; a `[table]` is no place to name (device profiles,
+    // whose fields sit in tables, name it).
+    for (src, line, expected) in [
+        (
+            "experiment = \"fg-bg\"\n\n[requests]\nx = 1\n",
+            3,
+            "invalid type: map, expected u64",
+        ),
+        (
+            "experiment = \"fg-bg\"\nrequests.x = 1\n",
+            2,
+            "field `requests.x`: invalid type: map, expected u64",
+        ),
+        (
+            "experiment = \"multi-device\"\n\n[[pairs]]\nx = 1\n",
+            3,
+            "invalid type: map, expected an array of length 2",
+        ),
+        (
+            "experiment = \"fg-bg\"\n[seed]\nx = 1\n",
+            2,
+            "invalid type: map, expected u64",
+        ),
+    ] {
+        let (l, msg) = error_of(src);
+        assert_eq!((l, msg.as_str()), (line, expected), "{src}");
+    }
+    let (line, msg) = error_of("[extra]\nexperiment = \"fg-bg\"\n");
+    assert_eq!(line, 1);
+    assert!(msg.starts_with("missing field `experiment`;"), "{msg}");
+}
+
+#[test]
 fn threshold_below_batch_is_rejected() {
     let (line, msg) = error_of(
         "experiment = \"preempt-latency\"\ndevices = [\"gv100\"]\nthreshold = 2\nbatch = 4\n",

@@ -95,11 +95,6 @@ pub(crate) struct Header {
     pub seed: u64,
 }
 
-impl Header {
-    /// The header's keys in a scenario file.
-    const KEYS: [&str; 2] = ["experiment", "seed"];
-}
-
 /// Where a value sits in the file, for error messages.
 pub(crate) type Span = Range<usize>;
 
@@ -118,14 +113,75 @@ pub(crate) fn at(file: &str, src: &str, span: Option<Span>, message: String) -> 
     }
 }
 
-/// An experiment's own fields, from the file without its header.
-fn body<T: DeserializeOwned>(ctx: &Ctx, body: Deserializer<'_>) -> Result<T, ScenarioError> {
-    T::deserialize(body).map_err(|e| {
-        // serde lists the experiment's own fields for an unknown one; the header's are as valid.
-        let header = Header::KEYS.map(|k| format!("`{k}`, ")).concat();
-        let message =
-            e.message()
-                .replacen("expected one of ", &format!("expected one of {header}"), 1);
+/// The fields serde's derive gives `T`: the names it passes to `deserialize_struct`, which its
+/// "unknown field" error lists (all of them, whatever their number).
+fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::value::Error;
+    use std::cell::Cell;
+
+    /// Answers only `deserialize_struct`, noting the fields asked for.
+    struct Probe<'a>(&'a Cell<&'static [&'static str]>);
+
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = Error;
+
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+            Err(serde::de::Error::custom("not a struct"))
+        }
+
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Error> {
+            self.0.set(fields);
+            Err(serde::de::Error::custom("only the fields were asked for"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    let fields = Cell::new(&[][..]);
+    let _ = T::deserialize(Probe(&fields));
+    fields.get()
+}
+
+/// An experiment's own fields, from the file without its header (`doc`).
+fn body<T: DeserializeOwned>(ctx: &Ctx, doc: Spanned<DeTable<'_>>) -> Result<T, ScenarioError> {
+    let own = fields_of::<T>();
+    // The keys that are neither the header's (taken out already) nor the experiment's.
+    let unknown: Vec<(String, Span)> = doc
+        .get_ref()
+        .keys()
+        .filter(|k| !own.contains(&&**k.get_ref()))
+        .map(|k| (k.get_ref().to_string(), k.span()))
+        .collect();
+    T::deserialize(Deserializer::from(doc)).map_err(|e| {
+        // An unknown field's error lists what the file may hold: the header's fields too, which
+        // serde does not know of here. Every experiment's list is written the same way, as serde
+        // writes one of three or more (it words shorter ones differently).
+        let message = match unknown
+            .iter()
+            .find(|(_, span)| Some(span) == e.span().as_ref())
+        {
+            Some((key, _)) => {
+                let expected: Vec<String> = fields_of::<Header>()
+                    .iter()
+                    .chain(own)
+                    .map(|f| format!("`{f}`"))
+                    .collect();
+                format!(
+                    "unknown field `{key}`, expected one of {}",
+                    expected.join(", ")
+                )
+            }
+            None => e.message().to_string(),
+        };
         at(ctx.file, ctx.src, e.span(), message)
     })
 }
@@ -146,7 +202,7 @@ impl Scenario {
         let invalid = |e: toml::de::Error| at(file, src, e.span(), e.message().to_string());
         let mut doc = DeTable::parse(src).map_err(invalid)?;
         let mut head = DeTable::new();
-        for key in Header::KEYS {
+        for &key in fields_of::<Header>() {
             if let Some((k, v)) = doc.get_mut().remove_entry(key) {
                 head.insert(k, v);
             }
@@ -165,7 +221,6 @@ impl Scenario {
         let header = Header::deserialize(Deserializer::from(Spanned::new(doc.span(), head)))
             .map_err(invalid)?;
         let ctx = Ctx { file, src, header };
-        let doc = Deserializer::from(doc);
         let kind = ctx.header.experiment.get_ref().as_str();
         Ok(match kind {
             "fg-bg" => Scenario::FgBg(fg_bg::FgBg::check(body(&ctx, doc)?, &ctx)?),
