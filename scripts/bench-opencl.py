@@ -5,7 +5,23 @@ settings: only XSCHED_PRIORITY per process), for short and long background kerne
 shim's per-call cost on clEnqueueNDRangeKernel. Prints a Markdown table for docs/BENCHMARKS.md.
 
 Usage: python3 scripts/bench-opencl.py [--runs 3] [--requests 300] [--bg-works 100,1000]
+       python3 scripts/bench-opencl.py --pairs 5 [--requests 300] [--bg-works 100,1000]
        python3 scripts/bench-opencl.py --calls-only   (the per-call cost in each XSCHED_MODE)
+
+Default mode: per run, the foreground alone, the background alone, then native fg/bg, then
+shim+daemon fg/bg; the table gives median (min–max) over the runs, so a run's native and shim
+ratios are not paired in it.
+
+--pairs N: per background kernel length, N pairs, each one standalone foreground run, then
+native fg/bg and shim+daemon fg/bg with the same requests (the same program arguments); native
+goes first in even pairs and the shim first in odd ones, so drift over the run favours neither.
+One table row per pair: both ratios are over that pair's own standalone P99, and shim/native
+compares them side by side (below 1.00 = the shim's foreground tail is shorter); bg shim/native
+is the background's throughput under the shim over natively (the issue's target: ≥ 90 %). A
+summary line per background kernel length counts the targets pair by pair: shim P99 ≤ 1.3×
+standalone, shim below native, bg throughput ≥ 90 % of native, each "k of N pairs". --runs,
+the background-alone run and the per-call table are not part of this mode.
+
 Needs: cargo build --release -p xsched-cli -p xsched-shim-opencl, POCL, cc and the OpenCL
 headers (scripts/test.sh installs them).
 """
@@ -64,17 +80,77 @@ def bg_alone(prog, work, seconds):
     return stop_bg(p)["kernels_per_s"]
 
 
+def measure(prog, args, bg_work, modes, with_bg_alone):
+    """One standalone foreground run, then (with_bg_alone) the background alone for as long as
+    the foreground took, then for each (mode, env_fg, env_bg) in order the foreground beside a
+    background under those environments, with the same foreground arguments throughout. Returns
+    alone/p50_alone (µs), [bg_alone], and per mode: its P99 over the standalone P99, p50_<mode>
+    and bg_<mode> (kernels/s)."""
+    a = fg(prog, args.fg_work, args.period_us, args.requests, args.fg_kernels, {})
+    r = {"alone": a["p99_us"], "p50_alone": a["p50_us"]}
+    if with_bg_alone:
+        r["bg_alone"] = bg_alone(prog, bg_work, a["requests"] * args.period_us / 1e6)
+    for mode, env_fg, env_bg in modes:
+        p = start_bg(prog, bg_work, env_bg)
+        f = fg(prog, args.fg_work, args.period_us, args.requests, args.fg_kernels, env_fg)
+        b = stop_bg(p)
+        r[mode] = f["p99_us"] / a["p99_us"]
+        r["p50_" + mode] = f["p50_us"]
+        r["bg_" + mode] = b["kernels_per_s"]
+    return r
+
+
+def fg_desc(args):
+    return (f"fg: N={N}, work {args.fg_work}, one request = write + {args.fg_kernels} kernels + "
+            f"blocking read, every "
+            f"{args.period_us} µs, {args.requests} requests")
+
+
+def print_pairs(args, rows):
+    """--pairs: one row per pair, then per bg work the issue's targets counted pair by pair."""
+    print(f"{fg_desc(args)}; {args.pairs} pairs per bg kernel, each: fg standalone, then native "
+          "and shim+daemon with the same requests (native first in even pairs, shim first in odd "
+          "ones)\n")
+    print("| bg kernel (work) | pair | first | fg P99 standalone µs | native P99 ratio "
+          "| shim+daemon P99 ratio | shim/native | bg kernels/s native | bg shim | "
+          "bg shim/native |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for bg_work, pairs in rows:
+        for i, (first, r) in enumerate(pairs):
+            print(f"| {bg_work} | {i} | {first} | {r['alone']:.0f} | {r['native']:.2f}× | "
+                  f"{r['shim']:.2f}× | {r['shim'] / r['native']:.2f} | {r['bg_native']:.0f} | "
+                  f"{r['bg_shim']:.0f} | {100 * r['bg_shim'] / r['bg_native']:.1f} % |")
+    print()
+    for bg_work, pairs in rows:
+        n = len(pairs)
+        count = lambda ok: f"{sum(1 for _, r in pairs if ok(r))} of {n} pairs"
+        print(f"bg work {bg_work}: shim P99 ≤ 1.3× standalone in "
+              f"{count(lambda r: r['shim'] <= 1.3)}; shim below native in "
+              f"{count(lambda r: r['shim'] < r['native'])}; bg throughput under the shim ≥ 90 % "
+              f"of native in {count(lambda r: r['bg_shim'] >= 0.9 * r['bg_native'])}")
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--fg-work", type=int, default=50, help="fg kernel length knob")
     ap.add_argument("--fg-kernels", type=int, default=8, help="kernels per fg request")
     ap.add_argument("--period-us", type=int, default=15000)
     ap.add_argument("--bg-works", default="100,1000", help="bg kernel length knobs (short, long)")
-    ap.add_argument("--calls-only", action="store_true",
-                    help="only the per-call cost, natively and through the shim in each XSCHED_MODE")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--calls-only", action="store_true",
+                      help="only the per-call cost, natively and through the shim in each "
+                           "XSCHED_MODE")
+    only.add_argument("--pairs", type=int, metavar="N",
+                      help="per bg kernel length, N pairs of fg standalone + native fg/bg + "
+                           "shim fg/bg with the same requests (native first in even pairs, shim "
+                           "first in odd ones): one row per pair and how many pairs meet each "
+                           "target (see above); ignores --runs")
     args = ap.parse_args()
+    if args.pairs is not None and args.pairs < 1:
+        ap.error("--pairs needs N >= 1")
 
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
     prog = os.path.join(tmp, "vecprog")
@@ -86,37 +162,32 @@ def main():
     while not os.path.exists(sock):
         time.sleep(0.05)
     shim = {"LD_PRELOAD": SHIM, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock}
-    rows = []
+    modes = [
+        ("native", {}, {}),
+        ("shim", {**shim, "XSCHED_PRIORITY": "10"}, {**shim, "XSCHED_PRIORITY": "0"}),
+    ]
+    bg_works = [] if args.calls_only else [int(w) for w in args.bg_works.split(",")]
+    paired = args.pairs is not None
+    rows = []  # (bg_work, [(mode run first, measure's dict)] per run or pair)
+    over = {}
     try:
-        for bg_work in [] if args.calls_only else [int(w) for w in args.bg_works.split(",")]:
-            res = {k: [] for k in ["alone", "native", "shim", "bg_alone", "bg_native", "bg_shim",
-                                   "p50_alone", "p50_native", "p50_shim"]}
-            for run in range(args.runs):
-                a = fg(prog, args.fg_work, args.period_us, args.requests, args.fg_kernels, {})
-                seconds = a["requests"] * args.period_us / 1e6
-                res["bg_alone"].append(bg_alone(prog, bg_work, seconds))
-                for mode, env_fg, env_bg in [
-                    ("native", {}, {}),
-                    ("shim", {**shim, "XSCHED_PRIORITY": "10"}, {**shim, "XSCHED_PRIORITY": "0"}),
-                ]:
-                    p = start_bg(prog, bg_work, env_bg)
-                    f = fg(prog, args.fg_work, args.period_us, args.requests, args.fg_kernels, env_fg)
-                    b = stop_bg(p)
-                    res[mode].append(f["p99_us"] / a["p99_us"])
-                    res["p50_" + mode].append(f["p50_us"])
-                    res["bg_" + mode].append(b["kernels_per_s"])
-                res["alone"].append(a["p99_us"])
-                res["p50_alone"].append(a["p50_us"])
-                print(f"bg_work {bg_work} run {run}: alone p99 {a['p99_us']:.0f} us, "
-                      f"native {res['native'][-1]:.2f}x, shim {res['shim'][-1]:.2f}x, "
-                      f"bg/s alone {res['bg_alone'][-1]:.0f} native {res['bg_native'][-1]:.0f} "
-                      f"shim {res['bg_shim'][-1]:.0f}", file=sys.stderr)
-            rows.append((bg_work, res))
-        over = {}
+        for bg_work in bg_works:
+            runs = []
+            for i in range(args.pairs if paired else args.runs):
+                order = modes[::-1] if paired and i % 2 else modes
+                r = measure(prog, args, bg_work, order, with_bg_alone=not paired)
+                runs.append((order[0][0], r))
+                what = f"pair {i} ({order[0][0]} first)" if paired else f"run {i}"
+                bg = "" if paired else f"alone {r['bg_alone']:.0f} "
+                print(f"bg_work {bg_work} {what}: alone p99 {r['alone']:.0f} us, "
+                      f"native {r['native']:.2f}x, shim {r['shim']:.2f}x, "
+                      f"bg/s {bg}native {r['bg_native']:.0f} shim {r['bg_shim']:.0f}",
+                      file=sys.stderr)
+            rows.append((bg_work, runs))
         calls = [("native", {}), ("shim", {"LD_PRELOAD": SHIM})]
         calls += [(f"shim {m}", {"LD_PRELOAD": SHIM, "XSCHED_MODE": m})
                   for m in ["observe", "cooperative", "preemptive"]]
-        for name, env in calls:
+        for name, env in [] if paired else calls:
             vals = []
             for _ in range(args.runs):
                 out = subprocess.run([prog, "overhead", "1", "0", "2000"], env=clean_env(env),
@@ -127,17 +198,18 @@ def main():
         daemon.terminate()
         daemon.wait()
 
+    if paired:
+        return print_pairs(args, rows)
     med = statistics.median
     rng = lambda v, f: f"{f(med(v))} ({f(min(v))}–{f(max(v))})"
     x = lambda r: f"{r:.2f}×"
     us = lambda u: f"{u:.0f}"
-    print(f"fg: N={N}, work {args.fg_work}, one request = write + {args.fg_kernels} kernels + "
-          f"blocking read, every "
-          f"{args.period_us} µs, {args.requests} requests; median (min–max) of {args.runs} runs\n")
+    print(f"{fg_desc(args)}; median (min–max) of {args.runs} runs\n")
     print("| bg kernel (work) | fg P99 standalone µs | native P99 ratio | shim+daemon P99 ratio "
           "| fg P50 µs alone / native / shim | bg kernels/s alone | bg native | bg shim |")
     print("|---|---|---|---|---|---|---|---|")
-    for bg_work, r in rows:
+    for bg_work, runs in rows:
+        r = {k: [run[k] for _, run in runs] for k in runs[0][1]}
         print(f"| {bg_work} | {rng(r['alone'], us)} | {rng(r['native'], x)} | "
               f"{rng(r['shim'], x)} | {us(med(r['p50_alone']))} / {us(med(r['p50_native']))} / "
               f"{us(med(r['p50_shim']))} | {us(med(r['bg_alone']))} | {us(med(r['bg_native']))} | "
