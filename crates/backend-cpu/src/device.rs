@@ -5,6 +5,7 @@
 //! variable when there is nothing to run.
 
 use crate::kernel::{CpuCommand, Kernel};
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -12,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use xsched_core::{Capabilities, DeviceId, Level};
-use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
+use xsched_runtime::{CommandError, Completion, CompletionHook, HwError, HwQueue};
 
 /// Hardware FIFO entries a device holds before `launch` blocks (like a GPU ring buffer).
 pub const DEFAULT_FIFO_CAPACITY: usize = 1024;
@@ -77,6 +78,9 @@ struct QueueGate {
     saved: Option<Running>,
     /// The `CpuQueue` was dropped with work left: forget the gate once that work is done.
     closed: bool,
+    /// Deferred completion work of the queue (its XQueue's refill), run by the worker that
+    /// completed a command of the queue, after it left the device lock.
+    hook: Option<Arc<CompletionHook>>,
 }
 
 impl Default for QueueGate {
@@ -86,6 +90,7 @@ impl Default for QueueGate {
             queued: 0,
             saved: None,
             closed: false,
+            hook: None,
         }
     }
 }
@@ -161,7 +166,7 @@ impl State {
         &mut self,
         ran: Duration,
         panic: Option<String>,
-    ) -> Option<(Completion, Result<(), CommandError>)> {
+    ) -> Option<(u32, Completion, Result<(), CommandError>)> {
         let r = self.running.as_mut()?;
         r.busy -= 1;
         r.ran += ran;
@@ -177,6 +182,7 @@ impl State {
             self.forget_if_done(r.queue);
             r.done.report_device_time(r.ran);
             return Some((
+                r.queue,
                 r.done,
                 Err(CommandError::Failed(format!("{name} panicked: {msg}"))),
             ));
@@ -185,7 +191,7 @@ impl State {
             let r = self.running.take()?;
             self.forget_if_done(r.queue);
             r.done.report_device_time(r.ran);
-            return Some((r.done, Ok(())));
+            return Some((r.queue, r.done, Ok(())));
         }
         if r.stop {
             let mut r = self.running.take()?;
@@ -231,6 +237,7 @@ impl Inner {
     }
 
     fn worker(&self) {
+        WORKER_OF.set(Some(self.id));
         let mut st = self.lock();
         loop {
             if st.shutdown {
@@ -271,10 +278,24 @@ impl Inner {
                     self.work.notify_all();
                 }
             }
-            if let Some((done, result)) = ended {
+            if let Some((queue, done, result)) = ended {
                 // Reported under the lock so completions stay in launch order and
                 // `synchronize` never returns before the last one is reported.
                 done.complete(result);
+                // What the completion left to do on this thread (an XQueue's refill after a
+                // synchronization point), out of the device lock: it launches.
+                let due = st
+                    .gates
+                    .get(&queue)
+                    .and_then(|g| g.hook.as_ref())
+                    .filter(|h| h.is_due())
+                    .cloned();
+                if let Some(hook) = due {
+                    drop(st);
+                    hook.run();
+                    drop(hook);
+                    st = self.lock();
+                }
             }
         }
     }
@@ -290,6 +311,12 @@ impl Inner {
             self.work.notify_all();
         }
     }
+}
+
+thread_local! {
+    /// The device whose worker this thread is, if any: a worker that launches (its completion
+    /// hook refilling a queue) must not wait for FIFO room only workers make.
+    static WORKER_OF: Cell<Option<DeviceId>> = const { Cell::new(None) };
 }
 
 /// Restrict the calling thread to one core (best effort: a refusal is logged, not fatal).
@@ -410,9 +437,16 @@ impl CpuDevice {
 
 impl Drop for CpuDevice {
     fn drop(&mut self) {
-        let leftovers: Vec<Completion> = {
+        let (hooks, leftovers): (Vec<_>, Vec<Completion>) = {
             let mut st = self.inner.lock();
             st.shutdown = true;
+            // No worker runs completion hooks any more: hand their work back to the queues'
+            // launchers before reporting the leftovers from this thread.
+            let hooks = st
+                .gates
+                .values_mut()
+                .filter_map(|g| g.hook.take())
+                .collect();
             let mut left: Vec<Completion> = st.fifo.drain(..).map(|e| e.done).collect();
             left.extend(st.running.take().map(|r| r.done));
             left.extend(
@@ -421,13 +455,14 @@ impl Drop for CpuDevice {
                     .filter_map(|g| g.saved.take())
                     .map(|r| r.done),
             );
-            left
+            (hooks, left)
         };
         self.inner.work.notify_all();
         self.inner.changed.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        drop(hooks);
         for done in leftovers {
             done.complete(Err(CommandError::Failed("the device was shut down".into())));
         }
@@ -446,7 +481,9 @@ impl std::fmt::Debug for CpuDevice {
 /// One hardware queue of a [`CpuDevice`]; commands run and complete in launch order.
 ///
 /// Completions are reported from a worker while it holds the device lock: a
-/// [`CompletionSink`](xsched_runtime::CompletionSink) must not call back into the device.
+/// [`CompletionSink`](xsched_runtime::CompletionSink) must not call back into the device. The
+/// queue's [`CompletionHook`] runs on that worker right after, out of the lock, so an XQueue
+/// refills from the completing thread.
 pub struct CpuQueue {
     inner: Arc<Inner>,
     queue: u32,
@@ -463,10 +500,12 @@ impl HwQueue for CpuQueue {
         self.inner.id
     }
 
-    /// Blocks while the device FIFO is full.
+    /// Blocks while the device FIFO is full (except on one of the device's own workers, whose
+    /// completion hook launches: it would wait for itself).
     fn launch(&self, cmd: CpuCommand, done: Completion) {
+        let worker = WORKER_OF.get() == Some(self.inner.id);
         let mut st = self.inner.lock();
-        while st.fifo.len() >= self.inner.capacity && !st.shutdown {
+        while st.fifo.len() >= self.inner.capacity && !st.shutdown && !worker {
             st.changed_waiters += 1;
             st = self
                 .inner
@@ -517,6 +556,17 @@ impl HwQueue for CpuQueue {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             st.changed_waiters -= 1;
         }
+        Ok(())
+    }
+
+    /// The worker that completes one of the queue's commands runs the hook when it is due,
+    /// after it reported the completion and left the device lock.
+    fn set_completion_hook(&self, hook: CompletionHook) -> Result<(), HwError> {
+        let mut st = self.inner.lock();
+        if st.shutdown {
+            return Err(HwError::DeviceGone);
+        }
+        st.gates.entry(self.queue).or_default().hook = Some(Arc::new(hook));
         Ok(())
     }
 

@@ -82,6 +82,63 @@ impl std::fmt::Debug for Completion {
     }
 }
 
+/// Work a backend runs for one queue on the thread that completes its commands (see
+/// [`HwQueue::set_completion_hook`](crate::HwQueue::set_completion_hook)). An XQueue hands
+/// one to its backend so that, after a synchronization point completes, the observation and the
+/// launches it allows (the next commands up to the threshold) run right there, instead of
+/// costing the queue's launcher thread a wake-up.
+///
+/// The contract: while the backend keeps the hook, after reporting a completion of the queue's
+/// commands it checks [`is_due`](Self::is_due) (one atomic load) and, if so, calls
+/// [`run`](Self::run) on the same thread, holding none of its own locks and not from inside
+/// [`HwQueue::launch`](crate::HwQueue::launch) (`run` takes the queue's lock and launches).
+/// A backend that can no longer run it (shutting down) drops the hook before it reports
+/// completions from elsewhere: dropping it hands the work back to the launcher thread, with
+/// anything already due.
+pub struct CompletionHook {
+    work: Arc<dyn DeferredWork>,
+}
+
+/// What a [`CompletionHook`] does (the runtime's refill, or a test's).
+pub(crate) trait DeferredWork: Send + Sync {
+    /// A completion left work for the hook.
+    fn due(&self) -> bool;
+    /// Do it.
+    fn run(&self);
+    /// The backend dropped the hook.
+    fn released(&self);
+}
+
+impl CompletionHook {
+    pub(crate) fn new(work: Arc<dyn DeferredWork>) -> CompletionHook {
+        CompletionHook { work }
+    }
+
+    /// Whether a completion reported since the last [`run`](Self::run) left work for it.
+    pub fn is_due(&self) -> bool {
+        self.work.due()
+    }
+
+    /// Do the deferred work (see the type's contract for where it may be called).
+    pub fn run(&self) {
+        self.work.run();
+    }
+}
+
+impl Drop for CompletionHook {
+    fn drop(&mut self) {
+        self.work.released();
+    }
+}
+
+impl std::fmt::Debug for CompletionHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionHook")
+            .field("due", &self.is_due())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,9 @@ pub enum HwError {
     /// The backend does not implement this level's operation (see its capability table).
     #[error("the backend does not support level {0} operations")]
     Unsupported(Level),
+    /// The backend runs no deferred completion work (`HwQueue::set_completion_hook`).
+    #[error("the backend runs no deferred completion work")]
+    NoCompletionHook,
     /// The device was shut down.
     #[error("the device is shut down")]
     DeviceGone,

@@ -7,7 +7,7 @@
 //! [`HwError::Unsupported`], so a level is never silently downgraded. Progressive launching,
 //! completion tracking and resume logic live once, above this trait, in the XQueue.
 
-use crate::completion::Completion;
+use crate::completion::{Completion, CompletionHook};
 use crate::error::HwError;
 use xsched_core::{Capabilities, DeviceId, Level};
 
@@ -40,6 +40,16 @@ pub trait HwQueue: Send + Sync + 'static {
     /// stall the resume. Must be cheap after the first call on a thread (it runs on the hot
     /// path). The default does nothing.
     fn before_queue_lock(&self) {}
+
+    /// Deferred completion work: keep `hook` and run it on the thread that reports this queue's
+    /// completions, as [`CompletionHook`] describes, so the XQueue refills from there instead
+    /// of waking its launcher thread at every synchronization point. Called once, before the
+    /// XQueue launches anything. Any error leaves the refill to the launcher thread (logged
+    /// unless it is [`HwError::NoCompletionHook`]); the default offers no hook.
+    fn set_completion_hook(&self, hook: CompletionHook) -> Result<(), HwError> {
+        drop(hook);
+        Err(HwError::NoCompletionHook)
+    }
 
     /// Level 2: stop the device from starting this queue's queued commands.
     fn deactivate(&self) -> Result<(), HwError> {

@@ -9,6 +9,7 @@
 use crate::clock;
 use crate::hwqueue::HwQueue;
 use crate::machine::SharedMachine;
+use crate::refill::Deferral;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use crossbeam_channel::{Receiver, Sender};
@@ -32,6 +33,8 @@ pub(crate) struct Launcher<H: HwQueue> {
     pub(crate) rx: Receiver<Msg>,
     pub(crate) tracker: Arc<Tracker>,
     pub(crate) sched: Option<SchedLink>,
+    /// The queue's completion hook, for counting the wake-ups it did not save.
+    pub(crate) deferral: Arc<Deferral>,
 }
 
 /// Marks the tracker closed however the launcher ends, so no waiter hangs on a dead thread.
@@ -81,7 +84,10 @@ impl<H: HwQueue> Launcher<H> {
 impl<H: HwQueue> Run<H> {
     fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Synced(cmd, at) => self.observe(cmd, Some(at)),
+            Msg::Synced(cmd, at) => {
+                self.l.deferral.launcher_woken();
+                self.observe(cmd, Some(at));
+            }
             Msg::Observe => self.observe_watermark(),
             Msg::Cancel(reply) => {
                 let cancelled = self.l.machine.cancel_pending();
@@ -126,17 +132,9 @@ impl<H: HwQueue> Run<H> {
 
     /// `cmd` completed (at `completed_at`, when the backend's callback said so).
     fn observe(&mut self, cmd: CommandId, completed_at: Option<Nanos>) {
-        let now = clock::now();
-        let Some(observed) = self.l.machine.synced(cmd, completed_at, now) else {
+        let Some(synced) = self.l.machine.observe(cmd, completed_at) else {
             return;
         };
-        let synced = observed.synced;
-        if let Some(p99) = observed.p99 {
-            self.l.tracker.publish_recent_p99(p99);
-        }
-        // The machine published its state first, so whoever the completion wakes sees a query
-        // that agrees with it.
-        self.l.tracker.publish_done(synced.last.0 + 1);
         // No `Completed` event: policies judge service by time, not completion counts (see
         // `xsched_core::scheduler`), and each event would cost the scheduler a wake-up per
         // synchronization point. (An idle queue was reported idle by the machine.)

@@ -31,6 +31,7 @@ mod logging;
 mod machine;
 mod mode;
 mod options;
+mod refill;
 mod runtime;
 pub mod scheduler;
 mod shared;
@@ -42,7 +43,7 @@ mod xqueue;
 pub use xsched_sys::{clock, fork, prompt};
 
 pub use account::QueueAccount;
-pub use completion::{Completion, CompletionSink};
+pub use completion::{Completion, CompletionHook, CompletionSink};
 /// Every `XSCHED_*` environment variable the runtime reads: what a deployment may set (the
 /// Kubernetes manifests' test, `crates/cli/tests/kubernetes.rs`, checks theirs against it).
 pub use env::NAMES as ENV_NAMES;
@@ -51,6 +52,7 @@ pub use hwqueue::HwQueue;
 pub use logging::init_logging;
 pub use mode::Mode;
 pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
+pub use refill::RefillStats;
 pub use runtime::Runtime;
 pub use steer::Steer;
 pub use xqueue::{CommandHandle, QueueState, XQueue};

@@ -197,14 +197,15 @@ impl<H: HwQueue> SharedMachine<H> {
     }
 
     /// The synchronization point at `cmd`, completed at `completed_at` if the backend said
-    /// when, was observed complete at `now` (an idle queue is reported idle).
-    pub(crate) fn synced(
+    /// when, was observed complete at `now` (the caller holds the lock; an idle queue is
+    /// reported idle).
+    fn synced_locked(
         &self,
+        q: &mut Queued<H::Command>,
         cmd: CommandId,
         completed_at: Option<Nanos>,
         now: Nanos,
     ) -> Option<Observed> {
-        let mut q = self.lock();
         let synced = q.machine.on_synced(cmd, now);
         if synced.is_some() && q.machine.can_launch() {
             q.refill_from = completed_at;
@@ -212,12 +213,53 @@ impl<H: HwQueue> SharedMachine<H> {
         if synced.is_some_and(|s| s.now_idle) {
             self.report_idle();
         }
-        let observed = synced.map(|synced| Observed {
+        synced.map(|synced| Observed {
             p99: q.ledger.completed(synced.last, completed_at, now),
             synced,
-        });
-        self.publish(&q);
-        observed
+        })
+    }
+
+    /// Publish what an observation found to the queue's readers and waiters (after the
+    /// machine published its state, so whoever the completion wakes sees a query that agrees).
+    fn publish_observed(&self, observed: &Observed) {
+        if let Some(p99) = observed.p99 {
+            self.tracker.publish_recent_p99(p99);
+        }
+        self.tracker.publish_done(observed.synced.last.0 + 1);
+    }
+
+    /// The synchronization point at `cmd`, completed at `completed_at` if the backend said
+    /// when, is observed complete now: what the machine says completed, published.
+    pub(crate) fn observe(&self, cmd: CommandId, completed_at: Option<Nanos>) -> Option<Synced> {
+        let observed = {
+            let mut q = self.lock();
+            let observed = self.synced_locked(&mut q, cmd, completed_at, clock::now());
+            self.publish(&q);
+            observed
+        }?;
+        self.publish_observed(&observed);
+        Some(observed.synced)
+    }
+
+    /// What the launcher does for a synchronization point, at once and under one lock, on the
+    /// thread that completed it (the backend's completion hook): observe it and launch what
+    /// it makes possible.
+    pub(crate) fn observe_and_refill(
+        &self,
+        cmd: CommandId,
+        completed_at: Option<Nanos>,
+        now: Nanos,
+    ) {
+        let observed = {
+            let mut q = self.lock();
+            let observed = self.synced_locked(&mut q, cmd, completed_at, now);
+            self.launch_locked(&mut q, now);
+            self.publish(&q);
+            observed
+        };
+        if let Some(observed) = observed {
+            self.publish_observed(&observed);
+        }
     }
 
     /// Change the machine's suspension with `f` and execute, under the lock, what it asks

@@ -14,6 +14,7 @@ use crate::clock;
 use crate::completion::CompletionSink;
 use crate::error::CommandError;
 use crate::launcher::Msg;
+use crate::refill::Deferral;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -411,15 +412,25 @@ pub(crate) struct QueueSink {
     pub(crate) tracker: std::sync::Arc<Tracker>,
     pub(crate) launcher: Sender<Msg>,
     pub(crate) tails: bool,
+    /// The queue's completion hook: where the backend runs one, synchronization points are
+    /// observed and refilled on the completing thread instead of waking the launcher.
+    pub(crate) deferral: std::sync::Arc<Deferral>,
 }
 
 impl CompletionSink for QueueSink {
     fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>) {
         self.tracker.record_hw_completion(cmd, result);
         let sync = sync && (!self.tails || self.tracker.tail_needed(cmd));
-        if sync || self.tracker.wanted(cmd) || self.tracker.refill_due(cmd) {
+        let wanted = self.tracker.wanted(cmd);
+        if sync || wanted || self.tracker.refill_due(cmd) {
+            let at = clock::now();
+            // A completion somebody waits for (a waiter, or the launcher watching) goes to the
+            // launcher as before; the others, to the hook when the backend runs one.
+            if !wanted && self.deferral.defer(cmd, at) {
+                return;
+            }
             // The launcher may be gone when a queue is torn down; nothing waits then.
-            let _ = self.launcher.send(Msg::Synced(cmd, clock::now()));
+            let _ = self.launcher.send(Msg::Synced(cmd, at));
         }
     }
 

@@ -8,12 +8,14 @@
 //! to their waiters. No command is silently lost.
 
 use crate::account::QueueAccount;
-use crate::error::{CommandError, RuntimeError};
+use crate::completion::CompletionHook;
+use crate::error::{CommandError, HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::{Launcher, Msg};
 use crate::machine::SharedMachine;
 use crate::mode::{Mode, ModeCell};
 use crate::options::QueueOptions;
+use crate::refill::{Deferral, Refill, RefillStats};
 use crate::scheduler::{Control, SchedLink, SchedulerThread, StatsSource, Steerer};
 use crate::shared::{QueueSink, Tracker};
 use crate::steer::{Steer, Steering};
@@ -92,6 +94,8 @@ pub struct XQueue<H: HwQueue> {
     /// The next command id; held while submitting so ids match the machine's order.
     next_id: Mutex<u64>,
     machine: Arc<SharedMachine<H>>,
+    /// Its completion hook (refill on the completing thread).
+    deferral: Arc<Deferral>,
     hints: Mutex<QueueHints>,
     /// Its mode and bounds (see [`set_mode`](Self::set_mode)).
     steering: Arc<Steering<H>>,
@@ -111,11 +115,13 @@ impl<H: HwQueue> XQueue<H> {
         caps.check_level(level)?;
         let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
         let tracker = Arc::new(Tracker::new(level));
+        let deferral = Arc::new(Deferral::new(tx.clone()));
         let sink = |tails| -> Arc<dyn crate::completion::CompletionSink> {
             Arc::new(QueueSink {
                 tracker: tracker.clone(),
                 launcher: tx.clone(),
                 tails,
+                deferral: deferral.clone(),
             })
         };
         let machine = Arc::new(SharedMachine::new(
@@ -125,6 +131,20 @@ impl<H: HwQueue> XQueue<H> {
             [sink(false), sink(true)],
             scheduler.map(|s| s.link(id)),
         ));
+        // Refill on the completing thread where the backend runs deferred completion work.
+        let hook = CompletionHook::new(Arc::new(Refill {
+            deferral: deferral.clone(),
+            machine: Arc::downgrade(&machine),
+            queue: id,
+        }));
+        match hw.set_completion_hook(hook) {
+            Ok(()) => deferral.activate(),
+            Err(HwError::NoCompletionHook) => {}
+            Err(e) => tracing::warn!(
+                "queue {id}: the backend's completion hook failed ({e}); its launcher thread \
+                 refills it"
+            ),
+        }
         let mode = Arc::new(ModeCell::new(options.mode));
         let steering = Arc::new(Steering::new(
             machine.clone(),
@@ -175,6 +195,7 @@ impl<H: HwQueue> XQueue<H> {
             rx,
             tracker: tracker.clone(),
             sched: scheduler.map(link),
+            deferral: deferral.clone(),
         };
         machine.set_latency_bound(latency_bound(&options.hints));
         let sched = scheduler.map(|s| s.link(id));
@@ -192,6 +213,7 @@ impl<H: HwQueue> XQueue<H> {
             }),
             next_id: Mutex::new(0),
             machine,
+            deferral,
             hints: Mutex::new(options.hints),
             steering,
             sched,
@@ -376,6 +398,12 @@ impl<H: HwQueue> XQueue<H> {
     /// What the queue's commands went through so far (see [`QueueAccount`]).
     pub fn account(&self) -> QueueAccount {
         self.machine.account()
+    }
+
+    /// Where its synchronization points were observed and refilled: on the backend's
+    /// completing thread (its completion hook) or by waking the launcher thread.
+    pub fn refill_stats(&self) -> RefillStats {
+        self.deferral.stats()
     }
 
     /// The hints in force.

@@ -1,0 +1,176 @@
+//! Refill on the completing thread (issue 30): when the backend runs deferred completion work
+//! ([`HwQueue::set_completion_hook`]), the observation of a synchronization point and the
+//! launches it makes possible (the next commands up to the threshold) run on the thread that
+//! completed the command, right after it reported the completion, instead of costing the
+//! queue's launcher thread a wake-up.
+//!
+//! The work is the launcher's own (`SharedMachine::observe_and_refill`, under the queue's
+//! lock, in the machine's order), so every rule of the launcher path holds: commands launch in
+//! submission order and once, completions are published once, a suspended queue launches
+//! nothing. What still goes to the launcher: completions somebody waits for (a waiter, or the
+//! launcher watching after a cancel or while closing), and everything when the backend offers no
+//! hook, refuses it, or gives it back (then anything due is passed on to the launcher, once).
+
+use crate::clock;
+use crate::completion::DeferredWork;
+use crate::hwqueue::HwQueue;
+use crate::launcher::Msg;
+use crate::machine::SharedMachine;
+use crossbeam_channel::Sender;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use xsched_core::{CommandId, Nanos, QueueId};
+
+/// The hook is not (yet) in use: the launcher refills.
+const OFF: u8 = 0;
+/// The backend accepted the hook and runs it.
+const ON: u8 = 1;
+/// The backend gave the hook back (or it failed): the launcher refills from now on.
+const RELEASED: u8 = 2;
+
+/// Where a queue's synchronization points were observed (see [`XQueue::refill_stats`]).
+///
+/// [`XQueue::refill_stats`]: crate::XQueue::refill_stats
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefillStats {
+    /// Whether the backend runs the queue's completion hook now.
+    pub completion_hook: bool,
+    /// Observations (with the refill after them) made on the backend's completing thread.
+    pub on_completing_thread: u64,
+    /// Completions the launcher thread was woken for (synchronization points without the hook,
+    /// and completions somebody waits for).
+    pub launcher_wakeups: u64,
+}
+
+/// A queue's side of its completion hook, shared by its completion sinks and its launcher.
+pub(crate) struct Deferral {
+    state: AtomicU8,
+    /// 1 + the newest synchronization point whose observation waits for the hook (0: none).
+    due: AtomicU64,
+    /// When the newest of them completed (ns on the runtime clock).
+    at: AtomicU64,
+    launcher: Sender<Msg>,
+    on_hook: AtomicU64,
+    on_launcher: AtomicU64,
+}
+
+impl Deferral {
+    pub(crate) fn new(launcher: Sender<Msg>) -> Deferral {
+        Deferral {
+            state: AtomicU8::new(OFF),
+            due: AtomicU64::new(0),
+            at: AtomicU64::new(0),
+            launcher,
+            on_hook: AtomicU64::new(0),
+            on_launcher: AtomicU64::new(0),
+        }
+    }
+
+    /// The backend accepted the hook (unless it already gave it back).
+    pub(crate) fn activate(&self) {
+        let _ = self
+            .state
+            .compare_exchange(OFF, ON, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Leave the observation of `cmd`, completed at `at`, to the hook. False when the launcher
+    /// refills this queue (the caller wakes it as before).
+    pub(crate) fn defer(&self, cmd: CommandId, at: Nanos) -> bool {
+        if self.state.load(Ordering::SeqCst) != ON {
+            return false;
+        }
+        self.at.fetch_max(at.0, Ordering::SeqCst);
+        self.due.fetch_max(cmd.0 + 1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) != ON {
+            // Given back meanwhile: pass on whatever the release did not.
+            self.flush();
+        }
+        true
+    }
+
+    fn is_due(&self) -> bool {
+        self.due.load(Ordering::SeqCst) != 0
+    }
+
+    fn take(&self) -> Option<(CommandId, Nanos)> {
+        let due = self.due.swap(0, Ordering::SeqCst);
+        (due > 0).then(|| (CommandId(due - 1), Nanos(self.at.load(Ordering::SeqCst))))
+    }
+
+    /// Hand whatever is due to the launcher.
+    fn flush(&self) {
+        if let Some((cmd, at)) = self.take() {
+            let _ = self.launcher.send(Msg::Synced(cmd, at));
+        }
+    }
+
+    /// Stop using the hook for good (logged once, naming `why`, if it was in use and the
+    /// queue still exists), and hand what is due to the launcher.
+    fn release(&self, queue: Option<QueueId>, why: &str) {
+        if self.state.swap(RELEASED, Ordering::SeqCst) == ON
+            && let Some(q) = queue
+        {
+            tracing::warn!("queue {q}: {why}; its launcher thread refills it from now on");
+        }
+        self.flush();
+    }
+
+    /// The launcher thread was woken for a completion.
+    pub(crate) fn launcher_woken(&self) {
+        self.on_launcher.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> RefillStats {
+        RefillStats {
+            completion_hook: self.state.load(Ordering::SeqCst) == ON,
+            on_completing_thread: self.on_hook.load(Ordering::Relaxed),
+            launcher_wakeups: self.on_launcher.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The work behind the [`CompletionHook`](crate::CompletionHook) an XQueue hands its backend.
+pub(crate) struct Refill<H: HwQueue> {
+    pub(crate) deferral: Arc<Deferral>,
+    /// Weak: the backend keeps the hook, and the machine keeps the backend's queue.
+    pub(crate) machine: Weak<SharedMachine<H>>,
+    pub(crate) queue: QueueId,
+}
+
+impl<H: HwQueue> DeferredWork for Refill<H> {
+    fn due(&self) -> bool {
+        self.deferral.is_due()
+    }
+
+    fn run(&self) {
+        let Some((cmd, at)) = self.deferral.take() else {
+            return;
+        };
+        let Some(machine) = self.machine.upgrade() else {
+            return;
+        };
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            machine.observe_and_refill(cmd, Some(at), clock::now());
+        }));
+        if ran.is_ok() {
+            self.deferral.on_hook.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Observing again is harmless (an observed command is not observed twice), so the
+            // launcher redoes what the failed run may have left undone.
+            self.deferral.release(
+                Some(self.queue),
+                "the refill on the completing thread panicked",
+            );
+            let _ = self.deferral.launcher.send(Msg::Synced(cmd, at));
+        }
+    }
+
+    fn released(&self) {
+        let alive = self.machine.strong_count() > 0;
+        self.deferral.release(
+            alive.then_some(self.queue),
+            "the backend gave back its completion hook",
+        );
+    }
+}
