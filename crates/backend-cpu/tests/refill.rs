@@ -83,7 +83,9 @@ fn options() -> QueueOptions {
 }
 
 /// Submit `n` host commands that each take ~20 µs and record their index; wait for all of
-/// them; the order they ran in.
+/// them; the order they ran in. It waits by polling the queue's state, which wakes nobody: a
+/// waiter asks the launcher to look at the hardware (and launch what that allows), which
+/// would blur what launched where.
 fn run_recorded(q: &xsched_runtime::XQueue<Watched>, n: u32) -> Vec<u32> {
     let order = Arc::new(Mutex::new(Vec::new()));
     for i in 0..n {
@@ -94,6 +96,9 @@ fn run_recorded(q: &xsched_runtime::XQueue<Watched>, n: u32) -> Vec<u32> {
         }))
         .expect("submit");
     }
+    common::until("every command observed", || {
+        q.query().completed == u64::from(n)
+    });
     q.wait_all().expect("every command ran");
     order.lock().expect("order").clone()
 }
@@ -109,12 +114,13 @@ fn sync_points_refill_on_the_completing_thread_without_waking_the_launcher() {
     assert_eq!(order, (0..n).collect::<Vec<_>>(), "in order, each once");
     let stats = q.refill_stats();
     assert!(stats.completion_hook, "the CPU device runs the hook");
-    // ~48 synchronization points; only the command `wait_all` waits for may wake the launcher.
+    // ~50 synchronization points (every 4th command, and the last), none observed by the
+    // launcher.
     assert!(
         stats.on_completing_thread >= 10,
         "refills on the worker: {stats:?}"
     );
-    assert!(stats.launcher_wakeups <= 1, "launcher woken: {stats:?}");
+    assert_eq!(stats.launcher_wakeups, 0, "launcher woken: {stats:?}");
     assert_eq!(
         hw.launches_from("xsched-launch-"),
         0,

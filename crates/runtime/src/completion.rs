@@ -3,8 +3,9 @@
 //! Every launched command travels with a [`Completion`]. The backend calls
 //! [`Completion::complete`] once, in the hardware queue's order, when the command is done (or
 //! failed). A completion that is dropped unreported counts as [`CommandError::Lost`], so a buggy
-//! backend cannot make a waiter hang. Completions of synchronization points wake the launcher;
-//! the others cost one atomic store.
+//! backend cannot make a waiter hang. Completions of synchronization points wake the launcher,
+//! or, where the backend runs the queue's [`CompletionHook`], are observed and refilled on the
+//! completing thread; the others cost one atomic store.
 
 use crate::error::CommandError;
 use std::sync::Arc;

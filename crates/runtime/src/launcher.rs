@@ -2,9 +2,12 @@
 //! launches what they make possible (the commands that waited for a synchronization point).
 //!
 //! Completions arrive as messages from the backend's completion callbacks, so the launcher never
-//! blocks on the hardware. Submissions, suspend, resume and reconfiguration do not go through
-//! it: they act on the shared machine directly and launch what they allow on their own thread
-//! (`machine.rs`), saving the wake-up a hop through here would cost.
+//! blocks on the hardware. Where the backend runs the queue's completion hook (`refill.rs`),
+//! synchronization points nobody waits for are observed and refilled on the completing thread
+//! instead, and the launcher is left with waited-for completions, cancels and closing.
+//! Submissions, suspend, resume and reconfiguration do not go through it: they act on the
+//! shared machine directly and launch what they allow on their own thread (`machine.rs`),
+//! saving the wake-up a hop through here would cost.
 
 use crate::clock;
 use crate::hwqueue::HwQueue;

@@ -2,7 +2,9 @@
 //! backend's completion callbacks.
 //!
 //! The hot path is lock-free: a completion stores one atomic watermark and, only for a
-//! synchronization point or the command somebody waits for, sends the launcher one message. The
+//! synchronization point or the command somebody waits for, sends the launcher one message (a
+//! synchronization point nobody waits for goes to the queue's completion hook instead, where
+//! the backend runs one: see `refill.rs`). The
 //! mutex guards what waiters read (the observed-completion watermark, failures, cancellations,
 //! who waits for what) and is taken once per synchronization point, or on a failure.
 //!
