@@ -9,7 +9,7 @@
 //! takes it out of the queue, or, if it was admitted in that instant, frees its slot: nothing
 //! leaks either way.
 
-use crate::concurrency::{Answer, Learner};
+use crate::concurrency::{Answer, Count, Learner};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -323,11 +323,34 @@ impl Admission {
         }) else {
             return;
         };
+        self.learned_limit(&mut st, upstream, limit);
+    }
+
+    /// Upstream `upstream`'s count of the tokens it generated was read (`engines.rs`): its
+    /// concurrency learner measures by it, and a new limit takes effect at once.
+    pub fn generated(&self, upstream: usize, tokens: f64) {
+        let mut st = self.lock();
+        let backlog = st.scheduler.waiting() > 0;
+        let at = self.now();
+        let Some(learner) = st.learners.as_mut().and_then(|l| l.get_mut(upstream)) else {
+            return;
+        };
+        let Some(limit) = learner.counted(Count {
+            at,
+            tokens,
+            backlog,
+        }) else {
+            return;
+        };
+        self.learned_limit(&mut st, upstream, limit);
+    }
+
+    fn learned_limit(&self, st: &mut State, upstream: usize, limit: usize) {
         tracing::info!("upstream {upstream}: concurrency learned: {limit}");
         if let Some(r) = st.reports.get_mut(upstream) {
             r.1 = Some(limit);
         }
-        self.feed_report(&mut st, upstream);
+        self.feed_report(st, upstream);
     }
 
     /// Each upstream's learned concurrency (empty when it is not learned).

@@ -7,18 +7,28 @@
 //! between 1 and the smaller of `--concurrency` and the engine's slots (never above them).
 //!
 //! - It starts at the most (so a lightly loaded gateway is never held below what it was
-//!   configured for) and measures output tokens per second over windows of answers that ended
-//!   while requests waited in the gateway's queue (the level times the answers' output tokens
-//!   over their summed time from admission to end: with every slot busy, Little's law) (only then is the limit what bounds the
-//!   engine's work; a window with too few such answers is dropped, and nothing changes).
+//!   configured for) and measures output tokens per second over windows in which requests
+//!   waited in the gateway's queue (only then is the limit what bounds the engine's work; a
+//!   window with too little backlog, [`BACKLOG_SHARE`], is dropped, and nothing changes).
+//! - **Where the engine counts the tokens it generates** (vLLM's
+//!   `vllm:generation_tokens_total`; llama.cpp's busy slots per decode step times its steps,
+//!   `llamacpp:n_busy_slots_per_decode` × `llamacpp:n_decode_total`, both updated every step),
+//!   a window is [`WINDOW_S`] of that counter's growth, read at each scrape ([`Count`]). The
+//!   answers' own token counts measure only when answers end, so a window of tens of answers
+//!   whose lengths spread from 1 to hundreds of tokens measured a level to about ±10 %, wider
+//!   than the rule decides by (docs/BENCHMARKS.md); llama.cpp's `tokens_predicted_total` is no
+//!   better, as it too grows only when an answer ends.
+//! - **Elsewhere**, a window is [`WINDOW_ANSWERS`] answers: the level times their output tokens
+//!   over their summed time from admission to end (with every slot busy, Little's law).
 //! - It steps down one at a time while the new level stays within [`WITHIN`] of the best level
-//!   measured; a step that falls further goes back, and holds.
+//!   measured, **over two windows** (each one's rate and their mean): one lucky window does
+//!   not move it down. A step that falls further goes back, and holds.
 //! - While holding it measures again every [`REPROBE`] windows, trying one down and one up by
 //!   turns (up is kept when the level below is no longer within [`WITHIN`] of it), so a change
 //!   in the load (longer prompts, another client of the engine) moves it.
 //!
 //! The answers that end just after a change were admitted before it: the first `limit` of
-//! them are not counted in the new level's window.
+//! them end before the new level's window starts.
 
 /// How far below the best throughput measured a level may be and still be kept.
 pub const WITHIN: f64 = 0.05;
@@ -26,7 +36,10 @@ pub const WITHIN: f64 = 0.05;
 pub const REPROBE: u32 = 8;
 /// Answers in a window at least (and at least eight per request in flight).
 pub const WINDOW_ANSWERS: usize = 32;
-/// The share of a window's answers that must have ended with requests waiting.
+/// Seconds of the engine's token counter in a window at least.
+pub const WINDOW_S: f64 = 8.0;
+/// The share of a window's answers (or counter readings) that must have come with requests
+/// waiting.
 pub const BACKLOG_SHARE: f64 = 0.75;
 
 /// One answer that ended.
@@ -42,12 +55,24 @@ pub struct Answer {
     pub backlog: bool,
 }
 
+/// One reading of the engine's own count of the tokens it generated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Count {
+    /// When it was read (seconds on the clock of [`Answer::at`]).
+    pub at: f64,
+    /// Tokens generated since the engine started.
+    pub tokens: f64,
+    /// Whether requests were waiting in the gateway's queue when it was read.
+    pub backlog: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Measuring the level it is at before deciding anything (the start).
     Measuring,
-    /// Trying one level below or above `from`.
-    Probing { from: usize },
+    /// Trying one level below or above `from`; a level below is kept once a second window
+    /// confirms it (`confirmed`: the first did).
+    Probing { from: usize, confirmed: bool },
     /// Keeping its level; windows held so far, and whether the next probe goes up.
     Holding { windows: u32, up_next: bool },
 }
@@ -69,6 +94,13 @@ pub struct Learner {
     with_backlog: usize,
     tokens: u64,
     service_s: f64,
+    /// Whether the engine's token counter measures (from its first reading on).
+    by_counter: bool,
+    /// The counter window so far: its first reading, the readings since and those with a
+    /// backlog.
+    count_start: Option<(f64, f64)>,
+    readings: usize,
+    readings_with_backlog: usize,
 }
 
 impl Learner {
@@ -87,6 +119,10 @@ impl Learner {
             with_backlog: 0,
             tokens: 0,
             service_s: 0.0,
+            by_counter: false,
+            count_start: None,
+            readings: 0,
+            readings_with_backlog: 0,
         }
     }
 
@@ -118,7 +154,11 @@ impl Learner {
             self.settle -= 1;
             // The window starts when the last answer from before the change has ended.
             self.started = Some(a.at);
+            self.count_start = None;
             return None;
+        }
+        if self.by_counter {
+            return None; // The counter measures; answers only settle a change.
         }
         let Some(started) = self.started else {
             self.started = Some(a.at);
@@ -149,6 +189,38 @@ impl Learner {
         self.measured(self.limit as f64 * tokens as f64 / service_s)
     }
 
+    /// The engine's token counter was read; the new limit when it changes.
+    pub fn counted(&mut self, c: Count) -> Option<usize> {
+        self.by_counter = true;
+        if self.settle > 0 {
+            return None;
+        }
+        let Some((t0, n0)) = self.count_start else {
+            self.restart_count(c);
+            return None;
+        };
+        if c.tokens < n0 || c.at <= t0 {
+            self.restart_count(c); // The engine restarted, or the clock did not move.
+            return None;
+        }
+        self.readings += 1;
+        self.readings_with_backlog += usize::from(c.backlog);
+        if c.at - t0 < WINDOW_S {
+            return None;
+        }
+        let (readings, with_backlog) = (self.readings, self.readings_with_backlog);
+        self.restart_count(c);
+        if (with_backlog as f64) < BACKLOG_SHARE * readings as f64 {
+            return None; // The limit did not bound the engine's work: nothing learned.
+        }
+        self.measured((c.tokens - n0) / (c.at - t0))
+    }
+
+    fn restart_count(&mut self, c: Count) {
+        self.count_start = Some((c.at, c.tokens));
+        (self.readings, self.readings_with_backlog) = (0, 0);
+    }
+
     /// A window at the current level measured `rate`: what to do next.
     fn measured(&mut self, rate: f64) -> Option<usize> {
         let level = self.limit;
@@ -156,16 +228,25 @@ impl Learner {
         self.rates[level] = Some(known);
         let next = match self.phase {
             Phase::Measuring => self.probe(false),
-            Phase::Probing { from } => {
-                // Down is kept while within `WITHIN` of the best level measured; up when the
-                // level below is no longer within it of this one.
-                let kept = if level < from {
+            Phase::Probing { from, confirmed } => {
+                // Down is kept while within `WITHIN` of the best level measured, this window
+                // and the mean of two; up when the level below is no longer within it of this
+                // one.
+                let down = level < from;
+                let kept = if down {
                     let best = self.rates.iter().flatten().fold(0.0, |a: f64, &b| a.max(b));
-                    known >= best * (1.0 - WITHIN)
+                    known.min(rate) >= best * (1.0 - WITHIN)
                 } else {
                     self.rates[from].unwrap_or(0.0) < known * (1.0 - WITHIN)
                 };
-                if kept {
+                if kept && down && !confirmed {
+                    // Once more at this level before going further.
+                    self.phase = Phase::Probing {
+                        from,
+                        confirmed: true,
+                    };
+                    level
+                } else if kept {
                     // The same direction once more, if there is room.
                     self.probe(level > from)
                 } else {
@@ -198,7 +279,10 @@ impl Learner {
         };
         match to {
             Some(to) => {
-                self.phase = Phase::Probing { from: level };
+                self.phase = Phase::Probing {
+                    from: level,
+                    confirmed: false,
+                };
                 to
             }
             None => {
@@ -255,6 +339,136 @@ mod tests {
         }
         let most = (1..curve.len()).max_by_key(|&k| at[k]).unwrap_or(1);
         (most, l)
+    }
+
+    /// An engine whose token counter grows at `rate(level)` tokens a second, read every half
+    /// second, always backlogged, with an answer of 100 tokens ending whenever 100 more were
+    /// generated (what settles a change), for `seconds` from `at`.
+    struct Counted {
+        at: f64,
+        tokens: f64,
+        next_answer: f64,
+    }
+
+    impl Counted {
+        fn new() -> Counted {
+            Counted {
+                at: 0.0,
+                tokens: 0.0,
+                next_answer: 100.0,
+            }
+        }
+
+        fn run(&mut self, l: &mut Learner, seconds: f64, rate: impl Fn(usize) -> f64) {
+            let end = self.at + seconds;
+            while self.at < end {
+                let level = l.limit();
+                self.at += 0.5;
+                self.tokens += 0.5 * rate(level);
+                while self.tokens >= self.next_answer {
+                    self.next_answer += 100.0;
+                    l.answered(Answer {
+                        at: self.at,
+                        output_tokens: 100,
+                        service_s: 1.0,
+                        backlog: true,
+                    });
+                }
+                l.counted(Count {
+                    at: self.at,
+                    tokens: self.tokens,
+                    backlog: true,
+                });
+            }
+        }
+    }
+
+    /// The level a learner fed by its engine's counter spent most of the second half of
+    /// `seconds` at.
+    fn run_counted(curve: &[f64], seconds: f64) -> usize {
+        let mut l = Learner::new(curve.len() - 1);
+        let mut engine = Counted::new();
+        engine.run(&mut l, seconds / 2.0, |k| curve[k]);
+        let mut at = vec![0usize; curve.len()];
+        while engine.at < seconds {
+            at[l.limit()] += 1;
+            engine.run(&mut l, 0.5, |k| curve[k]);
+        }
+        (1..curve.len()).max_by_key(|&k| at[k]).unwrap_or(1)
+    }
+
+    #[test]
+    fn the_engines_token_counter_measures_the_same_levels() {
+        assert_eq!(run_counted(&[0.0, 10.0, 19.0, 20.0, 20.5], 20_000.0), 3);
+        assert_eq!(run_counted(&[0.0, 10.0, 20.0, 30.0, 40.0], 20_000.0), 4);
+        assert_eq!(run_counted(&[0.0, 10.0, 10.0, 10.0, 10.0], 20_000.0), 1);
+        assert_eq!(run_counted(&[0.0, 10.0, 25.0, 20.0, 15.0], 20_000.0), 2);
+    }
+
+    #[test]
+    fn once_the_counter_reads_answers_only_settle_a_change() {
+        let mut l = Learner::new(4);
+        let mut engine = Counted::new();
+        engine.run(&mut l, 1.0, |_| 100.0);
+        // Answers whose own figures say one at a time is as fast: ignored.
+        for i in 0..1_000 {
+            let changed = l.answered(Answer {
+                at: 2.0 + f64::from(i),
+                output_tokens: 100,
+                service_s: 0.01,
+                backlog: true,
+            });
+            assert_eq!(changed, None);
+        }
+        assert_eq!(l.rate(4), None);
+        engine.run(&mut l, 10.0, |_| 100.0);
+        assert!(l.rate(4).is_some_and(|r| (r - 100.0).abs() < 1e-9), "{l:?}");
+    }
+
+    #[test]
+    fn a_step_down_needs_a_second_window_to_confirm_it() {
+        // The measured llama-server's curve (docs/BENCHMARKS.md): every level below 4 loses 11 %
+        // or more. One lucky window at 3 (within 5 % of 4) does not keep it there.
+        let curve = [0.0, 75.0, 94.0, 99.0, 111.0];
+        let lucky = [0.0, 75.0, 94.0, 108.0, 111.0];
+        let mut l = Learner::new(4);
+        let mut engine = Counted::new();
+        // Its first window at 3 is lucky (108, within 5 % of 111).
+        while l.rate(3).is_none() {
+            engine.run(&mut l, 0.5, |k| lucky[k]);
+        }
+        assert!(l.rate(4).is_some(), "it measured 4 first: {l:?}");
+        assert_eq!(l.limit(), 3, "it measures 3 once more: {l:?}");
+        // The next is not: back to 4.
+        let first = l.rate(3);
+        while l.rate(3) == first {
+            engine.run(&mut l, 0.5, |k| curve[k]);
+        }
+        assert_eq!(l.limit(), 4, "{l:?}");
+        // Two windows that agree move it down.
+        let mut l = Learner::new(4);
+        let mut engine = Counted::new();
+        engine.run(&mut l, 80.0, |k| [0.0, 75.0, 94.0, 108.0, 111.0][k]);
+        assert!(l.limit() <= 3, "{l:?}");
+    }
+
+    #[test]
+    fn a_counter_that_goes_back_restarts_the_window() {
+        let mut l = Learner::new(2);
+        for (at, tokens) in [(0.0, 1_000.0), (5.0, 1_500.0), (6.0, 10.0), (9.0, 300.0)] {
+            l.counted(Count {
+                at,
+                tokens,
+                backlog: true,
+            });
+        }
+        assert_eq!(l.rate(2), None, "the engine restarted: no window yet");
+        l.counted(Count {
+            at: 14.0,
+            tokens: 810.0,
+            backlog: true,
+        });
+        assert!(l.rate(2).is_some_and(|r| (r - 100.0).abs() < 1e-9), "{l:?}");
     }
 
     #[test]

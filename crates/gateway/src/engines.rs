@@ -17,6 +17,9 @@
 //!   for [`STALE_AFTER`] is sent nothing until they answer again. An engine with no metrics at
 //!   all (no `/metrics`, or none of the names above) is admitted by `--concurrency` alone.
 //! - Its KV usage, with `--kv-tokens`, is its free KV for admission.
+//! - Its count of generated tokens (vLLM's `vllm:generation_tokens_total`; llama.cpp's
+//!   `llamacpp:n_decode_total` × `llamacpp:n_busy_slots_per_decode`), with
+//!   `--learn-concurrency`, measures its throughput at each level (`concurrency.rs`).
 //!
 //! Every scrape is bounded: [`SCRAPE_TIMEOUT`] and [`MAX_SCRAPE`] bytes.
 
@@ -48,11 +51,16 @@ pub struct Scraped {
     pub running: Option<f64>,
     /// The fraction of its KV cache in use (0 to 1).
     pub kv_used: Option<f64>,
+    /// Tokens it has generated since it started, counted at every step.
+    pub generated: Option<f64>,
 }
 
 impl Scraped {
     fn any(&self) -> bool {
-        self.waiting.is_some() || self.running.is_some() || self.kv_used.is_some()
+        self.waiting.is_some()
+            || self.running.is_some()
+            || self.kv_used.is_some()
+            || self.generated.is_some()
     }
 }
 
@@ -73,14 +81,25 @@ const KV_USED: [&str; 3] = [
     "sglang:token_usage",
 ];
 
+/// What counts generated tokens at every step: vLLM's counter, or llama.cpp's decode steps and
+/// the mean busy slots per step, whose product is the slot-steps so far (a generating slot
+/// makes one token a step; a slot still reading its prompt counts too, one a step).
+/// (`llamacpp:tokens_predicted_total` grows only when an answer ends, so it is not read.)
+const GENERATED: [&str; 3] = [
+    "vllm:generation_tokens_total",
+    "llamacpp:n_decode_total",
+    "llamacpp:n_busy_slots_per_decode",
+];
+
 /// Read Prometheus text: the names above, summed over label sets; a line that does not parse is
 /// skipped.
 pub fn parse(text: &str) -> Scraped {
-    let mut sums: [Option<f64>; 9] = [None; 9];
+    let mut sums: [Option<f64>; 12] = [None; 12];
     let names: Vec<&str> = WAITING
         .iter()
         .chain(&RUNNING)
         .chain(&KV_USED)
+        .chain(&GENERATED)
         .copied()
         .collect();
     for line in text.lines() {
@@ -113,6 +132,7 @@ pub fn parse(text: &str) -> Scraped {
         waiting: first(0..3),
         running: first(3..6),
         kv_used: first(6..9).map(|v| v.min(1.0)),
+        generated: sums[9].or_else(|| sums[10].zip(sums[11]).map(|(steps, busy)| steps * busy)),
     }
 }
 
@@ -231,6 +251,9 @@ impl Engines {
                     if let Some(r) = fed {
                         admission.report(u, r);
                     }
+                    if let Some(tokens) = scraped.and_then(|s| s.generated) {
+                        admission.generated(u, tokens);
+                    }
                 }
             });
         }
@@ -306,6 +329,7 @@ mod tests {
                 waiting: Some(3.0),
                 running: Some(5.0),
                 kv_used: Some(0.25),
+                generated: None,
             },
             "the current KV name before the deprecated one"
         );
@@ -318,10 +342,29 @@ mod tests {
                 waiting: Some(1.0),
                 running: Some(4.0),
                 kv_used: None,
+                generated: None,
             }
         );
         let sglang = parse("sglang:num_queue_reqs{a=\"b\"} 7\nsglang:token_usage 0.4\n");
         assert_eq!((sglang.waiting, sglang.kv_used), (Some(7.0), Some(0.4)));
+    }
+
+    #[test]
+    fn generated_tokens_counted_at_every_step() {
+        let vllm = parse("vllm:generation_tokens_total{model_name=\"m\"} 1200\n");
+        assert_eq!(vllm.generated, Some(1200.0));
+        // llama.cpp: the decode steps times the mean busy slots a step (its own text).
+        let llama = "# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 500\n\
+            llamacpp:tokens_predicted_total 90\n\
+            # TYPE llamacpp:n_busy_slots_per_decode gauge\nllamacpp:n_busy_slots_per_decode 3.5\n";
+        let llama = parse(llama);
+        assert_eq!(llama.generated, Some(1750.0));
+        assert!(llama.any(), "a counter alone is metrics");
+        let half = parse("llamacpp:n_decode_total 500\n");
+        assert_eq!(
+            half.generated, None,
+            "steps without their busy slots count nothing"
+        );
     }
 
     #[test]
@@ -347,6 +390,7 @@ mod tests {
             waiting: Some(0.0),
             running: Some(2.0),
             kv_used: Some(0.5),
+            generated: None,
         };
         let r = report(idle, false, Some(4), Some(1000));
         assert_eq!(r.step_tokens, None, "free to admit");
