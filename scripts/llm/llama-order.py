@@ -7,7 +7,10 @@ warmed with `--warm` other prompts (so SageSched's history holds answers), then 
 same `--requests` ShareGPT prompts at the same Azure code arrival gaps (`xsched llm load
 --trace azure-code --rate R --recorded-lengths --max-tokens M`: every request asks for its
 recorded answer's length with `ignore_eos`). Prints a markdown table: per pair, each policy's
-mean and P99 TTLT and SageSched's mean against FCFS's; writes every sample under --out.
+mean and P99 TTLT, its longest relative wait (max over requests of (TTLT − time alone) / time
+alone, each prompt's time alone measured once, first, one request at a time straight to the
+engine; `--no-alone` skips that pass and the column) and SageSched's mean against FCFS's;
+writes every sample under --out.
 `--against direct` pairs the FCFS gateway with the same load sent straight to the engine
 instead (what the gateway costs when it does not reorder).
 
@@ -38,6 +41,19 @@ def load(xsched, port, args, extra, samples=None):
     return json.loads(out)
 
 
+def samples(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def relative_wait(path, alone):
+    """The longest (TTLT − time alone) / time alone of a run's answered requests, as text."""
+    if alone is None:
+        return "–"
+    rel = [(x["ttlt_s"] - alone[x["prompt"]]) / alone[x["prompt"]]
+           for x in samples(path) if x.get("status") == 200 and alone.get(x["prompt"])]
+    return f"{max(rel):.1f}" if rel else "–"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -55,6 +71,8 @@ def main():
                     help="what FCFS is paired with: another gateway policy, or `direct` (the "
                          "same load straight to the engine)")
     ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
+    ap.add_argument("--no-alone", action="store_true",
+                    help="skip the pass that measures each prompt alone (no relative wait)")
     args = ap.parse_args()
     args.engine = "llama-server"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -64,6 +82,13 @@ def main():
         procs.start(bench.engine_command(args, 18181), args.out / "engine.log")
         bench.wait_up("http://127.0.0.1:18181", "llama-server")
         other = args.against
+        alone = None
+        if not args.no_alone:
+            # The measured requests (no --skip: the same in every pair), one at a time.
+            load(args.xsched, 18181, args, ["--sequential", "--requests", str(args.requests),
+                                            "--duration", "3600"], args.out / "alone.jsonl")
+            alone = {x["prompt"]: x["ttlt_s"] for x in samples(args.out / "alone.jsonl")
+                     if x["status"] == 200}
         for pair in range(args.first_pair - 1, args.first_pair - 1 + args.pairs):
             order = ["fcfs", other] if pair % 2 == 0 else [other, "fcfs"]
             got = {}
@@ -88,17 +113,18 @@ def main():
                     gw.stop()
             f, s = got["fcfs"], got[other]
             gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
-            rows.append((pair + 1, order[0], f, s, gain))
+            rel = {t: relative_wait(args.out / f"pair{pair}-{t}.jsonl", alone) for t in order}
+            rows.append((pair + 1, order[0], f, s, gain, rel["fcfs"], rel[other]))
             print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, {other} "
                   f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
     finally:
         procs.stop()
-    print(f"\n| pair (first) | FCFS mean / P99 TTLT ms | {other} mean / P99 TTLT ms | {other}'s mean below FCFS's | failed |")
-    print("|---|---|---|---|---|")
-    for pair, first, f, s, gain in rows:
+    print(f"\n| pair (first) | FCFS mean / P99 TTLT ms | {other} mean / P99 TTLT ms | {other}'s mean below FCFS's | longest relative wait FCFS / {other} | failed |")
+    print("|---|---|---|---|---|---|")
+    for pair, first, f, s, gain, rf, rs in rows:
         print(f"| {pair} ({first}) | {f['ttlt_mean_ms']:.0f} / {f['ttlt_p99_ms']:.0f} | "
               f"{s['ttlt_mean_ms']:.0f} / {s['ttlt_p99_ms']:.0f} | {gain * 100:.1f} % | "
-              f"{f['failed']} / {s['failed']} |")
+              f"{rf} / {rs} | {f['failed']} / {s['failed']} |")
 
 
 if __name__ == "__main__":

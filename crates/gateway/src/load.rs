@@ -118,7 +118,10 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 }
 
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
-    let client = crate::proxy::client(usize::MAX);
+    let client = Clients {
+        pooled: crate::proxy::client(usize::MAX),
+        fresh: crate::proxy::client(0),
+    };
     let mut rng = SeededRng::new(config.seed);
     let start = Instant::now();
     let mut at = Duration::ZERO;
@@ -199,8 +202,15 @@ struct Outcome {
     chunks: usize,
 }
 
+/// The connections requests go out on: kept alive, and a new one for a retry.
+#[derive(Clone)]
+struct Clients {
+    pooled: UpstreamClient,
+    fresh: UpstreamClient,
+}
+
 /// One streaming request from now.
-async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Outcome {
+async fn one(client: &Clients, url: &Uri, body: String) -> Outcome {
     let arrival = Instant::now();
     let failed = |status| Outcome {
         ttft: None,
@@ -212,13 +222,27 @@ async fn one(client: &UpstreamClient, url: &Uri, body: String) -> Outcome {
         "{}/v1/chat/completions",
         url.to_string().trim_end_matches('/')
     );
-    let Ok(req) = Request::post(uri)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-    else {
+    let body = Bytes::from(body);
+    let request = || {
+        Request::post(&uri)
+            .header("content-type", "application/json")
+            .body(Full::new(body.clone()))
+    };
+    let Ok(req) = request() else {
         return failed(0);
     };
-    let Ok(answer) = client.request(req).await else {
+    let answer = match client.pooled.request(req).await {
+        Ok(answer) => Ok(answer),
+        // Failed before any answer byte on a connection that may have been pooled (llama.cpp's
+        // server closes one right after a stream while advertising keep-alive): once more on a
+        // new one, as the gateway and the `openai` client do. The time counts from the first.
+        Err(e) if !e.is_connect() => match request() {
+            Ok(req) => client.fresh.request(req).await,
+            Err(_) => return failed(0),
+        },
+        Err(e) => Err(e),
+    };
+    let Ok(answer) = answer else {
         return failed(0);
     };
     let status = answer.status().as_u16();

@@ -198,6 +198,25 @@ fn a_kept_alive_connection_the_engine_closes_is_retried_once_on_a_new_one() {
         "the pooled connection was reused and dropped: {}",
         dropped.load(Ordering::SeqCst)
     );
+    // The load generator, one request at a time straight to such an engine, as well.
+    let before = dropped.load(Ordering::SeqCst);
+    let alone = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
+        url: format!("http://{closing}").parse().expect("uri"),
+        prompts: vec!["hello".into()],
+        arrivals: xsched_gateway::load::Arrivals::Sequential,
+        duration: Duration::from_secs(60),
+        requests: Some(6),
+        max_tokens: 8,
+        answer_tokens: Vec::new(),
+        seed: 1,
+    })
+    .expect("a run");
+    let statuses: Vec<u16> = alone.iter().map(|s| s.status).collect();
+    assert_eq!(statuses, [200; 6]);
+    assert!(
+        dropped.load(Ordering::SeqCst) > before,
+        "its pooled connection was reused and dropped"
+    );
 }
 
 /// Send `bytes` raw and read the answer's status line.
