@@ -166,11 +166,43 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
         }
     }
 
+    fn hand_over(&self) {
+        self.deferral.flush();
+    }
+
     fn released(&self) {
         let alive = self.machine.strong_count() > 0;
         self.deferral.release(
             alive.then_some(self.queue),
             "the backend gave back its completion hook",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_over_passes_the_newest_due_sync_point_to_the_launcher_once_and_keeps_the_hook() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let deferral = Deferral::new(tx);
+        assert!(!deferral.defer(CommandId(3), Nanos(10)), "not active yet");
+        deferral.activate();
+        assert!(deferral.defer(CommandId(3), Nanos(10)));
+        assert!(deferral.defer(CommandId(7), Nanos(20)));
+        deferral.flush();
+        let sent: Vec<_> = rx.try_iter().collect();
+        assert!(
+            matches!(sent[..], [Msg::Synced(CommandId(7), Nanos(20))]),
+            "one message, the newest"
+        );
+        deferral.flush();
+        assert!(rx.try_iter().next().is_none(), "nothing due any more");
+        assert!(deferral.stats().completion_hook, "the hook stays in use");
+        assert!(
+            deferral.defer(CommandId(8), Nanos(30)),
+            "later ones still deferred"
         );
     }
 }
