@@ -150,7 +150,7 @@ fn main() {
     let options = QueueOptions::default().with_config(config);
     let raw = kernel.queue().expect("queue");
     let hooked = rt
-        .create_queue(Arc::new(kernel.queue().expect("queue")), options.clone())
+        .create_queue(Arc::new(kernel.queue().expect("queue")), options)
         .expect("xqueue");
     let refusing = rt
         .create_queue(Arc::new(Refusing(kernel.queue().expect("queue"))), options)
