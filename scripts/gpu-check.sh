@@ -9,13 +9,13 @@
 #   scripts/gpu-check.sh dry-run [STAGE]   # here: prepare, then run against the tests' fake
 #                                          # driver (no GPU, no torch: PyTorch steps skipped)
 #
-# The run step: every step has a timeout, 7.3 minutes in all at worst (150 s tests, 90 s
+# The run step: every step has a timeout, 7.8 minutes in all at worst (150 + 30 s tests, 90 s
 # preemption, 3 x 45 s foreground and 2 x 30 s background start-up):
 # 1. the machine: GPU, driver, torch, and that this machine's glibc is at least the newest
 #    symbol version the staged binaries need (they are built here against an older glibc, and
 #    glibc is backward compatible, so a newer one runs them);
 # 2. the CUDA backend's tests on the real driver (XSCHED_CUDA_REAL=1), from their staged
-#    executable;
+#    executables (streams, and refill: the watcher running the XQueue's completion hook);
 # 3. Level-1 vs gated Level-2 preemption latency by command length (example cuda-preempt);
 # 4. an unchanged PyTorch foreground (inference, open loop) beside an unchanged PyTorch
 #    background (training): standalone, native, and through the shim + `xsched serve`.
@@ -39,20 +39,20 @@ prepare() {
   cargo build --release --locked -p xsched-cli -p xsched-shim-cuda
   cargo build --release --locked -p xsched-backend-cuda --examples
   local tests
-  tests="$(cargo test --release --locked -p xsched-backend-cuda --test streams --no-run \
-    --message-format=json 2>/dev/null | python3 -c '
+  tests="$(cargo test --release --locked -p xsched-backend-cuda --test streams --test refill \
+    --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "streams":
-        print(m["executable"])')"
-  [ -n "$tests" ] || die "the backend's test executable was not built"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("streams", "refill"):
+        print(m["target"]["name"], m["executable"])')"
+  [ "$(wc -l <<< "$tests")" = 2 ] || die "the backend's test executables were not built"
   step "stage into $stage"
   rm -rf "$stage"
   mkdir -p "$stage/bin" "$stage/gpu" "$stage/fake"
   cp target/release/xsched target/release/libxsched_cuda.so \
     target/release/examples/cuda-preempt "$stage/bin/"
-  cp "$tests" "$stage/bin/cuda-streams-tests"
+  while read -r name exe; do cp "$exe" "$stage/bin/cuda-$name-tests"; done <<< "$tests"
   # Debug info is most of their size and none of the check needs it.
   strip --strip-debug "$stage"/bin/*
   cp scripts/gpu/*.py "$stage/gpu/"
@@ -101,9 +101,14 @@ run() {
   step "backend tests on the $([ "$real" = 1 ] && echo real || echo fake) driver"
   local real_env=()
   [ "$real" = 1 ] && real_env=(XSCHED_CUDA_REAL=1)
-  env "${real_env[@]}" timeout 150 "$bin/cuda-streams-tests" --test-threads=1 2>&1 \
-    | tee "$out/backend-tests.txt" | tail -15
-  grep -q "test result: ok" "$out/backend-tests.txt" || die "the backend's tests failed"
+  local t limit
+  for t in streams refill; do
+    limit=150
+    [ "$t" = refill ] && limit=30
+    env "${real_env[@]}" timeout "$limit" "$bin/cuda-$t-tests" --test-threads=1 2>&1 \
+      | tee "$out/backend-$t-tests.txt" | tail -15
+    grep -q "test result: ok" "$out/backend-$t-tests.txt" || die "the backend's $t tests failed"
+  done
 
   step "preemption latency (Level 1 vs gated Level 2)"
   timeout 90 "$bin/cuda-preempt" samples=40 lengths=100,500,2000 | tee "$out/preempt.jsonl"

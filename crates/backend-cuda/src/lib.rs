@@ -5,7 +5,8 @@
 //!
 //! - **Level 1**: launching enqueues the command on the stream and records an event after it; a
 //!   watcher thread reports completions in order, so progressive launching keeps only a bounded
-//!   amount of work in the stream.
+//!   amount of work in the stream. After a synchronization point the watcher also refills the
+//!   queue itself (the XQueue's completion hook), so the launcher thread is not woken for it.
 //! - **Level 2, without kernel instrumentation**: each command waits in the stream behind a
 //!   *gate*, a `cuStreamWaitValue32` on a word of host memory mapped into the device. The host
 //!   opens gates only just ahead of the completed commands; `deactivate` stops opening them, so

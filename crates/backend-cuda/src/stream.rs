@@ -17,6 +17,11 @@
 //!
 //! Without stream memory operations nothing is gated (Level 1): launching enqueues and the event
 //! reports completion; [`CudaStream::enqueue`] then runs the call ungated.
+//!
+//! The watcher also runs the XQueue's completion hook (issue 30): after reporting a completion
+//! that left the hook work (a synchronization point), it refills the queue itself, so the
+//! launcher thread is not woken for it. The watcher is awake at that moment anyway (it waits for
+//! every command's event), and unlike a host function (`cuLaunchHostFunc`) it may call CUDA.
 
 use crate::driver::{self, probe};
 use crate::error::CudaError;
@@ -28,7 +33,7 @@ use cudarc::driver::sys;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use xsched_core::{Capabilities, DeviceId, Level};
-use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
+use xsched_runtime::{CommandError, Completion, CompletionHook, HwError, HwQueue};
 
 /// How many gates may be open beyond the last completed command: the running command and the
 /// next one, so the device never waits for the host between commands.
@@ -99,6 +104,13 @@ struct Shared {
     submit: Mutex<()>,
     events: EventPool,
     watcher: Mutex<Option<Sender<Watch>>>,
+    /// The XQueue's completion hook, run by the watcher (given back when the stream drops).
+    hook: Mutex<Option<Arc<CompletionHook>>>,
+}
+
+thread_local! {
+    /// This thread is a stream's watcher (it runs the hook again after its own refill).
+    static WATCHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 // SAFETY: CUDA streams and contexts may be used from any thread; the raw handles are only passed
@@ -221,8 +233,29 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// The watcher: waits for each launched command's event in order and reports it.
+    /// The completion hook, if it has work now.
+    fn due_hook(&self) -> Option<Arc<CompletionHook>> {
+        self.hook
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .filter(|h| h.is_due())
+    }
+
+    /// A completion was reported inside `launch` (a failed command): on the watcher, its loop
+    /// runs the hook next; elsewhere the launcher thread takes what is due.
+    fn after_inline_completion(&self) {
+        if !WATCHER.get()
+            && let Some(hook) = self.due_hook()
+        {
+            hook.hand_over();
+        }
+    }
+
+    /// The watcher: waits for each launched command's event in order, reports it, and runs the
+    /// completion hook when the completion left it work (out of every lock of the stream).
     fn watch(&self, rx: &Receiver<Watch>) {
+        WATCHER.set(true);
         if let Err(e) = self.make_current() {
             tracing::warn!("stream watcher: {e}");
         }
@@ -234,6 +267,10 @@ impl Shared {
             self.finish(seq);
             if let Some(done) = done {
                 done.complete(result.map_err(|e| CommandError::Failed(e.to_string())));
+            }
+            // A refill's own launches may fail inline and leave more for the hook.
+            while let Some(hook) = self.due_hook() {
+                hook.run();
             }
         }
     }
@@ -356,6 +393,7 @@ impl CudaStream {
             submit: Mutex::new(()),
             events: EventPool::default(),
             watcher: Mutex::new(Some(tx)),
+            hook: Mutex::new(None),
         });
         let watched = shared.clone();
         let watcher = std::thread::Builder::new()
@@ -387,8 +425,10 @@ impl CudaStream {
         self.shared.enqueue(call)
     }
 
-    fn fail(done: Completion, e: &CudaError) {
+    /// Fail `done` inside `launch`.
+    fn fail(&self, done: Completion, e: &CudaError) {
         done.complete(Err(CommandError::Failed(e.to_string())));
+        self.shared.after_inline_completion();
     }
 }
 
@@ -407,25 +447,35 @@ impl HwQueue for CudaStream {
         let mut ticket = match cmd {
             CudaCommand::Enqueue(enqueue) => {
                 if let Err(e) = self.shared.make_current() {
-                    return Self::fail(done, &e);
+                    return self.fail(done, &e);
                 }
                 match self.shared.enqueue(enqueue) {
                     Ok((Ok(()), ticket)) => ticket,
                     Ok((Err(e), ticket)) => {
                         drop(ticket);
-                        return Self::fail(done, &e);
+                        return self.fail(done, &e);
                     }
-                    Err(e) => return Self::fail(done, &e),
+                    Err(e) => return self.fail(done, &e),
                 }
             }
             CudaCommand::Enqueued(ticket) => ticket,
         };
         if !Arc::ptr_eq(&ticket.shared, &self.shared) {
             let e = CudaError::Unavailable("a ticket of another stream".into());
-            return Self::fail(done, &e);
+            return self.fail(done, &e);
         }
         let (seq, event) = (ticket.seq.take(), ticket.event.take());
         self.shared.launch(seq, event, Some(done));
+    }
+
+    /// The watcher runs the hook after a completion that left it work (see the module docs).
+    fn set_completion_hook(&self, hook: CompletionHook) -> Result<(), HwError> {
+        *self
+            .shared
+            .hook
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(hook));
+        Ok(())
     }
 
     /// Waits until every launched command completed (not `cuStreamSynchronize`: commands behind
@@ -480,6 +530,14 @@ impl Drop for CudaStream {
         if let Err(e) = self.synchronize() {
             tracing::warn!("CUDA stream dropped with a failed command: {e}");
         }
+        // The watcher stops: the hook goes back before anything is reported from elsewhere.
+        drop(
+            self.shared
+                .hook
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
         drop(
             self.shared
                 .watcher

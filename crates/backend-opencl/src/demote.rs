@@ -109,6 +109,11 @@ fn rlimit_allows(nice: libc::c_int) -> bool {
     ok && limit.rlim_cur >= needed
 }
 
+/// Whether the process's threads are demoted now (a Level-2 hold).
+pub(crate) fn demoted() -> bool {
+    DEMOTED.load(Ordering::Acquire)
+}
+
 /// A CPU-device queue now exists (active).
 pub(crate) fn queue_created() {
     census().active += 1;

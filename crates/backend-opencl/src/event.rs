@@ -2,11 +2,14 @@
 //! [`Completion`].
 //!
 //! The OpenCL runtime calls event callbacks on its own threads. The callback reports the
-//! completion and hands the event back to its queue instead of releasing it there: a release
-//! from inside a callback may re-enter the runtime's locks, so the queue releases finished
-//! events on its next launch (or when dropped).
+//! completion, runs the queue's completion hook if that completion left it work (`hook.rs`),
+//! and hands the event back to its queue instead of releasing it there: the queue releases
+//! finished events on its next launch (or when dropped), never the event whose callback is
+//! running. That launch may itself run in a callback (a refill); releasing other, finished
+//! events there is allowed by OpenCL and checked on POCL.
 
 use crate::error::OclError;
+use crate::hook::{self, HookSlot};
 use cl3::event::CL_COMPLETE;
 use cl3::types::{cl_context, cl_event, cl_int};
 use std::ffi::c_void;
@@ -105,26 +108,38 @@ impl Retired {
     }
 }
 
+/// What a command's event callback needs: its completion, its event, and its queue's
+/// finished events and completion hook.
 struct Watch {
     done: Completion,
     event: Event,
     retired: Arc<Retired>,
+    hook: Arc<HookSlot>,
 }
 
 /// Complete `done` when `event` completes (with `CommandError::Failed` carrying the status if it
-/// ends in error). If the callback cannot be registered, `done` fails at once.
-pub(crate) fn complete_on(event: Event, done: Completion, retired: Arc<Retired>) {
+/// ends in error), then run the queue's completion `hook` if due. If the callback cannot be
+/// registered, `done` fails at once and the queue gives its hook back (the launcher thread
+/// refills it from then on).
+pub(crate) fn complete_on(
+    event: Event,
+    done: Completion,
+    retired: Arc<Retired>,
+    hook: Arc<HookSlot>,
+) {
     let raw = event.raw();
     let watch = Box::into_raw(Box::new(Watch {
         done,
         event,
         retired,
+        hook,
     }));
     if let Err(code) = cl3::event::set_event_callback(raw, CL_COMPLETE, on_complete, watch.cast()) {
         // SAFETY: registration failed, so the callback will never run and `watch` (from
         // `Box::into_raw` above) is still ours.
         let watch = unsafe { Box::from_raw(watch) };
         let e = OclError::call("clSetEventCallback", code);
+        watch.hook.give_back(&e);
         watch
             .done
             .complete(Err(CommandError::Failed(e.to_string())));
@@ -146,6 +161,9 @@ extern "C" fn on_complete(_event: cl_event, status: cl_int, data: *mut c_void) {
             )))
         };
         watch.done.complete(result);
+        // Before the event is retired: the refill's launches release retired events, and
+        // this one's callback is still running.
+        hook::after_completion(&watch.hook);
         watch.retired.push(watch.event);
     }));
 }

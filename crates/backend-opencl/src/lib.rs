@@ -3,7 +3,9 @@
 //! OpenCL under xsched: an in-order `cl_command_queue` as a Level-1 [`HwQueue`]
 //! ([`OclQueue`]): launching enqueues (or opens the gate of a command enqueued earlier), and a
 //! completion is reported from the command's event callback, so progressive launching keeps
-//! only a bounded amount of work in the device's queue.
+//! only a bounded amount of work in the device's queue. The callback also refills the queue
+//! after a synchronization point (the XQueue's completion hook), so the launcher thread is not
+//! woken for it.
 //!
 //! libOpenCL is opened at run time (`opencl3`/`cl3` with their `dynamic` feature): a program
 //! using this crate builds and runs where OpenCL is not installed, and [`devices`] then reports
@@ -18,6 +20,7 @@ mod demote;
 mod device;
 mod error;
 mod event;
+mod hook;
 mod queue;
 mod spin;
 

@@ -20,14 +20,17 @@ use crate::demote;
 use crate::device;
 use crate::error::OclError;
 use crate::event::{Event, Retired, complete_on};
+use crate::hook::{self, HookSlot};
 use cl3::event::CL_COMPLETE;
 use cl3::types::{cl_command_queue, cl_int};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use xsched_core::{Capabilities, DeviceId, Level};
-use xsched_runtime::{CommandError, Completion, HwError, HwQueue};
+use xsched_runtime::{CommandError, Completion, CompletionHook, HwError, HwQueue};
 
-/// Enqueues one command on the raw queue and returns its event (or the OpenCL status).
+/// Enqueues one command on the raw queue and returns its event (or the OpenCL status). It may
+/// run on OpenCL's callback thread (a refill after a synchronization point), so it must not
+/// block: no `clFinish`, `clWaitForEvents` or blocking enqueue.
 pub type EnqueueFn = Box<dyn FnOnce(cl_command_queue) -> Result<Event, cl_int> + Send>;
 
 /// What an [`OclQueue`] runs.
@@ -109,6 +112,8 @@ impl Drop for RawQueue {
 pub struct OclQueue {
     // Declared first: on drop the retired events go before the queue they belong to.
     retired: Arc<Retired>,
+    /// The XQueue's completion hook, run by the event callbacks (`hook.rs`).
+    hook: Arc<HookSlot>,
     /// The last launched command's event, for `synchronize`.
     last: Mutex<Option<Event>>,
     queue: RawQueue,
@@ -149,6 +154,7 @@ impl OclQueue {
         }
         Ok(OclQueue {
             retired: Arc::default(),
+            hook: Arc::default(),
             last: Mutex::new(None),
             queue: RawQueue(raw),
             context: context as usize,
@@ -188,8 +194,38 @@ impl OclQueue {
         })
     }
 
-    fn fail(done: Completion, e: &OclError) {
+    /// Launch `cmd` (on this thread, marked as launching: see `hook.rs`).
+    fn launch_here(&self, cmd: OclCommand, done: Completion) {
+        self.retired.release();
+        let event = match cmd {
+            OclCommand::Enqueue(enqueue) => match enqueue(self.queue.0) {
+                Ok(event) => event,
+                Err(code) => return self.fail(done, &OclError::call("clEnqueue*", code)),
+            },
+            OclCommand::Gated { gate, event } => {
+                if let Err(e) = gate.open() {
+                    return self.fail(done, &e);
+                }
+                event
+            }
+        };
+        match event.retained() {
+            Ok(last) => {
+                *self
+                    .last
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last);
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
+        complete_on(event, done, self.retired.clone(), self.hook.clone());
+    }
+
+    /// Fail `done` here, inside the launch (the hook's work, if any, is passed on as for any
+    /// completion reported inside a launch).
+    fn fail(&self, done: Completion, e: &OclError) {
         done.complete(Err(CommandError::Failed(e.to_string())));
+        hook::after_completion(&self.hook);
     }
 }
 
@@ -205,35 +241,22 @@ impl HwQueue for OclQueue {
     }
 
     fn launch(&self, cmd: OclCommand, done: Completion) {
-        self.retired.release();
-        let event = match cmd {
-            OclCommand::Enqueue(enqueue) => match enqueue(self.queue.0) {
-                Ok(event) => event,
-                Err(code) => return Self::fail(done, &OclError::call("clEnqueue*", code)),
-            },
-            OclCommand::Gated { gate, event } => {
-                if let Err(e) = gate.open() {
-                    return Self::fail(done, &e);
-                }
-                event
-            }
-        };
-        match event.retained() {
-            Ok(last) => {
-                *self
-                    .last
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(last);
-            }
-            Err(e) => tracing::warn!("{e}"),
-        }
-        complete_on(event, done, self.retired.clone());
+        hook::launching(|| self.launch_here(cmd, done));
+    }
+
+    /// The event callbacks run the hook after a completion that left it work (`hook.rs`).
+    fn set_completion_hook(&self, hook: CompletionHook) -> Result<(), HwError> {
+        self.hook.set(hook);
+        Ok(())
     }
 
     /// Threads that take the queue's lock keep their priority under a Level-2 hold of any
-    /// CPU-device queue of the process (see `demote.rs`).
+    /// CPU-device queue of the process (see `demote.rs`), except OpenCL's callback threads
+    /// refilling: they are the device's own threads, which the hold is about.
     fn before_queue_lock(&self) {
-        demote::exempt_this_thread();
+        if !hook::refilling() {
+            demote::exempt_this_thread();
+        }
     }
 
     /// Level 2 on a CPU device: the process's device threads run on idle CPU only.

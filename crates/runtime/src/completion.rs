@@ -95,7 +95,9 @@ impl std::fmt::Debug for Completion {
 /// [`HwQueue::launch`](crate::HwQueue::launch) (`run` takes the queue's lock and launches).
 /// A backend that can no longer run it (shutting down) drops the hook before it reports
 /// completions from elsewhere: dropping it hands the work back to the launcher thread, with
-/// anything already due.
+/// anything already due. A completion reported where the hook may not run this once (from
+/// inside `launch`, where OpenCL calls the callback of a command that already finished)
+/// is passed on with [`hand_over`](Self::hand_over).
 pub struct CompletionHook {
     work: Arc<dyn DeferredWork>,
 }
@@ -106,6 +108,8 @@ pub(crate) trait DeferredWork: Send + Sync {
     fn due(&self) -> bool;
     /// Do it.
     fn run(&self);
+    /// Pass what is due to the launcher thread, keeping the hook.
+    fn hand_over(&self);
     /// The backend dropped the hook.
     fn released(&self);
 }
@@ -123,6 +127,13 @@ impl CompletionHook {
     /// Do the deferred work (see the type's contract for where it may be called).
     pub fn run(&self) {
         self.work.run();
+    }
+
+    /// Leave what is due now to the queue's launcher thread (one wake-up, as without the hook),
+    /// keeping the hook for later completions: for a completion reported on a thread that may
+    /// not [`run`](Self::run) it at that moment.
+    pub fn hand_over(&self) {
+        self.work.hand_over();
     }
 }
 

@@ -53,6 +53,19 @@ pub(crate) struct Deferral {
     launcher: Sender<Msg>,
     on_hook: AtomicU64,
     on_launcher: AtomicU64,
+    /// Runs of the hook in progress, and whether the queue is shutting down (see
+    /// [`close`](Deferral::close)).
+    running: AtomicU64,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// A run of the hook in progress (counted while it lives).
+pub(crate) struct Running<'a>(&'a Deferral);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Deferral {
@@ -64,6 +77,26 @@ impl Deferral {
             launcher,
             on_hook: AtomicU64::new(0),
             on_launcher: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Start a run of the hook, unless the queue is shutting down.
+    fn enter(&self) -> Option<Running<'_>> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let run = Running(self);
+        (!self.closed.load(Ordering::SeqCst)).then_some(run)
+    }
+
+    /// The queue is shutting down: no run of the hook starts from now on, and this returns once
+    /// those in progress ended. So the queue's last reference is never dropped on a backend's
+    /// completing thread, where dropping the hardware queue would wait for that very thread (a
+    /// CUDA watcher joining itself, an OpenCL queue waiting for its events inside a callback).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        while self.running.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
         }
     }
 
@@ -144,6 +177,10 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
     }
 
     fn run(&self) {
+        // Declared first, so it ends after the machine's reference below is dropped.
+        let Some(_running) = self.deferral.enter() else {
+            return;
+        };
         let Some((cmd, at)) = self.deferral.take() else {
             return;
         };
@@ -166,11 +203,67 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
         }
     }
 
+    fn hand_over(&self) {
+        self.deferral.flush();
+    }
+
     fn released(&self) {
         let alive = self.machine.strong_count() > 0;
         self.deferral.release(
             alive.then_some(self.queue),
             "the backend gave back its completion hook",
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_over_passes_the_newest_due_sync_point_to_the_launcher_once_and_keeps_the_hook() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let deferral = Deferral::new(tx);
+        assert!(!deferral.defer(CommandId(3), Nanos(10)), "not active yet");
+        deferral.activate();
+        assert!(deferral.defer(CommandId(3), Nanos(10)));
+        assert!(deferral.defer(CommandId(7), Nanos(20)));
+        deferral.flush();
+        let sent: Vec<_> = rx.try_iter().collect();
+        assert!(
+            matches!(sent[..], [Msg::Synced(CommandId(7), Nanos(20))]),
+            "one message, the newest"
+        );
+        deferral.flush();
+        assert!(rx.try_iter().next().is_none(), "nothing due any more");
+        assert!(deferral.stats().completion_hook, "the hook stays in use");
+        assert!(
+            deferral.defer(CommandId(8), Nanos(30)),
+            "later ones still deferred"
+        );
+    }
+
+    #[test]
+    fn closing_waits_for_runs_in_progress_and_starts_no_more() {
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let deferral = Arc::new(Deferral::new(tx));
+        let run = deferral.enter().expect("open");
+        let (closing, closed) = std::sync::mpsc::channel();
+        let d = deferral.clone();
+        let closer = std::thread::spawn(move || {
+            d.close();
+            closing.send(()).expect("test alive");
+        });
+        // A bound on waiting, not a timing claim: the run is still in progress.
+        assert!(
+            closed
+                .recv_timeout(std::time::Duration::from_millis(50))
+                .is_err(),
+            "close returned while a run was in progress"
+        );
+        drop(run);
+        closed.recv().expect("close returns once the run ended");
+        closer.join().expect("closer");
+        assert!(deferral.enter().is_none(), "no run starts after close");
     }
 }

@@ -438,6 +438,7 @@ impl<H: HwQueue> XQueue<H> {
         {
             tracing::error!("launcher thread of queue {} panicked", self.id);
         }
+        self.deferral.close();
     }
 }
 

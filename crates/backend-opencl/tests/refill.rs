@@ -1,0 +1,239 @@
+//! Refill on OpenCL's callback thread (issue 30), on POCL: the queue runs an XQueue's
+//! completion hook in the event callback of a synchronization point, so the refill launches
+//! from the implementation's thread and the launcher thread is not woken for it; a callback
+//! that cannot be registered gives the hook back and the launcher refills; no path changes a
+//! command's result or order, and a Level-2 hold still demotes the threads that refilled.
+
+mod common;
+
+use common::{Cl, SendKernel, app_runtime, enqueue, hw, late_record_kernel, opencl, read};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use xsched_backend_opencl::cl3::types::cl_uint;
+use xsched_backend_opencl::{Event, OclCommand, OclQueue};
+use xsched_core::{Capabilities, DeviceId, LaunchConfig, Level};
+use xsched_runtime::{
+    CommandError, CommandHandle, Completion, CompletionHook, HwError, HwQueue, QueueOptions, XQueue,
+};
+
+/// An OpenCL queue that records which thread launched each command.
+struct Watched {
+    inner: Arc<OclQueue>,
+    /// (thread id, thread name) per launch.
+    launchers: Mutex<Vec<(libc::pid_t, String)>>,
+}
+
+impl Watched {
+    fn new(cl: &Cl) -> Arc<Watched> {
+        Arc::new(Watched {
+            inner: hw(cl),
+            launchers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The threads that launched, other than xsched's launcher and `test` (the submitting
+    /// thread): OpenCL's callback threads, refilling.
+    fn callback_launchers(&self, test: &str) -> Vec<libc::pid_t> {
+        let mut tids: Vec<_> = self
+            .launchers
+            .lock()
+            .expect("launchers")
+            .iter()
+            .filter(|(_, name)| !name.starts_with("xsched-launch-") && name != test)
+            .map(|&(tid, _)| tid)
+            .collect();
+        tids.sort_unstable();
+        tids.dedup();
+        tids
+    }
+}
+
+impl HwQueue for Watched {
+    type Command = OclCommand;
+    fn capabilities(&self) -> &Capabilities {
+        self.inner.capabilities()
+    }
+    fn device(&self) -> DeviceId {
+        self.inner.device()
+    }
+    fn launch(&self, cmd: OclCommand, done: Completion) {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() };
+        self.launchers.lock().expect("launchers").push((tid, name));
+        self.inner.launch(cmd, done);
+    }
+    fn synchronize(&self) -> Result<(), HwError> {
+        self.inner.synchronize()
+    }
+    fn before_queue_lock(&self) {
+        self.inner.before_queue_lock();
+    }
+    fn set_completion_hook(&self, hook: CompletionHook) -> Result<(), HwError> {
+        self.inner.set_completion_hook(hook)
+    }
+    fn deactivate(&self) -> Result<(), HwError> {
+        self.inner.deactivate()
+    }
+    fn reactivate(&self) -> Result<(), HwError> {
+        self.inner.reactivate()
+    }
+}
+
+/// Threshold 8, batch 4: a synchronization point every 4 commands.
+fn options() -> QueueOptions {
+    let config = LaunchConfig::new(8, 4)
+        .expect("config")
+        .with_inflight_budget(None);
+    QueueOptions::default().with_config(config)
+}
+
+/// A command appending `tag` to `log` after some busy work (tens of microseconds), so its
+/// callback usually runs on OpenCL's thread, not inside the launch that registered it.
+fn record(cl: &Cl, log: &common::Log, tag: cl_uint) -> OclCommand {
+    let kernel = SendKernel(late_record_kernel(cl, &log.log, &log.next, tag, 20_000));
+    OclCommand::Enqueue(Box::new(move |raw| enqueue(raw, &kernel.0, &[])))
+}
+
+/// Wait until the queue observed `n` completions, by polling its state: a waiter would ask the
+/// launcher to look (and launch), which would blur what launched where.
+fn until_completed<H: HwQueue>(q: &XQueue<H>, n: u64) {
+    let start = Instant::now();
+    while q.query().completed < n {
+        assert!(start.elapsed() < Duration::from_secs(60), "timed out");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn test_name() -> String {
+    std::thread::current().name().unwrap_or("").to_string()
+}
+
+#[test]
+fn sync_points_refill_on_the_callback_thread_in_order() {
+    let Some(cl) = opencl() else { return };
+    let n = 200;
+    let log = common::Log::new(&cl, n);
+    let rt = app_runtime();
+    let hw = Watched::new(&cl);
+    let q = rt.create_queue(hw.clone(), options()).expect("xqueue");
+    let handles: Vec<CommandHandle> = (0..n as cl_uint)
+        .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
+        .collect();
+    until_completed(&q, n as u64);
+    for h in &handles {
+        assert_eq!(h.wait(), Ok(()));
+    }
+    q.hw().synchronize().expect("synchronize");
+    assert_eq!(
+        read(&cl, &log.log, n),
+        (0..n as cl_uint).collect::<Vec<_>>(),
+        "in order, each once"
+    );
+    let stats = q.refill_stats();
+    eprintln!("{stats:?}");
+    assert!(stats.completion_hook, "the OpenCL queue runs the hook");
+    // ~50 synchronization points (every 4th command, and the last).
+    assert!(
+        stats.on_completing_thread >= 10,
+        "refills on the callback thread: {stats:?}"
+    );
+    assert!(
+        !hw.callback_launchers(&test_name()).is_empty(),
+        "OpenCL's callback threads fed the queue"
+    );
+}
+
+#[test]
+fn a_callback_that_cannot_be_registered_fails_its_command_and_gives_the_hook_back() {
+    let Some(cl) = opencl() else { return };
+    let n = 120;
+    let log = common::Log::new(&cl, n);
+    let rt = app_runtime();
+    let hw = Watched::new(&cl);
+    let q = rt.create_queue(hw.clone(), options()).expect("xqueue");
+    let mut handles: Vec<CommandHandle> = (0..n as cl_uint / 2)
+        .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
+        .collect();
+    until_completed(&q, n as u64 / 2);
+    assert!(q.refill_stats().completion_hook);
+    // An enqueue that hands back no event: its callback cannot be registered.
+    let bad = q
+        .submit(OclCommand::Enqueue(Box::new(|_| {
+            // SAFETY: a null event is refused by OpenCL (CL_INVALID_EVENT) before any use.
+            Ok(unsafe { Event::from_raw(std::ptr::null_mut()) })
+        })))
+        .expect("submit");
+    handles.extend(
+        (n as cl_uint / 2..n as cl_uint)
+            .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit")),
+    );
+    match bad.wait() {
+        Err(CommandError::Failed(m)) => assert!(m.contains("clSetEventCallback"), "{m}"),
+        other => panic!("expected the registration's failure, got {other:?}"),
+    }
+    until_completed(&q, n as u64 + 1);
+    for h in &handles {
+        assert_eq!(h.wait(), Ok(()));
+    }
+    q.hw().synchronize().expect("synchronize");
+    assert_eq!(
+        read(&cl, &log.log, n),
+        (0..n as cl_uint).collect::<Vec<_>>(),
+        "in order, each once"
+    );
+    let stats = q.refill_stats();
+    eprintln!("{stats:?}");
+    assert!(!stats.completion_hook, "given back");
+    assert!(
+        stats.launcher_wakeups > 0,
+        "the launcher refills: {stats:?}"
+    );
+}
+
+/// The scheduling policy of thread `tid` of this process (`stat` field 41).
+fn policy(tid: libc::pid_t) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(41 - 3)?.parse().ok()
+}
+
+const SCHED_IDLE: u32 = 5;
+
+#[test]
+fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
+    let Some(cl) = opencl() else { return };
+    let n = 100;
+    let log = common::Log::new(&cl, n);
+    let rt = app_runtime();
+    let hw = Watched::new(&cl);
+    let q = rt.create_queue(hw.clone(), options()).expect("xqueue");
+    if q.hw().capabilities().max_level < Level::Deactivate {
+        eprintln!("skipped: Level 2 by thread priority is not offered here");
+        return;
+    }
+    let handles: Vec<CommandHandle> = (0..n as cl_uint)
+        .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
+        .collect();
+    until_completed(&q, n as u64);
+    for h in &handles {
+        assert_eq!(h.wait(), Ok(()));
+    }
+    let refilled = hw.callback_launchers(&test_name());
+    assert!(!refilled.is_empty(), "callback threads refilled");
+    q.suspend()
+        .expect("suspend: Level 2 holds the device's threads");
+    let idle: Vec<_> = refilled
+        .iter()
+        .filter(|&&t| policy(t).is_some_and(|p| p == SCHED_IDLE))
+        .collect();
+    let alive: Vec<_> = refilled.iter().filter(|&&t| policy(t).is_some()).collect();
+    assert_eq!(idle, alive, "every live thread that refilled is demoted");
+    q.resume().expect("resume");
+    assert!(
+        refilled
+            .iter()
+            .all(|&t| policy(t).is_none_or(|p| p != SCHED_IDLE)),
+        "restored"
+    );
+}
