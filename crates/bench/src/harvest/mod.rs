@@ -5,8 +5,10 @@
 //!
 //! - `collector` rows: the LP job is cooperative, as Hummingbird's LP slices are: it asks the
 //!   core's collector ([`xsched_core::harvest::Collector`], the machine the simulator's harvest
-//!   model drives) what to launch, and HP kernels kill LP work the slack does not cover
-//!   (`cooperative.rs`). Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
+//!   model drives) what to run, and HP kernels kill LP work the slack does not cover
+//!   (`cooperative.rs`); under `slo-aware` its queue is gated on the device's worker, so LP
+//!   slices end at a checkpoint rather than at a completion somebody observes (`gated.rs`).
+//!   Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
 //!   to one core: the OS time-slices them, the CPU's native sharing), `priority` (LP slices only
 //!   while no HP request is in flight; Hummingbird's temporal-sharing baseline, request
 //!   arrivals known) and `slo-aware` (the collector's grants) per slice length.
@@ -21,6 +23,8 @@
 //! reports them.
 
 mod cooperative;
+mod gated;
+mod on_tile;
 mod params;
 mod processes;
 mod scheduled;
@@ -33,11 +37,11 @@ pub use processes::{ProcessError, hp_service_process, lp_process};
 
 use crate::stats::none;
 use crate::{Check, Report};
-use cooperative::Admission;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xsched_backend_cpu::kernels::DEFAULT_CHECKPOINT;
 use xsched_backend_cpu::{CpuDevice, CpuQueue};
 use xsched_core::harvest::CollectorConfig;
 use xsched_core::{Nanos, PolicySpec};
@@ -121,35 +125,46 @@ fn run_cooperative(
         level: Some(xsched_core::Level::Interrupt),
         ..QueueOptions::native()
     };
-    let lp = runtime.create_queue(Arc::new(lp_hw), lp_options)?;
+    let lp = Arc::new(runtime.create_queue(Arc::new(lp_hw), lp_options)?);
     let start = Instant::now() + Duration::from_millis(20);
     let ns = |d: Duration| Nanos(d.as_nanos() as u64);
     let slice = row.slice().unwrap_or(p.lp_kernel);
-    let shared = cooperative::Shared::new(
+    // Under the collector, LP is released on the device's worker (`gated.rs`) and stops at a
+    // kernel checkpoint; the `priority` baseline launches each slice from its thread.
+    let (overhead_of_lp, tile) = match row {
+        Cooperative::SloAware(_) => (p.release_overhead, DEFAULT_CHECKPOINT),
+        _ => (p.launch_overhead, p.launch_overhead),
+    };
+    let shared = Arc::new(cooperative::Shared::new(
         CollectorConfig {
             slo: ns(slo),
             margin: ns(p.margin),
-            launch_overhead: ns(p.launch_overhead),
+            launch_overhead: ns(overhead_of_lp),
             slice: ns(slice),
-            tile: ns(p.launch_overhead),
+            tile: ns(tile),
         },
         start,
-        &lp,
+        lp.clone(),
         overhead,
         matches!(row, Cooperative::SloAware(_)),
-    );
+    ));
+    // Under the collector an HP kernel's end is heard on the device (`gated.rs`).
+    let end = matches!(row, Cooperative::SloAware(_)).then(|| {
+        let shared = shared.clone();
+        Arc::new(move |last| {
+            if last {
+                shared.hp_kernel_end();
+            }
+        }) as on_tile::TileFn
+    });
     let (hp_m, lp_done) = std::thread::scope(|s| {
         let lp_thread = match row {
             Cooperative::Standalone => None,
             Cooperative::Timeslice => Some(s.spawn(|| timeslice_lp(&lp, p.lp_kernel, &shared))),
-            Cooperative::Priority(_) => {
-                Some(s.spawn(|| cooperative::run_lp(&shared, Admission::BetweenRequests, slice)))
-            }
-            Cooperative::SloAware(_) => {
-                Some(s.spawn(|| cooperative::run_lp(&shared, Admission::Collector, slice)))
-            }
+            Cooperative::Priority(_) => Some(s.spawn(|| cooperative::run_between(&shared, slice))),
+            Cooperative::SloAware(_) => Some(s.spawn(|| gated::run_gated(&shared))),
         };
-        let m = service::serve(&hp, reqs, p.warmup, start, &shared);
+        let m = service::serve(&hp, reqs, p.warmup, start, &*shared, end.as_ref());
         shared.finish_service();
         let lp_done = match lp_thread.map(|t| t.join()) {
             None => Vec::new(),
@@ -166,7 +181,7 @@ fn run_cooperative(
 fn timeslice_lp(
     lp: &XQueue<CpuQueue>,
     kernel: Duration,
-    shared: &cooperative::Shared<'_>,
+    shared: &cooperative::Shared,
 ) -> Vec<(Instant, Duration)> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -17,8 +17,12 @@ pub struct HarvestParams {
     pub slices: Vec<Duration>,
     /// LP kernel length under `timeslice` (whole kernels, not sliced).
     pub lp_kernel: Duration,
-    /// Device time an LP launch costs here (the CPU device's thread wake-ups).
+    /// Device time an LP launch costs here (the CPU device's thread wake-ups): the `priority`
+    /// baseline's.
     pub launch_overhead: Duration,
+    /// Device time a release of the collector rows' gated LP queue costs (a resume on the
+    /// device's own worker, no wake-up; `gated.rs`).
+    pub release_overhead: Duration,
     /// Slack the collector keeps in reserve when LP may delay HP.
     pub margin: Duration,
     /// Requests run first and not measured.
@@ -48,6 +52,7 @@ impl Default for HarvestParams {
             slices: vec![Duration::from_micros(200), Duration::from_micros(500)],
             lp_kernel: Duration::from_millis(5),
             launch_overhead: Duration::from_micros(100),
+            release_overhead: Duration::from_micros(20),
             margin: Duration::from_micros(2000),
             warmup: 20,
             seed: 1,

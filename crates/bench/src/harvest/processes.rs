@@ -62,7 +62,7 @@ pub fn hp_service_process(p: &HarvestParams) -> Result<Value, RuntimeError> {
     let hp = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::from_env()?)?;
     let reqs = requests(p);
     let start = Instant::now() + Duration::from_millis(50);
-    let m = service::serve(&hp, &reqs, p.warmup, start, &Unobserved);
+    let m = service::serve(&hp, &reqs, p.warmup, start, &Unobserved, None);
     let us = |d: &Duration| d.as_secs_f64() * 1e6;
     Ok(json!({
         "latencies_us": m.latencies.iter().map(us).collect::<Vec<f64>>(),

@@ -99,7 +99,7 @@ pub(crate) fn run(
     Ok(std::thread::scope(|s| {
         let (lp, stop) = (&lp, &stop);
         let lp_thread = lp_kernel.map(|k| s.spawn(move || lp_job(lp, k, stop)));
-        let m = service::serve(&hp, reqs, warmup, start, &Unobserved);
+        let m = service::serve(&hp, reqs, warmup, start, &Unobserved, None);
         stop.store(true, Ordering::Relaxed);
         let lp_done = match lp_thread.map(|t| t.join()) {
             None => Vec::new(),

@@ -3,10 +3,11 @@
 //! reported to an [`Observer`] as it happens (the cooperative rows feed the core's collector
 //! from it; under a scheduling policy nobody listens: the policy sees the queue).
 
+use super::on_tile::{OnTile, TileFn};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
-use xsched_backend_cpu::{CpuCommand, CpuQueue};
+use xsched_backend_cpu::{CpuCommand, CpuQueue, Kernel};
 use xsched_core::Nanos;
 use xsched_runtime::XQueue;
 use xsched_workload::service::HpRequest;
@@ -56,13 +57,17 @@ fn pause_until(until: Instant) {
     }
 }
 
-/// Run every request (the first `warmup` unmeasured) starting at `start`.
+/// Run every request (the first `warmup` unmeasured) starting at `start`. With `end`, each
+/// kernel's end is reported by the device (`end` runs after each of its tiles on the worker
+/// that ran it, and must tell the observer at the last) instead of by this thread after its
+/// wait.
 pub(crate) fn serve(
     hp: &XQueue<CpuQueue>,
     reqs: &[HpRequest],
     warmup: u32,
     start: Instant,
     observer: &dyn Observer,
+    end: Option<&TileFn>,
 ) -> HpMeasured {
     let mut m = HpMeasured::default();
     for (i, r) in reqs.iter().enumerate() {
@@ -76,13 +81,19 @@ pub(crate) fn serve(
         pause_until(arrival + dur(r.pre));
         for (k, &len) in r.kernels.iter().enumerate() {
             observer.kernel_queued(Instant::now());
-            let kernel = Arc::new(Spin::new(dur(len)));
+            let spin = Spin::new(dur(len));
+            let kernel: Arc<dyn Kernel> = match end {
+                Some(end) => Arc::new(OnTile::new(spin, end.clone())),
+                None => Arc::new(spin),
+            };
             let submitted = Instant::now();
             if let Ok(h) = hp.submit(CpuCommand::Kernel(kernel)) {
                 let _ = h.wait();
             }
             let finished = Instant::now();
-            observer.kernel_done(finished);
+            if end.is_none() {
+                observer.kernel_done(finished);
+            }
             if measured {
                 m.kernel_time += dur(len);
                 m.kernel_waits
