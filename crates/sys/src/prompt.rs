@@ -18,8 +18,8 @@
 //! thread looks, after each unit of its work ([`CpuGuard::check`]), at the machine's idle time
 //! (`/proc/stat`, sampled at most every [`SAMPLE_EVERY`] per process) and is real-time only
 //! while fewer than [`BUSY_BELOW`] CPUs were idle on average ([`saturated`], with
-//! hysteresis; a look with no recent sample to start a window from counts the threads runnable
-//! then against the CPUs). A thread woken while its setting is stale pays one slow wake-up; control
+//! hysteresis; with no recent sample to start a window from, normal for a first window of
+//! 20 ms). A thread woken while its setting is stale pays one slow wake-up; control
 //! threads wake at least every ping (150 ms), so a change takes effect within that.
 //!
 //! These threads block between messages and do a few microseconds of work per message; a
@@ -87,6 +87,10 @@ fn make_normal() {
 /// How often a process samples the machine's idle time, at most.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
+/// The first window of a process, or after a stale sample: short, so that a busy machine is
+/// seen soon (a thread is normal until then).
+const FIRST_WINDOW: Duration = Duration::from_millis(20);
+
 /// A sample older than this is not used as the start of a window (see [`machine_saturated`]).
 const STALE_AFTER: Duration = Duration::from_millis(400);
 
@@ -113,26 +117,6 @@ pub fn saturated(before: bool, idle: u64, total: u64, cpus: u64) -> bool {
     } else {
         before
     }
-}
-
-/// Whether the CPUs count as saturated at a first look, when `others` threads besides the
-/// caller are runnable on the machine's `cpus` CPUs: at least one for each.
-pub fn saturated_now(others: u64, cpus: u64) -> bool {
-    others >= cpus
-}
-
-/// The threads runnable now besides the caller (`/proc/loadavg`'s fourth field) and the
-/// machine's CPUs, or `None` where unknown.
-fn runnable_now() -> Option<(u64, u64)> {
-    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let running: u64 = loadavg
-        .split_whitespace()
-        .nth(3)?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((running.saturating_sub(1), cpus()))
 }
 
 /// The machine's CPUs (all of them: `/proc/stat` counts them all).
@@ -172,6 +156,8 @@ struct Sample {
     at: Instant,
     idle: u64,
     total: u64,
+    /// How long the window it starts lasts at least.
+    window: Duration,
 }
 
 static SAMPLE: Mutex<Option<Sample>> = Mutex::new(None);
@@ -185,28 +171,33 @@ fn machine_saturated() -> bool {
     if let Ok(mut last) = SAMPLE.try_lock()
         && last
             .as_ref()
-            .is_none_or(|s| now.duration_since(s.at) >= SAMPLE_EVERY)
+            .is_none_or(|s| now.duration_since(s.at) >= s.window)
         && let Some((idle, total)) = cpu_times()
     {
-        let busy = match last
+        let fresh = last
             .as_ref()
-            .filter(|s| now.duration_since(s.at) <= STALE_AFTER)
-        {
-            Some(s) => saturated(
+            .filter(|s| now.duration_since(s.at) <= STALE_AFTER);
+        // No window yet (the process's first look), or one so long that it would average over
+        // a quiet past: not saturated until a short first window says so.
+        let busy = fresh.is_some_and(|s| {
+            saturated(
                 SATURATED.load(Ordering::Relaxed),
                 idle.saturating_sub(s.idle),
                 total.saturating_sub(s.total),
                 cpus(),
-            ),
-            // No window yet (the process's first look), or one so long that it would average
-            // over a quiet past: the threads runnable right now.
-            None => runnable_now().is_some_and(|(others, cpus)| saturated_now(others, cpus)),
-        };
+            )
+        });
         SATURATED.store(busy, Ordering::Relaxed);
+        let window = if fresh.is_some() {
+            SAMPLE_EVERY
+        } else {
+            FIRST_WINDOW
+        };
         *last = Some(Sample {
             at: now,
             idle,
             total,
+            window,
         });
     }
     SATURATED.load(Ordering::Relaxed)
@@ -414,15 +405,6 @@ mod tests {
             "an empty window"
         );
         assert!(cpus() >= 1);
-    }
-
-    #[test]
-    fn a_first_look_counts_runnable_threads_against_cpus() {
-        assert!(!saturated_now(0, 2), "a quiet machine");
-        assert!(!saturated_now(1, 2), "one CPU free");
-        assert!(saturated_now(2, 2), "a background thread on every CPU");
-        assert!(saturated_now(5, 2));
-        assert!(runnable_now().is_some_and(|(_, cpus)| cpus >= 1));
     }
 
     #[test]
