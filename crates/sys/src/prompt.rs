@@ -1,6 +1,6 @@
 //! Prompt control threads: the threads that carry a scheduling decision (the agent, its link
 //! to the daemon, the in-process scheduler, the daemon's connection and timer threads) run at
-//! the lowest real-time priority (`SCHED_FIFO` 1) while the machine's CPUs are saturated
+//! the lowest real-time priority (`SCHED_FIFO` 1) while threads wait for the machine's CPUs
 //! (the default), always (`XSCHED_RT_CONTROL=1`), or never (`XSCHED_RT_CONTROL=0`), where the
 //! process may use it.
 //!
@@ -11,16 +11,20 @@
 //! P99 4 ms, longer than the foreground request it should protect; nice −20 did not shorten it.
 //! A real-time thread preempts normal ones at once: P99 0.29 ms (docs/BENCHMARKS.md, issue 15).
 //!
-//! Why only while saturated: on a machine with an idle CPU a real-time thread is woken on the
-//! CPU it last ran on rather than beside its waker, and waking an idle virtual CPU costs tens
-//! of microseconds (the daemon's event → operation P50 went from 5 µs to 70–85 µs in 2 of 4
-//! runs); and with an idle CPU a normal thread is not kept waiting anyway. So each control
-//! thread looks, after each unit of its work ([`CpuGuard::check`]), at the machine's idle time
-//! (`/proc/stat`, sampled at most every [`SAMPLE_EVERY`] per process) and is real-time only
-//! while fewer than [`BUSY_BELOW`] CPUs were idle on average ([`saturated`], with
-//! hysteresis; with no recent sample to start a window from, normal for a first window of
-//! 20 ms). A thread woken while its setting is stale pays one slow wake-up; control
-//! threads wake at least every ping (150 ms), so a change takes effect within that.
+//! Why only under contention: where a CPU is free a real-time thread is woken on the CPU it
+//! last ran on rather than beside its waker, and waking an idle virtual CPU costs tens of
+//! microseconds (the daemon's event → operation P50 went from 5 µs to 70–85 µs in 2 of 4
+//! runs); and where a CPU is free a normal thread is not kept waiting anyway. So each control
+//! thread looks, after each unit of its work ([`CpuGuard::check`]), at the machine's CPU
+//! pressure (`/proc/pressure/cpu`: the time some runnable thread waited for a CPU, sampled at
+//! most every [`SAMPLE_EVERY`] per process) and is real-time only while threads waited at
+//! least [`CONTENDED_AT`] of the last window ([`contended`], with hysteresis; with no recent
+//! sample to start a window from, normal for a first window of 20 ms). Busy CPUs alone do not
+//! count: two threads passing messages back and forth keep both CPUs of a small machine busy
+//! but never wait, and there real-time wake-ups only cost. A thread woken while its setting is
+//! stale pays one slow wake-up; control threads wake at least every ping (150 ms), so a change
+//! takes effect within that. Without pressure accounting (a kernel without PSI, or booted
+//! `psi=0`) the threads stay normal by default.
 //!
 //! These threads block between messages and do a few microseconds of work per message; a
 //! thread that keeps the CPU anyway (a client flooding the daemon) is dropped back to normal
@@ -36,7 +40,7 @@ use thread_priority::{
 };
 
 /// The variable that chooses when control threads are real-time: `1` always, `0` never, unset
-/// (or `auto`) while the CPUs are saturated.
+/// (or `auto`) while threads wait for the machine's CPUs.
 pub const RT_CONTROL: &str = "XSCHED_RT_CONTROL";
 
 /// When control threads run `SCHED_FIFO`.
@@ -44,7 +48,7 @@ pub const RT_CONTROL: &str = "XSCHED_RT_CONTROL";
 enum When {
     Never,
     Always,
-    WhileSaturated,
+    WhileContended,
 }
 
 /// What `XSCHED_RT_CONTROL` (its value, if set) asks for; any other value is refused with a
@@ -53,13 +57,13 @@ fn asked_for(value: Option<&str>) -> When {
     match value.map(str::trim) {
         Some("1") => When::Always,
         Some("0") => When::Never,
-        None | Some("" | "auto") => When::WhileSaturated,
+        None | Some("" | "auto") => When::WhileContended,
         Some(other) => {
             tracing::warn!(
                 "{RT_CONTROL}={other:?} is none of 0, 1, auto; control threads are real-time \
-                 while the CPUs are saturated"
+                 while threads wait for the CPUs"
             );
-            When::WhileSaturated
+            When::WhileContended
         }
     }
 }
@@ -84,110 +88,91 @@ fn make_normal() {
     }
 }
 
-/// How often a process samples the machine's idle time, at most.
+/// How often a process samples the machine's CPU pressure, at most.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// The first window of a process, or after a stale sample: short, so that a busy machine is
-/// seen soon (a thread is normal until then).
+/// The first window of a process, or after a stale sample: short, so that contention is seen
+/// soon (a thread is normal until then).
 const FIRST_WINDOW: Duration = Duration::from_millis(20);
 
-/// A sample older than this is not used as the start of a window (see [`machine_saturated`]).
+/// A sample older than this is not used as the start of a window (see [`machine_contended`]).
 const STALE_AFTER: Duration = Duration::from_millis(400);
 
-/// Saturated: on average less than this many CPUs were idle over the sampled window (a
-/// woken thread then mostly finds every CPU busy).
-pub const BUSY_BELOW: f64 = 0.5;
+/// Contended: some runnable thread waited for a CPU at least this share of the window.
+pub const CONTENDED_AT: f64 = 0.10;
 
-/// No longer saturated once more than this many CPUs were idle on average (hysteresis).
-const QUIET_ABOVE: f64 = 0.75;
+/// No longer contended once threads waited less than this share (hysteresis).
+const QUIET_BELOW: f64 = 0.03;
 
-/// Whether `cpus` CPUs count as saturated after a window in which they were idle `idle` of
-/// `total` CPU time (any unit), given whether they did before: with fewer than [`BUSY_BELOW`]
-/// CPUs idle on average they are, with more than [`QUIET_ABOVE`] they are not, in between they
-/// stay as they were. An empty window changes nothing.
-pub fn saturated(before: bool, idle: u64, total: u64, cpus: u64) -> bool {
-    if total == 0 {
+/// Whether the CPUs count as contended after a window of `window_us` in which some runnable
+/// thread waited for a CPU `stalled_us`, given whether they did before: from [`CONTENDED_AT`]
+/// of the window they are, below [`QUIET_BELOW`] they are not, in between they stay as they
+/// were. An empty window changes nothing.
+pub fn contended(before: bool, stalled_us: u64, window_us: u64) -> bool {
+    if window_us == 0 {
         return before;
     }
-    let idle_cpus = idle as f64 / total as f64 * cpus as f64;
-    if idle_cpus < BUSY_BELOW {
+    let share = stalled_us as f64 / window_us as f64;
+    if share >= CONTENDED_AT {
         true
-    } else if idle_cpus > QUIET_ABOVE {
+    } else if share < QUIET_BELOW {
         false
     } else {
         before
     }
 }
 
-/// The machine's CPUs (all of them: `/proc/stat` counts them all).
-fn cpus() -> u64 {
-    static CPUS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *CPUS.get_or_init(|| {
-        std::fs::read_to_string("/proc/stat").map_or(1, |s| {
-            let n = s
-                .lines()
-                .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
-                .count();
-            u64::try_from(n.max(1)).unwrap_or(1)
-        })
-    })
+/// The machine's total time (µs) that some runnable thread waited for a CPU, or `None` without
+/// pressure accounting.
+fn cpu_stall_us() -> Option<u64> {
+    parse_pressure(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
 }
 
-/// The machine's idle and total CPU time so far (`/proc/stat`'s `cpu` line, in ticks; idle
-/// counts iowait too), or `None` where it cannot be read.
-fn cpu_times() -> Option<(u64, u64)> {
-    parse_cpu_line(std::fs::read_to_string("/proc/stat").ok()?.lines().next()?)
-}
-
-fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
-    let mut fields = line.split_whitespace();
-    if fields.next()? != "cpu" {
-        return None;
-    }
-    let v: Vec<u64> = fields.map(str::parse).collect::<Result<_, _>>().ok()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
-    let total = v.iter().take(8).sum();
-    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
-    Some((idle, total))
+/// The `total=` of the `some` line of a pressure file.
+fn parse_pressure(text: &str) -> Option<u64> {
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
 }
 
 /// The process's last sample of the machine.
 struct Sample {
     at: Instant,
-    idle: u64,
-    total: u64,
+    stall_us: u64,
     /// How long the window it starts lasts at least.
     window: Duration,
 }
 
 static SAMPLE: Mutex<Option<Sample>> = Mutex::new(None);
-static SATURATED: AtomicBool = AtomicBool::new(false);
+static CONTENDED: AtomicBool = AtomicBool::new(false);
 
-/// Whether the machine's CPUs are saturated, sampled at most every [`SAMPLE_EVERY`] in this
+/// Whether threads wait for the machine's CPUs, sampled at most every [`SAMPLE_EVERY`] in this
 /// process (whichever control thread looks first after that samples; the others read the last
 /// answer).
-fn machine_saturated() -> bool {
+fn machine_contended() -> bool {
     let now = Instant::now();
     if let Ok(mut last) = SAMPLE.try_lock()
         && last
             .as_ref()
             .is_none_or(|s| now.duration_since(s.at) >= s.window)
-        && let Some((idle, total)) = cpu_times()
+        && let Some(stall_us) = cpu_stall_us()
     {
         let fresh = last
             .as_ref()
             .filter(|s| now.duration_since(s.at) <= STALE_AFTER);
         // No window yet (the process's first look), or one so long that it would average over
-        // a quiet past: not saturated until a short first window says so.
+        // a quiet past: not contended until a short first window says so.
         let busy = fresh.is_some_and(|s| {
-            saturated(
-                SATURATED.load(Ordering::Relaxed),
-                idle.saturating_sub(s.idle),
-                total.saturating_sub(s.total),
-                cpus(),
+            let window = u64::try_from(now.duration_since(s.at).as_micros()).unwrap_or(u64::MAX);
+            contended(
+                CONTENDED.load(Ordering::Relaxed),
+                stall_us.saturating_sub(s.stall_us),
+                window,
             )
         });
-        SATURATED.store(busy, Ordering::Relaxed);
+        CONTENDED.store(busy, Ordering::Relaxed);
         let window = if fresh.is_some() {
             SAMPLE_EVERY
         } else {
@@ -195,12 +180,11 @@ fn machine_saturated() -> bool {
         };
         *last = Some(Sample {
             at: now,
-            idle,
-            total,
+            stall_us,
             window,
         });
     }
-    SATURATED.load(Ordering::Relaxed)
+    CONTENDED.load(Ordering::Relaxed)
 }
 
 /// How much CPU a prompt thread may use per window before it loses real-time priority.
@@ -234,7 +218,7 @@ fn thread_cpu() -> Duration {
 
 impl CpuGuard {
     /// Start guarding the calling control thread, real-time now if [`RT_CONTROL`] asks for
-    /// it always, or by default if the machine is saturated.
+    /// it always, or by default if threads wait for the machine's CPUs.
     pub fn start() -> CpuGuard {
         let mut guard = CpuGuard::guarding(asked_for(std::env::var(RT_CONTROL).ok().as_deref()));
         guard.follow_machine();
@@ -275,10 +259,10 @@ impl CpuGuard {
         }
     }
 
-    /// By default, real-time exactly while the machine is saturated.
+    /// By default, real-time exactly while threads wait for the machine's CPUs.
     fn follow_machine(&mut self) {
-        if self.when == When::WhileSaturated {
-            self.set_prompt(machine_saturated());
+        if self.when == When::WhileContended {
+            self.set_prompt(machine_contended());
         }
     }
 
@@ -363,14 +347,14 @@ mod tests {
     #[test]
     fn a_thread_follows_the_machine_only_by_default() {
         std::thread::spawn(|| {
-            let mut guard = CpuGuard::guarding(When::WhileSaturated);
+            let mut guard = CpuGuard::guarding(When::WhileContended);
             assert!(!guard.is_prompt(), "normal until a look at the machine");
             guard.set_prompt(true);
             if !guard.is_prompt() {
                 eprintln!("skipped: no privilege for SCHED_FIFO here");
                 return;
             }
-            assert_eq!(policy(), SCHED_FIFO, "real-time while saturated");
+            assert_eq!(policy(), SCHED_FIFO, "real-time while contended");
             guard.set_prompt(false);
             assert_eq!(policy(), SCHED_OTHER, "normal again once quiet");
             let mut never = CpuGuard::guarding(When::Never);
@@ -383,37 +367,30 @@ mod tests {
     }
 
     #[test]
-    fn saturated_means_little_idle_time_with_hysteresis() {
-        // 2 CPUs over 100 ticks each: 200 ticks of CPU time.
-        assert!(saturated(false, 0, 200, 2), "no idle time");
-        assert!(saturated(false, 49, 200, 2), "0.49 CPUs idle");
-        assert!(!saturated(false, 50, 200, 2), "half a CPU idle: not yet");
+    fn contended_means_threads_waited_for_a_cpu_with_hysteresis() {
+        // A 100 ms window, in µs.
         assert!(
-            saturated(true, 70, 200, 2),
-            "0.7 CPUs idle: stays saturated"
+            contended(false, 10_000, 100_000),
+            "waited 10 % of the window"
         );
-        assert!(!saturated(false, 70, 200, 2), "0.7 CPUs idle: stays quiet");
-        assert!(!saturated(true, 76, 200, 2), "0.76 CPUs idle: quiet again");
+        assert!(!contended(false, 9_000, 100_000), "9 %: not yet");
+        assert!(contended(true, 5_000, 100_000), "5 %: stays contended");
+        assert!(!contended(false, 5_000, 100_000), "5 %: stays quiet");
+        assert!(!contended(true, 2_000, 100_000), "2 %: quiet again");
+        assert!(!contended(true, 0, 100_000), "a ping-pong that never waits");
         assert!(
-            !saturated(true, 100, 200, 2),
-            "one CPU idle (a quiet ping-pong)"
-        );
-        assert!(saturated(false, 40, 6400, 64), "64 CPUs, 0.4 idle");
-        assert!(!saturated(true, 100, 6400, 64), "64 CPUs, one idle");
-        assert!(
-            saturated(true, 0, 0, 2) && !saturated(false, 0, 0, 2),
+            contended(true, 0, 0) && !contended(false, 0, 0),
             "an empty window"
         );
-        assert!(cpus() >= 1);
     }
 
     #[test]
-    fn the_cpu_line_gives_idle_with_iowait_and_the_total_without_guests() {
-        let line = "cpu  100 5 20 300 10 1 2 3 7 0";
-        assert_eq!(parse_cpu_line(line), Some((310, 441)));
-        assert_eq!(parse_cpu_line("cpu0 1 2 3 4"), None);
-        assert_eq!(parse_cpu_line("cpu  x 2 3 4"), None);
-        assert!(cpu_times().is_some_and(|(idle, total)| idle <= total));
+    fn the_pressure_file_gives_the_some_total() {
+        let text = "some avg10=20.92 avg60=11.20 avg300=12.34 total=3867859833\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(text), Some(3_867_859_833));
+        assert_eq!(parse_pressure("full avg10=0.00 total=5\n"), None);
+        assert_eq!(parse_pressure("some avg10=0.00 total=x\n"), None);
     }
 
     #[test]
@@ -422,7 +399,7 @@ mod tests {
         assert_eq!(asked_for(Some(" 1 ")), When::Always);
         assert_eq!(asked_for(Some("0")), When::Never);
         for default in [None, Some(""), Some("auto"), Some("yes"), Some("2")] {
-            assert_eq!(asked_for(default), When::WhileSaturated, "{default:?}");
+            assert_eq!(asked_for(default), When::WhileContended, "{default:?}");
         }
     }
 
