@@ -201,7 +201,7 @@ const WINDOW: Duration = Duration::from_millis(100);
 pub struct CpuGuard {
     when: When,
     prompt: bool,
-    /// The guard tripped: normal priority from now on.
+    /// The guard tripped, or real-time is not permitted: normal priority from now on.
     dropped: bool,
     window_start: Duration,
     cpu_at_start: Duration,
@@ -244,13 +244,16 @@ impl CpuGuard {
         self.prompt
     }
 
-    /// Become real-time or normal; a thread that may not be real-time stays as it is.
+    /// Become real-time or normal; a thread that may not be real-time stays as it is, and is
+    /// not asked again.
     fn set_prompt(&mut self, prompt: bool) {
         if prompt == self.prompt || self.dropped {
             return;
         }
         if prompt {
             self.prompt = make_fifo();
+            // Not permitted (no CAP_SYS_NICE or RLIMIT_RTPRIO): stop asking.
+            self.dropped = !self.prompt;
             self.window_start = wall();
             self.cpu_at_start = thread_cpu();
         } else {
@@ -351,12 +354,16 @@ mod tests {
             assert!(!guard.is_prompt(), "normal until a look at the machine");
             guard.set_prompt(true);
             if !guard.is_prompt() {
+                assert!(guard.dropped, "not permitted: not asked again");
                 eprintln!("skipped: no privilege for SCHED_FIFO here");
                 return;
             }
             assert_eq!(policy(), SCHED_FIFO, "real-time while contended");
             guard.set_prompt(false);
             assert_eq!(policy(), SCHED_OTHER, "normal again once quiet");
+            guard.set_prompt(true);
+            assert_eq!(policy(), SCHED_FIFO, "and real-time again");
+            guard.set_prompt(false);
             let mut never = CpuGuard::guarding(When::Never);
             never.check();
             assert!(!never.is_prompt());
