@@ -7,6 +7,7 @@ shim's per-call cost on clEnqueueNDRangeKernel. Prints a Markdown table for docs
 Usage: python3 scripts/bench-opencl.py [--runs 3] [--requests 300] [--bg-works 100,1000]
        python3 scripts/bench-opencl.py --pairs 5 [--requests 300] [--bg-works 100,1000]
        python3 scripts/bench-opencl.py --calls-only   (the per-call cost in each XSCHED_MODE)
+       python3 scripts/bench-opencl.py --demotion [--requests 300] [--bg-works 100,1000]
 
 Default mode: per run, the foreground alone, the background alone, then native fg/bg, then
 shim+daemon fg/bg; the table gives median (min–max) over the runs, so a run's native and shim
@@ -21,6 +22,19 @@ is the background's throughput under the shim over natively (the issue's target:
 summary line per background kernel length counts the targets pair by pair: shim P99 ≤ 1.3×
 standalone, shim below native, bg throughput ≥ 90 % of native, each "k of N pairs". --runs,
 the background-alone run and the per-call table are not part of this mode.
+
+--demotion: per background kernel length, one shim+daemon fg/bg run with XSCHED_STAMPS set
+(crates/sys/src/stamps.rs): every process appends CLOCK_MONOTONIC stamps along the decision's
+path, and each foreground Ready (stamped on the submitting thread) is paired with the
+background's next demotion of its device threads. Prints the submit-to-demotion latency
+(P50/P90/P99/max) and each hop's P50/P99: submit → the fg agent wrote Ready, → the daemon
+decided and wrote Suspend, → the bg agent received it, → the bg's threads demoted. A Ready
+followed by another Ready before any demotion counts as unmatched (its request ended first,
+or the background was not running).
+
+--env KEY=VALUE (repeatable) adds a variable to the daemon's and the shimmed programs'
+environments (e.g. XSCHED_RT_CONTROL=1); --bin-dir DIR takes xsched and libxsched_opencl.so from
+DIR instead of target/release (a copy of another build, for before/after in one hour).
 
 Needs: cargo build --release -p xsched-cli -p xsched-shim-opencl, POCL, cc and the OpenCL
 headers (scripts/test.sh installs them).
@@ -37,8 +51,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-XSCHED = os.path.join(ROOT, "target/release/xsched")
-SHIM = os.path.join(ROOT, "target/release/libxsched_opencl.so")
+BIN = os.path.join(ROOT, "target/release")
 SOURCE = os.path.join(ROOT, "crates/shim-opencl/tests/c/vecprog.c")
 INCLUDE = os.path.join(ROOT, "crates/interpose/c")  # checksum.h, shared with the CUDA programs
 N = "16384"
@@ -106,6 +119,68 @@ def fg_desc(args):
             f"{args.period_us} µs, {args.requests} requests")
 
 
+HOPS = ["ready", "ready-sent", "decided", "suspend-received", "demoted"]
+
+
+def demotions(path, bg_pid):
+    """Pair each foreground Ready in the stamps file with the background's next demotion:
+    ([latencies µs], {hop: [µs]}, unmatched Readies)."""
+    events = []
+    with open(path) as f:
+        for line in f:
+            what, pid, ns = line.split()
+            events.append((int(ns), what, int(pid)))
+    events.sort()
+    lat, hops, unmatched, pending = [], {h: [] for h in HOPS[1:]}, 0, None
+    for ns, what, pid in events:
+        from_bg = pid == bg_pid
+        if what == "ready" and not from_bg:
+            unmatched += pending is not None
+            pending = {"ready": ns}
+        elif pending is None or what not in HOPS or what in pending:
+            continue
+        elif what == "ready-sent" and not from_bg or what == "decided" \
+                or what in ("suspend-received", "demoted") and from_bg:
+            pending[what] = ns
+            if what == "demoted":
+                lat.append((ns - pending["ready"]) / 1e3)
+                seen = [h for h in HOPS if h in pending]
+                for a, b in zip(seen, seen[1:]):
+                    if HOPS.index(b) == HOPS.index(a) + 1:
+                        hops[b].append((pending[b] - pending[a]) / 1e3)
+                pending = None
+    return lat, hops, unmatched + (pending is not None)
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+
+def measure_demotion(prog, args, bg_work, env_fg, env_bg, stamps):
+    """One shim+daemon fg/bg run (XSCHED_STAMPS=stamps in both environments and the
+    daemon's): the fg's and bg's results and the pairing of the stamps."""
+    open(stamps, "w").close()
+    p = start_bg(prog, bg_work, env_bg)
+    f = fg(prog, args.fg_work, args.period_us, args.requests, args.fg_kernels, env_fg)
+    b = stop_bg(p)
+    return (f, b) + demotions(stamps, p.pid)
+
+
+def print_demotion(args, rows):
+    extra = " ".join(args.env) or "defaults"
+    print(f"{fg_desc(args)}; shim+daemon ({extra}); fg Ready → bg device threads demoted\n")
+    print("| bg kernel (work) | demotions | unmatched Readies | P50 µs | P90 µs | P99 µs | max µs "
+          "| hops P50 / P99 µs: → fg agent wrote | → daemon decided | → bg agent got it "
+          "| → demoted | fg P99 µs | bg kernels/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for bg_work, (f, b, lat, hops, unmatched) in rows:
+        h = " | ".join(f"{pct(hops[k], 0.5):.0f} / {pct(hops[k], 0.99):.0f}" for k in HOPS[1:])
+        print(f"| {bg_work} | {len(lat)} | {unmatched} | {pct(lat, 0.5):.0f} | {pct(lat, 0.9):.0f} | "
+              f"{pct(lat, 0.99):.0f} | {max(lat, default=float('nan')):.0f} | {h} | "
+              f"{f['p99_us']:.0f} | {b['kernels_per_s']:.0f} |")
+
+
 def print_pairs(args, rows):
     """--pairs: one row per pair, then per bg work the issue's targets counted pair by pair."""
     print(f"{fg_desc(args)}; {args.pairs} pairs per bg kernel, each: fg standalone, then native "
@@ -143,6 +218,11 @@ def main():
     only.add_argument("--calls-only", action="store_true",
                       help="only the per-call cost, natively and through the shim in each "
                            "XSCHED_MODE")
+    only.add_argument("--demotion", action="store_true",
+                      help="the submit-to-demotion latency from XSCHED_STAMPS (see above)")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="add to the daemon's and the shimmed programs' environments")
+    ap.add_argument("--bin-dir", default=BIN, help="where xsched and libxsched_opencl.so are")
     only.add_argument("--pairs", type=int, metavar="N",
                       help="per bg kernel length, N pairs of fg standalone + native fg/bg + "
                            "shim fg/bg with the same requests (native first in even pairs, shim "
@@ -152,16 +232,23 @@ def main():
     if args.pairs is not None and args.pairs < 1:
         ap.error("--pairs needs N >= 1")
 
+    xsched = os.path.join(args.bin_dir, "xsched")
+    lib = os.path.join(args.bin_dir, "libxsched_opencl.so")
+    extra = dict(kv.split("=", 1) for kv in args.env)
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
     prog = os.path.join(tmp, "vecprog")
     subprocess.run(["cc", "-O2", "-Wno-deprecated-declarations", "-I", INCLUDE, "-o", prog, SOURCE,
                     "-lOpenCL", "-lm"], check=True)
     sock = os.path.join(tmp, "xsched.sock")
-    daemon = subprocess.Popen([XSCHED, "serve", "--socket", sock],
-                              stderr=subprocess.DEVNULL, env=clean_env({}))
+    # One stamps file for the daemon and both programs, emptied before each run.
+    stamps = os.path.join(tmp, "stamps")
+    if args.demotion:
+        extra["XSCHED_STAMPS"] = stamps
+    daemon = subprocess.Popen([xsched, "serve", "--socket", sock],
+                              stderr=subprocess.DEVNULL, env=clean_env(extra))
     while not os.path.exists(sock):
         time.sleep(0.05)
-    shim = {"LD_PRELOAD": SHIM, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock}
+    shim = {"LD_PRELOAD": lib, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock, **extra}
     modes = [
         ("native", {}, {}),
         ("shim", {**shim, "XSCHED_PRIORITY": "10"}, {**shim, "XSCHED_PRIORITY": "0"}),
@@ -171,7 +258,11 @@ def main():
     rows = []  # (bg_work, [(mode run first, measure's dict)] per run or pair)
     over = {}
     try:
-        for bg_work in bg_works:
+        for bg_work in bg_works if args.demotion else []:
+            _, env_fg, env_bg = modes[1]
+            r = measure_demotion(prog, args, bg_work, env_fg, env_bg, stamps)
+            rows.append((bg_work, r))
+        for bg_work in [] if args.demotion else bg_works:
             runs = []
             for i in range(args.pairs if paired else args.runs):
                 order = modes[::-1] if paired and i % 2 else modes
@@ -184,10 +275,10 @@ def main():
                       f"bg/s {bg}native {r['bg_native']:.0f} shim {r['bg_shim']:.0f}",
                       file=sys.stderr)
             rows.append((bg_work, runs))
-        calls = [("native", {}), ("shim", {"LD_PRELOAD": SHIM})]
-        calls += [(f"shim {m}", {"LD_PRELOAD": SHIM, "XSCHED_MODE": m})
+        calls = [("native", {}), ("shim", {"LD_PRELOAD": lib})]
+        calls += [(f"shim {m}", {"LD_PRELOAD": lib, "XSCHED_MODE": m})
                   for m in ["observe", "cooperative", "preemptive"]]
-        for name, env in [] if paired else calls:
+        for name, env in [] if paired or args.demotion else calls:
             vals = []
             for _ in range(args.runs):
                 out = subprocess.run([prog, "overhead", "1", "0", "2000"], env=clean_env(env),
@@ -198,6 +289,8 @@ def main():
         daemon.terminate()
         daemon.wait()
 
+    if args.demotion:
+        return print_demotion(args, rows)
     if paired:
         return print_pairs(args, rows)
     med = statistics.median

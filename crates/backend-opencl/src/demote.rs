@@ -32,6 +32,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use xsched_runtime::stamps::{Stamp, stamp};
 
 /// Whether the process's threads are demoted now (read without the census lock by a thread
 /// that must leave `SCHED_IDLE` before it takes any lock).
@@ -153,6 +154,7 @@ fn settle(c: &mut Census) {
     if want && !DEMOTED.load(Ordering::Acquire) {
         (c.demoted, c.already_idle) = demote_threads(&c.exempt);
         DEMOTED.store(true, Ordering::Release);
+        stamp(Stamp::Demoted);
     } else if !want && DEMOTED.load(Ordering::Acquire) {
         for d in c.demoted.drain(..) {
             restore(d);
@@ -160,6 +162,7 @@ fn settle(c: &mut Census) {
         normalize_inherited(&c.already_idle);
         c.already_idle.clear();
         DEMOTED.store(false, Ordering::Release);
+        stamp(Stamp::Restored);
     }
 }
 

@@ -23,6 +23,7 @@ use xsched_proto::{
 };
 use xsched_sys::clock;
 use xsched_sys::prompt::CpuGuard;
+use xsched_sys::stamps;
 
 /// Serve one accepted connection until it ends.
 pub(crate) fn serve(
@@ -297,7 +298,11 @@ impl<'a> Session<'a> {
                     }
                 }
             }
-            ClientMsg::Ready { queue } => self.on_queue(queue, Event::Ready),
+            ClientMsg::Ready { queue } => {
+                let answer = self.on_queue(queue, Event::Ready);
+                stamps::stamp(stamps::Stamp::Decided);
+                answer
+            }
             ClientMsg::Idle { queue } => self.on_queue(queue, Event::Idle),
             ClientMsg::Hint { queue, hint } => match self.check_hint(hint) {
                 Ok(()) => self.on_queue(queue, |q| Event::Hint {

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use xsched_core::{Dispatcher, Nanos, Operation};
 use xsched_proto::DaemonMsg;
 use xsched_sys::clock;
+use xsched_sys::prompt::CpuGuard;
 
 /// Where a queue's operations go: its client's outbox, under the client's own queue id.
 #[derive(Clone)]
@@ -122,10 +123,12 @@ impl Core {
         self.with(|d| (d.snapshot(|_, _| {}), d.policy_name()))
     }
 
-    /// The timer thread's body: sleep until the policy's next timer, fire it, repeat.
-    pub(crate) fn run_timers(&self) {
+    /// The timer thread's body: sleep until the policy's next timer, fire it, repeat (and
+    /// check the thread's priority after each wake-up).
+    pub(crate) fn run_timers(&self, guard: &mut CpuGuard) {
         let mut inner = self.lock();
         loop {
+            guard.check();
             if inner.stopping {
                 let mut touched = Vec::new();
                 inner

@@ -201,8 +201,9 @@ impl Daemon {
         std::thread::Builder::new()
             .name("xsched-timers".into())
             .spawn(move || {
-                xsched_sys::prompt::make_prompt();
-                timers.core.run_timers()
+                timers
+                    .core
+                    .run_timers(&mut xsched_sys::prompt::CpuGuard::start());
             })
             .map_err(DaemonError::Spawn)?;
         Ok(Daemon {

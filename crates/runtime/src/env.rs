@@ -46,6 +46,7 @@ pub const NAMES: &[&str] = &[
     INFLIGHT_US,
     MAX_PENDING,
     crate::prompt::RT_CONTROL,
+    crate::stamps::STAMPS,
     LOG,
 ];
 

@@ -40,7 +40,7 @@ mod xqueue;
 
 /// The OS-facing helpers, which live in `xsched-sys` (shared with the daemon), where the
 /// runtime's users and its own modules reach them.
-pub use xsched_sys::{clock, fork, prompt};
+pub use xsched_sys::{clock, fork, prompt, stamps};
 
 pub use account::QueueAccount;
 pub use completion::{Completion, CompletionHook, CompletionSink};

@@ -7,6 +7,7 @@
 //! its connections (`xsched-daemon`).
 
 use crate::clock;
+use crate::prompt::CpuGuard;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -51,6 +52,9 @@ pub struct SchedLink {
 impl SchedLink {
     /// Report an event (stamped with the monotonic clock now).
     pub fn event(&self, event: Event) {
+        if matches!(event, Event::Ready(_)) {
+            crate::stamps::stamp(crate::stamps::Stamp::Ready);
+        }
         // If the scheduler is gone the queue simply runs unscheduled.
         let _ = self.tx.send(SchedMsg::Event(clock::now(), event));
     }
@@ -75,21 +79,23 @@ pub struct SchedulerThread {
 impl SchedulerThread {
     /// Start the core scheduler running `policy` on its own thread.
     pub fn start(policy: Box<dyn Policy>) -> std::io::Result<SchedulerThread> {
-        SchedulerThread::spawn("xsched-sched", move |rx| run(Dispatcher::new(policy), &rx))
+        SchedulerThread::spawn("xsched-sched", move |rx, guard| {
+            run(Dispatcher::new(policy), &rx, guard);
+        })
     }
 
-    /// Start a thread consuming scheduler messages with `body`.
+    /// Start a thread consuming scheduler messages with `body`, which calls its guard's
+    /// [`CpuGuard::check`] after each wake-up.
     pub(crate) fn spawn(
         name: &str,
-        body: impl FnOnce(Receiver<SchedMsg>) + Send + 'static,
+        body: impl FnOnce(Receiver<SchedMsg>, CpuGuard) + Send + 'static,
     ) -> std::io::Result<SchedulerThread> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
                 // It carries every decision (in-process scheduler, or the agent of the daemon's).
-                crate::prompt::make_prompt();
-                body(rx)
+                body(rx, CpuGuard::start())
             })?;
         Ok(SchedulerThread {
             tx,
@@ -163,8 +169,9 @@ fn apply(control: &Control, op: Operation) {
     control(op);
 }
 
-fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>) {
+fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>, mut guard: CpuGuard) {
     loop {
+        guard.check();
         let msg = match d.next_timer() {
             Some(at) => rx.recv_deadline(clock::instant_of(at)),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),

@@ -283,3 +283,83 @@ fn a_daemon_that_hangs_up_never_raises_sigpipe_in_the_host_program() {
         "the agent reconnected after each hang-up ({served} connections)"
     );
 }
+
+/// Whether this process may restore a demoted thread (`CAP_SYS_NICE`), so the backend offers
+/// Level 2 by thread priority on the CPU device (as root in CI).
+fn may_demote() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 23) != 0)
+}
+
+/// `XSCHED_STAMPS` (what `scripts/bench-opencl.py --demotion` pairs): the foreground's Ready
+/// and its agent's forwarding are stamped, and the background's device threads are demoted
+/// after a foreground Ready and restored after, each stamp naming its process.
+#[test]
+fn stamps_show_a_foreground_ready_followed_by_the_background_demoted() {
+    let Some(s) = setup() else { return };
+    let dir = std::env::temp_dir();
+    let sock = dir.join(format!("xsched-ocl-stamps-{}.sock", std::process::id()));
+    let stamps = dir.join(format!("xsched-ocl-stamps-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&stamps);
+    let daemon = xsched_daemon::Daemon::bind(&sock, &xsched_daemon::PolicySpec::default())
+        .expect("daemon binds")
+        .spawn()
+        .expect("daemon runs");
+    let env = [
+        ("XSCHED_SCHEDULER", "global"),
+        ("XSCHED_SOCKET", sock.to_str().expect("utf-8 path")),
+        ("XSCHED_STAMPS", stamps.to_str().expect("utf-8 path")),
+    ];
+    let (fg, bg) = fg_beside(&s, true, &env, true);
+    daemon.stop();
+    assert_eq!(fg["requests"], 60);
+    assert!(bg.is_some_and(|b| b["kernels"].as_u64() > Some(0)));
+    let text = std::fs::read_to_string(&stamps).expect("stamps written");
+    let _ = std::fs::remove_file(&stamps);
+    let lines: Vec<(&str, u32, u64)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "{l:?}");
+            (f[0], f[1].parse().expect("pid"), f[2].parse().expect("ns"))
+        })
+        .collect();
+    let pids = |what: &str| -> Vec<u32> {
+        let mut p: Vec<u32> = lines.iter().filter(|l| l.0 == what).map(|l| l.1).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    assert!(
+        pids("ready").len() == 2,
+        "both processes' queues turn ready: {text}"
+    );
+    assert!(
+        pids("ready-sent").len() == 2,
+        "both agents forward Ready: {text}"
+    );
+    if !may_demote() {
+        eprintln!("skipped the demotion stamps: no CAP_SYS_NICE, so no Level 2 here");
+        return;
+    }
+    let bg_pid = pids("demoted");
+    assert_eq!(bg_pid.len(), 1, "only the background is demoted: {text}");
+    assert_eq!(pids("restored"), bg_pid, "and restored");
+    let first_fg_ready = lines
+        .iter()
+        .filter(|l| l.0 == "ready" && l.1 != bg_pid[0])
+        .map(|l| l.2)
+        .min()
+        .expect("a foreground Ready");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.0 == "demoted" && l.2 > first_fg_ready),
+        "a demotion after the foreground's Ready: {text}"
+    );
+}

@@ -4,9 +4,10 @@
 //! (`xsched-daemon`) share, with no scheduling in them:
 //!
 //! - [`clock`]: the process's monotonic clock, as the core's [`Nanos`](xsched_core::Nanos).
-//! - [`prompt`]: real-time (`SCHED_FIFO` 1) control threads on request, and the guard that
-//!   drops a busy one back to normal priority.
+//! - [`prompt`]: real-time (`SCHED_FIFO` 1) control threads while threads wait for a CPU (or
+//!   as `XSCHED_RT_CONTROL` says), and the guard that drops a busy one back to normal priority.
 //! - [`fork`]: the descriptors a forked child must close, and the count of forks.
+//! - [`stamps`]: opt-in time stamps along a decision's path, for measuring it across processes.
 //!
 //! Why a crate of its own: the daemon needs the clock and prompt control threads, which lived
 //! in the runtime, so it linked the whole client runtime (launcher threads, the agent, the
@@ -19,3 +20,4 @@
 pub mod clock;
 pub mod fork;
 pub mod prompt;
+pub mod stamps;

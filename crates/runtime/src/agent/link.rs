@@ -1,5 +1,6 @@
 //! One connection to the daemon, on its own thread: connect, check who answers, shake hands,
-//! then read frames and pass them to the agent over a bounded channel. The agent's own thread
+//! then read frames: the queue operations it applies itself ([`super::controls`]), the rest it
+//! passes to the agent over a bounded channel. The agent's own thread
 //! never waits on any of this: a daemon that accepts but never answers (stopped, stuck) costs a
 //! link thread its handshake timeout, not the agent its loop.
 //!
@@ -7,12 +8,16 @@
 //! process's user, or as `XSCHED_DAEMON_UID`. Anyone else could have put a socket where this
 //! user's clients look, and obeying its `Suspend`s would hand it this program's device time.
 
+use super::controls::{Controls, operation};
 use crate::fork::Tracked;
+use crate::prompt::CpuGuard;
+use crate::stamps::{Stamp, stamp};
 use crossbeam_channel::Sender;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+use xsched_core::Operation;
 use xsched_proto::{DaemonMsg, client, read_frame};
 
 /// Why a link ended (or never began).
@@ -76,24 +81,33 @@ impl Trust {
     }
 }
 
-/// The link thread's body: report `Up`, the frames, then `Down` (exactly once).
+/// One link thread's generation, and where its frames go: operations to the queues' controls
+/// (applied here), everything else to the agent.
+pub(super) struct Link<'a> {
+    pub(super) generation: u64,
+    pub(super) tx: &'a Sender<Incoming>,
+    pub(super) controls: &'a Controls,
+}
+
+/// The link thread's body: report `Up`, apply the operations and pass on the other frames,
+/// then report `Down` (exactly once).
 pub(super) fn run(
     path: &Path,
     trust: Trust,
     handshake_timeout: Duration,
-    generation: u64,
-    tx: &Sender<Incoming>,
+    link: &Link<'_>,
+    guard: &mut CpuGuard,
 ) {
     let down = match connect(path, trust, handshake_timeout) {
         Ok((stream, reader)) => {
-            if tx.send(Incoming::Up(generation, stream)).is_err() {
+            if link.tx.send(Incoming::Up(link.generation, stream)).is_err() {
                 return;
             }
-            read(reader, generation, tx)
+            read(reader, link, guard)
         }
         Err(down) => down,
     };
-    let _ = tx.send(Incoming::Down(generation, down));
+    let _ = link.tx.send(Incoming::Down(link.generation, down));
 }
 
 fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn), Down> {
@@ -118,16 +132,25 @@ fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn),
     Ok((conn, Conn::new(reader)))
 }
 
-/// Forward frames until the connection ends; a full channel makes this thread (not the agent)
+/// Apply the operations and forward the other frames until the connection ends (a link
+/// superseded by a newer one stops at its next operation); a full channel makes this thread (not the agent)
 /// wait, and the daemon cuts off a client that falls far behind: the agent then reconnects and
 /// registers everything again.
-fn read(mut conn: Conn, generation: u64, tx: &Sender<Incoming>) -> Down {
+fn read(mut conn: Conn, link: &Link<'_>, guard: &mut CpuGuard) -> Down {
     loop {
         match read_frame::<DaemonMsg>(&mut conn.stream) {
             Ok(Some(msg)) => {
-                if tx.send(Incoming::Msg(generation, msg)).is_err() {
+                if let Some(op) = operation(&msg) {
+                    if matches!(op, Operation::Suspend(_)) {
+                        stamp(Stamp::SuspendReceived);
+                    }
+                    if !link.controls.apply_from(link.generation, op) {
+                        return Down::Unreachable("superseded by a newer link".into());
+                    }
+                } else if link.tx.send(Incoming::Msg(link.generation, msg)).is_err() {
                     return Down::Unreachable("the agent stopped".into());
                 }
+                guard.check();
             }
             Ok(None) => return Down::Unreachable("the daemon closed the connection".into()),
             Err(e) => return Down::Unreachable(e.to_string()),

@@ -2,7 +2,8 @@
 //! to the daemon instead.
 //!
 //! It consumes the same messages the local scheduler does, forwards them over the daemon's
-//! socket, and applies the daemon's suspend/resume operations through each queue's control.
+//! socket, and its link thread applies the daemon's suspend/resume operations through each
+//! queue's control as it reads them ([`controls`]).
 //! It remembers every queue (device, hints, readiness), so whenever the daemon is not there to
 //! schedule them the queues run unscheduled, and when it is back they are all registered again:
 //! no command is lost, none runs twice (the agent only ever opens and closes launch gates).
@@ -15,10 +16,13 @@
 //! the daemon. A daemon that refuses (another protocol version, an untrusted user) is retried
 //! every [`REFUSED_RETRY`], not in a tight loop.
 
+mod controls;
 mod link;
 
 use crate::Steer;
-use crate::scheduler::{Control, SchedMsg, SchedulerThread, StatsSource, Steerer};
+use crate::prompt::CpuGuard;
+use crate::scheduler::{SchedMsg, SchedulerThread, StatsSource, Steerer};
+use controls::Controls;
 use crossbeam_channel::{Receiver, Sender, select};
 use link::{Conn, Down, Incoming, Trust};
 use std::collections::BTreeMap;
@@ -26,7 +30,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xsched_core::{DeviceId, Event, Nanos, Operation, QueueHints, QueueId};
+use xsched_core::{DeviceId, Event, Nanos, QueueHints, QueueId};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client};
 
 /// How soon to try again after the daemon was unreachable.
@@ -54,15 +58,14 @@ pub(crate) fn start(socket: PathBuf, daemon_uid: Option<u32>) -> std::io::Result
         own_uid: nix::unistd::getuid().as_raw(),
         daemon_uid,
     };
-    SchedulerThread::spawn("xsched-agent", move |rx| {
-        Agent::new(Arc::new(socket), trust).run(&rx)
+    SchedulerThread::spawn("xsched-agent", move |rx, guard| {
+        Agent::new(Arc::new(socket), trust).run(&rx, guard);
     })
 }
 
 struct Queue {
     device: DeviceId,
     hints: QueueHints,
-    control: Control,
     stats: StatsSource,
     steer: Steerer,
     ready: bool,
@@ -87,6 +90,8 @@ struct Agent {
     socket: Arc<PathBuf>,
     trust: Trust,
     queues: BTreeMap<QueueId, Queue>,
+    /// The queues' controls, which the link thread uses to apply the daemon's operations.
+    controls: Arc<Controls>,
     link: Link,
     generation: u64,
     incoming_tx: Sender<Incoming>,
@@ -104,6 +109,7 @@ impl Agent {
             socket,
             trust,
             queues: BTreeMap::new(),
+            controls: Arc::new(Controls::new()),
             link: Link::Down { retry_at: now },
             generation: 0,
             incoming_tx,
@@ -113,8 +119,9 @@ impl Agent {
         }
     }
 
-    fn run(mut self, rx: &Receiver<SchedMsg>) {
+    fn run(mut self, rx: &Receiver<SchedMsg>, mut guard: CpuGuard) {
         loop {
+            guard.check();
             let wake = self.tick(Instant::now());
             let wait = wake.saturating_duration_since(Instant::now());
             select! {
@@ -170,15 +177,20 @@ impl Agent {
 
     /// Start a link thread.
     fn connect(&mut self) {
-        self.generation += 1;
+        self.next_generation();
         let (socket, trust, generation) = (self.socket.clone(), self.trust, self.generation);
-        let tx = self.incoming_tx.clone();
+        let (tx, controls) = (self.incoming_tx.clone(), self.controls.clone());
         let spawned = std::thread::Builder::new()
             .name("xsched-agent-link".into())
             .spawn(move || {
                 // The daemon's operations arrive through it (from a trusted daemon only).
-                crate::prompt::make_prompt();
-                link::run(&socket, trust, HANDSHAKE_TIMEOUT, generation, &tx)
+                let mut guard = CpuGuard::start();
+                let link = link::Link {
+                    generation,
+                    tx: &tx,
+                    controls: &controls,
+                };
+                link::run(&socket, trust, HANDSHAKE_TIMEOUT, &link, &mut guard);
             });
         match spawned {
             Ok(_) => self.link = Link::Connecting,
@@ -192,7 +204,13 @@ impl Agent {
             let _ = writer.stream.shutdown(std::net::Shutdown::Both);
         }
         // Frames of the old generation are ignored from here on.
+        self.next_generation();
+    }
+
+    /// A new link generation; the old link thread applies no operation from here on.
+    fn next_generation(&mut self) {
         self.generation += 1;
+        self.controls.set_generation(self.generation);
     }
 
     /// The link is down: run unscheduled, retry later, say so once.
@@ -220,10 +238,7 @@ impl Agent {
     }
 
     fn resume_all(&self) {
-        for (&id, q) in &self.queues {
-            (q.control)(Operation::Resume(id));
-            (q.control)(Operation::Unprotect(id));
-        }
+        self.controls.resume_all();
     }
 
     fn send(&mut self, msg: &ClientMsg) {
@@ -279,12 +294,12 @@ impl Agent {
                 stats,
                 steer,
             } => {
+                self.controls.insert(queue, control);
                 self.queues.insert(
                     queue,
                     Queue {
                         device,
                         hints,
-                        control,
                         stats,
                         steer,
                         ready: false,
@@ -330,11 +345,15 @@ impl Agent {
             }
             Event::Unregister(q) => {
                 self.queues.remove(&q);
+                self.controls.remove(q);
                 ClientMsg::Unregister { queue: q.0 }
             }
             Event::Register { .. } => return,
         };
         self.send(&msg);
+        if matches!(msg, ClientMsg::Ready { .. }) {
+            crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
+        }
     }
 
     fn set_ready(&mut self, queue: QueueId, ready: bool) {
@@ -381,13 +400,7 @@ impl Agent {
 
     fn obey(&mut self, msg: DaemonMsg) {
         match msg {
-            DaemonMsg::Suspend { queue } => self.apply(Operation::Suspend(QueueId(queue))),
-            DaemonMsg::Resume { queue } => self.apply(Operation::Resume(QueueId(queue))),
-            DaemonMsg::Protect { queue, protected } => self.apply(if protected {
-                Operation::Protect(QueueId(queue))
-            } else {
-                Operation::Unprotect(QueueId(queue))
-            }),
+            // Suspend, Resume and Protect were applied by the link thread (`controls`).
             DaemonMsg::SetMode { queue, mode } => self.steer(queue, Steer::Mode(mode.into())),
             DaemonMsg::Bounds {
                 queue,
@@ -409,12 +422,6 @@ impl Agent {
     fn steer(&self, queue: u32, request: Steer) {
         if let Some(q) = self.queues.get(&QueueId(queue)) {
             (q.steer)(request);
-        }
-    }
-
-    fn apply(&self, op: Operation) {
-        if let Some(queue) = self.queues.get(&op.queue()) {
-            (queue.control)(op);
         }
     }
 }
