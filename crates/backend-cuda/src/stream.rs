@@ -39,7 +39,11 @@ use xsched_runtime::{CommandError, Completion, CompletionHook, HwError, HwQueue}
 /// next one, so the device never waits for the host between commands.
 pub const GATE_DEPTH: u32 = 2;
 
-/// Enqueues one command on the raw stream.
+/// Enqueues one command on the raw stream. It may run on the stream's watcher thread (a refill
+/// after a synchronization point, see the module docs), so it must not block: no
+/// `cuStreamSynchronize`, `cuCtxSynchronize`, `cuEventSynchronize` or other wait, which would
+/// stall the completions of every command behind it (a wait for this stream's own work would
+/// never return).
 pub type EnqueueFn = Box<dyn FnOnce(sys::CUstream) -> Result<(), CudaError> + Send>;
 
 /// What a [`CudaStream`] runs.

@@ -82,7 +82,12 @@ fn app_runtime() -> Runtime {
 
 /// Threshold 8, batch 4: a synchronization point every 4 commands.
 fn options() -> QueueOptions {
-    let config = LaunchConfig::new(8, 4)
+    options_batch(4)
+}
+
+/// Threshold 8, a synchronization point every `batch` commands.
+fn options_batch(batch: u32) -> QueueOptions {
+    let config = LaunchConfig::new(8, batch)
         .expect("config")
         .with_inflight_budget(None);
     QueueOptions::default().with_config(config)
@@ -136,7 +141,14 @@ fn a_command_failing_inside_a_refill_fails_alone_and_the_rest_run_in_order() {
     let hw = Watched::new(false);
     let work = Work::new(100);
     let rt = app_runtime();
-    let q = rt.create_queue(hw.clone(), options()).expect("queue");
+    // Batch 1: every command is a synchronization point, the failing one too, so its failure
+    // (reported inside its launch) leaves the hook work that the watcher's loop then runs.
+    let q = rt
+        .create_queue(hw.clone(), options_batch(1))
+        .expect("queue");
+    // Held while submitting: at the resume the first 8 launch from here, all later ones from
+    // the watcher's refills, the failing one (the 51st) included.
+    q.suspend().expect("suspend");
     let mut good: Vec<_> = (0..50)
         .map(|t| q.submit(work.command(20, t)).expect("submit"))
         .collect();
@@ -149,13 +161,29 @@ fn a_command_failing_inside_a_refill_fails_alone_and_the_rest_run_in_order() {
         })))
         .expect("submit");
     good.extend((50..100).map(|t| q.submit(work.command(20, t)).expect("submit")));
+    q.resume().expect("resume");
     until_completed(&q, 101);
+    // Before any wait (a waiter would wake the launcher).
+    let stats = q.refill_stats();
+    {
+        let launchers = hw.launchers.lock().expect("launchers");
+        assert_eq!(launchers.len(), 101, "each command launched once");
+        assert!(
+            launchers[50].starts_with("xsched-cuda-watch"),
+            "the failing command launched in a refill on the watcher, not on {:?}",
+            launchers[50]
+        );
+    }
+    assert!(stats.completion_hook, "kept: {stats:?}");
+    assert_eq!(
+        stats.launcher_wakeups, 0,
+        "the watcher ran what the failure left: {stats:?}"
+    );
     assert!(matches!(bad.wait(), Err(CommandError::Failed(_))));
     for h in &good {
         h.wait().expect("command ok");
     }
     assert_eq!(work.tags(), (0..100).collect::<Vec<_>>());
-    assert!(q.refill_stats().on_completing_thread > 0);
 }
 
 #[test]

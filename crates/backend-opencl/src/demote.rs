@@ -10,16 +10,20 @@
 //! thread's 1024), except xsched's own threads (named `xsched-*`: the agent that must hear the
 //! resume, the launchers), the calling thread, and every thread that has taken an OpenCL
 //! XQueue's launch-machine lock ([`exempt_this_thread`], called before each lock through
-//! `HwQueue::before_queue_lock`); reactivating restores each demoted thread's policy and nice
-//! value, and gives a normal policy back to threads that were started while the process was
-//! demoted (they inherit `SCHED_IDLE`). The lock-taking threads are spared because a resume
-//! takes that lock: demoted, one preempted inside its critical section would hold the resume
-//! until the CPU fell idle (a priority inversion). A thread that first takes it while demoted
-//! leaves `SCHED_IDLE` before it takes any lock, the census's included. Left: a device thread
-//! completing a command records it under the queue's tracker lock, which a resume also takes
-//! briefly; that critical section is a few hundred nanoseconds, not a launch. Launched work is
-//! neither lost nor cancelled: it finishes when the CPU is free, which is what a Level-2 hold
-//! means for a queue.
+//! `HwQueue::before_queue_lock`), except OpenCL's callback threads: they take that lock to
+//! refill (`hook.rs`) but are the device's own threads, so they are spared only while a refill
+//! runs ([`spared_while`]) and demoted when it ends if the process is still held. Reactivating
+//! restores each demoted thread's policy and nice value, and gives a normal policy back to
+//! threads that were started while the process was demoted (they inherit `SCHED_IDLE`). The
+//! lock-taking threads are spared because a resume takes that lock: demoted, one preempted
+//! inside its critical section would hold the resume until the CPU fell idle (a priority
+//! inversion). A thread that takes it while demoted leaves `SCHED_IDLE` before it takes any
+//! lock, the census's included. Left: a device thread completing a command records it under
+//! the queue's tracker lock, which a resume also takes briefly, and a callback thread demoted
+//! at the end of its refill releases the census lock (which a resume takes) at `SCHED_IDLE`;
+//! both windows last at most a few hundred nanoseconds, not a launch. Launched work is neither
+//! lost nor cancelled: it finishes when the CPU is free, which is what a Level-2 hold means for
+//! a queue.
 //!
 //! Threads belong to the process, not to a queue, so the demotion is process-wide and counted:
 //! the threads are demoted while at least one CPU-device queue is deactivated and none is
@@ -193,19 +197,51 @@ pub(crate) fn exempt_this_thread() {
         }
         let tid = gettid();
         e.0.set(Some(tid));
-        // Out of SCHED_IDLE first, so that this thread never holds the census lock demoted.
-        let left_idle = DEMOTED.load(Ordering::Acquire) && policy_of(tid) == libc::SCHED_IDLE;
-        if left_idle {
-            set_policy(tid, libc::SCHED_OTHER);
-        }
-        let mut c = census();
-        c.exempt.push(tid);
-        if let Some(i) = c.demoted.iter().position(|d| d.tid == tid) {
-            restore(c.demoted.swap_remove(i));
-        } else if left_idle && c.already_idle.contains(&tid) {
-            set_policy(tid, libc::SCHED_IDLE); // the application's own choice
-        }
+        spare(tid);
     });
+}
+
+/// Run `f` (a refill on a device thread, which takes a queue's lock) at the thread's own
+/// priority, as if exempt, then hand the thread back to the hold if one is on by then.
+pub(crate) fn spared_while<R>(f: impl FnOnce() -> R) -> R {
+    if EXEMPTION.try_with(|e| e.0.get().is_some()).unwrap_or(true) {
+        return f(); // exempt for good (or being torn down)
+    }
+    /// Ends the sparing, a panic included.
+    struct Spared(libc::pid_t);
+    impl Drop for Spared {
+        fn drop(&mut self) {
+            let mut c = census();
+            c.exempt.retain(|&t| t != self.0);
+            // Last, so that at SCHED_IDLE the thread only releases the census lock; `demote`
+            // leaves a thread that was at SCHED_IDLE before the hold as it is.
+            if DEMOTED.load(Ordering::Acquire) {
+                c.demoted.reserve(1);
+                if let Some(d) = demote(self.0) {
+                    c.demoted.push(d);
+                }
+            }
+        }
+    }
+    let spared = Spared(gettid());
+    spare(spared.0);
+    f()
+}
+
+/// Exempt the calling thread `tid` and undo its demotion, if any.
+fn spare(tid: libc::pid_t) {
+    // Out of SCHED_IDLE first, so that this thread never holds the census lock demoted.
+    let left_idle = DEMOTED.load(Ordering::Acquire) && policy_of(tid) == libc::SCHED_IDLE;
+    if left_idle {
+        set_policy(tid, libc::SCHED_OTHER);
+    }
+    let mut c = census();
+    c.exempt.push(tid);
+    if let Some(i) = c.demoted.iter().position(|d| d.tid == tid) {
+        restore(c.demoted.swap_remove(i));
+    } else if left_idle && c.already_idle.contains(&tid) {
+        set_policy(tid, libc::SCHED_IDLE); // the application's own choice
+    }
 }
 
 fn policy_of(tid: libc::pid_t) -> libc::c_int {

@@ -4,9 +4,11 @@
 //! The OpenCL runtime calls event callbacks on its own threads. The callback reports the
 //! completion, runs the queue's completion hook if that completion left it work (`hook.rs`),
 //! and hands the event back to its queue instead of releasing it there: the queue releases
-//! finished events on its next launch (or when dropped), never the event whose callback is
-//! running. That launch may itself run in a callback (a refill); releasing other, finished
-//! events there is allowed by OpenCL and checked on POCL.
+//! finished events on its next launch (or when dropped). That launch may itself run in a
+//! callback (a refill); releasing other, finished events there is allowed by OpenCL and checked
+//! on POCL. The refill's launch also replaces the queue's `last` event, which may be the very
+//! event whose callback is running, and so releases one reference to it there: safe, because
+//! the callback's `Watch` holds a reference of its own, which it retires when it is done.
 
 use crate::error::OclError;
 use crate::hook::{self, HookSlot};

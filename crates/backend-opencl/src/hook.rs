@@ -18,8 +18,10 @@
 //!   launched) the work goes to the launcher thread ([`CompletionHook::hand_over`]).
 //! - A process demoted for a Level-2 hold (`demote.rs`): callback threads are the device's own
 //!   threads, at `SCHED_IDLE` then, and one preempted while holding the queue's lock would stall
-//!   the resume; the launcher thread (never demoted) takes the work. Callback threads are not
-//!   exempted from demotion by refilling, so a hold still holds the device's threads.
+//!   the resume; the launcher thread (never demoted) takes the work. A hold that begins after
+//!   that check spares the refilling thread until its refill (and so its hold of the queue's
+//!   lock) is over, and then demotes it; callback threads are not exempted for good by
+//!   refilling, so a hold still holds the device's threads.
 //! - A callback that cannot be registered: the command fails as before, and the queue gives
 //!   its hook back, so the launcher thread refills it from then on (logged once).
 
@@ -88,7 +90,7 @@ pub(crate) fn launching<R>(launch: impl FnOnce() -> R) -> R {
 }
 
 /// Whether this thread takes the queue's lock to refill from a callback (see the module docs:
-/// such threads are not exempted from a Level-2 demotion).
+/// such a thread is spared from a Level-2 demotion only while it refills).
 pub(crate) fn refilling() -> bool {
     REFILLING.get()
 }
@@ -108,9 +110,12 @@ pub(crate) fn after_completion(slot: &HookSlot) {
         hook.hand_over();
         return;
     }
-    let _flag = Flag::raise(&REFILLING);
-    hook.run();
-    while let Some(next) = AFTER_REFILL.with_borrow_mut(Vec::pop) {
-        next.run();
-    }
+    // Spared from a hold that begins now, until the refill (and its queue lock) is over.
+    demote::spared_while(|| {
+        let _flag = Flag::raise(&REFILLING);
+        hook.run();
+        while let Some(next) = AFTER_REFILL.with_borrow_mut(Vec::pop) {
+            next.run();
+        }
+    });
 }

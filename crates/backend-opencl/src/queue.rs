@@ -252,7 +252,8 @@ impl HwQueue for OclQueue {
 
     /// Threads that take the queue's lock keep their priority under a Level-2 hold of any
     /// CPU-device queue of the process (see `demote.rs`), except OpenCL's callback threads
-    /// refilling: they are the device's own threads, which the hold is about.
+    /// refilling: they are the device's own threads, which the hold is about, so they are
+    /// spared only while their refill runs (`hook::after_completion`).
     fn before_queue_lock(&self) {
         if !hook::refilling() {
             demote::exempt_this_thread();

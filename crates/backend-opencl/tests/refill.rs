@@ -2,7 +2,8 @@
 //! completion hook in the event callback of a synchronization point, so the refill launches
 //! from the implementation's thread and the launcher thread is not woken for it; a callback
 //! that cannot be registered gives the hook back and the launcher refills; no path changes a
-//! command's result or order, and a Level-2 hold still demotes the threads that refilled.
+//! command's result or order, and a Level-2 hold still demotes the threads that refilled (one
+//! that begins during a refill, once the refill is over).
 
 mod common;
 
@@ -16,11 +17,18 @@ use xsched_runtime::{
     CommandError, CommandHandle, Completion, CompletionHook, HwError, HwQueue, QueueOptions, XQueue,
 };
 
+/// Run on the first launch from a callback thread (other than the named test thread), with
+/// the queue's lock held.
+type Probe = (String, Box<dyn FnOnce(&OclQueue) + Send>);
+
 /// An OpenCL queue that records which thread launched each command.
 struct Watched {
     inner: Arc<OclQueue>,
     /// (thread id, thread name) per launch.
     launchers: Mutex<Vec<(libc::pid_t, String)>>,
+    probe: Mutex<Option<Probe>>,
+    /// The thread that ran the probe, and its scheduling policy right after it.
+    probed: Mutex<Option<(libc::pid_t, libc::c_int)>>,
 }
 
 impl Watched {
@@ -28,7 +36,14 @@ impl Watched {
         Arc::new(Watched {
             inner: hw(cl),
             launchers: Mutex::new(Vec::new()),
+            probe: Mutex::new(None),
+            probed: Mutex::new(None),
         })
+    }
+
+    /// Run `probe` on the first launch from a callback thread, not `test` nor a launcher.
+    fn arm(&self, test: String, probe: impl FnOnce(&OclQueue) + Send + 'static) {
+        *self.probe.lock().expect("probe") = Some((test, Box::new(probe)));
     }
 
     /// The threads that launched, other than xsched's launcher and `test` (the submitting
@@ -60,7 +75,20 @@ impl HwQueue for Watched {
         let name = std::thread::current().name().unwrap_or("").to_string();
         // SAFETY: gettid has no arguments and cannot fail.
         let tid = unsafe { libc::gettid() };
+        let probe = {
+            let mut probe = self.probe.lock().expect("probe");
+            let from_callback = probe
+                .as_ref()
+                .is_some_and(|(test, _)| !name.starts_with("xsched-launch-") && name != *test);
+            if from_callback { probe.take() } else { None }
+        };
         self.launchers.lock().expect("launchers").push((tid, name));
+        if let Some((_, probe)) = probe {
+            probe(&self.inner);
+            // SAFETY: no memory arguments; 0 is the calling thread.
+            let policy = unsafe { libc::sched_getscheduler(0) };
+            *self.probed.lock().expect("probed") = Some((tid, policy));
+        }
         self.inner.launch(cmd, done);
     }
     fn synchronize(&self) -> Result<(), HwError> {
@@ -160,7 +188,12 @@ fn a_callback_that_cannot_be_registered_fails_its_command_and_gives_the_hook_bac
     // An enqueue that hands back no event: its callback cannot be registered.
     let bad = q
         .submit(OclCommand::Enqueue(Box::new(|_| {
-            // SAFETY: a null event is refused by OpenCL (CL_INVALID_EVENT) before any use.
+            // SAFETY: this breaks `from_raw`'s contract (null is no valid event) on purpose. The
+            // queue passes the null handle to clRetainEvent (its copy for `synchronize`: fails,
+            // logged), to clSetEventCallback (fails: the failure under test) and, when the
+            // `Event` drops, to clReleaseEvent (fails, logged). No Rust code dereferences it;
+            // the test relies on the ICD loader / POCL checking for NULL and returning
+            // CL_INVALID_EVENT, as the ICD loaders and POCL 3.1 do, rather than reading it.
             Ok(unsafe { Event::from_raw(std::ptr::null_mut()) })
         })))
         .expect("submit");
@@ -168,11 +201,20 @@ fn a_callback_that_cannot_be_registered_fails_its_command_and_gives_the_hook_bac
         (n as cl_uint / 2..n as cl_uint)
             .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit")),
     );
+    // Before any wait: a waiter wakes the launcher itself, with or without the give-back.
+    until_completed(&q, n as u64 + 1);
+    let stats = q.refill_stats();
+    eprintln!("{stats:?}");
+    assert!(!stats.completion_hook, "given back");
+    // The ~15 synchronization points after the bad command.
+    assert!(
+        stats.launcher_wakeups > 0,
+        "the launcher refills: {stats:?}"
+    );
     match bad.wait() {
         Err(CommandError::Failed(m)) => assert!(m.contains("clSetEventCallback"), "{m}"),
         other => panic!("expected the registration's failure, got {other:?}"),
     }
-    until_completed(&q, n as u64 + 1);
     for h in &handles {
         assert_eq!(h.wait(), Ok(()));
     }
@@ -181,13 +223,6 @@ fn a_callback_that_cannot_be_registered_fails_its_command_and_gives_the_hook_bac
         read(&cl, &log.log, n),
         (0..n as cl_uint).collect::<Vec<_>>(),
         "in order, each once"
-    );
-    let stats = q.refill_stats();
-    eprintln!("{stats:?}");
-    assert!(!stats.completion_hook, "given back");
-    assert!(
-        stats.launcher_wakeups > 0,
-        "the launcher refills: {stats:?}"
     );
 }
 
@@ -236,4 +271,49 @@ fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
             .all(|&t| policy(t).is_none_or(|p| p != SCHED_IDLE)),
         "restored"
     );
+}
+
+#[test]
+fn a_hold_that_begins_during_a_refill_spares_the_refilling_thread_until_the_refill_ends() {
+    let Some(cl) = opencl() else { return };
+    let n = 40;
+    let log = common::Log::new(&cl, n);
+    let rt = app_runtime();
+    let hw = Watched::new(&cl);
+    let q = rt.create_queue(hw.clone(), options()).expect("xqueue");
+    if q.hw().capabilities().max_level < Level::Deactivate {
+        eprintln!("skipped: Level 2 by thread priority is not offered here");
+        return;
+    }
+    // Inside a refill, holding the queue's lock: another thread (as a suspend would) holds the
+    // device's threads. Without its own lock, so the refill goes on once the hold began.
+    hw.arm(test_name(), |inner| {
+        std::thread::scope(|s| {
+            s.spawn(|| inner.deactivate().expect("hold"))
+                .join()
+                .expect("holder");
+        });
+    });
+    let handles: Vec<CommandHandle> = (0..n as cl_uint)
+        .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
+        .collect();
+    until_completed(&q, n as u64);
+    for h in &handles {
+        assert_eq!(h.wait(), Ok(()));
+    }
+    let (tid, during) = hw
+        .probed
+        .lock()
+        .expect("probed")
+        .expect("a callback thread refilled");
+    assert_ne!(
+        u32::try_from(during).ok(),
+        Some(SCHED_IDLE),
+        "a refilling thread keeps its priority while it holds the queue's lock"
+    );
+    if let Some(after) = policy(tid) {
+        assert_eq!(after, SCHED_IDLE, "the refill over, the hold demotes it");
+    }
+    hw.inner.reactivate().expect("release");
+    assert!(policy(tid).is_none_or(|p| p != SCHED_IDLE), "restored");
 }

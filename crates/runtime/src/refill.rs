@@ -18,8 +18,8 @@ use crate::launcher::Msg;
 use crate::machine::SharedMachine;
 use crossbeam_channel::Sender;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use xsched_core::{CommandId, Nanos, QueueId};
 
 /// The hook is not (yet) in use: the launcher refills.
@@ -56,7 +56,11 @@ pub(crate) struct Deferral {
     /// Runs of the hook in progress, and whether the queue is shutting down (see
     /// [`close`](Deferral::close)).
     running: AtomicU64,
-    closed: std::sync::atomic::AtomicBool,
+    closed: AtomicBool,
+    /// Where `close` waits for the last run in progress to end (the counter stays lock-free
+    /// on the runs' path; only the last run after a close takes the lock, to wake it).
+    ended: Mutex<()>,
+    ended_signal: Condvar,
 }
 
 /// A run of the hook in progress (counted while it lives).
@@ -64,7 +68,16 @@ pub(crate) struct Running<'a>(&'a Deferral);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        let d = self.0;
+        if d.running.fetch_sub(1, Ordering::SeqCst) == 1 && d.closed.load(Ordering::SeqCst) {
+            // Under the lock: `close` checks the count and starts waiting under it, so this
+            // wake-up cannot fall between the two.
+            let _ended = d
+                .ended
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            d.ended_signal.notify_all();
+        }
     }
 }
 
@@ -78,7 +91,9 @@ impl Deferral {
             on_hook: AtomicU64::new(0),
             on_launcher: AtomicU64::new(0),
             running: AtomicU64::new(0),
-            closed: std::sync::atomic::AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            ended: Mutex::new(()),
+            ended_signal: Condvar::new(),
         }
     }
 
@@ -95,8 +110,15 @@ impl Deferral {
     /// CUDA watcher joining itself, an OpenCL queue waiting for its events inside a callback).
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
+        let mut ended = self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         while self.running.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
+            ended = self
+                .ended_signal
+                .wait(ended)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -179,6 +201,9 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
     fn run(&self) {
         // Declared first, so it ends after the machine's reference below is dropped.
         let Some(_running) = self.deferral.enter() else {
+            // Closed: nobody refills any more. Drop what is due, or a backend that runs the
+            // hook while it is due (the CUDA watcher's loop) would spin on it.
+            self.deferral.take();
             return;
         };
         let Some((cmd, at)) = self.deferral.take() else {
@@ -220,27 +245,86 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
 mod tests {
     use super::*;
 
+    use crate::completion::{Completion, CompletionHook};
+    use crate::error::HwError;
+    use xsched_core::{Capabilities, DeviceId};
+
+    /// A hardware queue for hooks whose queue is gone (their machine reference is dangling):
+    /// nothing ever calls it.
+    struct Gone;
+
+    impl HwQueue for Gone {
+        type Command = ();
+        fn capabilities(&self) -> &Capabilities {
+            unreachable!("no machine")
+        }
+        fn device(&self) -> DeviceId {
+            unreachable!("no machine")
+        }
+        fn launch(&self, _: (), _: Completion) {
+            unreachable!("no machine")
+        }
+        fn synchronize(&self) -> Result<(), HwError> {
+            unreachable!("no machine")
+        }
+    }
+
+    /// An active deferral and a refill over it (with no machine behind it).
+    fn refill() -> (
+        Arc<Deferral>,
+        Refill<Gone>,
+        crossbeam_channel::Receiver<Msg>,
+    ) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let deferral = Arc::new(Deferral::new(tx));
+        let refill = Refill {
+            deferral: deferral.clone(),
+            machine: Weak::new(),
+            queue: QueueId(0),
+        };
+        (deferral, refill, rx)
+    }
+
     #[test]
     fn a_hand_over_passes_the_newest_due_sync_point_to_the_launcher_once_and_keeps_the_hook() {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let deferral = Deferral::new(tx);
+        let (deferral, refill, rx) = refill();
         assert!(!deferral.defer(CommandId(3), Nanos(10)), "not active yet");
         deferral.activate();
+        let hook = CompletionHook::new(Arc::new(refill));
         assert!(deferral.defer(CommandId(3), Nanos(10)));
         assert!(deferral.defer(CommandId(7), Nanos(20)));
-        deferral.flush();
+        assert!(hook.is_due());
+        hook.hand_over();
         let sent: Vec<_> = rx.try_iter().collect();
         assert!(
             matches!(sent[..], [Msg::Synced(CommandId(7), Nanos(20))]),
             "one message, the newest"
         );
-        deferral.flush();
-        assert!(rx.try_iter().next().is_none(), "nothing due any more");
+        assert!(!hook.is_due(), "nothing due any more");
+        hook.hand_over();
+        assert!(rx.try_iter().next().is_none(), "nothing passed on twice");
         assert!(deferral.stats().completion_hook, "the hook stays in use");
         assert!(
             deferral.defer(CommandId(8), Nanos(30)),
             "later ones still deferred"
         );
+    }
+
+    #[test]
+    fn a_run_after_close_clears_what_is_due() {
+        let (deferral, refill, rx) = refill();
+        deferral.activate();
+        assert!(deferral.defer(CommandId(5), Nanos(10)));
+        deferral.close();
+        // Completions reported after the close still defer (the backend keeps the hook).
+        assert!(deferral.defer(CommandId(6), Nanos(20)));
+        assert!(refill.due());
+        refill.run();
+        assert!(
+            !refill.due(),
+            "a backend that runs the hook while it is due would spin"
+        );
+        assert!(rx.try_iter().next().is_none(), "nobody refills any more");
     }
 
     #[test]
