@@ -201,9 +201,8 @@ impl Daemon {
         std::thread::Builder::new()
             .name("xsched-timers".into())
             .spawn(move || {
-                timers
-                    .core
-                    .run_timers(&mut xsched_sys::prompt::CpuGuard::start());
+                let mut guard = xsched_sys::prompt::CpuGuard::start();
+                timers.core.run_timers(|| guard.check());
             })
             .map_err(DaemonError::Spawn)?;
         Ok(Daemon {
