@@ -1,8 +1,8 @@
 //! Prompt control threads: the threads that carry a scheduling decision (the agent, its link
 //! to the daemon, the in-process scheduler, the daemon's connection and timer threads) run at
 //! the lowest real-time priority (`SCHED_FIFO` 1) while threads wait for the machine's CPUs
-//! (the default), always (`XSCHED_RT_CONTROL=1`), or never (`XSCHED_RT_CONTROL=0`), where the
-//! process may use it.
+//! (the default), always (`XSCHED_RT_CONTROL=1`), or never (`XSCHED_RT_CONTROL=0`), as
+//! [`RtControl`] reads it, where the process may use it.
 //!
 //! Why: a decision crosses up to four thread wake-ups between processes (application → agent
 //! → daemon → the other process's agent). On a machine whose cores are busy with normal
@@ -31,40 +31,83 @@
 //! priority, for good, by its [`CpuGuard`]. Without the privilege (`CAP_SYS_NICE` or
 //! `RLIMIT_RTPRIO` ≥ 1) the threads stay as they are.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use thread_priority::{
     NormalThreadSchedulePolicy, RealtimeThreadSchedulePolicy, ThreadPriority,
     ThreadPriorityOsValue, ThreadSchedulePolicy, set_thread_priority_and_policy, thread_native_id,
 };
 
-/// The variable that chooses when control threads are real-time: `1` always, `0` never, unset
-/// (or `auto`) while threads wait for the machine's CPUs.
+/// The variable that chooses when control threads are real-time ([`RtControl`]).
 pub const RT_CONTROL: &str = "XSCHED_RT_CONTROL";
 
-/// When control threads run `SCHED_FIFO`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum When {
+/// The values [`RT_CONTROL`] accepts, as an error names them.
+pub const RT_CONTROL_VALUES: &str =
+    "auto (the default), 1, on, true or yes (always), 0, off, false or no (never)";
+
+/// When control threads run `SCHED_FIFO` ([`RT_CONTROL`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RtControl {
+    /// Never (`0`, `off`, `false`, `no`).
     Never,
+    /// Always (`1`, `on`, `true`, `yes`).
     Always,
+    /// While threads wait for the machine's CPUs (`auto`, empty, or unset).
+    #[default]
     WhileContended,
 }
 
-/// What `XSCHED_RT_CONTROL` (its value, if set) asks for; any other value is refused with a
-/// warning and means the default.
-fn asked_for(value: Option<&str>) -> When {
-    match value.map(str::trim) {
-        Some("1") => When::Always,
-        Some("0") => When::Never,
-        None | Some("" | "auto") => When::WhileContended,
-        Some(other) => {
-            tracing::warn!(
-                "{RT_CONTROL}={other:?} is none of 0, 1, auto; control threads are real-time \
-                 while threads wait for the CPUs"
-            );
-            When::WhileContended
+/// A value of [`RT_CONTROL`] that is none of [`RT_CONTROL_VALUES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{RT_CONTROL}={value:?}: expected {RT_CONTROL_VALUES}")]
+pub struct BadRtControl {
+    /// The value (lossily, if it is not UTF-8).
+    pub value: String,
+}
+
+impl RtControl {
+    /// What `value` of [`RT_CONTROL`] (`None`: unset) asks for; case and surrounding blanks do
+    /// not matter.
+    pub fn parse(value: Option<&str>) -> Result<RtControl, BadRtControl> {
+        let Some(value) = value else {
+            return Ok(RtControl::WhileContended);
+        };
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(RtControl::WhileContended),
+            "1" | "on" | "true" | "yes" => Ok(RtControl::Always),
+            "0" | "off" | "false" | "no" => Ok(RtControl::Never),
+            _ => Err(BadRtControl {
+                value: value.to_string(),
+            }),
         }
+    }
+
+    /// What the process's [`RT_CONTROL`] asks for (a value that is not UTF-8 is refused too).
+    /// The runtime and the daemon call this where they read their environment, so a bad value
+    /// is an error there.
+    pub fn from_env() -> Result<RtControl, BadRtControl> {
+        match std::env::var_os(RT_CONTROL) {
+            None => RtControl::parse(None),
+            Some(v) => match v.to_str() {
+                Some(v) => RtControl::parse(Some(v)),
+                None => Err(BadRtControl {
+                    value: v.to_string_lossy().into_owned(),
+                }),
+            },
+        }
+    }
+
+    /// [`from_env`](Self::from_env), read once per process; a bad value (already refused where
+    /// the runtime or the daemon started) means [`Never`](RtControl::Never), said once.
+    fn configured() -> RtControl {
+        static WHEN: OnceLock<RtControl> = OnceLock::new();
+        *WHEN.get_or_init(|| {
+            RtControl::from_env().unwrap_or_else(|e| {
+                tracing::warn!("{e}; control threads stay at normal priority");
+                RtControl::Never
+            })
+        })
     }
 }
 
@@ -199,7 +242,7 @@ const WINDOW: Duration = Duration::from_millis(100);
 /// of taking a core from everyone.
 #[derive(Debug)]
 pub struct CpuGuard {
-    when: When,
+    when: RtControl,
     prompt: bool,
     /// The guard tripped, or real-time is not permitted: normal priority from now on.
     dropped: bool,
@@ -220,12 +263,12 @@ impl CpuGuard {
     /// Start guarding the calling control thread, real-time now if [`RT_CONTROL`] asks for
     /// it always, or by default if threads wait for the machine's CPUs.
     pub fn start() -> CpuGuard {
-        let mut guard = CpuGuard::guarding(asked_for(std::env::var(RT_CONTROL).ok().as_deref()));
+        let mut guard = CpuGuard::guarding(RtControl::configured());
         guard.follow_machine();
         guard
     }
 
-    fn guarding(when: When) -> CpuGuard {
+    fn guarding(when: RtControl) -> CpuGuard {
         let mut guard = CpuGuard {
             when,
             prompt: false,
@@ -233,7 +276,7 @@ impl CpuGuard {
             window_start: wall(),
             cpu_at_start: thread_cpu(),
         };
-        if when == When::Always {
+        if when == RtControl::Always {
             guard.set_prompt(true);
         }
         guard
@@ -264,7 +307,7 @@ impl CpuGuard {
 
     /// By default, real-time exactly while threads wait for the machine's CPUs.
     fn follow_machine(&mut self) {
-        if self.when == When::WhileContended {
+        if self.when == RtControl::WhileContended {
             self.set_prompt(machine_contended());
         }
     }
@@ -321,7 +364,7 @@ mod tests {
     #[test]
     fn a_prompt_thread_runs_fifo_and_a_busy_one_drops_back_to_normal_for_good() {
         std::thread::spawn(|| {
-            let mut guard = CpuGuard::guarding(When::Always);
+            let mut guard = CpuGuard::guarding(RtControl::Always);
             if !guard.is_prompt() {
                 eprintln!(
                     "skipped: no privilege for SCHED_FIFO here (CAP_SYS_NICE, RLIMIT_RTPRIO)"
@@ -350,7 +393,7 @@ mod tests {
     #[test]
     fn a_thread_follows_the_machine_only_by_default() {
         std::thread::spawn(|| {
-            let mut guard = CpuGuard::guarding(When::WhileContended);
+            let mut guard = CpuGuard::guarding(RtControl::WhileContended);
             assert!(!guard.is_prompt(), "normal until a look at the machine");
             guard.set_prompt(true);
             if !guard.is_prompt() {
@@ -364,7 +407,7 @@ mod tests {
             guard.set_prompt(true);
             assert_eq!(policy(), SCHED_FIFO, "and real-time again");
             guard.set_prompt(false);
-            let mut never = CpuGuard::guarding(When::Never);
+            let mut never = CpuGuard::guarding(RtControl::Never);
             never.check();
             assert!(!never.is_prompt());
             assert_eq!(policy(), SCHED_OTHER);
@@ -405,12 +448,29 @@ mod tests {
     }
 
     #[test]
-    fn rt_control_says_when() {
-        assert_eq!(asked_for(Some("1")), When::Always);
-        assert_eq!(asked_for(Some(" 1 ")), When::Always);
-        assert_eq!(asked_for(Some("0")), When::Never);
-        for default in [None, Some(""), Some("auto"), Some("yes"), Some("2")] {
-            assert_eq!(asked_for(default), When::WhileContended, "{default:?}");
+    fn rt_control_says_when_and_refuses_anything_else() {
+        for (value, when) in [
+            (None, RtControl::WhileContended),
+            (Some(""), RtControl::WhileContended),
+            (Some("auto"), RtControl::WhileContended),
+            (Some(" AUTO "), RtControl::WhileContended),
+            (Some("1"), RtControl::Always),
+            (Some(" 1 "), RtControl::Always),
+            (Some("on"), RtControl::Always),
+            (Some("True"), RtControl::Always),
+            (Some("yes"), RtControl::Always),
+            (Some("0"), RtControl::Never),
+            (Some("off"), RtControl::Never),
+            (Some("false"), RtControl::Never),
+            (Some("NO"), RtControl::Never),
+        ] {
+            assert_eq!(RtControl::parse(value), Ok(when), "{value:?}");
+        }
+        for bad in ["2", "sometimes", "-1", "of"] {
+            let err = RtControl::parse(Some(bad)).expect_err(bad);
+            assert_eq!(err.value, bad);
+            let text = err.to_string();
+            assert!(text.contains(RT_CONTROL) && text.contains("off"), "{text}");
         }
     }
 
