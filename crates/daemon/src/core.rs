@@ -126,10 +126,11 @@ impl Core {
     /// The timer thread's body: sleep until the policy's next timer, fire it, repeat; after
     /// each wake-up, `woke` (the daemon checks the thread's priority there) runs with the lock
     /// released: it may read a file, log, or change the thread's scheduling policy, and every
-    /// decision on every connection thread waits for the lock.
-    pub(crate) fn run_timers(&self, mut woke: impl FnMut()) {
+    /// decision on every connection thread waits for the lock. It says how long the thread may
+    /// sleep at most before it wakes for it again (`None`: until the next timer).
+    pub(crate) fn run_timers(&self, mut woke: impl FnMut() -> Option<Duration>) {
         loop {
-            woke();
+            let look = woke();
             let mut inner = self.lock();
             if inner.stopping {
                 let mut touched = Vec::new();
@@ -154,19 +155,23 @@ impl Core {
                     drop(inner);
                     flush(&touched);
                 }
-                Some(t) => {
-                    let wait = Duration::from_nanos(t.saturating_sub(now).0);
-                    drop(
+                next => match next
+                    .map(|t| Duration::from_nanos(t.saturating_sub(now).0))
+                    .into_iter()
+                    .chain(look)
+                    .min()
+                {
+                    Some(wait) => drop(
                         self.timer
                             .wait_timeout(inner, wait)
                             .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    );
-                }
-                None => drop(
-                    self.timer
-                        .wait(inner)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                ),
+                    ),
+                    None => drop(
+                        self.timer
+                            .wait(inner)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    ),
+                },
             }
         }
     }
@@ -202,6 +207,7 @@ mod tests {
                         locked.store(true, Ordering::SeqCst);
                     }
                     checks.fetch_add(1, Relaxed);
+                    None
                 });
             })
         };
@@ -216,5 +222,32 @@ mod tests {
             !locked.load(Ordering::SeqCst),
             "a check ran under the core's lock"
         );
+    }
+
+    #[test]
+    fn an_idle_timer_thread_wakes_to_look_at_the_machine() {
+        let core = Arc::new(Core::new(
+            Dispatcher::new(xsched_core::PolicySpec::default().build()),
+            Arc::new(OpCounters::default()),
+        ));
+        let wakes = Arc::new(AtomicU64::new(0));
+        let timers = {
+            let (core, wakes) = (core.clone(), wakes.clone());
+            std::thread::spawn(move || {
+                core.run_timers(|| {
+                    wakes.fetch_add(1, Relaxed);
+                    Some(Duration::from_millis(1))
+                });
+            })
+        };
+        // No timer: only the looks wake it.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while wakes.load(Relaxed) < 3 && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let woke = wakes.load(Relaxed);
+        core.stop();
+        timers.join().expect("timer thread");
+        assert!(woke >= 3, "woke {woke} times with nothing to do");
     }
 }

@@ -207,7 +207,10 @@ impl Daemon {
             .name("xsched-timers".into())
             .spawn(move || {
                 let mut guard = CpuGuard::start();
-                timers.core.run_timers(|| guard.check());
+                timers.core.run_timers(|| {
+                    guard.check();
+                    guard.look_within()
+                });
             })
             .map_err(DaemonError::Spawn)?;
         Ok(Daemon {
