@@ -36,7 +36,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    fn new(stream: UnixStream) -> Conn {
+    pub(super) fn new(stream: UnixStream) -> Conn {
         Conn {
             _tracked: Tracked::new(&stream),
             stream,

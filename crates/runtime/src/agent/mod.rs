@@ -241,12 +241,18 @@ impl Agent {
         self.controls.resume_all();
     }
 
-    fn send(&mut self, msg: &ClientMsg) {
+    /// Write `msg` to the daemon; whether it was written (not without a link, nor when the
+    /// write failed and the link was given up).
+    fn send(&mut self, msg: &ClientMsg) -> bool {
         let Link::Up { writer, .. } = &self.link else {
-            return;
+            return false;
         };
-        if let Err(e) = client::send_frame(&writer.stream, msg) {
-            self.lost(&format!("writing: {e}"));
+        match client::send_frame(&writer.stream, msg) {
+            Ok(()) => true,
+            Err(e) => {
+                self.lost(&format!("writing: {e}"));
+                false
+            }
         }
     }
 
@@ -312,9 +318,11 @@ impl Agent {
                 });
             }
             SchedMsg::Event(_, event) => self.event(event),
-            SchedMsg::SetPolicy(_, spec) => self.send(&ClientMsg::SetPolicy {
-                name: spec.to_string(),
-            }),
+            SchedMsg::SetPolicy(_, spec) => {
+                self.send(&ClientMsg::SetPolicy {
+                    name: spec.to_string(),
+                });
+            }
             SchedMsg::Snapshot(reply) => {
                 let _ = reply.send((Vec::new(), "global"));
             }
@@ -350,8 +358,7 @@ impl Agent {
             }
             Event::Register { .. } => return,
         };
-        self.send(&msg);
-        if matches!(msg, ClientMsg::Ready { .. }) {
+        if self.send(&msg) && matches!(msg, ClientMsg::Ready { .. }) {
             crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
         }
     }
@@ -423,5 +430,30 @@ impl Agent {
         if let Some(q) = self.queues.get(&QueueId(queue)) {
             (q.steer)(request);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn send_says_whether_the_daemon_got_the_frame() {
+        let trust = Trust {
+            own_uid: 0,
+            daemon_uid: None,
+        };
+        let mut agent = Agent::new(Arc::new(PathBuf::from("/nonexistent/xsched.sock")), trust);
+        assert!(!agent.send(&ClientMsg::Ping { seq: 1 }), "no link");
+        let (ours, theirs) = UnixStream::pair().expect("pair");
+        agent.up(Conn::new(ours));
+        assert!(agent.send(&ClientMsg::Ping { seq: 2 }), "written");
+        drop(theirs);
+        assert!(
+            !agent.send(&ClientMsg::Ping { seq: 3 }),
+            "the daemon is gone"
+        );
+        assert!(matches!(agent.link, Link::Down { .. }), "and given up");
     }
 }
