@@ -185,12 +185,12 @@ impl Agent {
             .spawn(move || {
                 // The daemon's operations arrive through it (from a trusted daemon only).
                 let mut guard = CpuGuard::start();
-                let link = link::Link {
+                let route = link::Route {
                     generation,
                     tx: &tx,
                     controls: &controls,
                 };
-                link::run(&socket, trust, HANDSHAKE_TIMEOUT, &link, &mut guard);
+                link::run(&socket, trust, HANDSHAKE_TIMEOUT, &route, &mut guard);
             });
         match spawned {
             Ok(_) => self.link = Link::Connecting,
