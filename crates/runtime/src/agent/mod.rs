@@ -286,7 +286,16 @@ impl Agent {
             })
             .collect();
         for m in &msgs {
-            self.send(m);
+            self.send_stamped(m);
+        }
+    }
+
+    /// [`send`](Self::send), stamping a Ready that was written ([`Stamp::ReadySent`]).
+    ///
+    /// [`Stamp::ReadySent`]: crate::stamps::Stamp::ReadySent
+    fn send_stamped(&mut self, msg: &ClientMsg) {
+        if self.send(msg) && matches!(msg, ClientMsg::Ready { .. }) {
+            crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
         }
     }
 
@@ -358,9 +367,7 @@ impl Agent {
             }
             Event::Register { .. } => return,
         };
-        if self.send(&msg) && matches!(msg, ClientMsg::Ready { .. }) {
-            crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
-        }
+        self.send_stamped(&msg);
     }
 
     fn set_ready(&mut self, queue: QueueId, ready: bool) {
