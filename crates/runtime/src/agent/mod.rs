@@ -138,8 +138,9 @@ impl Agent {
             }
         }
         self.drop_link();
-        // Nobody will resume a queue after this.
-        self.resume_all();
+        // Nobody will resume a queue after this; a link thread still shaking hands applies
+        // nothing and holds no queue.
+        self.controls.retire();
     }
 
     /// Do what is due at `now` (connect, ping, give up on a silent daemon, send statistics);
