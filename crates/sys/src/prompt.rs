@@ -455,8 +455,8 @@ pub(crate) fn after_fork_in_child() {
 /// scheduling (its policy and nice value when guarding began), and dropped back to that, for
 /// good, once it used more than 20 % of a CPU over a 100 ms window: whatever made it busy (a
 /// flood from one client) then competes like any other thread instead of taking a core from
-/// everyone. The process's guards together allow no more ([`PROCESS_CPU_PER_WINDOW`]): past
-/// that, each thread is normal until the window ends.
+/// everyone. The process's guards together allow no more: past that, each thread is normal
+/// until the window ends.
 #[derive(Debug)]
 pub struct CpuGuard {
     when: RtControl,
@@ -838,9 +838,8 @@ mod tests {
             // without the privilege; each goes normal by restoring this thread's scheduling).
             let guard = || {
                 let mut g = CpuGuard::guarding(RtControl::Always, &SHARED);
-                if g.original.is_none() {
-                    return None;
-                }
+                // This thread's scheduling cannot be read here: no guard to pretend with.
+                g.original?;
                 (g.prompt, g.dropped) = (true, false);
                 (g.window_start, g.cpu_at_start, g.cpu_seen) = (t0, cpu0, cpu0);
                 Some(g)
