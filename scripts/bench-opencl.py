@@ -139,8 +139,11 @@ def demotions(path, bg_pid):
             pending = {"ready": ns}
         elif pending is None or what not in HOPS or what in pending:
             continue
-        elif what == "ready-sent" and not from_bg or what == "decided" \
-                or what in ("suspend-received", "demoted") and from_bg:
+        # The daemon decides on every Ready (the background's too): a decision counts only
+        # once the foreground's Ready was forwarded.
+        elif (what == "ready-sent" and not from_bg
+              or what == "decided" and "ready-sent" in pending
+              or what in ("suspend-received", "demoted") and from_bg):
             pending[what] = ns
             if what == "demoted":
                 lat.append((ns - pending["ready"]) / 1e3)
@@ -150,6 +153,20 @@ def demotions(path, bg_pid):
                         hops[b].append((pending[b] - pending[a]) / 1e3)
                 pending = None
     return lat, hops, unmatched + (pending is not None)
+
+
+def wait_for_socket(daemon, log, sock, timeout_s=10):
+    """Wait for the daemon's socket; exit with its stderr if it ends or never listens."""
+    give_up = time.monotonic() + timeout_s
+    while not os.path.exists(sock):
+        if daemon.poll() is not None or time.monotonic() > give_up:
+            if daemon.poll() is None:
+                daemon.terminate()
+                daemon.wait()
+            log.seek(0)
+            sys.exit(f"xsched serve did not listen on {sock} (exit status {daemon.returncode}):\n"
+                     f"{log.read()}")
+        time.sleep(0.05)
 
 
 def pct(v, q):
@@ -234,6 +251,9 @@ def main():
 
     xsched = os.path.join(args.bin_dir, "xsched")
     lib = os.path.join(args.bin_dir, "libxsched_opencl.so")
+    bad = [kv for kv in args.env if "=" not in kv or kv.startswith("=")]
+    if bad:
+        ap.error(f"--env needs KEY=VALUE, got {bad[0]!r}")
     extra = dict(kv.split("=", 1) for kv in args.env)
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
     prog = os.path.join(tmp, "vecprog")
@@ -244,10 +264,10 @@ def main():
     stamps = os.path.join(tmp, "stamps")
     if args.demotion:
         extra["XSCHED_STAMPS"] = stamps
+    daemon_log = open(os.path.join(tmp, "daemon.log"), "w+")
     daemon = subprocess.Popen([xsched, "serve", "--socket", sock],
-                              stderr=subprocess.DEVNULL, env=clean_env(extra))
-    while not os.path.exists(sock):
-        time.sleep(0.05)
+                              stderr=daemon_log, env=clean_env(extra))
+    wait_for_socket(daemon, daemon_log, sock)
     shim = {"LD_PRELOAD": lib, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock, **extra}
     modes = [
         ("native", {}, {}),

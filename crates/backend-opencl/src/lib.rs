@@ -30,3 +30,10 @@ pub use error::OclError;
 pub use event::Event;
 pub use queue::{EnqueueFn, Gate, OclCommand, OclQueue};
 pub use spin::{SpinKernel, Versions};
+
+/// Whether this process may undo a demotion of its threads (`CAP_SYS_NICE`, or an `RLIMIT_NICE`
+/// that lets it return to its nice value), so that Level 2 by thread priority is offered on a
+/// CPU device (checked once per process; a child started alike gets the same answer).
+pub fn demotion_available() -> bool {
+    demote::available()
+}

@@ -11,10 +11,10 @@ use crate::outbox::Outbox;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 use xsched_core::{Dispatcher, Nanos, Operation};
 use xsched_proto::DaemonMsg;
 use xsched_sys::clock;
-use xsched_sys::prompt::CpuGuard;
 
 /// Where a queue's operations go: its client's outbox, under the client's own queue id.
 #[derive(Clone)]
@@ -123,12 +123,15 @@ impl Core {
         self.with(|d| (d.snapshot(|_, _| {}), d.policy_name()))
     }
 
-    /// The timer thread's body: sleep until the policy's next timer, fire it, repeat (and
-    /// check the thread's priority after each wake-up).
-    pub(crate) fn run_timers(&self, guard: &mut CpuGuard) {
-        let mut inner = self.lock();
+    /// The timer thread's body: sleep until the policy's next timer, fire it, repeat; after
+    /// each wake-up, `woke` (the daemon checks the thread's priority there) runs with the lock
+    /// released: it may read a file, log, or change the thread's scheduling policy, and every
+    /// decision on every connection thread waits for the lock. It says how long the thread may
+    /// sleep at most before it wakes for it again (`None`: until the next timer).
+    pub(crate) fn run_timers(&self, mut woke: impl FnMut() -> Option<Duration>) {
         loop {
-            guard.check();
+            let look = woke();
+            let mut inner = self.lock();
             if inner.stopping {
                 let mut touched = Vec::new();
                 inner
@@ -138,10 +141,11 @@ impl Core {
                 flush(&touched);
                 return;
             }
+            // Read afresh under the lock: a wake-up lost while it was released changes nothing.
             let next = inner.dispatcher.next_timer();
             inner.armed = next;
             let now = clock::now();
-            inner = match next {
+            match next {
                 Some(t) if t <= now => {
                     let mut touched = Vec::new();
                     inner.dispatcher.timeout(now);
@@ -150,20 +154,25 @@ impl Core {
                         .dispatch(|t, op| queue_op(&self.ops, t, op, &mut touched));
                     drop(inner);
                     flush(&touched);
-                    self.lock()
                 }
-                Some(t) => {
-                    let wait = std::time::Duration::from_nanos(t.saturating_sub(now).0);
-                    self.timer
-                        .wait_timeout(inner, wait)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .0
-                }
-                None => self
-                    .timer
-                    .wait(inner)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            };
+                next => match next
+                    .map(|t| Duration::from_nanos(t.saturating_sub(now).0))
+                    .into_iter()
+                    .chain(look)
+                    .min()
+                {
+                    Some(wait) => drop(
+                        self.timer
+                            .wait_timeout(inner, wait)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    ),
+                    None => drop(
+                        self.timer
+                            .wait(inner)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    ),
+                },
+            }
         }
     }
 
@@ -171,5 +180,74 @@ impl Core {
     pub(crate) fn stop(&self) {
         self.lock().stopping = true;
         self.timer.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn the_timer_thread_checks_its_priority_with_the_lock_released() {
+        let core = Arc::new(Core::new(
+            Dispatcher::new(xsched_core::PolicySpec::default().build()),
+            Arc::new(OpCounters::default()),
+        ));
+        let (checks, locked) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let timers = {
+            let (core, checks, locked) = (core.clone(), checks.clone(), locked.clone());
+            std::thread::spawn(move || {
+                let probe = core.clone();
+                core.run_timers(|| {
+                    if probe.inner.try_lock().is_err() {
+                        locked.store(true, Ordering::SeqCst);
+                    }
+                    checks.fetch_add(1, Relaxed);
+                    None
+                });
+            })
+        };
+        // The first check comes before the thread waits; stopping wakes it for another.
+        while checks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        core.stop();
+        timers.join().expect("timer thread");
+        assert!(checks.load(Relaxed) >= 2);
+        assert!(
+            !locked.load(Ordering::SeqCst),
+            "a check ran under the core's lock"
+        );
+    }
+
+    #[test]
+    fn an_idle_timer_thread_wakes_to_look_at_the_machine() {
+        let core = Arc::new(Core::new(
+            Dispatcher::new(xsched_core::PolicySpec::default().build()),
+            Arc::new(OpCounters::default()),
+        ));
+        let wakes = Arc::new(AtomicU64::new(0));
+        let timers = {
+            let (core, wakes) = (core.clone(), wakes.clone());
+            std::thread::spawn(move || {
+                core.run_timers(|| {
+                    wakes.fetch_add(1, Relaxed);
+                    Some(Duration::from_millis(1))
+                });
+            })
+        };
+        // No timer: only the looks wake it.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while wakes.load(Relaxed) < 3 && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let woke = wakes.load(Relaxed);
+        core.stop();
+        timers.join().expect("timer thread");
+        assert!(woke >= 3, "woke {woke} times with nothing to do");
     }
 }

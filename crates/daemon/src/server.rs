@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use xsched_core::{CoreError, PolicySpec};
+use xsched_sys::prompt::{BadRtControl, CpuGuard, RtControl};
 
 /// Why the daemon could not start.
 #[derive(Debug, Error)]
@@ -49,6 +50,9 @@ pub enum DaemonError {
     /// The configuration is unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// `XSCHED_RT_CONTROL` holds a value that means nothing.
+    #[error(transparent)]
+    RtControl(#[from] BadRtControl),
     /// A thread could not be started.
     #[error("cannot start a thread: {0}")]
     Spawn(std::io::Error),
@@ -187,12 +191,13 @@ impl Daemon {
         Daemon::bind_with(path, policy, &DaemonConfig::default())
     }
 
-    /// Listen on `path` with `policy` and `config`.
+    /// Listen on `path` with `policy` and `config`. A bad `XSCHED_RT_CONTROL` is an error here.
     pub fn bind_with(
         path: &Path,
         policy: &PolicySpec,
         config: &DaemonConfig,
     ) -> Result<Daemon, DaemonError> {
+        RtControl::from_env()?;
         let shared = Arc::new(Shared::new(policy.build(), config)?);
         prepare(path)?;
         raise_descriptor_limit();
@@ -201,9 +206,11 @@ impl Daemon {
         std::thread::Builder::new()
             .name("xsched-timers".into())
             .spawn(move || {
-                timers
-                    .core
-                    .run_timers(&mut xsched_sys::prompt::CpuGuard::start());
+                let mut guard = CpuGuard::start();
+                timers.core.run_timers(|| {
+                    guard.check();
+                    guard.look_within()
+                });
             })
             .map_err(DaemonError::Spawn)?;
         Ok(Daemon {

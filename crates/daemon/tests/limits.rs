@@ -257,3 +257,47 @@ fn the_socket_is_private_and_its_directory_must_be_safe() {
         eprintln!("skipping the foreign-directory case: it needs root to chown a directory");
     }
 }
+
+/// Run only in a child of [`a_bad_rt_control_is_refused_at_start`], whose environment holds the
+/// bad value (the test harness runs tests on threads of one process, whose environment a test
+/// should not change).
+const RT_CONTROL_CHILD: &str = "XSCHED_TEST_BAD_RT_CONTROL_CHILD";
+
+#[test]
+fn a_bad_rt_control_is_refused_at_start() {
+    use xsched_sys::prompt::RT_CONTROL;
+    if std::env::var_os(RT_CONTROL_CHILD).is_some() {
+        match Daemon::bind(
+            &dir("rt-control").join("xsched.sock"),
+            &xsched_core::PolicySpec::default(),
+        ) {
+            Err(DaemonError::RtControl(e)) => {
+                assert_eq!(e.value, "sometimes");
+                assert!(e.to_string().contains(RT_CONTROL), "{e}");
+            }
+            other => panic!("expected a refusal, got {:?}", other.err()),
+        }
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "a_bad_rt_control_is_refused_at_start",
+            "--nocapture",
+        ])
+        .env(RT_CONTROL, "sometimes")
+        .env(RT_CONTROL_CHILD, "1")
+        .output()
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "the child ran the test: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

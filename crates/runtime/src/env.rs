@@ -3,6 +3,7 @@
 use crate::error::RuntimeError;
 use crate::mode::Mode;
 use crate::options::SchedulerMode;
+use crate::prompt::{RT_CONTROL, RT_CONTROL_VALUES, RtControl};
 use std::num::NonZeroUsize;
 use std::str::FromStr;
 use xsched_core::{CoreError, Hint, LaunchConfig, Level, Nanos, PolicySpec};
@@ -45,7 +46,7 @@ pub const NAMES: &[&str] = &[
     BATCH,
     INFLIGHT_US,
     MAX_PENDING,
-    crate::prompt::RT_CONTROL,
+    RT_CONTROL,
     crate::stamps::STAMPS,
     LOG,
 ];
@@ -203,6 +204,19 @@ pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, Ru
     }
 }
 
+/// `XSCHED_RT_CONTROL`: checked here, where the runtime reads its environment, so a bad value
+/// is an error; the control threads read it themselves ([`crate::prompt`]).
+pub(crate) fn check_rt_control(lookup: Lookup) -> Result<(), RuntimeError> {
+    let value = lookup(RT_CONTROL);
+    RtControl::parse(value.as_deref()).map(drop).map_err(|e| {
+        bad(
+            RT_CONTROL,
+            &e.value,
+            format!("expected {RT_CONTROL_VALUES}"),
+        )
+    })
+}
+
 pub(crate) fn policy(lookup: Lookup) -> Result<Option<PolicySpec>, RuntimeError> {
     let Some(v) = lookup(POLICY) else {
         return Ok(None);
@@ -288,6 +302,7 @@ mod tests {
             (INFLIGHT_US, "1.5"),
             (DAEMON_UID, "xsched"),
             (MODE, "preempt"),
+            (RT_CONTROL, "sometimes"),
         ] {
             let lookup = vars(&[(var, value)]);
             let err = QueueOptions::from_lookup(&lookup)
@@ -343,7 +358,7 @@ mod tests {
         for name in &declared {
             assert!(NAMES.contains(name), "{name} is read but not in NAMES");
         }
-        assert!(NAMES.contains(&crate::prompt::RT_CONTROL));
+        assert!(NAMES.contains(&RT_CONTROL));
         let mut distinct = NAMES.to_vec();
         distinct.sort_unstable();
         distinct.dedup();

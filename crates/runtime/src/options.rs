@@ -64,7 +64,7 @@ impl Default for RuntimeConfig {
 
 impl RuntimeConfig {
     /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY`, `XSCHED_SOCKET` and
-    /// `XSCHED_DAEMON_UID`.
+    /// `XSCHED_DAEMON_UID`; `XSCHED_RT_CONTROL` is checked too (the control threads read it).
     pub fn from_env() -> Result<RuntimeConfig, RuntimeError> {
         RuntimeConfig::from_lookup(&env::process_lookup)
     }
@@ -82,6 +82,7 @@ impl RuntimeConfig {
         }
         config.socket = lookup(env::SOCKET).map(PathBuf::from);
         config.daemon_uid = env::daemon_uid(lookup)?;
+        env::check_rt_control(lookup)?;
         Ok(config)
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! It owns a core [`Dispatcher`] whose handles are the queues' [`Control`]s: queues send it
 //! events over a channel, it runs the policy, and applies each resulting operation through the
-//! queue's control. It sleeps in a channel receive (with a deadline when the policy asked for a
-//! timer), so an idle scheduler costs no CPU. The daemon drives the same core dispatcher from
+//! queue's control. It sleeps in a channel receive, until the policy's timer if it asked for
+//! one, and at most [`CpuGuard::look_within`] (by default 100 ms: a look at the machine's CPU
+//! pressure, [`crate::prompt`]), so an idle scheduler costs next to no CPU. The daemon drives the same core dispatcher from
 //! its connections (`xsched-daemon`).
 
 use crate::clock;
@@ -11,6 +12,7 @@ use crate::prompt::CpuGuard;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use xsched_core::{
     CoreError, DeviceId, Dispatcher, Event, Nanos, Operation, Policy, PolicySpec, QueueHints,
     QueueId, QueueSnapshot,
@@ -79,8 +81,11 @@ pub struct SchedulerThread {
 impl SchedulerThread {
     /// Start the core scheduler running `policy` on its own thread.
     pub fn start(policy: Box<dyn Policy>) -> std::io::Result<SchedulerThread> {
-        SchedulerThread::spawn("xsched-sched", move |rx, guard| {
-            run(Dispatcher::new(policy), &rx, guard);
+        SchedulerThread::spawn("xsched-sched", move |rx, mut guard| {
+            run(Dispatcher::new(policy), &rx, || {
+                guard.check();
+                guard.look_within()
+            });
         })
     }
 
@@ -169,11 +174,22 @@ fn apply(control: &Control, op: Operation) {
     control(op);
 }
 
-fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>, mut guard: CpuGuard) {
+/// The scheduler's loop; after each wake-up it calls `woke` (which checks the thread's
+/// priority), which says how long the thread may sleep at most before it wakes for it again.
+fn run(
+    mut d: Dispatcher<Control>,
+    rx: &Receiver<SchedMsg>,
+    mut woke: impl FnMut() -> Option<Duration>,
+) {
     loop {
-        guard.check();
-        let msg = match d.next_timer() {
-            Some(at) => rx.recv_deadline(clock::instant_of(at)),
+        let look = woke().map(|within| Instant::now() + within);
+        let timer = d.next_timer().map(clock::instant_of);
+        let wake = match (timer, look) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        };
+        let msg = match wake {
+            Some(at) => rx.recv_deadline(at),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match msg {
@@ -189,7 +205,13 @@ fn run(mut d: Dispatcher<Control>, rx: &Receiver<SchedMsg>, mut guard: CpuGuard)
                     }
                 }
             }
-            Err(RecvTimeoutError::Timeout) => d.timeout(clock::now()),
+            Err(RecvTimeoutError::Timeout) => {
+                // The policy's timer, or only a look at the machine.
+                let now = clock::now();
+                if d.next_timer().is_some_and(|t| t <= now) {
+                    d.timeout(now);
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => return,
         }
         d.dispatch(apply);
@@ -231,4 +253,34 @@ fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
         tracing::warn!("scheduler: {e}");
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn an_idle_scheduler_wakes_to_look_at_the_machine() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let wakes = Arc::new(AtomicU32::new(0));
+        let thread = {
+            let wakes = wakes.clone();
+            std::thread::spawn(move || {
+                run(Dispatcher::new(PolicySpec::default().build()), &rx, || {
+                    wakes.fetch_add(1, Ordering::SeqCst);
+                    Some(Duration::from_millis(1))
+                });
+            })
+        };
+        // No message, no timer: only the looks wake it.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while wakes.load(Ordering::SeqCst) < 3 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let woke = wakes.load(Ordering::SeqCst);
+        let _ = tx.send(SchedMsg::Shutdown);
+        thread.join().expect("scheduler thread");
+        assert!(woke >= 3, "woke {woke} times with nothing to do");
+    }
 }

@@ -23,8 +23,7 @@ use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use xsched_core::{
-    CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, Operation, QueueHints,
-    QueueId,
+    CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, QueueHints, QueueId,
 };
 
 /// A snapshot of a queue.
@@ -153,25 +152,9 @@ impl<H: HwQueue> XQueue<H> {
             caps.max_level,
         ));
         let link = |s: &SchedulerThread| {
-            let (to, observed) = (machine.clone(), mode.clone());
+            let operated = steering.clone();
             let control: Control = Box::new(move |op| {
-                let (machine, mode) = (&to, &observed);
-                match op {
-                    Operation::Suspend(_) => mode.scheduler_wants_held(true),
-                    Operation::Resume(_) => mode.scheduler_wants_held(false),
-                    Operation::Protect(_) | Operation::Unprotect(_) => {}
-                }
-                let result = match op {
-                    // An observed queue is never held: it launches as it would natively.
-                    Operation::Suspend(_) | Operation::Protect(_) if mode.observing() => Ok(()),
-                    Operation::Suspend(_) => machine.suspend(),
-                    Operation::Resume(_) => machine.resume(),
-                    Operation::Protect(_) | Operation::Unprotect(_) => {
-                        machine.protect(matches!(op, Operation::Protect(_)));
-                        Ok(())
-                    }
-                };
-                if let Err(e) = result {
+                if let Err(e) = operated.operate(op) {
                     tracing::warn!("queue {id}: {e}");
                 }
             });

@@ -28,9 +28,10 @@ pub fn process_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 
-/// In a forked child, before it does anything else: close the parent's agent connections and
-/// count the fork. Async-signal-safe (atomics and `close` only), as a `pthread_atfork` child
-/// handler must be.
+/// In a forked child, before it does anything else: close the parent's agent connections,
+/// let the child's control threads sample the machine even if a parent thread was sampling at
+/// the fork ([`crate::prompt`]), and count the fork. Async-signal-safe (atomics and `close`
+/// only), as a `pthread_atfork` child handler must be.
 pub fn after_fork_in_child() {
     for slot in &FDS {
         let fd = slot.swap(-1, Ordering::AcqRel);
@@ -38,6 +39,7 @@ pub fn after_fork_in_child() {
             let _ = nix::unistd::close(fd);
         }
     }
+    crate::prompt::after_fork_in_child();
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 

@@ -13,7 +13,7 @@
 //! in the runtime, so it linked the whole client runtime (launcher threads, the agent, the
 //! in-process scheduler) for two small modules. Here both depend on these helpers and the
 //! daemon on nothing of the client. The runtime re-exports the modules where they were
-//! (`xsched_runtime::{clock, fork, prompt}`), so its users are unchanged.
+//! (`xsched_runtime::{clock, fork, prompt, stamps}`), so its users are unchanged.
 
 #![forbid(unsafe_code)]
 

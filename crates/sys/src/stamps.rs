@@ -11,6 +11,7 @@
 //!
 //! Off (the variable unset or empty) a stamp costs one atomic load: the file is looked up once.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
 use std::sync::OnceLock;
@@ -51,12 +52,19 @@ impl Stamp {
 
 fn file() -> Option<&'static File> {
     static FILE: OnceLock<Option<File>> = OnceLock::new();
-    FILE.get_or_init(|| open(std::env::var(STAMPS).ok().as_deref()))
+    FILE.get_or_init(|| open(std::env::var_os(STAMPS).as_deref()))
         .as_ref()
 }
 
-fn open(path: Option<&str>) -> Option<File> {
-    let path = path.map(str::trim).filter(|p| !p.is_empty())?;
+/// The stamps file at `path` (any bytes: a path need not be UTF-8), unless it is unset, blank
+/// or cannot be opened (said once).
+fn open(path: Option<&OsStr>) -> Option<File> {
+    let path = path?;
+    // Surrounding blanks of a UTF-8 path are dropped, as they always were.
+    let path = path.to_str().map_or(path, |p| OsStr::new(p.trim()));
+    if path.is_empty() {
+        return None;
+    }
     match std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -99,13 +107,14 @@ mod tests {
     #[test]
     fn unset_or_empty_means_off() {
         assert!(open(None).is_none());
-        assert!(open(Some("")).is_none());
-        assert!(open(Some("  ")).is_none());
+        for blank in ["", "  "] {
+            assert!(open(Some(OsStr::new(blank))).is_none());
+        }
     }
 
     #[test]
     fn an_unwritable_path_means_off() {
-        assert!(open(Some("/nonexistent-dir/xsched-stamps")).is_none());
+        assert!(open(Some(OsStr::new("/nonexistent-dir/xsched-stamps"))).is_none());
     }
 
     #[test]
@@ -119,21 +128,45 @@ mod tests {
         );
     }
 
+    /// Set in the child of [`each_stamp_appends_one_line_to_the_file_the_variable_names`],
+    /// which stamps (the file is looked up once per process, from its environment).
+    const CHILD: &str = "XSCHED_TEST_STAMPS_CHILD";
+
     #[test]
-    fn each_stamp_appends_one_line_to_the_file() {
-        let path = std::env::temp_dir().join(format!("xsched-stamps-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let f = open(path.to_str()).expect("opens");
-        for what in [Stamp::Ready, Stamp::Restored] {
-            (&f).write_all(line(what, monotonic_ns()).as_bytes())
-                .expect("write");
+    fn each_stamp_appends_one_line_to_the_file_the_variable_names() {
+        if std::env::var_os(CHILD).is_some() {
+            stamp(Stamp::Ready);
+            stamp(Stamp::Restored);
+            return;
         }
-        let text = std::fs::read_to_string(&path).expect("read");
+        use std::os::unix::ffi::OsStrExt;
+        // A path that is not UTF-8 names a file like any other.
+        let mut name = format!("xsched-stamps-{}-", std::process::id()).into_bytes();
+        name.push(0xff);
+        let path = std::env::temp_dir().join(OsStr::from_bytes(&name));
         let _ = std::fs::remove_file(&path);
-        let names: Vec<&str> = text
-            .lines()
-            .map(|l| l.split(' ').next().expect("name"))
-            .collect();
-        assert_eq!(names, ["ready", "restored"]);
+        let exe = std::env::current_exe().expect("the test binary");
+        let test = "stamps::tests::each_stamp_appends_one_line_to_the_file_the_variable_names";
+        let out = std::process::Command::new(exe)
+            .args(["--exact", test, "--nocapture"])
+            .env(STAMPS, &path)
+            .env(CHILD, "1")
+            .output()
+            .expect("run the child");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&path).expect("the child stamped");
+        let _ = std::fs::remove_file(&path);
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for (fields, name) in lines.iter().zip(["ready", "restored"]) {
+            assert_eq!(fields.len(), 3, "{text}");
+            assert_eq!(fields[0], name);
+            assert_ne!(fields[1], std::process::id().to_string(), "the child's pid");
+            assert!(fields[2].parse::<u64>().is_ok_and(|ns| ns > 0), "{text}");
+        }
     }
 }

@@ -68,10 +68,25 @@ impl Controls {
 
     /// Resume and unprotect every queue (nobody schedules them now).
     pub(super) fn resume_all(&self) {
-        for (&id, control) in &self.lock().map {
-            control(Operation::Resume(id));
-            control(Operation::Unprotect(id));
-        }
+        resume_each(&self.lock().map);
+    }
+
+    /// The agent is ending: resume and unprotect every queue, then drop every control and let
+    /// no link apply anything. A link thread still in its handshake (up to 2 s) holds these
+    /// controls, and would otherwise keep every queue's machine alive until it ends.
+    pub(super) fn retire(&self) {
+        let mut inner = self.lock();
+        resume_each(&inner.map);
+        inner.map.clear();
+        // The agent's generations count up from 1; no link has this one.
+        inner.generation = u64::MAX;
+    }
+}
+
+fn resume_each(map: &BTreeMap<QueueId, Control>) {
+    for (&id, control) in map {
+        control(Operation::Resume(id));
+        control(Operation::Unprotect(id));
     }
 }
 
@@ -137,6 +152,35 @@ mod tests {
             4,
             "a removed queue gets nothing"
         );
+    }
+
+    #[test]
+    fn a_retired_agent_resumes_everything_and_keeps_no_control() {
+        let c = Controls::new();
+        let seen = recording(&c, 1);
+        let machine = Arc::new(());
+        let held = machine.clone();
+        c.insert(
+            QueueId(2),
+            Box::new(move |_| {
+                let _ = &held;
+            }),
+        );
+        c.set_generation(5);
+        c.retire();
+        assert_eq!(
+            *seen.lock().expect("log"),
+            [
+                Operation::Resume(QueueId(1)),
+                Operation::Unprotect(QueueId(1))
+            ]
+        );
+        assert_eq!(Arc::strong_count(&machine), 1, "the controls are dropped");
+        assert!(
+            !c.apply_from(5, Operation::Suspend(QueueId(1))),
+            "no link applies"
+        );
+        assert_eq!(seen.lock().expect("log").len(), 2);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    fn new(stream: UnixStream) -> Conn {
+    pub(super) fn new(stream: UnixStream) -> Conn {
         Conn {
             _tracked: Tracked::new(&stream),
             stream,
@@ -81,9 +81,9 @@ impl Trust {
     }
 }
 
-/// One link thread's generation, and where its frames go: operations to the queues' controls
-/// (applied here), everything else to the agent.
-pub(super) struct Link<'a> {
+/// Where one link thread's frames go: operations to the queues' controls (applied here, while
+/// its generation is current), everything else to the agent.
+pub(super) struct Route<'a> {
     pub(super) generation: u64,
     pub(super) tx: &'a Sender<Incoming>,
     pub(super) controls: &'a Controls,
@@ -95,19 +95,23 @@ pub(super) fn run(
     path: &Path,
     trust: Trust,
     handshake_timeout: Duration,
-    link: &Link<'_>,
+    route: &Route<'_>,
     guard: &mut CpuGuard,
 ) {
     let down = match connect(path, trust, handshake_timeout) {
         Ok((stream, reader)) => {
-            if link.tx.send(Incoming::Up(link.generation, stream)).is_err() {
+            if route
+                .tx
+                .send(Incoming::Up(route.generation, stream))
+                .is_err()
+            {
                 return;
             }
-            read(reader, link, guard)
+            read(reader, route, guard)
         }
         Err(down) => down,
     };
-    let _ = link.tx.send(Incoming::Down(link.generation, down));
+    let _ = route.tx.send(Incoming::Down(route.generation, down));
 }
 
 fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn), Down> {
@@ -133,10 +137,10 @@ fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn),
 }
 
 /// Apply the operations and forward the other frames until the connection ends (a link
-/// superseded by a newer one stops at its next operation); a full channel makes this thread (not the agent)
-/// wait, and the daemon cuts off a client that falls far behind: the agent then reconnects and
-/// registers everything again.
-fn read(mut conn: Conn, link: &Link<'_>, guard: &mut CpuGuard) -> Down {
+/// superseded by a newer one stops at its next operation); a full channel makes this thread
+/// (not the agent) wait, and the daemon cuts off a client that falls far behind: the agent then
+/// reconnects and registers everything again.
+fn read(mut conn: Conn, route: &Route<'_>, guard: &mut CpuGuard) -> Down {
     loop {
         match read_frame::<DaemonMsg>(&mut conn.stream) {
             Ok(Some(msg)) => {
@@ -144,10 +148,10 @@ fn read(mut conn: Conn, link: &Link<'_>, guard: &mut CpuGuard) -> Down {
                     if matches!(op, Operation::Suspend(_)) {
                         stamp(Stamp::SuspendReceived);
                     }
-                    if !link.controls.apply_from(link.generation, op) {
+                    if !route.controls.apply_from(route.generation, op) {
                         return Down::Unreachable("superseded by a newer link".into());
                     }
-                } else if link.tx.send(Incoming::Msg(link.generation, msg)).is_err() {
+                } else if route.tx.send(Incoming::Msg(route.generation, msg)).is_err() {
                     return Down::Unreachable("the agent stopped".into());
                 }
                 guard.check();

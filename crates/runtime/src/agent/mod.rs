@@ -138,8 +138,9 @@ impl Agent {
             }
         }
         self.drop_link();
-        // Nobody will resume a queue after this.
-        self.resume_all();
+        // Nobody will resume a queue after this; a link thread still shaking hands applies
+        // nothing and holds no queue.
+        self.controls.retire();
     }
 
     /// Do what is due at `now` (connect, ping, give up on a silent daemon, send statistics);
@@ -185,12 +186,12 @@ impl Agent {
             .spawn(move || {
                 // The daemon's operations arrive through it (from a trusted daemon only).
                 let mut guard = CpuGuard::start();
-                let link = link::Link {
+                let route = link::Route {
                     generation,
                     tx: &tx,
                     controls: &controls,
                 };
-                link::run(&socket, trust, HANDSHAKE_TIMEOUT, &link, &mut guard);
+                link::run(&socket, trust, HANDSHAKE_TIMEOUT, &route, &mut guard);
             });
         match spawned {
             Ok(_) => self.link = Link::Connecting,
@@ -241,12 +242,18 @@ impl Agent {
         self.controls.resume_all();
     }
 
-    fn send(&mut self, msg: &ClientMsg) {
+    /// Write `msg` to the daemon; whether it was written (not without a link, nor when the
+    /// write failed and the link was given up).
+    fn send(&mut self, msg: &ClientMsg) -> bool {
         let Link::Up { writer, .. } = &self.link else {
-            return;
+            return false;
         };
-        if let Err(e) = client::send_frame(&writer.stream, msg) {
-            self.lost(&format!("writing: {e}"));
+        match client::send_frame(&writer.stream, msg) {
+            Ok(()) => true,
+            Err(e) => {
+                self.lost(&format!("writing: {e}"));
+                false
+            }
         }
     }
 
@@ -280,7 +287,16 @@ impl Agent {
             })
             .collect();
         for m in &msgs {
-            self.send(m);
+            self.send_stamped(m);
+        }
+    }
+
+    /// [`send`](Self::send), stamping a Ready that was written ([`Stamp::ReadySent`]).
+    ///
+    /// [`Stamp::ReadySent`]: crate::stamps::Stamp::ReadySent
+    fn send_stamped(&mut self, msg: &ClientMsg) {
+        if self.send(msg) && matches!(msg, ClientMsg::Ready { .. }) {
+            crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
         }
     }
 
@@ -312,9 +328,11 @@ impl Agent {
                 });
             }
             SchedMsg::Event(_, event) => self.event(event),
-            SchedMsg::SetPolicy(_, spec) => self.send(&ClientMsg::SetPolicy {
-                name: spec.to_string(),
-            }),
+            SchedMsg::SetPolicy(_, spec) => {
+                self.send(&ClientMsg::SetPolicy {
+                    name: spec.to_string(),
+                });
+            }
             SchedMsg::Snapshot(reply) => {
                 let _ = reply.send((Vec::new(), "global"));
             }
@@ -350,10 +368,7 @@ impl Agent {
             }
             Event::Register { .. } => return,
         };
-        self.send(&msg);
-        if matches!(msg, ClientMsg::Ready { .. }) {
-            crate::stamps::stamp(crate::stamps::Stamp::ReadySent);
-        }
+        self.send_stamped(&msg);
     }
 
     fn set_ready(&mut self, queue: QueueId, ready: bool) {
@@ -423,5 +438,30 @@ impl Agent {
         if let Some(q) = self.queues.get(&QueueId(queue)) {
             (q.steer)(request);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn send_says_whether_the_daemon_got_the_frame() {
+        let trust = Trust {
+            own_uid: 0,
+            daemon_uid: None,
+        };
+        let mut agent = Agent::new(Arc::new(PathBuf::from("/nonexistent/xsched.sock")), trust);
+        assert!(!agent.send(&ClientMsg::Ping { seq: 1 }), "no link");
+        let (ours, theirs) = UnixStream::pair().expect("pair");
+        agent.up(Conn::new(ours));
+        assert!(agent.send(&ClientMsg::Ping { seq: 2 }), "written");
+        drop(theirs);
+        assert!(
+            !agent.send(&ClientMsg::Ping { seq: 3 }),
+            "the daemon is gone"
+        );
+        assert!(matches!(agent.link, Link::Down { .. }), "and given up");
     }
 }
