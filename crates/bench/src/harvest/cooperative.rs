@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuQueue};
 use xsched_core::Nanos;
-use xsched_core::harvest::{Collector, CollectorConfig};
+use xsched_core::harvest::Collector;
 use xsched_runtime::{CommandHandle, XQueue};
 
 pub(super) struct State {
@@ -43,7 +43,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(
-        cfg: CollectorConfig,
+        collector: Collector,
         epoch: Instant,
         lp: Arc<XQueue<CpuQueue>>,
         overhead: Duration,
@@ -52,7 +52,7 @@ impl Shared {
         Shared {
             epoch,
             state: Mutex::new(State {
-                collector: Collector::new(cfg),
+                collector,
                 lp_until: None,
                 done: false,
             }),

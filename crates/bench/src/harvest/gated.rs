@@ -71,16 +71,11 @@ impl Shared {
         if s.done || !self.gated {
             return;
         }
-        let cfg = s.collector.config();
+        let slice = dur(s.collector.config().slice);
         let from = self.at(at);
         let collector = &s.collector;
-        // With no window, one checkpoint's work beyond it is asked for as well as one slice's:
-        // a release stops at any checkpoint, so that is all an overrun may delay HP by.
         let gate = decide(at, s.lp_until, || {
-            collector
-                .grant(from, Nanos::MAX)
-                .or_else(|| collector.grant(from, cfg.tile))
-                .map(|g| release(g, dur(cfg.slice)))
+            collector.grant(from, Nanos::MAX).map(|g| release(g, slice))
         });
         match gate {
             Gate::Run(until) => {

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::DEFAULT_CHECKPOINT;
 use xsched_backend_cpu::{CpuDevice, CpuQueue};
-use xsched_core::harvest::CollectorConfig;
+use xsched_core::harvest::{Collector, CollectorConfig, CollectorOptions};
 use xsched_core::{Nanos, PolicySpec};
 use xsched_report::{Verdict, cells, columns, quantile, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
@@ -135,14 +135,23 @@ fn run_cooperative(
         Cooperative::SloAware(_) => (p.release_overhead, DEFAULT_CHECKPOINT),
         _ => (p.launch_overhead, p.launch_overhead),
     };
+    let cfg = CollectorConfig {
+        slo: ns(slo),
+        margin: ns(p.margin),
+        launch_overhead: ns(overhead_of_lp),
+        slice: ns(slice),
+        tile: ns(tile),
+    };
+    // Under the collector, LP stops at the next checkpoint when asked and each release's end is
+    // decided again on the device (`gated.rs`): an overrun is priced at one checkpoint.
+    let collector = match row {
+        Cooperative::SloAware(_) => {
+            Collector::with_options(cfg, CollectorOptions { checkpointed: true })
+        }
+        _ => Collector::new(cfg),
+    };
     let shared = Arc::new(cooperative::Shared::new(
-        CollectorConfig {
-            slo: ns(slo),
-            margin: ns(p.margin),
-            launch_overhead: ns(overhead_of_lp),
-            slice: ns(slice),
-            tile: ns(tile),
-        },
+        collector,
         start,
         lp.clone(),
         overhead,

@@ -28,6 +28,20 @@ pub struct CollectorConfig {
     pub tile: Nanos,
 }
 
+/// Refinements of the collector's rules for a device whose LP work stops at the next tile
+/// checkpoint when asked (a Level 3 that keeps progress, as on the CPU device). Off by default,
+/// as the simulator's harvest model and the `slo-aware` policy run the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CollectorOptions {
+    /// The driver stops LP work at its next tile checkpoint when HP needs the device, and asks
+    /// again at each release's end. An overrun then delays an in-flight request by at most one
+    /// tile and a launch (its kernel's wait-or-kill stops the rest at the next checkpoint), and
+    /// a request arriving during it by what of that is left after its pre-processing (it needs
+    /// the device only then, and is in flight, so judged by the slack, at the next decision):
+    /// the overrun is one slice, priced at one tile.
+    pub checkpointed: bool,
+}
+
 /// A predicted window of at least this many slices takes one merged launch instead of paced
 /// slices: one launch overhead, but it can only be stopped by killing it.
 pub const MERGE_SLICES: u64 = 8;
@@ -104,6 +118,7 @@ impl Request {
 #[derive(Debug, Clone)]
 pub struct Collector {
     cfg: CollectorConfig,
+    options: CollectorOptions,
     /// Idle windows by position: 0 before the first kernel, `i` after kernel `i - 1`, and the
     /// number of kernels for post-processing.
     gaps: Vec<GapLearner>,
@@ -120,10 +135,16 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// A collector that has seen nothing yet.
+    /// A collector that has seen nothing yet, with the default rules.
     pub fn new(cfg: CollectorConfig) -> Collector {
+        Collector::with_options(cfg, CollectorOptions::default())
+    }
+
+    /// A collector that has seen nothing yet, with `options`.
+    pub fn with_options(cfg: CollectorConfig, options: CollectorOptions) -> Collector {
         Collector {
             cfg,
+            options,
             gaps: Vec::new(),
             alone: GapLearner::default(),
             interarrival: GapLearner::default(),
@@ -314,7 +335,12 @@ impl Collector {
             return Some(Grant::Fitted(fitted));
         }
         let one = c.slice.min(left);
-        let delay = (c.launch_overhead + one).saturating_sub(window);
+        let stop = if self.options.checkpointed {
+            c.tile.min(one)
+        } else {
+            one
+        };
+        let delay = (c.launch_overhead + stop).saturating_sub(window);
         (self.slack_covers(now, delay) && self.arrival_slack_covers(delay))
             .then_some(Grant::Overrun(one))
     }
@@ -336,8 +362,17 @@ impl Collector {
     }
 
     /// Whether a request arriving now would still meet its deadline after `delay`, judging its
-    /// length by the longest recent requests (their 90th percentile alone).
+    /// length by the longest recent requests (their 90th percentile alone). With
+    /// [`CollectorOptions::checkpointed`] only what of `delay` outlasts its pre-processing (the
+    /// 10th percentile learned) counts: none of it, nothing is at stake.
     pub fn arrival_slack_covers(&self, delay: Nanos) -> bool {
+        let mut delay = delay;
+        if self.options.checkpointed {
+            delay = delay.saturating_sub(self.gap(0).map_or(Nanos::ZERO, GapLearner::predict));
+            if delay == Nanos::ZERO {
+                return true;
+            }
+        }
         match self.alone.high() {
             Some(alone) => alone + delay + self.cfg.margin <= self.cfg.slo,
             None => false,
@@ -468,5 +503,45 @@ mod tests {
         assert_eq!(c.grant(due, Nanos::MAX), Some(Grant::Overrun(us(100))));
         c.arrive(due, 50, &[us(1000), us(1000)]);
         assert!(c.slack_covers(due, us(500)));
+    }
+
+    /// A request arrived at 200 ms, 300 us ago, and is due to queue its first kernel (every
+    /// pre-processing took 300 us): no window is left, and its deadline (SLO 2.5 ms) has 100 us
+    /// of slack beyond its 2.1 ms rest and the 50 us margin.
+    fn pre_processing_ran_out(options: CollectorOptions) -> (Collector, Nanos) {
+        let mut c = Collector::with_options(
+            CollectorConfig {
+                slo: us(2_500),
+                ..collector(0).config()
+            },
+            options,
+        );
+        learn(&mut c, 300, 0);
+        c.arrive(us(200_000), 50, &[us(1000), us(1000)]);
+        (c, us(200_300))
+    }
+
+    #[test]
+    fn a_checkpointed_overrun_is_priced_at_one_tile() {
+        // By default an overrun is priced as the whole slice and its launch, 110 us: refused.
+        let (c, now) = pre_processing_ran_out(CollectorOptions::default());
+        assert_eq!(c.grant(now, Nanos::MAX), None);
+        assert_eq!(
+            Collector::new(c.config()).grant(now, Nanos::MAX),
+            None,
+            "new() is the default options"
+        );
+        assert!(c.slack_covers(now, us(20)) && !c.slack_covers(now, us(110)));
+        // Stopped at the next checkpoint, it delays the request by one tile and the launch,
+        // 20 us: one slice is admitted.
+        let checkpointed = CollectorOptions { checkpointed: true };
+        let (c, now) = pre_processing_ran_out(checkpointed);
+        assert_eq!(c.grant(now, Nanos::MAX), Some(Grant::Overrun(us(100))));
+        // A request arriving now would need the device 300 us later: only the delay beyond
+        // that counts against its slack (2.4 ms alone, 50 us margin, SLO 2.5 ms).
+        let (default, _) = pre_processing_ran_out(CollectorOptions::default());
+        assert!(!default.arrival_slack_covers(us(60)));
+        assert!(c.arrival_slack_covers(us(300)) && c.arrival_slack_covers(us(350)));
+        assert!(!c.arrival_slack_covers(us(351)));
     }
 }

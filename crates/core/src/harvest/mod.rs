@@ -14,5 +14,5 @@
 mod collector;
 mod learner;
 
-pub use collector::{Collector, CollectorConfig, Grant, MERGE_SLICES};
+pub use collector::{Collector, CollectorConfig, CollectorOptions, Grant, MERGE_SLICES};
 pub use learner::GapLearner;
