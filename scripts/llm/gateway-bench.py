@@ -23,6 +23,9 @@ Phases (each can be skipped):
 - `events`: the gateway's CPU per streamed event and the latency it adds (paired with requests
   straight to the upstream), against a local upstream with no model that streams `--events`
   events per answer as fast as it can and `--event-gaps` ms apart (not a default phase).
+  With `--nginx PATH` the same rounds run through nginx too (one worker, `proxy_buffering
+  off`, keep-alive upstream): what a production reverse proxy costs per event on this machine,
+  measured the same way (`apt-get install nginx-light`).
 """
 
 import argparse
@@ -108,6 +111,18 @@ def cpu_seconds(pid):
         except (OSError, IndexError, ValueError):
             pass
     return total / 1e9
+
+
+def tree_cpu_seconds(pid):
+    """`cpu_seconds` of a process and of its child processes (nginx's workers), recursively."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        total += sum(tree_cpu_seconds(int(child)) for child in children)
+    return total
 
 
 def cpu_ticks(pid):
@@ -384,46 +399,96 @@ def fake_upstream(port):
     return server
 
 
+NGINX_CONF = """worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream fake {{ server 127.0.0.1:{upstream}; keepalive 8; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://fake;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(args, procs, port, upstream):
+    """nginx as a streaming reverse proxy in front of `upstream`, one worker, its files under
+    --out: the reference the gateway's per-event cost is set beside."""
+    root = (args.out / "nginx").resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    conf = root / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=root, port=port, upstream=upstream))
+    return procs.start([args.nginx, "-c", str(conf), "-p", str(root)], args.out / "nginx.log")
+
+
+def event_rounds(args, url, pid, gap):
+    """`--rounds` rounds of `--pairs` answers of `--events` events at `gap` ms, straight to the
+    fake upstream and through `url` alternately (which first alternating too): per round the
+    CPU seconds per event of `pid` and its children, and the paired TTFT and TTLT differences."""
+    cpu, ttft, ttlt = [], [], []
+    for _ in range(args.rounds):
+        # The whole round: the proxy is idle while a request goes straight to the upstream
+        # (the gateway scrapes no engine metrics here), and learning from an answer may end
+        # after its client has read it.
+        before = tree_cpu_seconds(pid)
+        for i in range(args.pairs):
+            order = ["direct", "through"] if i % 2 == 0 else ["through", "direct"]
+            got = {}
+            for target in order:
+                got[target] = stream(url if target == "through" else "http://127.0.0.1:18201",
+                                     "hello there", args.events, gap_ms=gap)
+            ttft.append(got["through"][0] - got["direct"][0])
+            ttlt.append(got["through"][1] - got["direct"][1])
+        cpu.append((tree_cpu_seconds(pid) - before) / args.pairs / (args.events + 1))
+    return cpu, ttft, ttlt
+
+
 def events_phase(args, procs):
-    """The gateway's CPU per streamed event and the latency it adds, against `fake_upstream`:
-    per policy and event gap, `--rounds` rounds, each `--pairs` answers straight to the
-    upstream and through the gateway alternately (which first alternating too)."""
+    """The gateway's CPU per streamed event and the latency it adds, against `fake_upstream`,
+    per policy (and nginx with `--nginx`) and event gap."""
     fake_upstream(18201)
-    rows = []
+    proxies = []
     for k, policy in enumerate(["fcfs", "sagesched"]):
         port = 18202 + k
         gw = procs.start([args.xsched, "llm", "serve", "--listen", f"127.0.0.1:{port}",
                           "--upstream", "http://127.0.0.1:18201", "--concurrency", "4",
                           "--policy", policy, "--no-engine-metrics"],
                          args.out / f"gateway-events-{policy}.log")
-        url = f"http://127.0.0.1:{port}"
-        wait_up(url, "the gateway")
+        proxies.append((policy, f"http://127.0.0.1:{port}", gw.pid))
+    if args.nginx:
+        proxies.append(("nginx", "http://127.0.0.1:18205",
+                        start_nginx(args, procs, 18205, 18201).pid))
+    rows = []
+    for name, url, pid in proxies:
+        wait_up(url, name)
         for _ in range(20):
             stream(url, "hello there", args.events)
         for gap in args.event_gaps:
-            cpu, ttft, ttlt = [], [], []
-            for _ in range(args.rounds):
-                # The whole round: the gateway is idle while a request goes straight to the
-                # upstream (it scrapes no engine metrics here), and learning from an answer may
-                # end after its client has read it.
-                before = cpu_seconds(gw.pid)
-                for i in range(args.pairs):
-                    order = ["direct", "through"] if i % 2 == 0 else ["through", "direct"]
-                    got = {}
-                    for target in order:
-                        got[target] = stream(url if target == "through" else "http://127.0.0.1:18201",
-                                             "hello there", args.events, gap_ms=gap)
-                    ttft.append(got["through"][0] - got["direct"][0])
-                    ttlt.append(got["through"][1] - got["direct"][1])
-                cpu.append((cpu_seconds(gw.pid) - before) / args.pairs / (args.events + 1))
-                print(f"{policy} gap {gap} ms: {cpu[-1] * 1e6:.2f} µs per event", flush=True)
-            rows.append((policy, gap, cpu, statistics.median(ttft), statistics.median(ttlt)))
-    print(f"\n### The gateway's CPU per streamed event ({args.rounds} rounds of {args.pairs} answers of "
+            cpu, ttft, ttlt = event_rounds(args, url, pid, gap)
+            print(f"{name} gap {gap} ms: " + ", ".join(f"{c * 1e6:.2f}" for c in cpu)
+                  + " µs per event", flush=True)
+            rows.append((name, gap, cpu, statistics.median(ttft), statistics.median(ttlt)))
+    print(f"\n### CPU per streamed event ({args.rounds} rounds of {args.pairs} answers of "
           f"{args.events} events, no model)\n")
-    print("| policy | event gap ms | CPU µs per event, median (range) | added TTFT P50 ms | added TTLT P50 ms |")
+    print("| proxy | event gap ms | CPU µs per event, median (range) | added TTFT P50 ms | added TTLT P50 ms |")
     print("|---|---|---|---|---|")
-    for policy, gap, cpu, ttft, ttlt in rows:
-        print(f"| {policy} | {gap:g} | {statistics.median(cpu) * 1e6:.2f} ({min(cpu) * 1e6:.2f}–"
+    for name, gap, cpu, ttft, ttlt in rows:
+        print(f"| {name} | {gap:g} | {statistics.median(cpu) * 1e6:.2f} ({min(cpu) * 1e6:.2f}–"
               f"{max(cpu) * 1e6:.2f}) | {ttft * 1e3:.3f} | {ttlt * 1e3:.3f} |")
 
 
@@ -455,6 +520,7 @@ def main():
     ap.add_argument("--event-gaps", type=float, nargs="+", default=[0, 1],
                     help="ms between the fake upstream's events (--phases events; 0: as fast as it can)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per gap (--phases events)")
+    ap.add_argument("--nginx", help="an nginx binary: the events phase measures it too")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     phases = args.phases.split(",")
