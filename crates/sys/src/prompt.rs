@@ -323,6 +323,11 @@ impl Machine {
         if self.no_psi.load(Ordering::Relaxed) {
             return false;
         }
+        // Plain loads first: most checks fall inside the window and need not touch the flag
+        // every control thread shares.
+        if !due(self.last(), now) {
+            return self.contended.load(Ordering::Relaxed);
+        }
         if self
             .sampling
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -490,7 +495,7 @@ impl CpuGuard {
     /// it always, or by default if threads wait for the machine's CPUs.
     pub fn start() -> CpuGuard {
         let mut guard = CpuGuard::guarding(RtControl::configured(), &PROCESS);
-        guard.follow_machine();
+        guard.check();
         guard
     }
 
@@ -547,14 +552,6 @@ impl CpuGuard {
         }
     }
 
-    /// By default, real-time exactly while threads wait for the machine's CPUs (a thread that
-    /// may never be real-time again does not look).
-    fn follow_machine(&mut self) {
-        if self.when == RtControl::WhileContended && !self.dropped {
-            self.set_prompt(self.process.machine.contended(wall(), cpu_stall_us));
-        }
-    }
-
     /// How long the thread may block before it should [`check`](Self::check) again so as to
     /// follow the machine: [`SAMPLE_EVERY`] by default, `None` where it need not (real-time
     /// always or never, dropped back for good, or no pressure accounting). A thread that blocks
@@ -568,11 +565,17 @@ impl CpuGuard {
     /// Call after each unit of work (a message handled, a wake-up): checks the thread's CPU
     /// use, and whether it should be real-time now.
     pub fn check(&mut self) {
-        self.check_at(wall(), thread_cpu());
+        // A thread that is never real-time (dropped back for good, or `never`) has nothing to
+        // count and nothing to decide: no clock read for it.
+        if self.dropped || self.when == RtControl::Never {
+            return;
+        }
+        self.check_at(wall(), thread_cpu);
     }
 
-    /// [`check`](Self::check) at `now` (the process's clock), the thread having used `cpu`.
-    fn check_at(&mut self, now: Duration, cpu: Duration) {
+    /// [`check`](Self::check) at `now` (the process's clock), the thread having used `cpu()`
+    /// (read only while it is real-time: the thread's CPU clock is a system call).
+    fn check_at(&mut self, now: Duration, cpu: impl FnOnce() -> Duration) {
         let over = self.guard_cpu(now, cpu);
         if self.dropped {
             return;
@@ -588,12 +591,13 @@ impl CpuGuard {
     /// Count the CPU the thread used at real-time priority since it was last counted: against
     /// its own allowance (past it: normal for good) and the process's; returns whether the
     /// process's is spent for the window `now` falls in.
-    fn guard_cpu(&mut self, now: Duration, cpu: Duration) -> bool {
+    fn guard_cpu(&mut self, now: Duration, cpu: impl FnOnce() -> Duration) -> bool {
         let budget = &self.process.budget;
         let window = window_of(now);
         if !self.prompt {
             return budget.spent(window) > PROCESS_CPU_PER_WINDOW;
         }
+        let cpu = cpu();
         let spent = budget.spend(window, cpu.saturating_sub(self.cpu_seen));
         self.cpu_seen = cpu;
         if now.saturating_sub(self.window_start) < WINDOW {
@@ -848,19 +852,19 @@ mod tests {
                 eprintln!("skipped: this thread's scheduling cannot be read here");
                 return;
             };
-            a.check_at(t0 + ms(1), cpu0 + ms(12));
+            a.check_at(t0 + ms(1), || cpu0 + ms(12));
             assert!(a.is_prompt(), "12 ms of the process's 20");
-            b.check_at(t0 + ms(2), cpu0 + ms(12));
+            b.check_at(t0 + ms(2), || cpu0 + ms(12));
             assert!(!b.is_prompt(), "24 ms: the process is over");
             assert!(
                 !b.dropped,
                 "not for good: b stayed within its own allowance"
             );
-            a.check_at(t0 + ms(3), cpu0 + ms(12));
+            a.check_at(t0 + ms(3), || cpu0 + ms(12));
             assert!(!a.is_prompt(), "every thread goes normal");
             assert!(!a.dropped);
             assert!(
-                !b.guard_cpu(t0 + WINDOW, cpu0 + ms(12)),
+                !b.guard_cpu(t0 + WINDOW, || cpu0 + ms(12)),
                 "the next window allows real-time again"
             );
         })
