@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
 # The CUDA checks that need a real NVIDIA GPU, in two steps, because the GPU machine starts bare
-# (no Rust toolchain, no crate cache, no network; a CUDA image with python3 + PyTorch):
+# (no Rust toolchain, no crate cache, no network; a CUDA image with nvcc, python3 + PyTorch):
 #
 #   scripts/gpu-check.sh prepare [STAGE]   # here: build everything and stage it in STAGE
 #                                          # (default target/gpu-stage, at most 64 MiB)
 #   bash STAGE/gpu-check.sh run STAGE      # there: uses only STAGE and the machine's own
-#                                          # python3/torch; results in $OUT (default STAGE/out)
+#                                          # nvcc/python3/torch; results in STAGE/out, and,
+#                                          # where $OUT is set, packed into $OUT/gpu-check.tgz
+#                                          # with the log's summary in $OUT/summary.md
 #   scripts/gpu-check.sh dry-run [STAGE]   # here: prepare, then run against the tests' fake
-#                                          # driver (no GPU, no torch: PyTorch steps skipped)
+#                                          # driver (no GPU, no nvcc, no torch: those skipped)
 #
-# The run step: every step has a timeout, 7.8 minutes in all at worst (150 + 30 s tests, 90 s
-# preemption, 3 x 45 s foreground and 2 x 30 s background start-up):
+# The run step (about 3 minutes when all is well; every process is bounded, each overrun adding
+# up to a minute for its stacks; give the device call 10 minutes and `timeout 540` around the run,
+# which still packs what it has):
 # 1. the machine: GPU, driver, torch, and that this machine's glibc is at least the newest
 #    symbol version the staged binaries need (they are built here against an older glibc, and
 #    glibc is backward compatible, so a newer one runs them);
 # 2. the CUDA backend's tests on the real driver (XSCHED_CUDA_REAL=1), from their staged
 #    executables (streams, and refill: the watcher running the XQueue's completion hook);
 # 3. Level-1 vs gated Level-2 preemption latency by command length (example cuda-preempt);
-# 4. an unchanged PyTorch foreground (inference, open loop) beside an unchanged PyTorch
-#    background (training): standalone, native, and through the shim + `xsched serve`.
-# Paste the summary into docs/BENCHMARKS.md ("## CUDA (issue 8)") with the GPU it names.
+# 4. a plain CUDA runtime program (gpu/cudart_probe.cu, built there with nvcc) natively, under
+#    the shim with the in-process scheduler, and under the shim with `xsched serve`;
+# 5. an unchanged PyTorch foreground (inference, open loop): standalone, beside an unchanged
+#    PyTorch background (training) natively, alone under the shim, and beside the background
+#    with both under the shim + `xsched serve`.
+# A process that overruns its bound has its stacks saved before it is killed (Python's through
+# faulthandler on SIGUSR1, native ones through cuda-gdb where the machine has it) in
+# out/NAME-stacks.txt. A failed check does not stop the run: the next ones still run, and the
+# run exits 1 naming each failure. Paste the summary into docs/BENCHMARKS.md ("## CUDA (issue
+# 8)") with the GPU it names.
 set -euo pipefail
 LIMIT_BYTES=$((64 * 1024 * 1024))
 step() { printf '\n== %s\n' "$*"; }
 die() { echo "gpu-check: $*" >&2; exit 1; }
+# A failed check in the run step is recorded and the next one still runs: a GPU is lent for
+# minutes, so one run must bring back every result it can. The run exits 1 if any failed.
+# Messages go to fd 3, the run's log, also from inside a call whose stderr is a result file.
+FAILED=()
+fail() { echo "gpu-check: FAILED: $*" >&3; FAILED+=("$*"); }
 
 # The newest GLIBC_x.y symbol version any staged binary needs.
 glibc_needed() {
@@ -55,29 +70,47 @@ for line in sys.stdin:
   while read -r name exe; do cp "$exe" "$stage/bin/cuda-$name-tests"; done <<< "$tests"
   # Debug info is most of their size and none of the check needs it.
   strip --strip-debug "$stage"/bin/*
-  cp scripts/gpu/*.py "$stage/gpu/"
+  cp scripts/gpu/*.py scripts/gpu/*.cu "$stage/gpu/"
   cp crates/backend-cuda/tests/fake/libcuda.c "$stage/fake/"
   cp scripts/gpu-check.sh "$stage/"
   local size
   size="$(du -sb "$stage" | cut -f1)"
   echo "staged $(du -sh "$stage" | cut -f1): $(ls "$stage/bin" | tr '\n' ' ')"
-  echo "newest glibc symbol needed: $(glibc_needed "$stage") (this machine: $(ldd --version | head -1 | grep -o '[0-9.]*$'))"
+  echo "newest glibc symbol needed: $(glibc_needed "$stage") (this machine: $(ldd --version | sed -n 1p | grep -o '[0-9.]*$'))"
   [ "$size" -le "$LIMIT_BYTES" ] || die "the stage is $size bytes, over the device tool's 64 MiB"
 }
 
 run() {
   local stage fake="${GPU_CHECK_FAKE:-0}"
   stage="$(cd "$1" && pwd)"
-  local out="${OUT:-$stage/out}" bin="$stage/bin"
-  mkdir -p "$out"
+  RESULTS="$stage/out"
+  BIN="$stage/bin"
+  rm -rf "$RESULTS"
+  mkdir -p "$RESULTS"
+  [ -n "${OUT:-}" ] && trap 'pack' EXIT
+  trap 'exit 143' TERM
+  local rc=0
+  { run_checks "$stage" "$fake" 3>&1 2>&1; } | tee "$RESULTS/log.txt" || rc=$?
+  return "$rc"
+}
+
+# Where the device tool's $OUT is set: the results as one archive and the summary beside it
+# (the tool brings back at most 8 files).
+pack() {
+  tar czf "$OUT/gpu-check.tgz" -C "$RESULTS" . || true
+  sed -n '/^== summary/,$p' "$RESULTS/log.txt" > "$OUT/summary.md" 2>/dev/null || true
+}
+
+run_checks() {
+  local stage="$1" fake="$2"
   read -r -a FG_ARGS <<< "${FG_ARGS:---model transformer --requests 300 --period-ms 20}"
 
   step "machine"
   local have need
-  have="$(ldd --version | head -1 | grep -o '[0-9.]*$')"
+  have="$(ldd --version | sed -n 1p | grep -o '[0-9.]*$')"
   need="$(glibc_needed "$stage" || true)"
   echo "glibc: $have here, $need needed by the staged binaries"
-  if [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+  if [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | sed -n 1p)" != "$need" ]; then
     die "this glibc ($have) is older than the staged binaries need ($need)"
   fi
   local gpu torch=1 real=1
@@ -90,7 +123,7 @@ run() {
     gpu="fake driver (dry run: timings say nothing about a GPU)"
   else
     command -v nvidia-smi >/dev/null || die "nvidia-smi not found: the run step needs an NVIDIA GPU"
-    gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+    gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed -n 1p)"
     [ -n "$gpu" ] || die "nvidia-smi lists no GPU"
     python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
       || die "python3 cannot import a CUDA-enabled torch"
@@ -99,76 +132,160 @@ run() {
   echo "GPU: $gpu"
 
   step "backend tests on the $([ "$real" = 1 ] && echo real || echo fake) driver"
-  local real_env=()
+  local real_env=() t
   [ "$real" = 1 ] && real_env=(XSCHED_CUDA_REAL=1)
-  local t limit
   for t in streams refill; do
-    limit=150
-    [ "$t" = refill ] && limit=30
-    env "${real_env[@]}" timeout "$limit" "$bin/cuda-$t-tests" --test-threads=1 2>&1 \
-      | tee "$out/backend-$t-tests.txt" | tail -15
-    grep -q "test result: ok" "$out/backend-$t-tests.txt" || die "the backend's $t tests failed"
+    bounded "backend-$t-tests" 45 env "${real_env[@]}" "$BIN/cuda-$t-tests" --test-threads=1 \
+      > "$RESULTS/backend-$t-tests.txt" 2>&1 || true
+    tail -15 "$RESULTS/backend-$t-tests.txt"
+    grep -q "test result: ok" "$RESULTS/backend-$t-tests.txt" || fail "the backend's $t tests"
   done
 
   step "preemption latency (Level 1 vs gated Level 2)"
-  timeout 90 "$bin/cuda-preempt" samples=40 lengths=100,500,2000 | tee "$out/preempt.jsonl"
-  [ -s "$out/preempt.jsonl" ] || die "cuda-preempt printed nothing"
+  bounded cuda-preempt 90 "$BIN/cuda-preempt" samples=40 lengths=100,500,2000 \
+    > "$RESULTS/preempt.jsonl" || true
+  cat "$RESULTS/preempt.jsonl"
+  [ -s "$RESULTS/preempt.jsonl" ] || fail "cuda-preempt printed nothing"
+
+  local sock
+  sock="$(mktemp -u /tmp/xsched-gpu-XXXXXX.sock)"
+  XSCHED_LOG=info "$BIN/xsched" serve --socket "$sock" --policy hpf > "$RESULTS/serve.log" 2>&1 &
+  SERVE=$!
+  sleep 1
+  kill -0 "$SERVE" 2>/dev/null || fail "xsched serve did not start (serve.log)"
+  SHIM_LOCAL=(LD_PRELOAD="$BIN/libxsched_cuda.so" XSCHED_SCHEDULER=local XSCHED_LOG=info)
+  SHIM_GLOBAL=(LD_PRELOAD="$BIN/libxsched_cuda.so" XSCHED_SCHEDULER=global
+    XSCHED_SOCKET="$sock" XSCHED_LOG=info)
+
+  if command -v nvcc >/dev/null; then
+    step "a plain CUDA runtime program: native, under the shim, under the shim + daemon"
+    cudart_probe "$stage"
+  else
+    step "CUDA runtime program: skipped (no nvcc on this machine)"
+  fi
 
   if [ "$torch" = 1 ]; then
     step "PyTorch: foreground inference beside background training"
-    torch_pair "$stage" "$out"
+    torch_pair "$stage"
   else
     step "PyTorch: skipped (dry run: no GPU for torch)"
   fi
+  kill "$SERVE" 2>/dev/null || true
+  wait "$SERVE" 2>/dev/null || true
+  rm -f "$sock"
 
   step "summary ($gpu)"
-  python3 - "$out" "$gpu" "$torch" <<'PY'
-import json, sys, pathlib
-out, gpu, torch = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-last = lambda p: json.loads((out / p).read_text().strip().splitlines()[-1])
-print(f"GPU: {gpu}")
-if torch:
-    alone = last("standalone-fg.json")["p99_ms"]
-    print("| mode | fg p50 ms | fg p99 ms | p99 / standalone | bg iters/s |")
-    print("|---|---|---|---|---|")
-    print(f"| standalone | {last('standalone-fg.json')['p50_ms']} | {alone} | 1.00 | - |")
-    for mode in ("native", "shim"):
-        fg, bg = last(f"{mode}-fg.json"), last(f"{mode}-bg.json")
-        label = "xsched (shim + daemon, hpf)" if mode == "shim" else "native"
-        print(f"| {label} | {fg['p50_ms']} | {fg['p99_ms']} | {fg['p99_ms'] / alone:.2f} | {bg.get('iters_per_s', '-')} |")
-    print()
-print("| level | cmd us | fg alone us | preempt p50 us | preempt p99 us |")
-print("|---|---|---|---|---|")
-for line in (out / "preempt.jsonl").read_text().splitlines():
-    r = json.loads(line)
-    print(f"| {r['level']} | {r['cmd_us']} | {r['fg_alone_us']} | {r['p50_us']} | {r['p99_us']} |")
-PY
+  python3 "$stage/gpu/summary.py" "$RESULTS" "$gpu" "$torch" || fail "the summary"
+  if [ "${#FAILED[@]}" -gt 0 ]; then
+    printf 'gpu-check: %d check(s) failed:\n' "${#FAILED[@]}"
+    printf '  - %s\n' "${FAILED[@]}"
+    return 1
+  fi
 }
 
-# The unchanged PyTorch pair: standalone, native, and through the shim + daemon.
+# Run "$@" (a command, not a pipeline; redirect the call) for at most $2 seconds; step $1.
+# Returns its status, or 124 when it overran (its stacks saved, then its process group killed).
+bounded() {
+  local name="$1" secs="$2"
+  shift 2
+  setsid "$@" &
+  finish "$name" "$!" "$secs"
+}
+
+# Wait up to $3 seconds for process $2 (step $1, started by setsid: its own process group) to
+# end. If it has not: save its stacks in $RESULTS/$1-stacks.txt, kill its process group (no
+# child left holding the log's pipe), record the failure, return 124. Else its status.
+finish() {
+  local name="$1" pid="$2" ticks=$(($3 * 10))
+  while kill -0 "$pid" 2>/dev/null && [ "$ticks" -gt 0 ]; do
+    sleep 0.1
+    ticks=$((ticks - 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    stacks "$name" "$pid"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    fail "$name did not finish within $3 s (stacks in $name-stacks.txt)"
+    return 124
+  fi
+  wait "$pid"
+}
+
+# The stacks of a process that overran: Python's (the scripts in gpu/ dump them to their stderr
+# on SIGUSR1; only they are sent it) and every thread's native stack through cuda-gdb.
+stacks() {
+  local name="$1" pid="$2" file="$RESULTS/$1-stacks.txt"
+  echo "== $name (pid $pid): $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" > "$file"
+  case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+    python*) kill -USR1 "$pid" 2>/dev/null && sleep 1 ;;
+  esac
+  if command -v cuda-gdb >/dev/null; then
+    timeout -k 5 60 cuda-gdb -q -p "$pid" -batch -ex 'thread apply all bt' >> "$file" 2>&1 || true
+  else
+    echo "(no cuda-gdb here: no native stacks)" >> "$file"
+  fi
+}
+
+# The CUDA runtime program, built here with nvcc against the shared runtime (as PyTorch uses
+# it), natively, under the shim in-process, and under the shim with the daemon.
+cudart_probe() {
+  local stage="$1" exe="$RESULTS/cudart-probe" mode
+  if ! bounded nvcc 90 nvcc -O2 -cudart shared -o "$exe" "$stage/gpu/cudart_probe.cu" \
+    > "$RESULTS/nvcc.txt" 2>&1; then
+    cat "$RESULTS/nvcc.txt"
+    fail "nvcc could not build the CUDA runtime program"
+    return 0
+  fi
+  for mode in native shim-local shim-global; do
+    local envs=()
+    [ "$mode" = shim-local ] && envs=("${SHIM_LOCAL[@]}")
+    [ "$mode" = shim-global ] && envs=("${SHIM_GLOBAL[@]}")
+    bounded "cudart-$mode" 20 env "${envs[@]}" "$exe" \
+      > "$RESULTS/cudart-$mode.txt" 2> "$RESULTS/cudart-$mode.err" || true
+    echo "$mode: $(cat "$RESULTS/cudart-$mode.txt") (last step: $(tail -1 "$RESULTS/cudart-$mode.err"))"
+    grep -q '^cudart-probe ok' "$RESULTS/cudart-$mode.txt" || fail "the CUDA runtime program ($mode)"
+  done
+}
+
+# The unchanged PyTorch programs: the foreground standalone; beside the background natively;
+# the foreground alone under the shim (in-process scheduler); both under the shim + daemon.
 torch_pair() {
-  local stage="$1" out="$2" sock
-  sock="$(mktemp -u /tmp/xsched-gpu-XXXXXX.sock)"
-  # Start the background (with any extra environment), wait until it trains, run the
-  # foreground, stop the background; writes $1-fg.json and $1-bg.json.
-  beside() {
-    local name="$1"; shift
-    local bgout="$out/$name-bg.json"
-    env "$@" XSCHED_PRIORITY=0 timeout 90 python3 "$stage/gpu/bg_train.py" > "$bgout" &
-    local bg=$!
-    for _ in $(seq 300); do grep -q started "$bgout" 2>/dev/null && break; sleep 0.1; done
-    grep -q started "$bgout" || { kill "$bg" 2>/dev/null; die "background did not start ($name)"; }
-    env "$@" XSCHED_PRIORITY=10 timeout 45 python3 "$stage/gpu/fg_infer.py" "${FG_ARGS[@]}" \
-      | tail -1 > "$out/$name-fg.json"
-    kill -TERM "$bg"; wait "$bg" || true
-  }
-  timeout 45 python3 "$stage/gpu/fg_infer.py" "${FG_ARGS[@]}" | tail -1 > "$out/standalone-fg.json"
+  local stage="$1"
+  foreground standalone
   beside native
-  "$stage/bin/xsched" serve --socket "$sock" --policy hpf > "$out/serve.log" 2>&1 &
-  local serve=$!
-  trap "kill $serve 2>/dev/null || true; rm -f '$sock'" EXIT
-  sleep 1
-  beside shim LD_PRELOAD="$stage/bin/libxsched_cuda.so" XSCHED_SCHEDULER=global XSCHED_SOCKET="$sock"
+  foreground shim-local "${SHIM_LOCAL[@]}"
+  beside shim "${SHIM_GLOBAL[@]}"
+}
+
+# The foreground (step $1, environment "${@:2}") for at most 40 s: $RESULTS/$1-fg.json.
+foreground() {
+  local name="$1"
+  shift
+  bounded "$name-fg" 40 env "$@" XSCHED_PRIORITY=10 python3 "$stage/gpu/fg_infer.py" \
+    "${FG_ARGS[@]}" > "$RESULTS/$name-fg.json" 2> "$RESULTS/$name-fg.err" || true
+  [ -s "$RESULTS/$name-fg.json" ] || fail "the foreground printed no result ($name; $name-fg.err)"
+}
+
+# The background (environment "${@:2}") training; once it trains, the foreground beside it;
+# then the background stopped: $RESULTS/$1-fg.json and $1-bg.json.
+beside() {
+  local name="$1"
+  shift
+  local bgout="$RESULTS/$name-bg.json"
+  setsid env "$@" XSCHED_PRIORITY=0 python3 "$stage/gpu/bg_train.py" > "$bgout" \
+    2> "$RESULTS/$name-bg.err" &
+  local bg=$! ticks=400
+  while ! grep -q started "$bgout" 2>/dev/null && kill -0 "$bg" 2>/dev/null && [ "$ticks" -gt 0 ]; do
+    sleep 0.1
+    ticks=$((ticks - 1))
+  done
+  if grep -q started "$bgout"; then
+    foreground "$name" "$@"
+  else
+    fail "the background did not start within 40 s ($name; $name-bg.err)"
+  fi
+  kill -TERM "$bg" 2>/dev/null || true
+  finish "$name-bg" "$bg" 15 || true
 }
 
 case "${1:-}" in

@@ -3,6 +3,7 @@
 SIGTERM. An unchanged PyTorch program. Prints a JSON line when it started and one with its
 throughput (iterations per second) when stopped."""
 import argparse
+import faulthandler
 import json
 import signal
 import time
@@ -20,6 +21,8 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=256)
     a = p.parse_args()
+    # scripts/gpu-check.sh sends SIGUSR1 to a run that overran its bound: every thread's stack.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch
 
     signal.signal(signal.SIGTERM, on_term)

@@ -4,7 +4,9 @@ weights (a small transformer by default; ResNet-50 with --model resnet50 if torc
 installed). An unchanged PyTorch program: xsched reaches it only through LD_PRELOAD.
 Prints one JSON line: request latency P50/P99 in ms."""
 import argparse
+import faulthandler
 import json
+import signal
 import time
 
 
@@ -29,6 +31,8 @@ def main():
     p.add_argument("--period-ms", type=float, default=20.0, help="arrival period (open loop)")
     p.add_argument("--warmup", type=int, default=20)
     a = p.parse_args()
+    # scripts/gpu-check.sh sends SIGUSR1 to a run that overran its bound: every thread's stack.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     import torch
 
     torch.manual_seed(0)
