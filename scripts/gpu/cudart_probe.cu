@@ -1,7 +1,8 @@
 // A plain CUDA runtime program for scripts/gpu-check.sh, run natively and under the shim: where
 // PyTorch under the shim fails, this places the failure above or below the CUDA runtime. It
 // uses the shapes PyTorch's first steps use (a synchronous copy on the legacy default stream,
-// launches there, a created stream, an event one stream waits on, device and stream syncs),
+// launches there, a created stream, an event one stream waits on, device and stream syncs, async
+// copies through pageable and pinned memory),
 // names each step on stderr before it runs (so a hang names its step), and checks the result.
 // Prints "cudart-probe ok <sum>" and exits 0, or names the failed call and exits 1.
 #include <cstdio>
@@ -50,6 +51,21 @@ int main() {
   add<<<blocks, 256>>>(dev, 3.0f, n);
   step("cudaStreamSynchronize (legacy default stream)");
   CHECK(cudaStreamSynchronize(0));
+  step("cudaMemcpyAsync into and out of pageable memory, then into pinned memory");
+  static float back[1 << 20];
+  float *pinned = nullptr;
+  CHECK(cudaMallocHost(&pinned, n * sizeof(float)));
+  CHECK(cudaMemcpyAsync(back, dev, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
+  CHECK(cudaMemcpyAsync(dev, back, n * sizeof(float), cudaMemcpyHostToDevice, 0));
+  CHECK(cudaMemcpyAsync(pinned, dev, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
+  CHECK(cudaStreamSynchronize(0));
+  for (int i = 0; i < n; i++) {
+    if (pinned[i] != back[i]) {
+      fprintf(stderr, "cudart-probe: the pinned copy differs at %d\n", i);
+      return 1;
+    }
+  }
+  CHECK(cudaFreeHost(pinned));
   step("cudaMemcpy device to host");
   CHECK(cudaMemcpy(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
   double sum = 0, want = 0;

@@ -8,6 +8,7 @@
 #![allow(non_snake_case)]
 
 use crate::gate;
+use crate::pageable;
 use crate::real::real_fn;
 use crate::real::{NOT_FOUND, Status};
 use crate::state::{Key, shim};
@@ -18,8 +19,12 @@ use xsched_backend_cuda::sys::{
 use xsched_interpose::guard;
 
 /// Defines an exported entry point scheduled through its stream's XQueue.
+///
+/// With `pageable = (dst, src)` (the copy's two sides, from its arguments), a copy that touches
+/// pageable host memory goes to the driver ungated instead (`pageable.rs`).
 macro_rules! scheduled {
-    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), ptsz = $ptsz:expr, stream = |$($s:ident),*| $stream:expr) => {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), ptsz = $ptsz:expr, stream = |$($s:ident),*| $stream:expr
+     $(, pageable = $sides:expr)?) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -32,6 +37,12 @@ macro_rules! scheduled {
                 Some(f) => unsafe { f($($arg),*) },
                 None => NOT_FOUND,
             };
+            $(
+                let (dst, src): (CUdeviceptr, CUdeviceptr) = $sides;
+                if pageable::touches_pageable(dst, src) {
+                    return forward();
+                }
+            )?
             let stream = (|$($s: $ty),*| $stream)($($arg),*);
             gate::submit(stream, $ptsz, &forward)
         }
@@ -65,24 +76,28 @@ scheduled!(
     stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream)
 );
 scheduled!(
-    /// `cuMemcpyHtoDAsync`, scheduled.
+    /// `cuMemcpyHtoDAsync`, scheduled (ungated from pageable memory).
     cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
-    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst, src as CUdeviceptr)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync_ptsz`, scheduled.
     cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
-    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst, src as CUdeviceptr)
 );
 scheduled!(
-    /// `cuMemcpyDtoHAsync`, scheduled.
+    /// `cuMemcpyDtoHAsync`, scheduled (ungated into pageable memory).
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
-    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst as CUdeviceptr, src)
 );
 scheduled!(
     /// `cuMemcpyDtoHAsync_ptsz`, scheduled.
     cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
-    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst as CUdeviceptr, src)
 );
 scheduled!(
     /// `cuMemcpyDtoDAsync`, scheduled.
@@ -95,14 +110,16 @@ scheduled!(
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
 );
 scheduled!(
-    /// `cuMemcpyAsync` (unified addressing), scheduled.
+    /// `cuMemcpyAsync` (unified addressing), scheduled (ungated through pageable memory).
     cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
-    ptsz = false, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst, src)
 );
 scheduled!(
     /// `cuMemcpyAsync_ptsz`, scheduled.
     cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
-    ptsz = true, stream = |_d, _s, _n, stream| Some(stream)
+    ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
+    pageable = (dst, src)
 );
 scheduled!(
     /// `cuMemsetD8Async`, scheduled.

@@ -15,7 +15,9 @@
 //! (`cuGraphLaunch`, one command per graph), async copies and memsets are made on the real
 //! stream at once behind a gate the XQueue opens when it launches them
 //! (`gate.rs`), so status codes, argument capture and events are the driver's, and a background
-//! stream holds only a bounded amount of work the device may start. The shim also answers
+//! stream holds only a bounded amount of work the device may start. A copy through pageable host
+//! memory, which may block its caller until the stream reaches it, goes to the driver ungated in
+//! stream order instead (`pageable.rs`). The shim also answers
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`): the CUDA runtime (and so PyTorch) finds driver
 //! functions that way, not by linking. A stream under capture passes through unscheduled while
 //! it is captured (the capture records, nothing runs), with one log line; devices without
@@ -29,6 +31,7 @@
 
 mod exports;
 mod gate;
+mod pageable;
 mod procaddr;
 mod real;
 mod state;

@@ -6,7 +6,11 @@
  * time; a kernel takes the time its arguments say; a stream memory wait (cuStreamWaitValue32_v2,
  * GEQ) holds its stream until the host-mapped word reaches the value; events complete when the
  * device reaches them. Device memory is host memory. Graph capture records launches instead of
- * running them. Every executed item is appended to the file named by FAKE_CUDA_LOG, so tests can
+ * running them. An async copy whose host side is pageable (memory neither cuMemAlloc nor
+ * cuMemHostAlloc returned) blocks the caller as a real driver may: host to device waits for its
+ * stream before it is queued (the driver stages it through pinned memory), device to host waits
+ * until it has run (the data must reach the caller's memory); cuPointerGetAttribute
+ * (CU_POINTER_ATTRIBUTE_MEMORY_TYPE) knows the allocations and fails on pageable memory. Every executed item is appended to the file named by FAKE_CUDA_LOG, so tests can
  * assert what ran and in which order.
  *
  * Kernels (from cuModuleGetFunction, any module):
@@ -326,15 +330,54 @@ CUresult cuEventSynchronize(CUevent e) {
   return SUCCESS;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { if (!p || !n) return INVALID_VALUE; *p = (uintptr_t)calloc(1, n); return SUCCESS; }
-CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); return SUCCESS; }
-CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; if (!p) return INVALID_VALUE; *p = calloc(1, n ? n : 1); return SUCCESS; }
-CUresult cuMemFreeHost(void *p) { free(p); return SUCCESS; }
+/* The allocations the driver knows (CUmemorytype: 1 pinned host, 2 device); anything else is
+ * pageable host memory. */
+enum { MEM_HOST = 1, MEM_DEVICE = 2 };
+struct allocation { uintptr_t lo, hi; unsigned type; struct allocation *next; };
+static struct allocation *allocations;
+static void *allocate(size_t n, unsigned type) {
+  struct allocation *a = malloc(sizeof *a);
+  void *p = calloc(1, n ? n : 1);
+  pthread_mutex_lock(&mu);
+  *a = (struct allocation){(uintptr_t)p, (uintptr_t)p + (n ? n : 1), type, allocations};
+  allocations = a;
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+static void release(void *p) {
+  pthread_mutex_lock(&mu);
+  for (struct allocation **a = &allocations; *a; a = &(*a)->next)
+    if ((*a)->lo == (uintptr_t)p) { struct allocation *gone = *a; *a = gone->next; free(gone); break; }
+  pthread_mutex_unlock(&mu);
+  free(p);
+}
+static unsigned memory_type(uintptr_t p) {
+  unsigned type = 0;
+  pthread_mutex_lock(&mu);
+  for (struct allocation *a = allocations; a; a = a->next)
+    if (p >= a->lo && p < a->hi) { type = a->type; break; }
+  pthread_mutex_unlock(&mu);
+  return type;
+}
+CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr p) {
+  unsigned type = memory_type((uintptr_t)p);
+  if (!data || attribute != 2 /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */ || !type) return INVALID_VALUE;
+  *(unsigned *)data = type;
+  return SUCCESS;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { if (!p || !n) return INVALID_VALUE; *p = (uintptr_t)allocate(n, MEM_DEVICE); return SUCCESS; }
+CUresult cuMemFree_v2(CUdeviceptr p) { release((void *)(uintptr_t)p); return SUCCESS; }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) { (void)flags; if (!p) return INVALID_VALUE; *p = allocate(n, MEM_HOST); return SUCCESS; }
+CUresult cuMemFreeHost(void *p) { release(p); return SUCCESS; }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) { if (!d || !p || flags) return INVALID_VALUE; *d = (uintptr_t)p; return SUCCESS; }
 
 static CUresult copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int ptsz) {
   if (!dst || !src) return INVALID_VALUE;
-  return push(h, ptsz, new_item(K_COPY, dst, src, n));
+  int to_pageable = !memory_type(dst), from_pageable = !memory_type(src);
+  if (from_pageable && !to_pageable) stream_sync(h, ptsz);
+  CUresult status = push(h, ptsz, new_item(K_COPY, dst, src, n));
+  if (status == SUCCESS && to_pageable) stream_sync(h, ptsz);
+  return status;
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h) { return copy(d, (uintptr_t)s, n, h, 0); }
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h) { return copy(d, (uintptr_t)s, n, h, 1); }

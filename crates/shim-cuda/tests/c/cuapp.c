@@ -47,6 +47,8 @@ CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemHostAlloc(void **, size_t, unsigned);
+CUresult cuMemFreeHost(void *);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
 CUresult cuStreamDestroy_v2(CUstream);
@@ -92,7 +94,9 @@ static int check(unsigned n, int iters) {
   CHECK(cuModuleLoadData(&mod, "fake image"));
   CHECK(cuModuleGetFunction(&axpy, mod, "axpy"));
   size_t bytes = n * sizeof(float);
-  float *x = malloc(bytes), *y = malloc(bytes), *out = malloc(bytes);
+  /* x pinned (its copy is scheduled); y and out pageable (their copies block the caller) */
+  float *x, *y = malloc(bytes), *out = malloc(bytes);
+  CHECK(cuMemHostAlloc((void **)&x, bytes, 0));
   for (unsigned i = 0; i < n; i++) { x[i] = (float)(i % 17) * 0.5f; y[i] = (float)(i % 5); }
   CUdeviceptr dx, dy, dz;
   CHECK(cuMemAlloc_v2(&dx, bytes)); CHECK(cuMemAlloc_v2(&dy, bytes)); CHECK(cuMemAlloc_v2(&dz, bytes));
@@ -151,7 +155,7 @@ static int check(unsigned n, int iters) {
   printf("{\"mode\":\"check\",\"checksum\":\"%08x\",\"proc_is_driver\":%s,"
          "\"errors\":{\"launch\":%d,\"block\":%d,\"copy\":%d,\"ex\":%d}}\n",
          sum, proc_is_driver ? "true" : "false", bad_launch, bad_block, bad_copy, bad_ex);
-  free(x); free(y); free(out);
+  cuMemFreeHost(x); free(y); free(out);
   return 0;
 }
 

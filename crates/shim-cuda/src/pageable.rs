@@ -1,0 +1,55 @@
+//! Copies through pageable host memory, which must not wait behind a gate.
+//!
+//! An async copy whose host side is pageable memory (plain `malloc` or stack memory, as
+//! PyTorch's `.cuda()` and `.item()` use) may block its caller: the driver stages a host-to-device
+//! copy through pinned memory after waiting for the stream, and a device-to-host copy returns
+//! only once the data is in the caller's memory. Behind a gate that the XQueue opens only after
+//! the call returns, either would wait for ever. So such a copy goes to the driver ungated: it
+//! still runs in stream order after every gated command before it, which the XQueue launches
+//! meanwhile, and the caller blocks as it would without xsched. The scheduler does not see
+//! that copy; copies from pinned memory (`cuMemHostAlloc`, registered memory) and between device
+//! buffers stay scheduled.
+
+use crate::real::{Status, real_fn};
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::Once;
+use xsched_backend_cuda::sys::CUdeviceptr;
+
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`.
+const MEMORY_TYPE: c_int = 2;
+
+/// Whether the driver does not know `address`: pageable host memory (or an address the driver
+/// will refuse, which it then refuses without a gate). Also true when the driver lacks
+/// `cuPointerGetAttribute`: ungated is the safe side.
+pub(crate) fn unknown_to_driver(address: CUdeviceptr) -> bool {
+    real_fn!(
+        real,
+        cuPointerGetAttribute,
+        unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> Status
+    );
+    let Some(get) = real() else {
+        return true;
+    };
+    let mut memory_type: c_uint = 0;
+    // SAFETY: `memory_type` is a writable CUmemorytype-sized out-value for this attribute; the
+    // driver only reads `address` as a number.
+    let status = unsafe { get((&raw mut memory_type).cast(), MEMORY_TYPE, address) };
+    status != 0
+}
+
+/// Whether a copy between `dst` and `src` has a pageable side; says once per process, at info,
+/// that such copies run ungated.
+pub(crate) fn touches_pageable(dst: CUdeviceptr, src: CUdeviceptr) -> bool {
+    let pageable = unknown_to_driver(dst) || unknown_to_driver(src);
+    if pageable {
+        static SAID: Once = Once::new();
+        SAID.call_once(|| {
+            tracing::info!(
+                "xsched CUDA shim: a copy through pageable host memory blocks its caller, so it \
+                 runs in stream order without a gate (unscheduled); pinned memory keeps copies \
+                 scheduled"
+            );
+        });
+    }
+    pageable
+}
