@@ -18,7 +18,8 @@
 //! stream holds only a bounded amount of work the device may start. A copy through pageable host
 //! memory, which may block its caller until the stream reaches it, goes to the driver ungated in
 //! stream order instead (`pageable.rs`). The shim also answers
-//! `cuGetProcAddress` and `dlsym` (`procaddr.rs`): the CUDA runtime (and so PyTorch) finds driver
+//! `cuGetProcAddress` and `dlsym` (`procaddr.rs`; `dlsym.rs`, where every other lookup keeps
+//! its caller): the CUDA runtime (and so PyTorch) finds driver
 //! functions that way, not by linking. A stream under capture passes through unscheduled while
 //! it is captured (the capture records, nothing runs), with one log line; devices without
 //! stream memory operations pass through. A stream made to wait on an event another scheduled
@@ -29,6 +30,7 @@
 //!
 //! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).
 
+mod dlsym;
 mod exports;
 mod gate;
 mod pageable;
@@ -36,5 +38,6 @@ mod procaddr;
 mod real;
 mod state;
 
+pub use dlsym::dlsym;
 pub use exports::*;
-pub use procaddr::{cuGetProcAddress, cuGetProcAddress_v2, dlsym};
+pub use procaddr::{cuGetProcAddress, cuGetProcAddress_v2};

@@ -2,11 +2,11 @@
 //!
 //! The CUDA runtime does not call driver functions by name: it opens libcuda, looks up
 //! `cuGetProcAddress` with `dlsym` on that library's handle (which never finds a preloaded
-//! library), and asks it for every other entry point. So the shim exports `dlsym` too: a lookup
-//! of `cuGetProcAddress(_v2)` that the real `dlsym` answers gets the shim's version instead, and
-//! that one asks the driver and, when the driver answers with one of the entry points the shim
-//! replaces (compared by address, so versions and per-thread variants match exactly), hands out
-//! the shim's. Every other lookup is the real `dlsym`'s, unchanged.
+//! library), and asks it for every other entry point. So the shim exports `dlsym` too
+//! (`dlsym.rs`): a lookup of `cuGetProcAddress(_v2)` that the real `dlsym` answers gets the
+//! shim's version instead, and that one asks the driver and, when the driver answers with one of
+//! the entry points the shim replaces (compared by address, so versions and per-thread variants
+//! match exactly), hands out the shim's. Every other lookup is the real `dlsym`'s, unchanged.
 
 #![allow(non_snake_case)]
 
@@ -80,30 +80,6 @@ fn replacement(driver: *mut c_void) -> Option<*mut c_void> {
         .iter()
         .find(|&&(d, _)| d == driver as usize)
         .map(|&(_, shim)| shim as *mut c_void)
-}
-
-/// `dlsym`: the real lookup, except that the driver's `cuGetProcAddress(_v2)` becomes the
-/// shim's.
-///
-/// # Safety
-/// As `dlsym(3)` requires of the caller.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    let Some(real) = real::dlsym() else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: the caller's arguments, unchanged, to the C library's dlsym.
-    let found = unsafe { real(handle, symbol) };
-    if found.is_null() || symbol.is_null() {
-        return found;
-    }
-    // SAFETY: `symbol` is a NUL-terminated name by the caller's contract.
-    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
-    match name {
-        b"cuGetProcAddress" => cuGetProcAddress as *const () as *mut c_void,
-        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const () as *mut c_void,
-        _ => found,
-    }
 }
 
 /// Swap the driver's answer in `pfn` for the shim's entry point where it has one.
