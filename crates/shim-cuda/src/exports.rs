@@ -7,6 +7,7 @@
 
 #![allow(non_snake_case)]
 
+use crate::first_launch;
 use crate::gate;
 use crate::pageable;
 use crate::real::real_fn;
@@ -20,11 +21,12 @@ use xsched_interpose::guard;
 
 /// Defines an exported entry point scheduled through its stream's XQueue.
 ///
-/// With `pageable = (dst, src)` (the copy's two sides, from its arguments), a copy that touches
-/// pageable host memory goes to the driver ungated instead (`pageable.rs`).
+/// With `ungated_when = condition` (on its arguments), the call goes to the driver ungated
+/// instead when the condition holds: a copy through pageable host memory (`pageable.rs`), a
+/// kernel's first launch (`first_launch.rs`).
 macro_rules! scheduled {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), ptsz = $ptsz:expr, stream = |$($s:ident),*| $stream:expr
-     $(, pageable = $sides:expr)?) => {
+     $(, ungated_when = $ungated:expr)?) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -38,8 +40,7 @@ macro_rules! scheduled {
                 None => NOT_FOUND,
             };
             $(
-                let (dst, src): (CUdeviceptr, CUdeviceptr) = $sides;
-                if pageable::touches_pageable(dst, src) {
+                if $ungated {
                     return forward();
                 }
             )?
@@ -50,54 +51,59 @@ macro_rules! scheduled {
 }
 
 scheduled!(
-    /// `cuLaunchKernel`, scheduled.
+    /// `cuLaunchKernel`, scheduled (ungated at a kernel's first launch).
     cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
-    ptsz = false, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream)
+    ptsz = false, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
+    ungated_when = first_launch::first_sight(f as usize)
 );
 scheduled!(
     /// `cuLaunchKernel_ptsz`, scheduled.
     cuLaunchKernel_ptsz(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
-    ptsz = true, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream)
+    ptsz = true, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
+    ungated_when = first_launch::first_sight(f as usize)
 );
 scheduled!(
-    /// `cuLaunchKernelEx`, scheduled (on the stream its configuration names).
+    /// `cuLaunchKernelEx`, scheduled (on the stream its configuration names; ungated at a
+    /// kernel's first launch).
     cuLaunchKernelEx(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = false,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
-    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream)
+    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
+    ungated_when = first_launch::first_sight(f as usize)
 );
 scheduled!(
     /// `cuLaunchKernelEx_ptsz`, scheduled.
     cuLaunchKernelEx_ptsz(config: *const CUlaunchConfig, f: CUfunction, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = true,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
-    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream)
+    stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
+    ungated_when = first_launch::first_sight(f as usize)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync`, scheduled (ungated from pageable memory).
     cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst, src as CUdeviceptr)
+    ungated_when = pageable::touches_pageable(dst, src as CUdeviceptr)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync_ptsz`, scheduled.
     cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst, src as CUdeviceptr)
+    ungated_when = pageable::touches_pageable(dst, src as CUdeviceptr)
 );
 scheduled!(
     /// `cuMemcpyDtoHAsync`, scheduled (ungated into pageable memory).
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst as CUdeviceptr, src)
+    ungated_when = pageable::touches_pageable(dst as CUdeviceptr, src)
 );
 scheduled!(
     /// `cuMemcpyDtoHAsync_ptsz`, scheduled.
     cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst as CUdeviceptr, src)
+    ungated_when = pageable::touches_pageable(dst as CUdeviceptr, src)
 );
 scheduled!(
     /// `cuMemcpyDtoDAsync`, scheduled.
@@ -113,13 +119,13 @@ scheduled!(
     /// `cuMemcpyAsync` (unified addressing), scheduled (ungated through pageable memory).
     cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst, src)
+    ungated_when = pageable::touches_pageable(dst, src)
 );
 scheduled!(
     /// `cuMemcpyAsync_ptsz`, scheduled.
     cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    pageable = (dst, src)
+    ungated_when = pageable::touches_pageable(dst, src)
 );
 scheduled!(
     /// `cuMemsetD8Async`, scheduled.

@@ -17,7 +17,8 @@
 //! (`gate.rs`), so status codes, argument capture and events are the driver's, and a background
 //! stream holds only a bounded amount of work the device may start. A copy through pageable host
 //! memory, which may block its caller until the stream reaches it, goes to the driver ungated in
-//! stream order instead (`pageable.rs`). The shim also answers
+//! stream order instead (`pageable.rs`), and so does a kernel's first launch, which may load it
+//! and synchronize the context (`first_launch.rs`). The shim also answers
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`; `dlsym.rs`, where every other lookup keeps
 //! its caller): the CUDA runtime (and so PyTorch) finds driver
 //! functions that way, not by linking. A stream under capture passes through unscheduled while
@@ -32,6 +33,7 @@
 
 mod dlsym;
 mod exports;
+mod first_launch;
 mod gate;
 mod pageable;
 mod procaddr;

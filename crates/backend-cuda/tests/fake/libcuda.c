@@ -18,7 +18,9 @@
  *           (out[0] = count, out[1 + i] = tags in execution order)
  *   "axpy"  (CUdeviceptr y, CUdeviceptr x, unsigned n, float a): y = a * x + y
  *
- * Knobs: FAKE_CUDA_NO_MEMOPS=1 (no stream memory operations), FAKE_CUDA_LOG=path. */
+ * Knobs: FAKE_CUDA_NO_MEMOPS=1 (no stream memory operations), FAKE_CUDA_LOG=path,
+ * FAKE_CUDA_LAZY_LOAD=1 (a kernel's first launch synchronizes the context before it is queued,
+ * as lazy loading may on a real driver). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ enum {
 #define STREAM_PER_THREAD ((CUstream)0x2)
 
 enum kind { K_WORK, K_AXPY, K_COPY, K_SET8, K_WAIT, K_EVENT, K_GRAPH, K_EVWAIT };
-struct fake_func { enum kind kind; const char *name; };
+struct fake_func { enum kind kind; const char *name; int launched; };
 static struct fake_func FUNCS[] = {{K_WORK, "work"}, {K_AXPY, "axpy"}};
 
 struct item {
@@ -402,8 +404,21 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   return NOT_FOUND;
 }
 
+CUresult cuCtxSynchronize(void);
+/* With FAKE_CUDA_LAZY_LOAD=1, the first launch of `f` "loads" it: a context synchronization. */
+static void load(CUfunction f) {
+  const char *lazy = getenv("FAKE_CUDA_LAZY_LOAD");
+  if (!lazy || strcmp(lazy, "1") != 0) return;
+  pthread_mutex_lock(&mu);
+  int first = !f->launched;
+  f->launched = 1;
+  pthread_mutex_unlock(&mu);
+  if (first) cuCtxSynchronize();
+}
+
 static CUresult launch(CUfunction f, unsigned gx, unsigned bx, CUstream h, void **params, int ptsz) {
   if (!f || !params || gx == 0 || bx == 0 || bx > 1024) return INVALID_VALUE;
+  load(f);
   struct item *it;
   if (f->kind == K_WORK)
     it = new_item(K_WORK, *(unsigned *)params[0], *(CUdeviceptr *)params[1], *(unsigned *)params[2]);
