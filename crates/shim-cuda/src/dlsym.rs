@@ -50,7 +50,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     let target: unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void =
-        // SAFETY: `route` returns the address of a function of exactly this signature.
+        // SAFETY: `symbol` is the caller's, as dlsym requires; `route` returns the address of a
+        // function of exactly this signature.
         unsafe { std::mem::transmute::<usize, _>(route(symbol)) };
     // SAFETY: the caller's arguments, unchanged.
     unsafe { target(handle, symbol) }
@@ -59,9 +60,12 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 /// Where a lookup of `symbol` goes: the shim's substituting lookup for `cuGetProcAddress(_v2)`,
 /// else the C library's `dlsym` (or a lookup that finds nothing, if it cannot be found). Never
 /// panics: it runs inside the program's `dlsym` call.
-extern "C" fn route(symbol: *const c_char) -> usize {
+///
+/// # Safety
+/// `symbol` is NULL or a NUL-terminated name, as `dlsym(3)` requires of its caller.
+unsafe extern "C" fn route(symbol: *const c_char) -> usize {
     if !symbol.is_null() {
-        // SAFETY: a NUL-terminated name by `dlsym`'s contract.
+        // SAFETY: a NUL-terminated name by this function's contract.
         let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
         if matches!(name, b"cuGetProcAddress" | b"cuGetProcAddress_v2") {
             return substituting as *const () as usize;
@@ -90,7 +94,10 @@ unsafe extern "C" fn substituting(handle: *mut c_void, symbol: *const c_char) ->
     }
 }
 
-/// The lookup when the C library's `dlsym` cannot be found: nothing.
+/// The lookup when the C library's `dlsym` cannot be found (never on glibc): nothing, said on
+/// stderr once.
 extern "C" fn nothing(_handle: *mut c_void, _symbol: *const c_char) -> *mut c_void {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("xsched CUDA shim: the C library's dlsym was not found"));
     std::ptr::null_mut()
 }

@@ -1,43 +1,53 @@
-//! A kernel's first launch, which must not wait behind a gate.
+//! A kernel's launches until it is loaded, which must not wait behind a gate.
 //!
-//! With lazy loading (the default since CUDA 12.2), the driver loads a kernel into the context at
-//! its first launch, and "loading kernels might require context synchronization" (CUDA
+//! With lazy loading (the default since CUDA 12.2), the driver loads a kernel into a context at
+//! its first launch there, and "loading kernels might require context synchronization" (CUDA
 //! programming guide, "Lazy Loading"); so may growing the context's local memory for a kernel
 //! that needs more than any before it. Behind a gate that the XQueue opens only after the call
-//! returns, such a synchronization would wait for ever. So each kernel's first launch (by handle:
-//! a `CUfunction`, or a `CUkernel` passed as one) goes to the driver ungated, in stream order
-//! after the gated commands before it, which the XQueues launch meanwhile; every later launch is
-//! scheduled. The kernels seen are kept for the life of the process (a handle reused after its
-//! module is unloaded counts as seen).
+//! returns, such a synchronization would wait for ever. So a kernel's launches in a context (by
+//! handle: a `CUfunction`, or a context-independent `CUkernel` passed as one) go to the driver
+//! ungated, in stream order after the gated commands before them, until one has returned
+//! success there: two threads launching a new kernel at once both go ungated, and a failed first
+//! launch does not count. Every later launch is scheduled. What is loaded is kept for the life of
+//! the process (a handle reused after its module is unloaded counts as loaded).
 
+use crate::real::Status;
+use crate::state::{Key, current_context};
 use std::collections::HashSet;
 use std::sync::{LazyLock, Once, PoisonError, RwLock};
 
-static SEEN: LazyLock<RwLock<HashSet<usize>>> = LazyLock::new(RwLock::default);
+/// (context, kernel handle) pairs whose launch has returned success.
+static LOADED: LazyLock<RwLock<HashSet<(usize, usize)>>> = LazyLock::new(RwLock::default);
 
-/// Whether this is the first launch of `kernel` in the process (then it is noted as seen); says
-/// once per process, at info, that first launches run ungated.
-pub(crate) fn first_sight(kernel: usize) -> bool {
-    let seen = SEEN
+/// The rule for a launch of `kernel` (`gate::Ungated`): ungated, through `launch`, until the
+/// kernel is loaded in the current context; then `None` (gated).
+pub(crate) fn until_loaded(
+    _stream: Key,
+    kernel: usize,
+    launch: &dyn Fn() -> Status,
+) -> Option<Status> {
+    let id = (current_context(), kernel);
+    let loaded = LOADED
         .read()
         .unwrap_or_else(PoisonError::into_inner)
-        .contains(&kernel);
-    if seen {
-        return false;
+        .contains(&id);
+    if loaded {
+        return None;
     }
-    let first = SEEN
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(kernel);
-    if first {
-        static SAID: Once = Once::new();
-        SAID.call_once(|| {
-            tracing::info!(
-                "xsched CUDA shim: a kernel's first launch may load it and synchronize the \
-                 context, so it runs in stream order without a gate (unscheduled); later \
-                 launches are scheduled"
-            );
-        });
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        tracing::info!(
+            "xsched CUDA shim: a kernel's first launch in a context may load it and synchronize \
+             the context, so it runs in stream order without a gate (unscheduled); later \
+             launches are scheduled"
+        );
+    });
+    let status = launch();
+    if status == 0 {
+        LOADED
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id);
     }
-    first
+    Some(status)
 }

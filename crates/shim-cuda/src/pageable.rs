@@ -7,10 +7,13 @@
 //! the call returns, either would wait for ever. So such a copy goes to the driver ungated: it
 //! still runs in stream order after every gated command before it, which the XQueue launches
 //! meanwhile, and the caller blocks as it would without xsched. The scheduler does not see
-//! that copy; copies from pinned memory (`cuMemHostAlloc`, registered memory) and between device
-//! buffers stay scheduled.
+//! that copy; copies from memory the driver knows (pinned by `cuMemHostAlloc` or registered,
+//! device or managed memory) stay scheduled. A driver that reported pageable memory as known
+//! (a system where the device reads pageable memory directly, say) would gate such a copy again:
+//! `scripts/gpu-check.sh`'s CUDA runtime program copies through pageable memory to show it.
 
 use crate::real::{Status, real_fn};
+use crate::state::Key;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Once;
 use xsched_backend_cuda::sys::CUdeviceptr;
@@ -21,7 +24,7 @@ const MEMORY_TYPE: c_int = 2;
 /// Whether the driver does not know `address`: pageable host memory (or an address the driver
 /// will refuse, which it then refuses without a gate). Also true when the driver lacks
 /// `cuPointerGetAttribute`: ungated is the safe side.
-pub(crate) fn unknown_to_driver(address: CUdeviceptr) -> bool {
+fn unknown_to_driver(address: CUdeviceptr) -> bool {
     real_fn!(
         real,
         cuPointerGetAttribute,
@@ -37,19 +40,22 @@ pub(crate) fn unknown_to_driver(address: CUdeviceptr) -> bool {
     status != 0
 }
 
-/// Whether a copy between `dst` and `src` has a pageable side; says once per process, at info,
-/// that such copies run ungated.
-pub(crate) fn touches_pageable(dst: CUdeviceptr, src: CUdeviceptr) -> bool {
-    let pageable = unknown_to_driver(dst) || unknown_to_driver(src);
-    if pageable {
-        static SAID: Once = Once::new();
-        SAID.call_once(|| {
-            tracing::info!(
-                "xsched CUDA shim: a copy through pageable host memory blocks its caller, so it \
-                 runs in stream order without a gate (unscheduled); pinned memory keeps copies \
-                 scheduled"
-            );
-        });
+/// The rule for a copy whose host sides are `host` (`gate::Ungated`): ungated, through `copy`,
+/// when one of them is pageable (said once per process, at info); else `None` (gated).
+pub(crate) fn when_pageable(
+    _stream: Key,
+    host: &[CUdeviceptr],
+    copy: &dyn Fn() -> Status,
+) -> Option<Status> {
+    if !host.iter().any(|&address| unknown_to_driver(address)) {
+        return None;
     }
-    pageable
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        tracing::info!(
+            "xsched CUDA shim: a copy through pageable host memory blocks its caller, so it runs \
+             in stream order without a gate (unscheduled); pinned memory keeps copies scheduled"
+        );
+    });
+    Some(copy())
 }

@@ -7,6 +7,7 @@
 
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A driver status code, as the C API returns it (kept as a plain integer: the application gets
 /// exactly what the driver said).
@@ -18,10 +19,14 @@ pub(crate) const NOT_FOUND: Status = 500;
 /// The C signature of `dlsym`.
 pub(crate) type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
-/// The C library's `dlsym` (the one the shim's export stands in front of).
+/// The C library's `dlsym` (the one the shim's export stands in front of). Found on first use
+/// without a lock: a lookup made while finding it (by an audit library, a signal handler, an
+/// allocator that looks itself up) finds it again instead of waiting on itself; every finder
+/// stores the same address.
 pub(crate) fn dlsym() -> Option<DlsymFn> {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let addr = *REAL.get_or_init(|| {
+    static REAL: AtomicUsize = AtomicUsize::new(0);
+    let mut addr = REAL.load(Ordering::Acquire);
+    if addr == 0 {
         // glibc 2.34 moved dlsym into libc (GLIBC_2.34); older ones and other architectures keep
         // the first version.
         for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
@@ -29,11 +34,12 @@ pub(crate) fn dlsym() -> Option<DlsymFn> {
             // the shim, never the shim itself.
             let f = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
             if !f.is_null() {
-                return f as usize;
+                addr = f as usize;
+                REAL.store(addr, Ordering::Release);
+                break;
             }
         }
-        0
-    });
+    }
     // SAFETY: a non-zero `addr` is the address of the C library's `dlsym`, of this signature.
     (addr != 0).then(|| unsafe { std::mem::transmute::<usize, DlsymFn>(addr) })
 }

@@ -43,7 +43,8 @@ fn thread_number() -> u64 {
     ME.with(|me| *me)
 }
 
-fn current_context() -> usize {
+/// The calling thread's current context (0 if none).
+pub(crate) fn current_context() -> usize {
     let mut context: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver was probed when the shim started; `context` is a valid out-pointer.
     let _ = unsafe { sys::cuCtxGetCurrent(&mut context) };

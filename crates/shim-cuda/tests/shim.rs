@@ -226,6 +226,31 @@ fn a_first_launch_that_synchronizes_the_context_does_not_wait_behind_its_gate() 
     let shimmed = s.run(true, &lazy, "lazy-shim");
     assert_eq!(shimmed.json["checksum"], native.json["checksum"]);
     assert!(shimmed.log.contains("first launch"), "{}", shimmed.log);
+    // On the stream of the first launch, the first axpy ran without a gate right before it and
+    // the next one behind its gate.
+    let first = shimmed
+        .driver
+        .lines()
+        .find(|l| l.starts_with("axpy "))
+        .unwrap_or_else(|| panic!("a launch ran: {}", shimmed.driver));
+    let stream = first.split(' ').nth(1).unwrap_or_default();
+    let on_stream: Vec<&str> = shimmed
+        .driver
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some(stream))
+        .collect();
+    let launches: Vec<usize> = (0..on_stream.len())
+        .filter(|&i| on_stream[i].starts_with("axpy "))
+        .collect();
+    assert!(launches.len() >= 2, "{on_stream:?}");
+    assert!(
+        !on_stream[launches[0] - 1].starts_with("wait "),
+        "the first launch ran ungated: {on_stream:?}"
+    );
+    assert!(
+        on_stream[launches[1] - 1].starts_with("wait "),
+        "the second launch waited behind its gate: {on_stream:?}"
+    );
     assert!(
         waits(&shimmed.driver) >= 19,
         "the later launches waited behind their gates: {}",
