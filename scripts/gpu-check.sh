@@ -11,9 +11,10 @@
 #   scripts/gpu-check.sh dry-run [STAGE]   # here: prepare, then run against the tests' fake
 #                                          # driver (no GPU, no nvcc, no torch: those skipped)
 #
-# The run step (about 3 minutes when all is well; every process is bounded, each overrun adding
-# up to a minute for its stacks; give the device call 10 minutes and `timeout 540` around the run,
-# which still packs what it has):
+# The run step (about 3 minutes when all is well; every process is bounded, 8 minutes at worst
+# before stacks, each overrun adding up to a minute for its stacks; give the device call 10
+# minutes and `timeout 560` around the run, which still kills what it started and packs what it
+# has):
 # 1. the machine: GPU, driver, torch, and that this machine's glibc is at least the newest
 #    symbol version the staged binaries need (they are built here against an older glibc, and
 #    glibc is backward compatible, so a newer one runs them);
@@ -87,11 +88,19 @@ run() {
   BIN="$stage/bin"
   rm -rf "$RESULTS"
   mkdir -p "$RESULTS"
-  [ -n "${OUT:-}" ] && trap 'pack' EXIT
+  trap 'reap; [ -z "${OUT:-}" ] || pack' EXIT
   trap 'exit 143' TERM
   local rc=0
   { run_checks "$stage" "$fake" 3>&1 2>&1; } | tee "$RESULTS/log.txt" || rc=$?
   return "$rc"
+}
+
+# Kill every process group the run started (listed in $RESULTS/pgids as they start), and
+# the daemon: none outlives the run, also when a timeout outside stops it.
+reap() {
+  local pgid
+  while read -r pgid; do kill -KILL -- "-$pgid" 2>/dev/null || true; done \
+    < "$RESULTS/pgids" 2>/dev/null || true
 }
 
 # Where the device tool's $OUT is set: the results as one archive and the summary beside it
@@ -135,22 +144,24 @@ run_checks() {
   local real_env=() t
   [ "$real" = 1 ] && real_env=(XSCHED_CUDA_REAL=1)
   for t in streams refill; do
-    bounded "backend-$t-tests" 45 env "${real_env[@]}" "$BIN/cuda-$t-tests" --test-threads=1 \
+    bounded "backend-$t-tests" 30 env "${real_env[@]}" "$BIN/cuda-$t-tests" --test-threads=1 \
       > "$RESULTS/backend-$t-tests.txt" 2>&1 || true
     tail -15 "$RESULTS/backend-$t-tests.txt"
     grep -q "test result: ok" "$RESULTS/backend-$t-tests.txt" || fail "the backend's $t tests"
   done
 
   step "preemption latency (Level 1 vs gated Level 2)"
-  bounded cuda-preempt 90 "$BIN/cuda-preempt" samples=40 lengths=100,500,2000 \
+  bounded cuda-preempt 60 "$BIN/cuda-preempt" samples=40 lengths=100,500,2000 \
     > "$RESULTS/preempt.jsonl" || true
   cat "$RESULTS/preempt.jsonl"
   [ -s "$RESULTS/preempt.jsonl" ] || fail "cuda-preempt printed nothing"
 
   local sock
   sock="$(mktemp -u /tmp/xsched-gpu-XXXXXX.sock)"
-  XSCHED_LOG=info "$BIN/xsched" serve --socket "$sock" --policy hpf > "$RESULTS/serve.log" 2>&1 &
+  XSCHED_LOG=info setsid "$BIN/xsched" serve --socket "$sock" --policy hpf \
+    > "$RESULTS/serve.log" 2>&1 &
   SERVE=$!
+  echo "$SERVE" >> "$RESULTS/pgids"
   sleep 1
   kill -0 "$SERVE" 2>/dev/null || fail "xsched serve did not start (serve.log)"
   SHIM_LOCAL=(LD_PRELOAD="$BIN/libxsched_cuda.so" XSCHED_SCHEDULER=local XSCHED_LOG=info)
@@ -189,6 +200,7 @@ bounded() {
   local name="$1" secs="$2"
   shift 2
   setsid "$@" &
+  echo "$!" >> "$RESULTS/pgids"
   finish "$name" "$!" "$secs"
 }
 
@@ -216,9 +228,18 @@ finish() {
 stacks() {
   local name="$1" pid="$2" file="$RESULTS/$1-stacks.txt"
   echo "== $name (pid $pid): $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" > "$file"
-  case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
-    python*) kill -USR1 "$pid" 2>/dev/null && sleep 1 ;;
-  esac
+  # SIGUSR1 only once faulthandler catches it (bit 10 of SigCgt): before that it would kill.
+  local caught
+  caught="$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)"
+  if [ -n "$caught" ] && (( (16#$caught >> 9) & 1 )); then
+    kill -USR1 "$pid" 2>/dev/null && sleep 1
+  fi
+  # Each thread's kernel side, which needs no debugger: its name, wait channel and system call.
+  local task
+  for task in /proc/"$pid"/task/*; do
+    echo "thread $(cat "$task/comm" 2>/dev/null): wchan $(cat "$task/wchan" 2>/dev/null)," \
+      "syscall $(cut -d' ' -f1 "$task/syscall" 2>/dev/null)" >> "$file"
+  done
   if command -v cuda-gdb >/dev/null; then
     timeout -k 5 60 cuda-gdb -q -p "$pid" -batch -ex 'thread apply all bt' >> "$file" 2>&1 || true
   else
@@ -230,7 +251,7 @@ stacks() {
 # it), natively, under the shim in-process, and under the shim with the daemon.
 cudart_probe() {
   local stage="$1" exe="$RESULTS/cudart-probe" mode
-  if ! bounded nvcc 90 nvcc -O2 -cudart shared -o "$exe" "$stage/gpu/cudart_probe.cu" \
+  if ! bounded nvcc 60 nvcc -O2 -cudart shared -o "$exe" "$stage/gpu/cudart_probe.cu" \
     > "$RESULTS/nvcc.txt" 2>&1; then
     cat "$RESULTS/nvcc.txt"
     fail "nvcc could not build the CUDA runtime program"
@@ -274,7 +295,8 @@ beside() {
   local bgout="$RESULTS/$name-bg.json"
   setsid env "$@" XSCHED_PRIORITY=0 python3 "$stage/gpu/bg_train.py" > "$bgout" \
     2> "$RESULTS/$name-bg.err" &
-  local bg=$! ticks=400
+  local bg=$! ticks=300
+  echo "$bg" >> "$RESULTS/pgids"
   while ! grep -q started "$bgout" 2>/dev/null && kill -0 "$bg" 2>/dev/null && [ "$ticks" -gt 0 ]; do
     sleep 0.1
     ticks=$((ticks - 1))
@@ -282,7 +304,9 @@ beside() {
   if grep -q started "$bgout"; then
     foreground "$name" "$@"
   else
-    fail "the background did not start within 40 s ($name; $name-bg.err)"
+    fail "the background did not start within 30 s ($name; $name-bg.err)"
+    # Stacks while it still hangs: a TERM could end it before finish looks.
+    if kill -0 "$bg" 2>/dev/null; then stacks "$name-bg" "$bg"; fi
   fi
   kill -TERM "$bg" 2>/dev/null || true
   finish "$name-bg" "$bg" 15 || true

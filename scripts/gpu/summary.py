@@ -31,10 +31,10 @@ def torch_table(out):
         fg = last_json(out / f"{fg_name}-fg.json")
         bg = (last_json(out / f"{bg_name}-bg.json") or {}) if bg_name else {}
         rate = bg.get("iters_per_s", "no result" if bg_name else "-")
-        if fg is None:
+        if fg is None or "p99_ms" not in fg:
             print(f"| {label} | no result | | | {rate} |")
             continue
-        ratio = f"{fg['p99_ms'] / alone['p99_ms']:.2f}" if alone else "-"
+        ratio = f"{fg['p99_ms'] / alone['p99_ms']:.2f}" if alone and "p99_ms" in alone else "-"
         print(f"| {label} | {fg['p50_ms']} | {fg['p99_ms']} | {ratio} | {rate} |")
     print()
 
