@@ -115,6 +115,30 @@ fn output_within(mut c: Command, limit: Duration, tag: &str) -> Output {
     }
 }
 
+/// The fake driver's lines for `stream` (each line's second field), in execution order.
+fn lines_of_stream<'a>(driver: &'a str, stream: &str) -> Vec<&'a str> {
+    driver
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some(stream))
+        .collect()
+}
+
+/// On the stream of the first item of `kind` (a log prefix such as `"copy "`) the fake driver
+/// ran: for each item of that kind there, in order, whether a gate (`wait`) ran right before it;
+/// and the stream's lines, for messages.
+fn gated_items<'a>(driver: &'a str, kind: &str) -> (Vec<bool>, Vec<&'a str>) {
+    let first = driver
+        .lines()
+        .find(|l| l.starts_with(kind))
+        .unwrap_or_else(|| panic!("no {kind:?} ran: {driver}"));
+    let on_stream = lines_of_stream(driver, first.split(' ').nth(1).unwrap_or_default());
+    let gated = (0..on_stream.len())
+        .filter(|&i| on_stream[i].starts_with(kind))
+        .map(|i| i > 0 && on_stream[i - 1].starts_with("wait "))
+        .collect();
+    (gated, on_stream)
+}
+
 fn waits(driver: &str) -> usize {
     driver.lines().filter(|l| l.starts_with("wait ")).count()
 }
@@ -166,29 +190,13 @@ fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim
     assert!(log.contains("pageable host memory"), "{log}");
     // On the program's first stream the pinned copy waits behind a gate and the pageable one
     // (same size, next) does not.
-    let first_copy = shimmed
-        .driver
-        .lines()
-        .find(|l| l.starts_with("copy "))
-        .unwrap_or_else(|| panic!("a copy ran: {}", shimmed.driver));
-    let stream = first_copy.split(' ').nth(1).unwrap_or_default();
-    let on_stream: Vec<&str> = shimmed
-        .driver
-        .lines()
-        .filter(|l| l.split(' ').nth(1) == Some(stream))
-        .collect();
-    let copies: Vec<usize> = (0..on_stream.len())
-        .filter(|&i| on_stream[i].starts_with("copy "))
-        .collect();
-    assert!(copies.len() >= 2, "{on_stream:?}");
+    let (gated, on_stream) = gated_items(&shimmed.driver, "copy ");
+    assert!(gated.len() >= 2, "{on_stream:?}");
     assert!(
-        copies[0] > 0 && on_stream[copies[0] - 1].starts_with("wait "),
+        gated[0],
         "the pinned copy waited behind its gate: {on_stream:?}"
     );
-    assert!(
-        !on_stream[copies[1] - 1].starts_with("wait "),
-        "the pageable copy ran ungated: {on_stream:?}"
-    );
+    assert!(!gated[1], "the pageable copy ran ungated: {on_stream:?}");
     // The graph launch is scheduled: on its stream, a gate comes right before the graph's
     // nodes (the fake driver logs each node as it runs, then `graph <stream> <nodes>`).
     let graph = shimmed
@@ -198,11 +206,7 @@ fn an_unchanged_program_gets_identical_results_and_status_codes_through_the_shim
         .unwrap_or_else(|| panic!("the graph ran: {}", shimmed.driver));
     let fields: Vec<&str> = graph.split(' ').collect();
     let (stream, nodes) = (fields[1], fields[2].parse::<usize>().expect("node count"));
-    let on_stream: Vec<&str> = shimmed
-        .driver
-        .lines()
-        .filter(|l| l.split(' ').nth(1) == Some(stream))
-        .collect();
+    let on_stream = lines_of_stream(&shimmed.driver, stream);
     let at = on_stream.iter().position(|l| *l == graph).unwrap_or(0);
     assert!(
         at > nodes && on_stream[at - nodes - 1].starts_with("wait "),
@@ -228,27 +232,11 @@ fn a_first_launch_that_synchronizes_the_context_does_not_wait_behind_its_gate() 
     assert!(shimmed.log.contains("first launch"), "{}", shimmed.log);
     // On the stream of the first launch, the first axpy ran without a gate right before it and
     // the next one behind its gate.
-    let first = shimmed
-        .driver
-        .lines()
-        .find(|l| l.starts_with("axpy "))
-        .unwrap_or_else(|| panic!("a launch ran: {}", shimmed.driver));
-    let stream = first.split(' ').nth(1).unwrap_or_default();
-    let on_stream: Vec<&str> = shimmed
-        .driver
-        .lines()
-        .filter(|l| l.split(' ').nth(1) == Some(stream))
-        .collect();
-    let launches: Vec<usize> = (0..on_stream.len())
-        .filter(|&i| on_stream[i].starts_with("axpy "))
-        .collect();
-    assert!(launches.len() >= 2, "{on_stream:?}");
+    let (gated, on_stream) = gated_items(&shimmed.driver, "axpy ");
+    assert!(gated.len() >= 2, "{on_stream:?}");
+    assert!(!gated[0], "the first launch ran ungated: {on_stream:?}");
     assert!(
-        !on_stream[launches[0] - 1].starts_with("wait "),
-        "the first launch ran ungated: {on_stream:?}"
-    );
-    assert!(
-        on_stream[launches[1] - 1].starts_with("wait "),
+        gated[1],
         "the second launch waited behind its gate: {on_stream:?}"
     );
     assert!(
