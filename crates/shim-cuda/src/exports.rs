@@ -31,7 +31,7 @@ macro_rules! ungated_rule {
 
 /// Defines an exported entry point scheduled through its stream's XQueue.
 ///
-/// With `ungated = |stream, call| rule` (a `gate::Ungated` on its arguments), the rule may make
+/// With `ungated = |call| rule` (a `gate::Ungated` on its arguments), the rule may make
 /// the call itself without a gate: a copy through pageable host memory (`pageable.rs`), a
 /// kernel's launches until it is loaded (`first_launch.rs`).
 macro_rules! scheduled {
@@ -61,14 +61,14 @@ scheduled!(
     cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = false, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
-    ungated = |key, launch| first_launch::until_loaded(key, f as usize, launch)
+    ungated = |launch| first_launch::until_loaded(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernel_ptsz`, scheduled.
     cuLaunchKernel_ptsz(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = true, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
-    ungated = |key, launch| first_launch::until_loaded(key, f as usize, launch)
+    ungated = |launch| first_launch::until_loaded(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernelEx`, scheduled (on the stream its configuration names; ungated until the
@@ -77,7 +77,7 @@ scheduled!(
     ptsz = false,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
     stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
-    ungated = |key, launch| first_launch::until_loaded(key, f as usize, launch)
+    ungated = |launch| first_launch::until_loaded(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernelEx_ptsz`, scheduled.
@@ -85,31 +85,31 @@ scheduled!(
     ptsz = true,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
     stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
-    ungated = |key, launch| first_launch::until_loaded(key, f as usize, launch)
+    ungated = |launch| first_launch::until_loaded(f as usize, launch)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync`, scheduled (ungated from pageable memory).
     cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[src as CUdeviceptr], copy)
+    ungated = |copy| pageable::when_pageable(&[src as CUdeviceptr], copy)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync_ptsz`, scheduled.
     cuMemcpyHtoDAsync_v2_ptsz(dst: CUdeviceptr, src: *const c_void, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[src as CUdeviceptr], copy)
+    ungated = |copy| pageable::when_pageable(&[src as CUdeviceptr], copy)
 );
 scheduled!(
     /// `cuMemcpyDtoHAsync`, scheduled (ungated into pageable memory).
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[dst as CUdeviceptr], copy)
+    ungated = |copy| pageable::when_pageable(&[dst as CUdeviceptr], copy)
 );
 scheduled!(
     /// `cuMemcpyDtoHAsync_ptsz`, scheduled.
     cuMemcpyDtoHAsync_v2_ptsz(dst: *mut c_void, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[dst as CUdeviceptr], copy)
+    ungated = |copy| pageable::when_pageable(&[dst as CUdeviceptr], copy)
 );
 scheduled!(
     /// `cuMemcpyDtoDAsync`, scheduled.
@@ -125,13 +125,13 @@ scheduled!(
     /// `cuMemcpyAsync` (unified addressing), scheduled (ungated through pageable memory).
     cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = false, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[dst, src], copy)
+    ungated = |copy| pageable::when_pageable(&[dst, src], copy)
 );
 scheduled!(
     /// `cuMemcpyAsync_ptsz`, scheduled.
     cuMemcpyAsync_ptsz(dst: CUdeviceptr, src: CUdeviceptr, n: usize, stream: CUstream),
     ptsz = true, stream = |_d, _s, _n, stream| Some(stream),
-    ungated = |key, copy| pageable::when_pageable(key, &[dst, src], copy)
+    ungated = |copy| pageable::when_pageable(&[dst, src], copy)
 );
 scheduled!(
     /// `cuMemsetD8Async`, scheduled.

@@ -12,7 +12,7 @@
 //! the process (a handle reused after its module is unloaded counts as loaded).
 
 use crate::real::Status;
-use crate::state::{Key, current_context};
+use crate::state::current_context;
 use std::collections::HashSet;
 use std::sync::{LazyLock, Once, PoisonError, RwLock};
 
@@ -21,11 +21,7 @@ static LOADED: LazyLock<RwLock<HashSet<(usize, usize)>>> = LazyLock::new(RwLock:
 
 /// The rule for a launch of `kernel` (`gate::Ungated`): ungated, through `launch`, until the
 /// kernel is loaded in the current context; then `None` (gated).
-pub(crate) fn until_loaded(
-    _stream: Key,
-    kernel: usize,
-    launch: &dyn Fn() -> Status,
-) -> Option<Status> {
+pub(crate) fn until_loaded(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
     let id = (current_context(), kernel);
     let loaded = LOADED
         .read()

@@ -13,12 +13,12 @@ use crate::state::{Key, shim};
 use xsched_backend_cuda::{CudaCommand, sys};
 use xsched_interpose::{gated, guard};
 
-/// For a call on a scheduled stream (`Key`): make it ungated (the `&dyn Fn` makes the real call)
-/// and return its status, or return `None` to have it gated.
-pub(crate) type Ungated<'a> = &'a dyn Fn(Key, &dyn Fn() -> Status) -> Option<Status>;
+/// For a call on a scheduled stream: make it ungated (the `&dyn Fn` makes the real call) and
+/// return its status, or return `None` to have it gated.
+pub(crate) type Ungated<'a> = &'a dyn Fn(&dyn Fn() -> Status) -> Option<Status>;
 
 /// The rule of a call that is always gated.
-pub(crate) fn always_gated(_: Key, _: &dyn Fn() -> Status) -> Option<Status> {
+pub(crate) fn always_gated(_: &dyn Fn() -> Status) -> Option<Status> {
     None
 }
 
@@ -35,11 +35,11 @@ pub(crate) fn submit(
         "CUDA",
         |real| {
             let key = stream.map(|h| Key::of(h, ptsz));
-            let scheduled = key.and_then(|k| shim().and_then(|s| s.stream(k)).map(|q| (k, q)));
-            let Some((key, xqueue)) = scheduled else {
+            let scheduled = key.and_then(|k| shim().and_then(|s| s.stream(k)));
+            let Some(xqueue) = scheduled else {
                 return real();
             };
-            if let Some(status) = ungated(key, real) {
+            if let Some(status) = ungated(real) {
                 return status;
             }
             let made = xqueue

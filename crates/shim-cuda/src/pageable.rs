@@ -13,7 +13,6 @@
 //! `scripts/gpu-check.sh`'s CUDA runtime program copies through pageable memory to show it.
 
 use crate::real::{Status, real_fn};
-use crate::state::Key;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Once;
 use xsched_backend_cuda::sys::CUdeviceptr;
@@ -42,11 +41,7 @@ fn unknown_to_driver(address: CUdeviceptr) -> bool {
 
 /// The rule for a copy whose host sides are `host` (`gate::Ungated`): ungated, through `copy`,
 /// when one of them is pageable (said once per process, at info); else `None` (gated).
-pub(crate) fn when_pageable(
-    _stream: Key,
-    host: &[CUdeviceptr],
-    copy: &dyn Fn() -> Status,
-) -> Option<Status> {
+pub(crate) fn when_pageable(host: &[CUdeviceptr], copy: &dyn Fn() -> Status) -> Option<Status> {
     if !host.iter().any(|&address| unknown_to_driver(address)) {
         return None;
     }
