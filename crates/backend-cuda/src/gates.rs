@@ -60,6 +60,17 @@ impl Gates {
         self.active = active;
     }
 
+    /// Open gate `seq` before the XQueue launched it, when the call that enqueued it waits for
+    /// the stream to reach it (a call that blocks its caller, which would wait behind its own
+    /// gate for ever): only while the stream is active and every gate before it is open, so
+    /// nothing the XQueue holds runs early. The word's new value, if it opens.
+    pub(crate) fn release_blocked(&mut self, seq: u32) -> Option<u32> {
+        (self.active && self.opened.checked_add(1) == Some(seq)).then(|| {
+            self.opened = seq;
+            seq
+        })
+    }
+
     /// The new value of the word, if gates should open now.
     pub(crate) fn open(&mut self) -> Option<u32> {
         if !self.active {
@@ -109,6 +120,36 @@ mod tests {
         assert_eq!(g.open(), None, "queued work stays behind the gate");
         g.set_active(true);
         assert_eq!(g.open(), Some(2));
+    }
+
+    #[test]
+    fn a_blocked_calls_gate_opens_only_right_after_open_ones_on_an_active_stream() {
+        let mut g = Gates::new(1);
+        let (a, b, c) = (g.assign(), g.assign(), g.assign());
+        let (a, b, c) = (a.expect("seq"), b.expect("seq"), c.expect("seq"));
+        assert_eq!(g.release_blocked(b), None, "gate 1 is still closed");
+        assert_eq!(
+            g.release_blocked(a),
+            Some(a),
+            "nothing before the first gate"
+        );
+        g.permit(a);
+        assert_eq!(g.open(), None, "already open");
+        g.set_active(false);
+        assert_eq!(g.release_blocked(b), None, "a deactivated stream holds it");
+        g.set_active(true);
+        assert_eq!(g.release_blocked(b), Some(b));
+        assert_eq!(g.release_blocked(b), None, "open already");
+        g.permit(b);
+        g.permit(c);
+        g.complete(a);
+        assert_eq!(g.open(), None, "depth 1: gate 2 is the one open");
+        g.complete(b);
+        assert_eq!(
+            g.open(),
+            Some(c),
+            "launches after an early release open as before"
+        );
     }
 
     #[test]

@@ -32,4 +32,4 @@ pub use driver::{
     CudaDevice, FIRST_DEVICE_ID, capabilities, device_id, devices, driver_version, probe,
 };
 pub use error::CudaError;
-pub use stream::{CudaCommand, CudaStream, EnqueueFn, GATE_DEPTH, Ticket};
+pub use stream::{CudaCommand, CudaStream, EnqueueFn, GATE_DEPTH, SELF_BLOCK_AFTER, Ticket};

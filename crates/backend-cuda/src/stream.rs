@@ -18,6 +18,14 @@
 //! Without stream memory operations nothing is gated (Level 1): launching enqueues and the event
 //! reports completion; [`CudaStream::enqueue`] then runs the call ungated.
 //!
+//! A call enqueued by [`CudaStream::enqueue`] that blocks its caller until the stream reaches it
+//! (a pageable copy, a lazily loaded kernel's first launch, any launch under
+//! `CUDA_LAUNCH_BLOCKING=1`) would wait behind its own gate for ever: the XQueue can launch the
+//! command only after the call returns. The shim makes the calls it knows of ungated; as a
+//! backstop for the rest, the watcher opens the gate of a call that has been in progress for
+//! [`SELF_BLOCK_AFTER`] once every gate before it is open (so nothing the XQueue holds runs
+//! early), and warns once per stream. Such a command then runs at once, in stream order.
+//!
 //! The watcher also runs the XQueue's completion hook (issue 30): after reporting a completion
 //! that left the hook work (a synchronization point), it refills the queue itself, so the
 //! launcher thread is not woken for it. The watcher is awake at that moment anyway (it waits for
@@ -28,16 +36,25 @@ use crate::error::CudaError;
 use crate::event::{Event, EventPool};
 use crate::gates::Gates;
 use crate::word::GateWord;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use cudarc::driver::sys;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use xsched_core::{Capabilities, DeviceId, Level};
 use xsched_runtime::{CommandError, Completion, CompletionHook, HwError, HwQueue};
 
 /// How many gates may be open beyond the last completed command: the running command and the
 /// next one, so the device never waits for the host between commands.
 pub const GATE_DEPTH: u32 = 2;
+
+/// How long a call enqueued behind its gate may be in progress before the watcher takes it to be
+/// waiting for its own gate and opens it (see the module docs). An enqueue returns in
+/// microseconds; a call that blocks waits for the stream at least.
+pub const SELF_BLOCK_AFTER: Duration = Duration::from_millis(20);
+
+/// How often an idle watcher looks for such a call.
+const SELF_BLOCK_POLL: Duration = Duration::from_millis(20);
 
 /// Enqueues one command on the raw stream. It may run on the stream's watcher thread (a refill
 /// after a synchronization point, see the module docs), so it must not block: no
@@ -93,6 +110,10 @@ struct State {
     exhausted: bool,
     launched: u64,
     completed: u64,
+    /// The gated call in progress in `enqueue` (its gate, and since when).
+    calling: Option<(u32, Instant)>,
+    /// A call was found waiting behind its own gate (warned once).
+    self_blocked: bool,
 }
 
 struct Shared {
@@ -160,6 +181,9 @@ impl Shared {
         let event = self.events.take()?;
         let seq = self.gate()?;
         let result = call(self.stream);
+        if seq.is_some() {
+            self.state().calling = None;
+        }
         let event = match event.record(self.stream) {
             Ok(()) => Some(event),
             Err(e) => {
@@ -183,7 +207,11 @@ impl Shared {
         let seq = {
             let mut state = self.state();
             match state.gates.assign() {
-                Some(seq) => seq,
+                Some(seq) => {
+                    // The call behind this gate is made next (`enqueue`).
+                    state.calling = Some((seq, Instant::now()));
+                    seq
+                }
                 None => {
                     if !state.exhausted {
                         state.exhausted = true;
@@ -197,7 +225,10 @@ impl Shared {
         // SAFETY: `stream` is valid by the stream's contract; `word` is mapped device memory
         // that outlives every gate (see `Drop for Shared`).
         let code = unsafe { sys::cuStreamWaitValue32_v2(self.stream, word.device(), seq, geq) };
-        CudaError::check("cuStreamWaitValue32", code)?;
+        if let Err(e) = CudaError::check("cuStreamWaitValue32", code) {
+            self.state().calling = None;
+            return Err(e);
+        }
         Ok(Some(seq))
     }
 
@@ -263,7 +294,15 @@ impl Shared {
         if let Err(e) = self.make_current() {
             tracing::warn!("stream watcher: {e}");
         }
-        while let Ok(Watch { seq, event, done }) = rx.recv() {
+        loop {
+            let Watch { seq, event, done } = match rx.recv_timeout(SELF_BLOCK_POLL) {
+                Ok(watch) => watch,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.release_self_blocked();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
             let result = event.as_ref().map_or(Ok(()), Event::wait);
             if let Some(event) = event {
                 self.events.put(event);
@@ -276,6 +315,31 @@ impl Shared {
             while let Some(hook) = self.due_hook() {
                 hook.run();
             }
+            self.release_self_blocked();
+        }
+    }
+
+    /// Open the gate of a call that waits behind it (see the module docs).
+    fn release_self_blocked(&self) {
+        let mut state = self.state();
+        let Some((seq, since)) = state.calling else {
+            return;
+        };
+        if since.elapsed() < SELF_BLOCK_AFTER {
+            return;
+        }
+        let (Some(word), Some(value)) = (&self.word, state.gates.release_blocked(seq)) else {
+            return;
+        };
+        word.store(value);
+        if !state.self_blocked {
+            state.self_blocked = true;
+            tracing::warn!(
+                "stream {:?}: a call waited {} ms behind its own gate (it blocks until the stream \
+                 reaches it); opened, it runs unscheduled, as will any such call on this stream",
+                self.stream,
+                since.elapsed().as_millis()
+            );
         }
     }
 }
@@ -392,6 +456,8 @@ impl CudaStream {
                 exhausted: false,
                 launched: 0,
                 completed: 0,
+                calling: None,
+                self_blocked: false,
             }),
             changed: Condvar::new(),
             submit: Mutex::new(()),

@@ -185,3 +185,44 @@ fn without_stream_memory_operations_a_stream_is_level_1_only() {
     q.wait_all().expect("done");
     assert_eq!(work.tags(), (0..6).collect::<Vec<_>>());
 }
+
+/// A call enqueued behind its gate that waits for the stream to reach it (as a launch under
+/// `CUDA_LAUNCH_BLOCKING=1` or a copy through pageable memory does) would wait for ever: the
+/// XQueue launches the command only after the call returns. The watcher opens that gate once
+/// every gate before it is open, and the commands run in order.
+#[test]
+fn a_call_that_waits_for_its_stream_is_let_through_its_own_gate() {
+    let hw = stream();
+    let work = Work::new(3);
+    let rt = app_runtime();
+    let q = rt
+        .create_queue(hw.clone(), QueueOptions::default())
+        .expect("queue");
+    let first: Vec<_> = (0..2)
+        .map(|t| q.submit(work.command(1_000, t)).expect("submit"))
+        .collect();
+    let CudaCommand::Enqueue(launch) = work.command(100, 2) else {
+        unreachable!("Work::command enqueues")
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let blocked = hw.clone();
+    std::thread::spawn(move || {
+        let made = blocked.enqueue(|s| {
+            let launched = launch(s);
+            // SAFETY: `s` is the stream `enqueue` hands the call.
+            let synced = unsafe { sys::cuStreamSynchronize(s) };
+            launched.and_then(|()| CudaError::check("cuStreamSynchronize", synced))
+        });
+        let _ = tx.send(made);
+    });
+    let (result, ticket) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the blocking call returned (not stuck behind its own gate)")
+        .expect("enqueued");
+    result.expect("the call succeeded");
+    let last = q.submit(CudaCommand::Enqueued(ticket)).expect("submit");
+    for h in first.iter().chain([&last]) {
+        h.wait().expect("command ok");
+    }
+    assert_eq!(work.tags(), [0, 1, 2]);
+}

@@ -497,3 +497,24 @@ fn lookups_through_the_shims_dlsym_answer_relative_to_their_caller() {
     assert_eq!(run(false), r#"{"default":1,"next":2}"#, "natively");
     assert_eq!(run(true), r#"{"default":1,"next":2}"#, "under the shim");
 }
+
+/// Under `CUDA_LAUNCH_BLOCKING=1` (the real driver's variable, which the fake driver follows)
+/// every launch returns only once its stream ran it, so each gated launch would wait behind its
+/// own gate for ever. The stream's watcher opens such a gate once every gate before it is open
+/// (the backstop for calls the shim does not know to block), and the program finishes with the
+/// native result.
+#[test]
+fn launches_that_block_until_they_ran_are_let_through_their_own_gates() {
+    let Some(s) = setup() else { return };
+    let blocking = [("CUDA_LAUNCH_BLOCKING", "1")];
+    let native = s.run(false, &blocking, "blocking-native");
+    let shimmed = s.run(true, &blocking, "blocking-shim");
+    assert_eq!(shimmed.json["checksum"], native.json["checksum"]);
+    assert_eq!(shimmed.json["errors"], native.json["errors"]);
+    assert!(
+        shimmed.log.contains("behind its own gate"),
+        "{}",
+        shimmed.log
+    );
+    assert!(waits(&shimmed.driver) >= 19, "the launches were gated");
+}

@@ -20,7 +20,8 @@
  *
  * Knobs: FAKE_CUDA_NO_MEMOPS=1 (no stream memory operations), FAKE_CUDA_LOG=path,
  * FAKE_CUDA_LAZY_LOAD=1 (a kernel's first launch synchronizes the context before it is queued,
- * as lazy loading may on a real driver). */
+ * as lazy loading may on a real driver), CUDA_LAUNCH_BLOCKING=1 (the real driver's variable: each
+ * launch returns only once its stream has run it). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -426,7 +427,10 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned bx, CUstream h, void 
     it = new_item(K_AXPY, *(CUdeviceptr *)params[0], *(CUdeviceptr *)params[1], *(unsigned *)params[2]);
     it->f = *(float *)params[3];
   }
-  return push(h, ptsz, it);
+  CUresult status = push(h, ptsz, it);
+  const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+  if (status == SUCCESS && blocking && !strcmp(blocking, "1")) stream_sync(h, ptsz);
+  return status;
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shmem, CUstream h, void **params, void **extra) {
