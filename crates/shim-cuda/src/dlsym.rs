@@ -14,7 +14,7 @@ use crate::procaddr::{cuGetProcAddress, cuGetProcAddress_v2};
 use crate::real;
 use std::ffi::{CStr, c_char, c_void};
 
-/// `dlsym`: jumps to the function [`route`] picks, with the caller's arguments and return
+/// `dlsym`: jumps to the function `route` picks, with the caller's arguments and return
 /// address untouched.
 ///
 /// # Safety
