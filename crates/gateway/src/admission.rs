@@ -411,6 +411,13 @@ impl Admission {
         );
     }
 
+    /// The engine counted request `id`'s prompt as `tokens` (its tenant's service).
+    fn prompt(&self, id: u64, tokens: u32) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.feed(now, Input::Prompt { id, tokens }, None);
+    }
+
     /// Request `id` left (its answer ended, or its client went away).
     fn done(&self, id: u64) {
         let mut st = self.lock();
@@ -457,9 +464,15 @@ impl Slot {
         self.upstream
     }
 
-    /// Its answer had `output_tokens`: its tenant's share counts them.
+    /// Its answer had `output_tokens` so far: its tenant's share counts them.
     pub fn charge(&self, output_tokens: u32) {
         self.admission.progress(self.id, output_tokens);
+    }
+
+    /// The engine counted its prompt as `tokens`: its tenant's share counts those instead of the
+    /// estimate it was charged at admission.
+    pub fn prompt(&self, tokens: u32) {
+        self.admission.prompt(self.id, tokens);
     }
 }
 

@@ -199,7 +199,7 @@ impl Metrics {
         }
     }
 
-    /// `tenant` was served `tokens` output tokens (counted in its answers).
+    /// `tenant` was served `tokens` more output tokens (a stream's as they pass).
     pub fn tenant_tokens(&self, tenant: usize, tokens: u32) {
         if let Some(t) = self.tenants.get(tenant) {
             t.output_tokens
@@ -332,7 +332,7 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
-            "# HELP xsched_gateway_tenant_requests_total Requests admitted, by tenant.\n# TYPE xsched_gateway_tenant_requests_total counter\n# HELP xsched_gateway_tenant_output_tokens_total Output tokens counted in answers, by tenant.\n# TYPE xsched_gateway_tenant_output_tokens_total counter"
+            "# HELP xsched_gateway_tenant_requests_total Requests admitted, by tenant.\n# TYPE xsched_gateway_tenant_requests_total counter\n# HELP xsched_gateway_tenant_output_tokens_total Output tokens served, by tenant (a stream's as they pass).\n# TYPE xsched_gateway_tenant_output_tokens_total counter"
         );
         for (i, t) in self.tenants.iter().enumerate() {
             let requests = t.requests.load(Ordering::Relaxed);

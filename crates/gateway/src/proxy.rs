@@ -330,6 +330,7 @@ pub async fn forward(
         // Errors are not answers to learn lengths from.
         learning: learning.filter(|_| parts.status.is_success()),
         first: false,
+        charged: 0,
         silence: Silence {
             limit: idle,
             last: Instant::now(),
@@ -379,6 +380,8 @@ struct Guarded {
     timing: Option<Timing>,
     learning: Option<Learning>,
     first: bool,
+    /// Output tokens its tenant has been charged for so far (a stream's, as they pass).
+    charged: u32,
     silence: Silence,
     /// Server-sent events, which can end with an error event.
     event_stream: bool,
@@ -392,6 +395,11 @@ struct Guarded {
     evicted: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
+/// A streamed answer's tokens are charged to its tenant every this many as they pass (VTC
+/// counts service as it is given: charged only at the end, a tenant's answers in flight would
+/// look like service not yet received, and one cut short would never be charged).
+const CHARGE_STEP: u32 = 16;
+
 impl Guarded {
     /// A chunk of the answer came: its first byte's time, and the tally.
     fn saw(&mut self, data: &[u8]) {
@@ -402,9 +410,28 @@ impl Guarded {
                     .first_byte(t.band, t.arrival.elapsed(), t.ttft_slo);
             }
         }
-        if let Some(l) = &mut self.learning {
-            l.first_byte.get_or_insert(self.silence.last);
-            l.tally.feed(data);
+        let Some(l) = &mut self.learning else {
+            return;
+        };
+        l.first_byte.get_or_insert(self.silence.last);
+        l.tally.feed(data);
+        if l.tally.text_events() >= self.charged + CHARGE_STEP {
+            self.charge_passed();
+        }
+    }
+
+    /// Charge the tenant for the stream's output tokens that passed and are not charged yet.
+    fn charge_passed(&mut self) {
+        let (Some(l), Some(slot)) = (&self.learning, &self.slot) else {
+            return;
+        };
+        let passed = l.tally.text_events();
+        if passed > self.charged {
+            slot.charge(passed);
+            if let Some(t) = &self.timing {
+                t.metrics.tenant_tokens(t.tenant, passed - self.charged);
+            }
+            self.charged = passed;
         }
     }
 
@@ -417,6 +444,8 @@ impl Guarded {
 
     /// The body ended, or was dropped: learn from it if the tally says it is whole.
     fn learn(&mut self) {
+        // What passed is charged even when the stream says nothing of the answer's length.
+        self.charge_passed();
         let Some(l) = self.learning.take() else {
             return;
         };
@@ -429,13 +458,18 @@ impl Guarded {
             return;
         };
         if let Some(slot) = &self.slot {
+            if let Some(p) = counted.prompt_tokens {
+                slot.prompt(p);
+            }
             slot.charge(counted.output_tokens);
             let service_s = l.admitted.elapsed().as_secs_f64();
             l.admission
                 .answered(slot.upstream(), counted.output_tokens, service_s);
         }
         if let Some(t) = &self.timing {
-            t.metrics.tenant_tokens(t.tenant, counted.output_tokens);
+            // Those charged as they passed are counted already.
+            let more = counted.output_tokens.saturating_sub(self.charged);
+            t.metrics.tenant_tokens(t.tenant, more);
         }
         if let Some((forecaster, forecast)) = l.predictor {
             l.admission.served(xsched_llm_core::service::Served {
@@ -488,6 +522,7 @@ impl Guarded {
     }
 
     fn cut(&mut self, why: String, code: u16) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.charge_passed();
         self.body = None;
         self.learning = None;
         self.slot = None;
@@ -586,6 +621,7 @@ impl Body for Guarded {
                     return this.gather.release_then(None);
                 }
                 Poll::Ready(Some(Err(e))) => {
+                    this.charge_passed();
                     this.learning = None;
                     this.end();
                     return this.gather.release_then(Some(Err(e.into())));

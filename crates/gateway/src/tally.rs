@@ -1,7 +1,8 @@
 //! Counting an answer's tokens as it passes through, so the predictor learns from real answers:
 //! the `usage` an engine reports (`completion_tokens`, and `prompt_tokens` for the prompt's
 //! length) when it sends one, else, in a stream, the events that carry text (llama.cpp's and
-//! vLLM's servers send one per token). A stream is scanned line by line as its chunks arrive,
+//! vLLM's servers send one per token) and, for the prompt, llama.cpp's `timings` (`prompt_n` +
+//! `cache_n`, in a stream's last event). A stream is scanned line by line as its chunks arrive,
 //! and counts only if it finished (a `finish_reason` or `data: [DONE]`): one cut short, or
 //! ended by an error event, says nothing of the answer's length. A complete answer is kept (up
 //! to [`MAX_KEPT`] bytes) and read at its end. Nothing is changed.
@@ -32,6 +33,8 @@ pub struct Tally {
     overflow: bool,
     events_with_text: u32,
     usage: Option<Counted>,
+    /// The prompt's tokens by llama.cpp's `timings`.
+    timed_prompt: Option<u32>,
     /// A stream said it finished.
     finished: bool,
     /// A stream carried an error event.
@@ -47,6 +50,7 @@ impl Tally {
             overflow: false,
             events_with_text: 0,
             usage: None,
+            timed_prompt: None,
             finished: false,
             errored: false,
         }
@@ -55,6 +59,12 @@ impl Tally {
     /// Whether the answer is a stream of events.
     pub fn streamed(&self) -> bool {
         self.stream
+    }
+
+    /// Events with text so far (a stream's output tokens as they pass; 0 for a complete
+    /// answer, read only at its end).
+    pub fn text_events(&self) -> u32 {
+        self.events_with_text
     }
 
     /// The next chunk of the answer's body.
@@ -109,6 +119,9 @@ impl Tally {
         if let Some(u) = event.usage.and_then(Usage::counted) {
             self.usage = Some(u);
         }
+        if let Some(p) = event.timings.and_then(Timings::prompt) {
+            self.timed_prompt = Some(p);
+        }
         if choice.is_some_and(Choice::has_text) {
             self.events_with_text += 1;
         }
@@ -124,11 +137,15 @@ impl Tally {
             if !self.finished || self.errored {
                 return None;
             }
-            return self.usage.or_else(|| {
+            let counted = self.usage.or_else(|| {
                 (self.events_with_text > 0).then_some(Counted {
                     output_tokens: self.events_with_text,
                     prompt_tokens: None,
                 })
+            })?;
+            return Some(Counted {
+                prompt_tokens: counted.prompt_tokens.or(self.timed_prompt),
+                ..counted
             });
         }
         if self.overflow {
@@ -155,6 +172,8 @@ struct Event<'a> {
     choices: FirstChoice<'a>,
     #[serde(default)]
     usage: Option<Usage>,
+    #[serde(default)]
+    timings: Option<Timings>,
     #[serde(default)]
     error: Option<IgnoredAny>,
 }
@@ -214,6 +233,20 @@ impl Choice<'_> {
 struct Usage {
     completion_tokens: Option<u64>,
     prompt_tokens: Option<u64>,
+}
+
+/// llama.cpp's server's `timings`: the prompt's tokens evaluated and those taken from its cache.
+#[derive(Deserialize)]
+struct Timings {
+    prompt_n: Option<u64>,
+    cache_n: Option<u64>,
+}
+
+impl Timings {
+    fn prompt(self) -> Option<u32> {
+        let n = self.prompt_n?.checked_add(self.cache_n.unwrap_or(0))?;
+        u32::try_from(n).ok()
+    }
 }
 
 impl Usage {
@@ -292,6 +325,21 @@ mod tests {
             Some(Counted {
                 output_tokens: 9,
                 prompt_tokens: Some(3)
+            })
+        );
+    }
+
+    #[test]
+    fn a_llama_cpp_streams_timings_give_its_prompt_length_without_usage() {
+        let events = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\
+                       data: {\"choices\":[{\"finish_reason\":\"length\",\"delta\":{}}],\
+                       \"timings\":{\"cache_n\":4,\"prompt_n\":27,\"prompt_ms\":105.3}}\n\n\
+                       data: [DONE]\n\n";
+        assert_eq!(
+            tally(true, &[events]),
+            Some(Counted {
+                output_tokens: 1,
+                prompt_tokens: Some(31)
             })
         );
     }

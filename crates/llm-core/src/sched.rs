@@ -189,6 +189,16 @@ pub enum Input {
         /// The request.
         id: u64,
     },
+    /// The engine reported the request's prompt as `tokens` long (its answer's `usage`): its
+    /// tenant, charged the estimate at admission, is charged the difference (a prompt estimated
+    /// from its characters misses the chat template's tokens, so short prompts, which a
+    /// shortest-first order admits more of, would be under-charged).
+    Prompt {
+        /// The request.
+        id: u64,
+        /// Its prompt's tokens, as the engine counted them.
+        tokens: u32,
+    },
     /// The engine preempted an admitted request (dropped its KV; it resumes it itself).
     Preempted {
         /// The request.
@@ -396,6 +406,17 @@ impl Scheduler {
                 let engine = self.jobs.get(&id).and_then(|j| j.engine);
                 self.forget(id);
                 self.decide(now, engine);
+                return Ok(());
+            }
+            Input::Prompt { id, tokens } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    if j.place != Place::Waiting || j.generated > 0 {
+                        // Charged at admission (only then): the difference now.
+                        self.counters
+                            .charge(j.tenant, f64::from(tokens) - f64::from(j.input));
+                    }
+                    j.input = tokens;
+                }
                 return Ok(());
             }
             Input::Preempted { id } => {

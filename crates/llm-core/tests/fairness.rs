@@ -250,3 +250,33 @@ fn apart_a_sheddable_request_waits_while_a_higher_class_runs_and_a_standard_one_
         assert_eq!(next, expected, "apart {apart}");
     }
 }
+
+/// A prompt estimated from its characters misses the chat template's tokens; the engine's count,
+/// once reported, is what its tenant is charged.
+#[test]
+fn a_prompt_the_engine_counted_replaces_its_estimate_in_the_tenants_share() {
+    let mut s = scheduler("fcfs", 1, 1000, Fairness::default());
+    s.handle(0.0, arrival(0, 0, 0)).expect("new");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Admit { id: 0, engine: 0 })
+    );
+    // Tenant 1 starts waiting at tenant 0's counter (100: the estimate), tenant 0 beside it.
+    s.handle(0.0, arrival(1, 0, 1)).expect("new");
+    s.handle(0.0, arrival(2, 0, 0)).expect("new");
+    // The engine counted 5 000 prompt tokens: tenant 0 has had more, so tenant 1 goes next
+    // (on the estimate alone they tie, and the lower tenant, 0, would).
+    s.handle(
+        1.0,
+        Input::Prompt {
+            id: 0,
+            tokens: 5_000,
+        },
+    )
+    .expect("known");
+    s.handle(1.0, Input::Done { id: 0 }).expect("known");
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Admit { id: 1, engine: 0 })
+    );
+}

@@ -236,13 +236,13 @@ pub async fn post(
     (status, engine, bytes)
 }
 
-/// POST `body` with `headers` to `path` at `addr`; the status, the answer's headers and body.
-pub async fn post_with(
+/// POST `body` with `headers` to `path` at `addr`; the answer, its body unread.
+pub async fn open_with(
     addr: SocketAddr,
     path: &str,
     body: String,
     headers: &[(&str, &str)],
-) -> (StatusCode, hyper::HeaderMap, Bytes) {
+) -> Response<Incoming> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
     let mut req =
@@ -251,7 +251,17 @@ pub async fn post_with(
         req = req.header(*k, *v);
     }
     let req = req.body(Full::new(Bytes::from(body))).expect("request");
-    let r = client.request(req).await.expect("an answer");
+    client.request(req).await.expect("an answer")
+}
+
+/// POST `body` with `headers` to `path` at `addr`; the status, the answer's headers and body.
+pub async fn post_with(
+    addr: SocketAddr,
+    path: &str,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (StatusCode, hyper::HeaderMap, Bytes) {
+    let r = open_with(addr, path, body, headers).await;
     let (status, headers) = (r.status(), r.headers().clone());
     let bytes = r.into_body().collect().await.expect("body").to_bytes();
     (status, headers, bytes)
