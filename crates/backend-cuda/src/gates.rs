@@ -5,7 +5,9 @@
 //! never past a command the XQueue has not launched yet (*permitted*), and, while the stream is
 //! active, at most `depth` commands beyond the last one observed complete, so the device always
 //! has the next command ready but queued work stays behind a closed gate. Deactivating stops the
-//! raising: commands already past their gate finish, the rest wait (Level 2).
+//! raising: commands already past their gate finish, the rest wait (Level 2). The one exception
+//! to "permitted": the gate of a call that waits for its own command, opened once every gate
+//! before it is ([`Gates::release_blocked`]).
 
 /// Gate state of one stream. Sequence numbers start at 1 (the word starts at 0: all closed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +64,13 @@ impl Gates {
 
     /// Open gate `seq` before the XQueue launched it, when the call that enqueued it waits for
     /// the stream to reach it (a call that blocks its caller, which would wait behind its own
-    /// gate for ever): only while the stream is active and every gate before it is open, so
-    /// nothing the XQueue holds runs early. The word's new value, if it opens.
+    /// gate for ever): only while the stream is active, every gate before it is open and it is
+    /// within `depth` of the completed commands, so nothing the XQueue holds runs early and
+    /// deactivating still holds all but `depth` commands. The word's new value, if it opens.
     pub(crate) fn release_blocked(&mut self, seq: u32) -> Option<u32> {
-        (self.active && self.opened.checked_add(1) == Some(seq)).then(|| {
+        let next = self.opened.checked_add(1) == Some(seq);
+        let near = seq <= self.completed.saturating_add(self.depth);
+        (self.active && next && near).then(|| {
             self.opened = seq;
             seq
         })
@@ -123,18 +128,20 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_calls_gate_opens_only_right_after_open_ones_on_an_active_stream() {
+    fn a_blocked_calls_gate_opens_only_right_after_open_ones_within_depth_on_an_active_stream() {
         let mut g = Gates::new(1);
         let (a, b, c) = (g.assign(), g.assign(), g.assign());
         let (a, b, c) = (a.expect("seq"), b.expect("seq"), c.expect("seq"));
         assert_eq!(g.release_blocked(b), None, "gate 1 is still closed");
-        assert_eq!(
-            g.release_blocked(a),
-            Some(a),
-            "nothing before the first gate"
-        );
+        assert_eq!(g.release_blocked(a), Some(a), "nothing before the first");
         g.permit(a);
         assert_eq!(g.open(), None, "already open");
+        assert_eq!(
+            g.release_blocked(b),
+            None,
+            "beyond depth 1 of the completed"
+        );
+        g.complete(a);
         g.set_active(false);
         assert_eq!(g.release_blocked(b), None, "a deactivated stream holds it");
         g.set_active(true);
@@ -142,7 +149,6 @@ mod tests {
         assert_eq!(g.release_blocked(b), None, "open already");
         g.permit(b);
         g.permit(c);
-        g.complete(a);
         assert_eq!(g.open(), None, "depth 1: gate 2 is the one open");
         g.complete(b);
         assert_eq!(

@@ -23,8 +23,13 @@
 //! `CUDA_LAUNCH_BLOCKING=1`) would wait behind its own gate for ever: the XQueue can launch the
 //! command only after the call returns. The shim makes the calls it knows of ungated; as a
 //! backstop for the rest, the watcher opens the gate of a call that has been in progress for
-//! [`SELF_BLOCK_AFTER`] once every gate before it is open (so nothing the XQueue holds runs
-//! early), and warns once per stream. Such a command then runs at once, in stream order.
+//! [`SELF_BLOCK_AFTER`] once every gate before it is open and it is within [`GATE_DEPTH`] of the
+//! completed commands (so nothing the XQueue holds runs early, and a deactivated stream opens
+//! nothing), and warns once per stream. Such a command then runs at once, in stream order: at
+//! Level 1 (a suspended queue whose stream stays active), even while its queue is suspended,
+//! as the application's call demands. (A [`CudaCommand::Enqueue`] command's gate is permitted
+//! before its function runs, as the XQueue is launching it; that function must still not block,
+//! see [`EnqueueFn`].)
 //!
 //! The watcher also runs the XQueue's completion hook (issue 30): after reporting a completion
 //! that left the hook work (a synchronization point), it refills the queue itself, so the
@@ -169,19 +174,21 @@ impl Shared {
         })
     }
 
-    /// Enqueue `[gate] call [event]` on the calling thread.
+    /// Enqueue `[gate] call [event]` on the calling thread; `launching` when the XQueue launches
+    /// the command now (its gate is permitted before the call, so it never waits for itself).
     fn enqueue<R>(
         self: &Arc<Self>,
         call: impl FnOnce(sys::CUstream) -> R,
+        launching: bool,
     ) -> Result<(R, Ticket), CudaError> {
         let _order = self
             .submit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let event = self.events.take()?;
-        let seq = self.gate()?;
+        let seq = self.gate(launching)?;
         let result = call(self.stream);
-        if seq.is_some() {
+        if seq.is_some() && !launching {
             self.state().calling = None;
         }
         let event = match event.record(self.stream) {
@@ -199,8 +206,9 @@ impl Shared {
         Ok((result, ticket))
     }
 
-    /// Put the next gate into the stream; `None` when the stream is not gated.
-    fn gate(&self) -> Result<Option<u32>, CudaError> {
+    /// Put the next gate into the stream, permitted at once when `launching`, else marked as
+    /// the call in progress behind it; `None` when the stream is not gated.
+    fn gate(&self, launching: bool) -> Result<Option<u32>, CudaError> {
         let Some(word) = &self.word else {
             return Ok(None);
         };
@@ -208,8 +216,13 @@ impl Shared {
             let mut state = self.state();
             match state.gates.assign() {
                 Some(seq) => {
-                    // The call behind this gate is made next (`enqueue`).
-                    state.calling = Some((seq, Instant::now()));
+                    if launching {
+                        state.gates.permit(seq);
+                        self.pump(&mut state);
+                    } else {
+                        // The call behind this gate is made next (`enqueue`).
+                        state.calling = Some((seq, Instant::now()));
+                    }
                     seq
                 }
                 None => {
@@ -492,7 +505,7 @@ impl CudaStream {
         &self,
         call: impl FnOnce(sys::CUstream) -> R,
     ) -> Result<(R, Ticket), CudaError> {
-        self.shared.enqueue(call)
+        self.shared.enqueue(call, false)
     }
 
     /// Fail `done` inside `launch`.
@@ -519,7 +532,7 @@ impl HwQueue for CudaStream {
                 if let Err(e) = self.shared.make_current() {
                     return self.fail(done, &e);
                 }
-                match self.shared.enqueue(enqueue) {
+                match self.shared.enqueue(enqueue, true) {
                     Ok((Ok(()), ticket)) => ticket,
                     Ok((Err(e), ticket)) => {
                         drop(ticket);
