@@ -415,7 +415,7 @@ impl Guarded {
         };
         l.first_byte.get_or_insert(self.silence.last);
         l.tally.feed(data);
-        if l.tally.text_events() >= self.charged + CHARGE_STEP {
+        if l.tally.text_events() >= self.charged.saturating_add(CHARGE_STEP) {
             self.charge_passed();
         }
     }

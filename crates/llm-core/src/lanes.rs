@@ -64,10 +64,20 @@ impl Counters {
 
     /// `tenant` was served `tokens` (prompt-token equivalents).
     pub fn charge(&mut self, tenant: usize, tokens: f64) {
+        self.last_served = self.add(tenant, tokens);
+    }
+
+    /// `tenant`'s service so far was `tokens` more than charged (fewer, when negative): a
+    /// correction, not service now (the counter tenants start from is left alone).
+    pub fn correct(&mut self, tenant: usize, tokens: f64) {
+        self.add(tenant, tokens);
+    }
+
+    fn add(&mut self, tenant: usize, tokens: f64) -> f64 {
         let w = self.weights.get(tenant).copied().unwrap_or(1.0);
         let c = self.slot(tenant);
         *c += tokens / w;
-        self.last_served = *c;
+        *c
     }
 }
 

@@ -189,10 +189,11 @@ pub enum Input {
         /// The request.
         id: u64,
     },
-    /// The engine reported the request's prompt as `tokens` long (its answer's `usage`): its
-    /// tenant, charged the estimate at admission, is charged the difference (a prompt estimated
-    /// from its characters misses the chat template's tokens, so short prompts, which a
-    /// shortest-first order admits more of, would be under-charged).
+    /// The engine counted the request's prompt as `tokens`: its tenant, charged the estimate at
+    /// admission, is charged the difference (a prompt estimated from its characters misses the
+    /// chat template's tokens, so short prompts, which a shortest-first order admits more of,
+    /// would be under-charged). Only the last admission's charge is corrected (a request paused
+    /// before its first token was charged the estimate at each admission before).
     Prompt {
         /// The request.
         id: u64,
@@ -395,7 +396,7 @@ impl Scheduler {
                     let more = generated.saturating_sub(j.generated);
                     self.counters
                         .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
-                    j.generated = generated;
+                    j.generated = j.generated.max(generated);
                     if j.place == Place::Preempted {
                         j.place = Place::Admitted;
                     }
@@ -413,7 +414,7 @@ impl Scheduler {
                     if j.place != Place::Waiting || j.generated > 0 {
                         // Charged at admission (only then): the difference now.
                         self.counters
-                            .charge(j.tenant, f64::from(tokens) - f64::from(j.input));
+                            .correct(j.tenant, f64::from(tokens) - f64::from(j.input));
                     }
                     j.input = tokens;
                 }
