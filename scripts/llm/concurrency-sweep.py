@@ -14,18 +14,13 @@ Usage: python3 scripts/llm/concurrency-sweep.py --out DIR [--rounds 2] [--reques
 """
 
 import argparse
-import importlib.util
 import json
 import statistics
 import subprocess
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# The engine's command line, readiness and child processes are gateway-bench.py's.
-_spec = importlib.util.spec_from_file_location("gateway_bench", ROOT / "scripts/llm/gateway-bench.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+# The engine, its options and gateway-bench.py's helpers.
+from llmbench import bench, engine_options, start_engine
 
 GATEWAY = "127.0.0.1:18192"
 
@@ -69,28 +64,21 @@ def run(args, config, rnd):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
+    engine_options(ap)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--rate", type=float, default=50.0)
     ap.add_argument("--requests", type=int, default=120)
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--max-prompt-chars", type=int, default=1000)
     ap.add_argument("--only", nargs="+", help="run only these of 1..SLOTS and `learned` "
                     "(the same requests per round as a full sweep's, to compare with one)")
-    ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     args = ap.parse_args()
-    args.engine = "llama-server"
-    args.out.mkdir(parents=True, exist_ok=True)
     configs = list(range(1, args.slots + 1)) + ["learned"]
     if args.only:
         configs = [c for c in configs if str(c) in args.only]
     got = {c: [] for c in configs}
     procs = bench.Procs()
     try:
-        procs.start(bench.engine_command(args, 18191), args.out / "engine.log")
-        bench.wait_up("http://127.0.0.1:18191", "llama-server")
+        start_engine(args, procs, 18191)
         for rnd in range(args.rounds):
             for config in configs if rnd % 2 == 0 else configs[::-1]:
                 got[config].append(run(args, config, rnd))

@@ -18,19 +18,14 @@ Usage: python3 scripts/llm/flood-check.py --out DIR [--rounds 2] [--probes 20]
 """
 
 import argparse
-import importlib.util
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# The engine's command line, readiness and child processes are gateway-bench.py's.
-_spec = importlib.util.spec_from_file_location("gateway_bench", ROOT / "scripts/llm/gateway-bench.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+# The engine, its options and gateway-bench.py's helpers.
+from llmbench import bench, engine_options, start_engine
 
 GATEWAY = "http://127.0.0.1:18172"
 OBJECTIVE = "x-llm-d-inference-objective"
@@ -105,24 +100,18 @@ def p(values, q):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
+    engine_options(ap)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--gap", type=float, default=1.5, help="seconds between probes")
     ap.add_argument("--probe-tokens", type=int, default=16)
     ap.add_argument("--flooders", type=int, default=8)
     ap.add_argument("--flood-tokens", type=int, default=256)
-    ap.add_argument("--max-prompt-chars", type=int, default=1000)
     ap.add_argument("--evictions", nargs="+", default=["one", "all"], choices=["none", "one", "all"],
                     help="the classes file's eviction settings the critical probes run under")
     ap.add_argument("--slo-ms", type=int,
                     help="also probe critical requests with this TTFT deadline (eviction one)")
-    ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     args = ap.parse_args()
-    args.engine = "llama-server"
-    args.out.mkdir(parents=True, exist_ok=True)
     procs = bench.Procs()
     rows = []
     # (eviction, probed class): `standard` evicts nothing under any setting.
@@ -130,8 +119,7 @@ def main():
     if args.slo_ms:
         configs.append(("one", "critical", args.slo_ms))
     try:
-        procs.start(bench.engine_command(args, 18171), args.out / "engine.log")
-        bench.wait_up("http://127.0.0.1:18171", "llama-server")
+        start_engine(args, procs, 18171)
         # ShareGPT prompts, each probe's the same alone and under the flood (llama.cpp's prompt
         # cache is off for every request: `cache_prompt: false`).
         every = bench.prompts(args, args.probes * len(configs) * args.rounds + 200, 3000)

@@ -19,16 +19,11 @@ Usage: python3 scripts/llm/llama-order.py --out DIR [--pairs 3] [--first-pair 1]
 """
 
 import argparse
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# The engine's command line, readiness and child processes are gateway-bench.py's.
-_spec = importlib.util.spec_from_file_location("gateway_bench", ROOT / "scripts/llm/gateway-bench.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+# The engine, its options and gateway-bench.py's helpers.
+from llmbench import bench, engine_options, start_engine
 
 
 def load(xsched, port, args, extra, samples=None):
@@ -56,31 +51,24 @@ def relative_wait(path, alone):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
+    engine_options(ap)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--first-pair", type=int, default=1,
                     help="number the pairs from here (to continue a run: the order alternates by it)")
-    ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--rate", type=float, default=0.8)
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--max-tokens", type=int, default=512)
-    ap.add_argument("--max-prompt-chars", type=int, default=1000)
     ap.add_argument("--against", default="sagesched",
                     help="what FCFS is paired with: another gateway policy, or `direct` (the "
                          "same load straight to the engine)")
-    ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
     ap.add_argument("--no-alone", action="store_true",
                     help="skip the pass that measures each prompt alone (no relative wait)")
     args = ap.parse_args()
-    args.engine = "llama-server"
-    args.out.mkdir(parents=True, exist_ok=True)
     procs = bench.Procs()
     rows = []
     try:
-        procs.start(bench.engine_command(args, 18181), args.out / "engine.log")
-        bench.wait_up("http://127.0.0.1:18181", "llama-server")
+        start_engine(args, procs, 18181)
         other = args.against
         alone = None
         if not args.no_alone:

@@ -25,7 +25,6 @@ Usage: python3 scripts/llm/prefix-check.py --out DIR [--rounds 2] [--conversatio
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import queue
@@ -37,10 +36,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("gateway_bench", ROOT / "scripts/llm/gateway-bench.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+# gateway-bench.py's helpers.
+from llmbench import ROOT, bench
 
 ENGINES = [18191, 18192]
 GATEWAY = "127.0.0.1:18193"
