@@ -22,7 +22,9 @@
 #    executables (streams, and refill: the watcher running the XQueue's completion hook);
 # 3. Level-1 vs gated Level-2 preemption latency by command length (example cuda-preempt);
 # 4. a plain CUDA runtime program (gpu/cudart_probe.cu, built there with nvcc) natively, under
-#    the shim with the in-process scheduler, and under the shim with `xsched serve`;
+#    the shim with the in-process scheduler, under the shim with `xsched serve`, and under the
+#    shim in-process with CUDA_LAUNCH_BLOCKING=1 (every launch blocks until it ran: the
+#    stream watcher's backstop must let each through its own gate);
 # 5. an unchanged PyTorch foreground (inference, open loop): standalone, beside an unchanged
 #    PyTorch background (training) natively, alone under the shim, and beside the background
 #    with both under the shim + `xsched serve`.
@@ -257,10 +259,11 @@ cudart_probe() {
     fail "nvcc could not build the CUDA runtime program"
     return 0
   fi
-  for mode in native shim-local shim-global; do
+  for mode in native shim-local shim-global shim-blocking; do
     local envs=()
     [ "$mode" = shim-local ] && envs=("${SHIM_LOCAL[@]}")
     [ "$mode" = shim-global ] && envs=("${SHIM_GLOBAL[@]}")
+    [ "$mode" = shim-blocking ] && envs=("${SHIM_LOCAL[@]}" CUDA_LAUNCH_BLOCKING=1)
     bounded "cudart-$mode" 20 env "${envs[@]}" "$exe" \
       > "$RESULTS/cudart-$mode.txt" 2> "$RESULTS/cudart-$mode.err" || true
     echo "$mode: $(cat "$RESULTS/cudart-$mode.txt") (last step: $(tail -1 "$RESULTS/cudart-$mode.err"))"

@@ -40,7 +40,7 @@ def torch_table(out):
 
 
 def cudart_table(out):
-    modes = ["native", "shim-local", "shim-global"]
+    modes = ["native", "shim-local", "shim-global", "shim-blocking"]
     if not any((out / f"cudart-{m}.txt").exists() for m in modes):
         return
     print("| CUDA runtime program | result | last step reached |")
