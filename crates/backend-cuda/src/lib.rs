@@ -32,4 +32,7 @@ pub use driver::{
     CudaDevice, FIRST_DEVICE_ID, capabilities, device_id, devices, driver_version, probe,
 };
 pub use error::CudaError;
-pub use stream::{CudaCommand, CudaStream, EnqueueFn, GATE_DEPTH, SELF_BLOCK_AFTER, Ticket};
+pub use stream::{
+    CudaCommand, CudaStream, EnqueueFn, GATE_DEPTH, SELF_BLOCK_AFTER, SELF_BLOCK_AFTER_AGAIN,
+    Ticket,
+};

@@ -23,7 +23,8 @@
 //! `CUDA_LAUNCH_BLOCKING=1`) would wait behind its own gate for ever: the XQueue can launch the
 //! command only after the call returns. The shim makes the calls it knows of ungated; as a
 //! backstop for the rest, the watcher opens the gate of a call that has been in progress for
-//! [`SELF_BLOCK_AFTER`] once every gate before it is open and it is within [`GATE_DEPTH`] of the
+//! [`SELF_BLOCK_AFTER`] ([`SELF_BLOCK_AFTER_AGAIN`] once the stream has had one) once every gate
+//! before it is open and it is within [`GATE_DEPTH`] of the
 //! completed commands (so nothing the XQueue holds runs early, and a deactivated stream opens
 //! nothing), and warns once per stream. Such a command then runs at once, in stream order: at
 //! Level 1 (a suspended queue whose stream stays active), even while its queue is suspended,
@@ -43,6 +44,7 @@ use crate::gates::Gates;
 use crate::word::GateWord;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use cudarc::driver::sys;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -58,8 +60,19 @@ pub const GATE_DEPTH: u32 = 2;
 /// microseconds; a call that blocks waits for the stream at least.
 pub const SELF_BLOCK_AFTER: Duration = Duration::from_millis(20);
 
-/// How often an idle watcher looks for such a call.
-const SELF_BLOCK_POLL: Duration = Duration::from_millis(20);
+/// The same once the stream has had such a call: a program that makes one tends to make many
+/// (every launch, under `CUDA_LAUNCH_BLOCKING=1`), and each then waits this long instead.
+pub const SELF_BLOCK_AFTER_AGAIN: Duration = Duration::from_millis(2);
+
+/// How often an idle watcher looks for such a call: every [`SELF_BLOCK_AFTER`], and every half of
+/// [`SELF_BLOCK_AFTER_AGAIN`] once the stream has had one.
+fn self_block_poll(seen: bool) -> Duration {
+    if seen {
+        SELF_BLOCK_AFTER_AGAIN / 2
+    } else {
+        SELF_BLOCK_AFTER
+    }
+}
 
 /// Enqueues one command on the raw stream. It may run on the stream's watcher thread (a refill
 /// after a synchronization point, see the module docs), so it must not block: no
@@ -117,8 +130,6 @@ struct State {
     completed: u64,
     /// The gated call in progress in `enqueue` (its gate, and since when).
     calling: Option<(u32, Instant)>,
-    /// A call was found waiting behind its own gate (warned once).
-    self_blocked: bool,
 }
 
 struct Shared {
@@ -136,6 +147,9 @@ struct Shared {
     watcher: Mutex<Option<Sender<Watch>>>,
     /// The XQueue's completion hook, run by the watcher (given back when the stream drops).
     hook: Mutex<Option<Arc<CompletionHook>>>,
+    /// A call was found waiting behind its own gate (warned once; later ones are looked for
+    /// sooner).
+    self_blocked: AtomicBool,
 }
 
 thread_local! {
@@ -308,7 +322,8 @@ impl Shared {
             tracing::warn!("stream watcher: {e}");
         }
         loop {
-            let Watch { seq, event, done } = match rx.recv_timeout(SELF_BLOCK_POLL) {
+            let poll = self_block_poll(self.self_blocked.load(Ordering::Relaxed));
+            let Watch { seq, event, done } = match rx.recv_timeout(poll) {
                 Ok(watch) => watch,
                 Err(RecvTimeoutError::Timeout) => {
                     self.release_self_blocked();
@@ -338,20 +353,28 @@ impl Shared {
         let Some((seq, since)) = state.calling else {
             return;
         };
-        if since.elapsed() < SELF_BLOCK_AFTER {
+        let seen = self.self_blocked.load(Ordering::Relaxed);
+        let after = if seen {
+            SELF_BLOCK_AFTER_AGAIN
+        } else {
+            SELF_BLOCK_AFTER
+        };
+        if since.elapsed() < after {
             return;
         }
         let (Some(word), Some(value)) = (&self.word, state.gates.release_blocked(seq)) else {
             return;
         };
         word.store(value);
-        if !state.self_blocked {
-            state.self_blocked = true;
+        if !seen {
+            self.self_blocked.store(true, Ordering::Relaxed);
             tracing::warn!(
                 "stream {:?}: a call waited {} ms behind its own gate (it blocks until the stream \
-                 reaches it); opened, it runs unscheduled, as will any such call on this stream",
+                 reaches it); opened, it runs unscheduled, as will any such call on this stream \
+                 (after {} ms from now on)",
                 self.stream,
-                since.elapsed().as_millis()
+                since.elapsed().as_millis(),
+                SELF_BLOCK_AFTER_AGAIN.as_millis()
             );
         }
     }
@@ -470,13 +493,13 @@ impl CudaStream {
                 launched: 0,
                 completed: 0,
                 calling: None,
-                self_blocked: false,
             }),
             changed: Condvar::new(),
             submit: Mutex::new(()),
             events: EventPool::default(),
             watcher: Mutex::new(Some(tx)),
             hook: Mutex::new(None),
+            self_blocked: AtomicBool::new(false),
         });
         let watched = shared.clone();
         let watcher = std::thread::Builder::new()
