@@ -158,6 +158,81 @@ mod tests {
         );
     }
 
+    /// What the stream may do next: a new gate, the XQueue launching the next one, the device
+    /// completing the next launched and open one, (de)activating, pumping, or the call behind
+    /// the newest gate waiting for it.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Assign,
+        Permit,
+        Complete,
+        Active(bool),
+        Open,
+        Blocked,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => Just(Step::Assign),
+            3 => Just(Step::Permit),
+            3 => Just(Step::Complete),
+            1 => any::<bool>().prop_map(Step::Active),
+            3 => Just(Step::Open),
+            2 => Just(Step::Blocked),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens in whatever order, the word only rises; it rises only while the
+        /// stream is active and never past `depth` beyond the completed commands; and every gate
+        /// it opens was launched, except the newest one when its call waited for it right after
+        /// the open ones.
+        #[test]
+        fn the_word_opens_only_launched_or_blocked_gates_within_depth_while_active(
+            depth in 1u32..4,
+            steps in proptest::collection::vec(step(), 0..200),
+        ) {
+            let mut g = Gates::new(depth);
+            let mut released = 0;
+            for s in steps {
+                let before = g.opened;
+                let raised = match s {
+                    Step::Assign => { g.assign(); None }
+                    Step::Permit => {
+                        if g.permitted < g.assigned { g.permit(g.permitted + 1); }
+                        None
+                    }
+                    Step::Complete => {
+                        let next = g.completed + 1;
+                        if next <= g.opened && next <= g.permitted { g.complete(next); }
+                        None
+                    }
+                    Step::Active(a) => { g.set_active(a); None }
+                    Step::Open => g.open(),
+                    Step::Blocked => {
+                        let newest = g.assigned;
+                        let r = (newest > g.permitted).then(|| g.release_blocked(newest)).flatten();
+                        if let Some(v) = r {
+                            proptest::prop_assert_eq!(v, before + 1, "only the gate right after the open ones");
+                            released = v;
+                        }
+                        r
+                    }
+                };
+                proptest::prop_assert!(g.opened >= before, "the word never falls");
+                if let Some(v) = raised {
+                    proptest::prop_assert_eq!(v, g.opened);
+                    proptest::prop_assert!(g.active, "raised while deactivated");
+                    proptest::prop_assert!(v <= g.completed + depth, "past depth: {:?}", g);
+                    proptest::prop_assert!(v <= g.permitted.max(released), "an unlaunched gate: {:?}", g);
+                } else {
+                    proptest::prop_assert_eq!(g.opened, before);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_word_running_out_is_reported() {
         let mut g = Gates::new(1);
