@@ -110,7 +110,9 @@ impl State {
 pub enum Eviction {
     /// Nothing: it waits for a slot.
     None,
-    /// The one admitted last is evicted (it has had the least service).
+    /// The one admitted last is evicted (it has had the least service), and no sheddable request
+    /// is admitted beside it until its first token (`Fairness::sheddable_after_first_token`), so
+    /// no sheddable prompt shares its prefill's batch.
     #[default]
     One,
     /// All are evicted, and none is admitted beside it while it runs (`Fairness::

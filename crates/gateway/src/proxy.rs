@@ -395,9 +395,9 @@ struct Guarded {
     evicted: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
-/// A streamed answer's tokens are charged to its tenant every this many as they pass (VTC
-/// counts service as it is given: charged only at the end, a tenant's answers in flight would
-/// look like service not yet received, and one cut short would never be charged).
+/// A streamed answer's tokens are charged to its tenant at the first and then every this many as
+/// they pass (VTC counts service as it is given: charged only at the end, a tenant's answers in
+/// flight would look like service not yet received, and one cut short would never be charged).
 const CHARGE_STEP: u32 = 16;
 
 impl Guarded {
@@ -415,7 +415,10 @@ impl Guarded {
         };
         l.first_byte.get_or_insert(self.silence.last);
         l.tally.feed(data);
-        if l.tally.text_events() >= self.charged.saturating_add(CHARGE_STEP) {
+        let passed = l.tally.text_events();
+        // The first token too: the core holds sheddable requests back from an engine while a
+        // higher class's request there waits for its first.
+        if passed >= self.charged.saturating_add(CHARGE_STEP) || (self.charged == 0 && passed > 0) {
             self.charge_passed();
         }
     }

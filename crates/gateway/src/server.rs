@@ -255,6 +255,7 @@ impl Gateway {
                     weights: config.classes.weights(),
                     sheddable_waiting: config.classes.sheddable_waiting(),
                     sheddable_apart: eviction == crate::admission::Eviction::All,
+                    sheddable_after_first_token: eviction == crate::admission::Eviction::One,
                 },
             },
             options,
@@ -709,9 +710,13 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     let predictor = shared.forecaster.clone().zip(forecast);
     // With several choices an answer's tokens are not one answer's length. Tenants that share
     // by tokens need each answer's count; the predictor needs it too.
-    // So does learning each engine's concurrency from its throughput.
-    let counts =
-        learns && (predictor.is_some() || classes.shared() || shared.config.learn_concurrency);
+    // So does learning each engine's concurrency from its throughput, and a request above the
+    // standard class: its first token lets sheddable requests back onto its engine.
+    let counts = learns
+        && (predictor.is_some()
+            || classes.shared()
+            || shared.config.learn_concurrency
+            || class > 0);
     let tracked = Tracked {
         slot,
         timing: Timing {

@@ -86,6 +86,10 @@ pub struct Fairness {
     /// Sheddable requests are not admitted to an engine that runs a request above the standard
     /// class (class above 0), so such a request has the engine without sheddable company.
     pub sheddable_apart: bool,
+    /// Sheddable requests are not admitted to an engine while a request above the standard class
+    /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
+    /// is prefilled in the same batch as its own.
+    pub sheddable_after_first_token: bool,
 }
 
 impl Default for Fairness {
@@ -96,6 +100,7 @@ impl Default for Fairness {
             weights: Vec::new(),
             sheddable_waiting: usize::MAX,
             sheddable_apart: false,
+            sheddable_after_first_token: false,
         }
     }
 }
@@ -392,14 +397,24 @@ impl Scheduler {
         match input {
             Input::Arrived(a) => return self.arrive(now, a),
             Input::Progress { id, generated } => {
+                let mut first_token_of = None;
                 if let Some(j) = self.jobs.get_mut(&id) {
                     let more = generated.saturating_sub(j.generated);
                     self.counters
                         .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
+                    if j.generated == 0 && generated > 0 && j.priority > 0 {
+                        first_token_of = j.engine;
+                    }
                     j.generated = j.generated.max(generated);
                     if j.place == Place::Preempted {
                         j.place = Place::Admitted;
                     }
+                }
+                if let Some(e) = first_token_of
+                    && self.config.fairness.sheddable_after_first_token
+                {
+                    // Sheddable requests held back for its prefill may go now.
+                    self.decide(now, Some(e));
                 }
                 return Ok(());
             }
@@ -692,12 +707,14 @@ impl Scheduler {
         if !engine.up {
             return false;
         }
+        let fairness = &self.config.fairness;
         if job.priority < 0
-            && self.config.fairness.sheddable_apart
-            && engine
-                .admitted
-                .iter()
-                .any(|a| self.jobs.get(a).is_some_and(|j| j.priority > 0))
+            && (fairness.sheddable_apart || fairness.sheddable_after_first_token)
+            && engine.admitted.iter().any(|a| {
+                self.jobs.get(a).is_some_and(|j| {
+                    j.priority > 0 && (fairness.sheddable_apart || j.generated == 0)
+                })
+            })
         {
             return false;
         }

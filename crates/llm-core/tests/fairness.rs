@@ -280,3 +280,45 @@ fn a_prompt_the_engine_counted_replaces_its_estimate_in_the_tenants_share() {
         Some(Decision::Admit { id: 1, engine: 0 })
     );
 }
+
+/// With `sheddable_after_first_token`, a sheddable request waits while a critical request on
+/// the engine has no first token yet (their prompts would share a batch), and goes as it comes.
+#[test]
+fn sheddable_requests_wait_for_a_critical_requests_first_token() {
+    for held in [true, false] {
+        let mut s = scheduler(
+            "fcfs",
+            2,
+            1000,
+            Fairness {
+                sheddable_after_first_token: held,
+                ..Fairness::default()
+            },
+        );
+        s.handle(0.0, arrival(0, -1, 0)).expect("new");
+        s.handle(0.0, arrival(1, 100, 0)).expect("new");
+        s.handle(0.0, arrival(2, -1, 0)).expect("new");
+        let admitted = |s: &mut Scheduler| {
+            std::iter::from_fn(|| s.poll_decision())
+                .filter_map(|d| match d {
+                    Decision::Admit { id, .. } => Some(id),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(admitted(&mut s), [0, 1], "the two slots");
+        s.handle(1.0, Input::Done { id: 0 }).expect("known");
+        if held {
+            assert_eq!(admitted(&mut s), [], "held while 1 prefills");
+            s.handle(
+                1.5,
+                Input::Progress {
+                    id: 1,
+                    generated: 1,
+                },
+            )
+            .expect("known");
+        }
+        assert_eq!(admitted(&mut s), [2], "held = {held}");
+    }
+}
