@@ -33,8 +33,8 @@
 //! sheddable_waiting = 8        # optional: a sheddable request waits beside at most this many
 //! eviction = "one"             # optional: what a class above 0 that finds no free slot does
 //!                              # to running sheddable requests: "one" (the default) evicts the
-//!                              # one admitted last, "all" every one (and none runs beside it),
-//!                              # "none" waits
+//!                              # one admitted last (and admits none beside it until its first
+//!                              # token), "all" every one (and none runs beside it), "none" waits
 //!
 //! [classes]
 //! interactive = 10
