@@ -446,3 +446,40 @@ fn a_tenant_is_charged_the_prompt_tokens_its_engine_counted() {
     let order = seen.order.lock().expect("order").clone();
     assert_eq!(order, ["hold", "b1", "a2"]);
 }
+
+/// Under eviction `one` (the default), no sheddable request joins an engine while a critical
+/// request there waits for its first token (their prompts would be prefilled in one batch): a
+/// freed slot waits for that token, then takes the sheddable request.
+#[test]
+fn a_sheddable_request_waits_for_a_critical_ones_first_token() {
+    let (rt, gw, seen) = with_classes("", 2);
+    let addr = gw.addr();
+    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
+    let at_engine = || seen.order.lock().expect("order").len();
+    rt.block_on(async {
+        // A sheddable request (until a permit) and a critical stream whose first token comes
+        // after 1.5 s hold the two slots.
+        let sheddable = hold(addr, &seen, SHEDDABLE).await;
+        let mut body: serde_json::Value =
+            serde_json::from_str(&chat("critical", 200, true)).expect("json");
+        body["first_ms"] = 1_500.into();
+        let critical = tokio::spawn(post_with(addr, CHAT, body.to_string(), CRITICAL));
+        until("the critical stream reaches the engine", || {
+            at_engine() == 2
+        })
+        .await;
+        let later = tokio::spawn(post_with(addr, CHAT, chat("later", 0, false), SHEDDABLE));
+        until("the later sheddable request waits", || gw.arrivals() == 3).await;
+        // The sheddable request ends: its slot stays free while the critical one has no token.
+        seen.gate.add_permits(1);
+        assert_eq!(sheddable.await.expect("task").0, StatusCode::OK);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(at_engine(), 2, "no sheddable request beside a prefill");
+        assert!(!critical.is_finished());
+        // Its first token lets the waiting one in.
+        until("the later request reaches the engine", || at_engine() == 3).await;
+        assert_eq!(later.await.expect("task").0, StatusCode::OK);
+        assert_eq!(critical.await.expect("task").0, StatusCode::OK);
+    });
+}

@@ -85,7 +85,7 @@ pub type EngineBody = BoxBody<Bytes, Infallible>;
 /// Answer like an engine: a request's `user` field is its tag and `ms` (else `max_tokens`) how
 /// many ms to take; the answer is a JSON body naming the tag, with `answer_tokens` (a test's
 /// field) as its usage's completion tokens when given (and `prompt_tokens`, else 3, as its
-/// prompt's), or, when `stream`, one event per 20 ms.
+/// prompt's), or, when `stream`, one event per 20 ms (the first after `first_ms`, when given).
 pub async fn engine(
     req: Request<Incoming>,
     seen: Arc<Seen>,
@@ -148,7 +148,10 @@ pub async fn engine(
         return Ok(r);
     }
     let (tx, rx) = tokio::sync::mpsc::channel(1);
+    // `first_ms` (a test's field): the first event comes that late, as after a long prefill.
+    let first = Duration::from_millis(v["first_ms"].as_u64().unwrap_or(0));
     tokio::spawn(async move {
+        tokio::time::sleep(first).await;
         for i in 0..ms / 20 {
             let event = Bytes::from(format!(
                 "data: {{\"tag\":\"{tag}\",\"i\":{i},\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n"
