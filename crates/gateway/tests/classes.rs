@@ -349,6 +349,12 @@ fn evicting_all_clears_the_engine_of_sheddable_requests_while_a_critical_one_run
     assert!(bad.contains("eviction") || bad.contains("some"), "{bad}");
 }
 
+/// Tenants `a` and `b`, named in this order (so `a` has the lower index and wins ties), and
+/// the headers of their requests.
+const TENANTS_A_B: &str = "[tenants.a]\nweight = 1\n[tenants.b]\nweight = 1\n";
+const A: &[(&str, &str)] = &[(TENANT_HEADER, "a")];
+const B: &[(&str, &str)] = &[(TENANT_HEADER, "b")];
+
 /// Tenant `tenant`'s output tokens in `/metrics` at `addr`.
 async fn tenant_tokens(addr: std::net::SocketAddr, tenant: &str) -> u64 {
     let (_, metrics) = get(addr, "/metrics").await;
@@ -381,10 +387,8 @@ async fn read_events(body: &mut hyper::body::Incoming, events: usize) {
 
 #[test]
 fn a_tenant_is_charged_for_a_stream_as_it_passes_and_for_one_its_client_left() {
-    let (rt, gw, seen) = with_classes("[tenants.a]\nweight = 1\n[tenants.b]\nweight = 1\n", 1);
+    let (rt, gw, seen) = with_classes(TENANTS_A_B, 1);
     let addr = gw.addr();
-    const A: &[(&str, &str)] = &[(TENANT_HEADER, "a")];
-    const B: &[(&str, &str)] = &[(TENANT_HEADER, "b")];
     rt.block_on(async {
         // Tenant a's stream of 200 events holds the one slot.
         let answer = open_with(addr, CHAT, chat("long", 4_000, true), A).await;
@@ -417,10 +421,8 @@ fn a_tenant_is_charged_for_a_stream_as_it_passes_and_for_one_its_client_left() {
 /// the engine reports in the answer's `usage` are what its tenant is charged.
 #[test]
 fn a_tenant_is_charged_the_prompt_tokens_its_engine_counted() {
-    let (rt, gw, seen) = with_classes("[tenants.a]\nweight = 1\n[tenants.b]\nweight = 1\n", 1);
+    let (rt, gw, seen) = with_classes(TENANTS_A_B, 1);
     let addr = gw.addr();
-    const A: &[(&str, &str)] = &[(TENANT_HEADER, "a")];
-    const B: &[(&str, &str)] = &[(TENANT_HEADER, "b")];
     rt.block_on(async {
         // Tenant a's "hi" is estimated at one token; the engine will count 5 000.
         let mut body: serde_json::Value =
