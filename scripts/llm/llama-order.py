@@ -12,7 +12,10 @@ alone, each prompt's time alone measured once, first, one request at a time stra
 engine; `--no-alone` skips that pass and the column) and SageSched's mean against FCFS's;
 writes every sample under --out.
 `--against direct` pairs the FCFS gateway with the same load sent straight to the engine
-instead (what the gateway costs when it does not reorder).
+instead (what the gateway costs when it does not reorder). `--against sagesched,srpt-oracle`
+runs each against FCFS in the same pair (the order rotating): the oracle orders by each
+request's stated length (its recorded length, sent with `ignore_eos`), the ceiling of any
+admission order on this load.
 
 Usage: python3 scripts/llm/llama-order.py --out DIR [--pairs 3] [--first-pair 1] [--rate 0.8] [--requests 40]
 (XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
@@ -60,8 +63,8 @@ def main():
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--against", default="sagesched",
-                    help="what FCFS is paired with: another gateway policy, or `direct` (the "
-                         "same load straight to the engine)")
+                    help="what FCFS is paired with, comma-separated: gateway policies, or "
+                         "`direct` (the same load straight to the engine)")
     ap.add_argument("--no-alone", action="store_true",
                     help="skip the pass that measures each prompt alone (no relative wait)")
     args = ap.parse_args()
@@ -69,7 +72,7 @@ def main():
     rows = []
     try:
         start_engine(args, procs, 18181)
-        other = args.against
+        others = args.against.split(",")
         alone = None
         if not args.no_alone:
             # The measured requests (no --skip: the same in every pair), one at a time.
@@ -78,7 +81,9 @@ def main():
             alone = {x["prompt"]: x["ttlt_s"] for x in samples(args.out / "alone.jsonl")
                      if x["status"] == 200}
         for pair in range(args.first_pair - 1, args.first_pair - 1 + args.pairs):
-            order = ["fcfs", other] if pair % 2 == 0 else [other, "fcfs"]
+            arms = ["fcfs"] + others
+            shift = pair % len(arms)
+            order = arms[shift:] + arms[:shift]
             got = {}
             for target in order:
                 gw = bench.Procs()
@@ -99,18 +104,21 @@ def main():
                                        args.out / f"pair{pair}-{target}.jsonl")
                 finally:
                     gw.stop()
-            f, s = got["fcfs"], got[other]
-            gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
+            f = got["fcfs"]
             rel = {t: relative_wait(args.out / f"pair{pair}-{t}.jsonl", alone) for t in order}
-            rows.append((pair + 1, order[0], f, s, gain, rel["fcfs"], rel[other]))
-            print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, {other} "
-                  f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
+            for other in others:
+                s = got[other]
+                gain = 1 - s["ttlt_mean_ms"] / f["ttlt_mean_ms"]
+                rows.append((pair + 1, order[0], other, f, s, gain, rel["fcfs"], rel[other]))
+                print(f"pair {pair + 1}: fcfs {f['ttlt_mean_ms']:.0f} ms, {other} "
+                      f"{s['ttlt_mean_ms']:.0f} ms ({gain * 100:+.1f} %)", flush=True)
     finally:
         procs.stop()
-    print(f"\n| pair (first) | FCFS mean / P99 TTLT ms | {other} mean / P99 TTLT ms | {other}'s mean below FCFS's | longest relative wait FCFS / {other} | failed |")
-    print("|---|---|---|---|---|---|")
-    for pair, first, f, s, gain, rf, rs in rows:
-        print(f"| {pair} ({first}) | {f['ttlt_mean_ms']:.0f} / {f['ttlt_p99_ms']:.0f} | "
+    print("\n| pair (first) | against | FCFS mean / P99 TTLT ms | its mean / P99 TTLT ms | "
+          "its mean below FCFS's | longest relative wait FCFS / it | failed |")
+    print("|---|---|---|---|---|---|---|")
+    for pair, first, other, f, s, gain, rf, rs in rows:
+        print(f"| {pair} ({first}) | {other} | {f['ttlt_mean_ms']:.0f} / {f['ttlt_p99_ms']:.0f} | "
               f"{s['ttlt_mean_ms']:.0f} / {s['ttlt_p99_ms']:.0f} | {gain * 100:.1f} % | "
               f"{rf} / {rs} | {f['failed']} / {s['failed']} |")
 

@@ -33,8 +33,10 @@ pub struct ServeArgs {
     /// engines' answers, with the aging guard); sagesched-time (the same over the predicted
     /// time on the engine, a·I + b·O with both rates measured from streamed answers: for
     /// engines that serve one request at a time, like llama-cpp-python's server); ssjf and the
-    /// sagesched ablations. Policies that need true lengths or pause running requests are
-    /// simulation-only.
+    /// sagesched ablations; srpt-oracle and sagesched-oracle order by each request's stated
+    /// length (`ignore_eos` with `max_tokens`, as benchmarks send: the ceiling of ordering, for
+    /// measurement; a request stating none gets a 400). Policies that pause running requests or
+    /// order by noisy samples of the truth are simulation-only.
     #[arg(long, default_value = "fcfs", value_parser = policy)]
     policy: PolicySpec,
     /// Which engine a request goes to among those with a free slot: round-robin,

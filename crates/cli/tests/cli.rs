@@ -354,7 +354,7 @@ fn llm_serve_refuses_what_it_cannot_do_with_the_reason() {
                 "--upstream",
                 "http://engine:8080",
                 "--policy",
-                "srpt-oracle",
+                "sagesched-noise-0.5",
             ],
             "only a simulation knows",
         ),

@@ -42,6 +42,9 @@ pub struct Checked {
     pub choices: u64,
     /// The body's `priority` (vLLM's field: lower wins), if any.
     pub priority: Option<i64>,
+    /// Whether the body asks the engine to ignore end-of-sequence (`ignore_eos`, llama.cpp's
+    /// and vLLM's field): the answer is then as long as its bound.
+    pub ignore_eos: bool,
     /// The whole context's block hashes (`prefix.rs`), for the `prefix-affinity` router
     /// (empty unless asked for: [`check_hashing`]).
     pub prefix: Prefix,
@@ -52,6 +55,12 @@ impl Checked {
     pub fn output_bound(&self) -> Option<u32> {
         self.max_tokens
             .map(|m| u32::try_from(m).unwrap_or(u32::MAX))
+    }
+
+    /// The answer's length when the request states it: `ignore_eos` with an output bound (how
+    /// benchmarks make a small model answer at a recorded length).
+    pub fn stated_length(&self) -> Option<u32> {
+        self.output_bound().filter(|_| self.ignore_eos)
     }
 }
 
@@ -116,11 +125,12 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
     {
         return Err(invalid("model", "expected a string"));
     }
-    let stream = match fields.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("stream", "expected true or false")),
+    let flag = |field: &'static str| match fields.get(field) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(invalid(field, "expected true or false")),
     };
+    let stream = flag("stream")?;
     // OpenAI's `max_completion_tokens` replaces the deprecated `max_tokens`; a client that sends
     // both is bounded by the smaller.
     let bound = |field: &'static str| match fields.get(field) {
@@ -148,6 +158,7 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
                 .ok_or_else(|| invalid("priority", "expected an integer (lower wins)"))?,
         ),
     };
+    let ignore_eos = flag("ignore_eos")?;
     Ok(Checked {
         endpoint,
         stream,
@@ -157,6 +168,7 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
         previous_answer_chars,
         choices,
         priority,
+        ignore_eos,
         prefix,
     })
 }
@@ -223,6 +235,7 @@ mod tests {
                 previous_answer_chars: None,
                 choices: 1,
                 priority: None,
+                ignore_eos: false,
                 prefix: Prefix::from([]),
             })
         );
@@ -245,6 +258,25 @@ mod tests {
         );
         assert_eq!(
             bound(br#"{"messages":[{}],"max_completion_tokens":null}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn a_request_states_its_length_only_with_ignore_eos_and_a_bound() {
+        let stated = |body: &[u8]| check(Endpoint::Chat, body).expect("valid").stated_length();
+        assert_eq!(
+            stated(br#"{"messages":[{}],"ignore_eos":true,"max_tokens":70}"#),
+            Some(70)
+        );
+        assert_eq!(
+            stated(br#"{"messages":[{}],"ignore_eos":true,"max_completion_tokens":9}"#),
+            Some(9)
+        );
+        assert_eq!(stated(br#"{"messages":[{}],"max_tokens":70}"#), None);
+        assert_eq!(stated(br#"{"messages":[{}],"ignore_eos":true}"#), None);
+        assert_eq!(
+            stated(br#"{"messages":[{}],"ignore_eos":false,"max_tokens":70}"#),
             None
         );
     }
@@ -316,6 +348,11 @@ mod tests {
                 Endpoint::Chat,
                 br#"{"messages":[{}],"max_completion_tokens":1.5}"#,
                 "max_completion_tokens",
+            ),
+            (
+                Endpoint::Chat,
+                br#"{"messages":[{}],"ignore_eos":1}"#,
+                "ignore_eos",
             ),
             (Endpoint::Chat, br#"{"messages":[{}],"model":7}"#, "model"),
             (Endpoint::Chat, br#"{"messages":[{}],"n":0}"#, "n"),

@@ -34,7 +34,9 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 use xsched_llm_core::service::{Rates, ServiceModel};
-use xsched_llm_core::{Arrival, Config, EngineLimits, Placement, PolicySpec, Router, Source};
+use xsched_llm_core::{
+    Arrival, Config, EngineLimits, Placement, PolicySpec, Router, SizeDistribution, Source,
+};
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The largest request body read (bytes); larger is a 413.
@@ -59,8 +61,9 @@ pub struct GatewayConfig {
     pub listen: SocketAddr,
     /// The engines (`http://host:port`).
     pub upstreams: Vec<Uri>,
-    /// The policy (`xsched-llm-core`'s; those that need true lengths or pause running requests
-    /// are simulation-only and refused).
+    /// The policy (`xsched-llm-core`'s; those that pause running requests or order by noisy
+    /// samples of the truth are simulation-only and refused; the oracles order by each
+    /// request's stated length: [`crate::request::Checked::stated_length`]).
     pub policy: PolicySpec,
     /// Requests in flight per upstream at most (configured; llama.cpp's server: its
     /// `--parallel` slots).
@@ -225,10 +228,11 @@ impl Gateway {
         if config.history == 0 {
             return Err(GatewayError::Zero("the predictor's history"));
         }
-        if matches!(config.policy.source, Source::Truth | Source::Noisy(_)) {
+        if matches!(config.policy.source, Source::Noisy(_)) {
             return Err(GatewayError::Policy {
                 policy: config.policy.to_string(),
-                reason: "it orders by the true answer lengths, which only a simulation knows"
+                reason: "it orders by noisy samples of the true answer lengths, which only a \
+                         simulation knows"
                     .into(),
             });
         }
@@ -482,6 +486,28 @@ fn render_learned(out: &mut String, policy: &str, shared: &Shared) {
     }
 }
 
+/// What an oracle policy orders `req` by: the truth, which here is the length the request
+/// states (a benchmark's `ignore_eos` with its bound); refused, naming the field, when it states
+/// none. `None` under any other policy.
+fn oracle_lengths(
+    policy: &PolicySpec,
+    req: &request::Checked,
+) -> Result<Option<SizeDistribution>, request::Invalid> {
+    if policy.source != Source::Truth {
+        return Ok(None);
+    }
+    req.stated_length()
+        .and_then(|n| SizeDistribution::point(f64::from(n.max(1))))
+        .map(Some)
+        .ok_or_else(|| request::Invalid {
+            field: "ignore_eos",
+            reason: format!(
+                "policy `{policy}` orders by each request's stated answer length; send \
+                 `ignore_eos: true` with `max_tokens`"
+            ),
+        })
+}
+
 async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
     let arrival = Instant::now();
     let endpoint = match (req.method(), req.uri().path()) {
@@ -587,7 +613,11 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     } else {
         request::check_hashing(endpoint, &body, hash)
     };
-    let checked = match checked {
+    let checked = checked.and_then(|c| {
+        let stated = oracle_lengths(&shared.config.policy, &c)?;
+        Ok((c, stated))
+    });
+    let (checked, stated) = match checked {
         Ok(c) => c,
         Err(e) => {
             return proxy::error(
@@ -664,7 +694,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         max_tokens: checked.output_bound(),
         priority: class,
         tenant,
-        lengths: forecast.as_ref().map(|f| f.lengths.clone()),
+        lengths: stated.or_else(|| forecast.as_ref().map(|f| f.lengths.clone())),
         // Counted from its arrival, before its body was read, checked and predicted.
         ttft_slo: ttft_slo.map(|d| d.saturating_sub(arrival.elapsed()).as_secs_f64()),
         prefix: checked.prefix.clone(),

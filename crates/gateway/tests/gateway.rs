@@ -289,7 +289,6 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
     }
     assert!("srpt".parse::<PolicySpec>().is_err());
     for (simulated, why) in [
-        ("srpt-oracle", "true answer lengths"),
         ("sagesched-noise-0.5", "true answer lengths"),
         ("fastserve", "fastserve:preempt=off"),
         ("trail", "trail:preempt=off"),
@@ -480,6 +479,64 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
         &order[order.len() - 2..],
         ["short", "long"],
         "arrived long first, admitted short first"
+    );
+}
+
+/// A chat request that states its answer's length: `ignore_eos` with `max_tokens` (the fake
+/// engine answers at once).
+fn stated(tag: &str, tokens: u64) -> String {
+    serde_json::json!({
+        "model": "m", "user": tag, "max_tokens": tokens, "ignore_eos": true, "ms": 0,
+        "messages": [{"role": "user", "content": "hi"}],
+    })
+    .to_string()
+}
+
+#[test]
+fn the_oracle_admits_the_shortest_stated_length_first_and_refuses_a_request_stating_none() {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let gw = serve(GatewayConfig {
+        policy: policy("srpt-oracle"),
+        ..config(&[engine], 1)
+    });
+    let addr = gw.addr();
+    rt.block_on(async {
+        let (status, _, body) =
+            post(addr, "/v1/chat/completions", chat("unstated", 5, false)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            String::from_utf8_lossy(&body).contains("ignore_eos"),
+            "the field is named: {body:?}"
+        );
+        let hold = tokio::spawn(post(addr, "/v1/chat/completions", stated("hold", 1)));
+        until("the held request to reach the engine", || {
+            seen.in_flight.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        let mut tasks = Vec::new();
+        for (i, (tag, tokens)) in [("long", 500), ("middle", 60), ("short", 3)]
+            .into_iter()
+            .enumerate()
+        {
+            tasks.push(tokio::spawn(post(
+                addr,
+                "/v1/chat/completions",
+                stated(tag, tokens),
+            )));
+            until("the request to queue", || gw.load().0 > i).await;
+        }
+        seen.gate.add_permits(1);
+        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
+        for t in tasks {
+            assert_eq!(t.await.expect("task").0, StatusCode::OK);
+        }
+    });
+    let order = seen.order.lock().expect("order").clone();
+    assert_eq!(
+        order,
+        ["hold", "short", "middle", "long"],
+        "the unstated request never reached the engine; the rest shortest stated first"
     );
 }
 

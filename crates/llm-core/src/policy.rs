@@ -22,6 +22,10 @@
 //! | `fastserve` | skip-join MLFQ (quantum 10 ms · 2^level), own starvation guard | none | engine's | yes |
 //! | `srpt-oracle` | least remaining true cost | truth | KV peak | no |
 //!
+//! Truth is what a simulation knows; the gateway knows it only where a request states its
+//! answer's length (`ignore_eos` with `max_tokens`, as benchmarks send), so there the oracles
+//! measure the ceiling of ordering on a real engine and refuse requests that state none.
+//!
 //! The Gittins index is the best completion probability per unit of expected work over any
 //! service quantum the scheduler may grant before it decides again. A scheduler that can pause
 //! a running request (`:preempt=on`) may grant any quantum: the full index, given the service
