@@ -33,7 +33,7 @@ macro_rules! ungated_rule {
 ///
 /// With `ungated = |call| rule` (a `gate::Ungated` on its arguments), the rule may make
 /// the call itself without a gate: a copy through pageable host memory (`pageable.rs`), a
-/// kernel's launches until it is loaded (`first_launch.rs`).
+/// kernel's launches until it is loaded or under `CUDA_LAUNCH_BLOCKING=1` (`first_launch.rs`).
 macro_rules! scheduled {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), ptsz = $ptsz:expr, stream = |$($s:ident),*| $stream:expr
      $(, ungated = $ungated:expr)?) => {
@@ -57,18 +57,19 @@ macro_rules! scheduled {
 }
 
 scheduled!(
-    /// `cuLaunchKernel`, scheduled (ungated until the kernel is loaded).
+    /// `cuLaunchKernel`, scheduled (ungated until the kernel is loaded, and under
+    /// `CUDA_LAUNCH_BLOCKING=1`).
     cuLaunchKernel(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = false, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
-    ungated = |launch| first_launch::until_loaded(f as usize, launch)
+    ungated = |launch| first_launch::launch_rule(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernel_ptsz`, scheduled.
     cuLaunchKernel_ptsz(f: CUfunction, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
         shared: c_uint, stream: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void),
     ptsz = true, stream = |_f, _gx, _gy, _gz, _bx, _by, _bz, _shared, stream, _params, _extra| Some(stream),
-    ungated = |launch| first_launch::until_loaded(f as usize, launch)
+    ungated = |launch| first_launch::launch_rule(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernelEx`, scheduled (on the stream its configuration names; ungated until the
@@ -77,7 +78,7 @@ scheduled!(
     ptsz = false,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
     stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
-    ungated = |launch| first_launch::until_loaded(f as usize, launch)
+    ungated = |launch| first_launch::launch_rule(f as usize, launch)
 );
 scheduled!(
     /// `cuLaunchKernelEx_ptsz`, scheduled.
@@ -85,7 +86,7 @@ scheduled!(
     ptsz = true,
     // SAFETY: `config` is NULL or points to a launch configuration, by the caller's contract.
     stream = |config, _f, _params, _extra| unsafe { config.as_ref() }.map(|c| c.hStream),
-    ungated = |launch| first_launch::until_loaded(f as usize, launch)
+    ungated = |launch| first_launch::launch_rule(f as usize, launch)
 );
 scheduled!(
     /// `cuMemcpyHtoDAsync`, scheduled (ungated from pageable memory).

@@ -1,4 +1,5 @@
-//! A kernel's launches until it is loaded, which must not wait behind a gate.
+//! The kernel launches that must not wait behind a gate: a kernel's launches until it is loaded,
+//! and every launch under `CUDA_LAUNCH_BLOCKING=1`.
 //!
 //! With lazy loading (the default since CUDA 12.2), the driver loads a kernel into a context at
 //! its first launch there, and "loading kernels might require context synchronization" (CUDA
@@ -10,6 +11,12 @@
 //! success there: two threads launching a new kernel at once both go ungated, and a failed first
 //! launch does not count. Every later launch is scheduled. What is loaded is kept for the life of
 //! the process (a handle reused after its module is unloaded counts as loaded).
+//!
+//! Under `CUDA_LAUNCH_BLOCKING=1` (a debugging setting) the driver returns from each launch only
+//! once its stream ran it, so every launch would wait behind its own gate: the backend's backstop
+//! lets such a call through after `xsched_backend_cuda::SELF_BLOCK_AFTER` (milliseconds a
+//! launch). Knowing the setting, the shim instead makes every launch ungated, in stream order:
+//! the program's kernels then run unscheduled, as they run synchronously anyway.
 
 use crate::real::Status;
 use crate::state::current_context;
@@ -19,9 +26,30 @@ use std::sync::{LazyLock, Once, PoisonError, RwLock};
 /// (context, kernel handle) pairs whose launch has returned success.
 static LOADED: LazyLock<RwLock<HashSet<(usize, usize)>>> = LazyLock::new(RwLock::default);
 
-/// The rule for a launch of `kernel` (`gate::Ungated`): ungated, through `launch`, until the
-/// kernel is loaded in the current context; then `None` (gated).
-pub(crate) fn until_loaded(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
+/// Whether the driver makes every launch synchronous: `CUDA_LAUNCH_BLOCKING` is `1` (the
+/// driver reads it once, at its initialization; so does the shim).
+static LAUNCH_BLOCKING: LazyLock<bool> =
+    LazyLock::new(|| std::env::var_os("CUDA_LAUNCH_BLOCKING").is_some_and(|v| v == "1"));
+
+/// The rule for a launch of `kernel` (`gate::Ungated`): ungated, through `launch`, under
+/// `CUDA_LAUNCH_BLOCKING=1` or until the kernel is loaded in the current context; then `None`
+/// (gated).
+pub(crate) fn launch_rule(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
+    if !*LAUNCH_BLOCKING {
+        return until_loaded(kernel, launch);
+    }
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            "xsched CUDA shim: CUDA_LAUNCH_BLOCKING=1 makes every kernel launch wait until it ran, \
+             so launches go to the driver in stream order without a gate (unscheduled)"
+        );
+    });
+    Some(launch())
+}
+
+/// Ungated, through `launch`, until the kernel is loaded in the current context; then `None`.
+fn until_loaded(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
     let id = (current_context(), kernel);
     let loaded = LOADED
         .read()

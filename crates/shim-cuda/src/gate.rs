@@ -6,10 +6,11 @@
 //! the command only when the XQueue launches it. Calls the shim does not intercept still run in
 //! stream order after the gated ones. A call that may block its caller until its stream reaches
 //! it must not wait behind its own gate, which opens only after the call returns: its
-//! [`Ungated`] rule makes such a call without a gate (`pageable.rs`, `first_launch.rs`). A call
-//! that blocks and has no rule (a launch under `CUDA_LAUNCH_BLOCKING=1`, or one the shim does not
-//! know of) is let through by the backend: the stream's watcher opens the gate of a call still in
-//! progress after `xsched_backend_cuda::SELF_BLOCK_AFTER` once every gate before it is open.
+//! [`Ungated`] rule makes such a call without a gate (`pageable.rs`, `first_launch.rs`, which
+//! also lets every launch through under `CUDA_LAUNCH_BLOCKING=1`). A call that blocks and has no
+//! rule (one the shim does not know to block) is let through by the backend: the stream's
+//! watcher opens the gate of a call still in progress after
+//! `xsched_backend_cuda::SELF_BLOCK_AFTER` once every gate before it is open.
 
 use crate::real::Status;
 use crate::state::{Key, shim};

@@ -18,7 +18,8 @@
 //! stream holds only a bounded amount of work the device may start. A copy through pageable host
 //! memory, which may block its caller until the stream reaches it, goes to the driver ungated in
 //! stream order instead (`pageable.rs`), and so does a kernel's first launch, which may load it
-//! and synchronize the context (`first_launch.rs`). The shim also answers
+//! and synchronize the context, and every launch under `CUDA_LAUNCH_BLOCKING=1`
+//! (`first_launch.rs`). The shim also answers
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`; `dlsym.rs`, where every other lookup keeps
 //! its caller): the CUDA runtime (and so PyTorch) finds driver
 //! functions that way, not by linking. A stream under capture passes through unscheduled while
