@@ -11,7 +11,8 @@ beside it), and, for comparison, `standard` (which evicts nothing and waits for 
 gateway for each. With `--slo-ms N`, critical probes also run once more with a TTFT deadline
 (`x-llm-d-slo-ttft-ms: N`, eviction `one`), which evicts only when waiting would miss it. Prints,
 per class, TTFT P50 and P99 alone and under the flood and their ratio, the share of probes
-within `--slo-ms` when given, and how many flood requests were evicted.
+within `--slo-ms` when given, and how many flood requests were evicted; each probe's TTFTs go
+to `ttft-*.json` under --out.
 
 Usage: python3 scripts/llm/flood-check.py --out DIR [--rounds 2] [--probes 20]
 (XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
@@ -109,13 +110,17 @@ def main():
     ap.add_argument("--flood-tokens", type=int, default=256)
     ap.add_argument("--evictions", nargs="+", default=["one", "all"], choices=["none", "one", "all"],
                     help="the classes file's eviction settings the critical probes run under")
+    ap.add_argument("--standard", action=argparse.BooleanOptionalAction, default=True,
+                    help="also probe the standard class, which evicts nothing (for comparison)")
     ap.add_argument("--slo-ms", type=int,
                     help="also probe critical requests with this TTFT deadline (eviction one)")
     args = ap.parse_args()
     procs = bench.Procs()
     rows = []
     # (eviction, probed class): `standard` evicts nothing under any setting.
-    configs = [(e, "critical", None) for e in args.evictions] + [("one", "standard", None)]
+    configs = [(e, "critical", None) for e in args.evictions]
+    if args.standard:
+        configs.append(("one", "standard", None))
     if args.slo_ms:
         configs.append(("one", "critical", args.slo_ms))
     try:
@@ -142,6 +147,8 @@ def main():
                     gw.stop()
                 name = f"{objective} (eviction {eviction}" + (f", deadline {slo_ms} ms)" if slo_ms else ")")
                 rows.append((rnd + 1, name, alone, under, counts))
+                (args.out / f"ttft-{rnd + 1}-{eviction}-{objective}-{slo_ms}.json").write_text(
+                    json.dumps({"alone_s": alone, "flood_s": under, "flood": counts}))
                 print(f"round {rnd + 1} {objective}, eviction {eviction}: TTFT P99 alone "
                       f"{p(alone, 0.99):.0f} ms, under the flood {p(under, 0.99):.0f} ms; flood {counts}",
                       flush=True)

@@ -62,7 +62,7 @@ def engine_command(args, port):
                  "(bash scripts/llama-server.sh builds it and prints its path)")
     return [server, "--model", str(gguf()), "--host", "127.0.0.1", "--port", str(port),
             "--parallel", str(args.slots), "--ctx-size", str(1024 * args.slots), "--threads", "2",
-            "--seed", "1", "--metrics"]
+            "--seed", "1", "--metrics"] + getattr(args, "engine_args", [])
 
 
 class Procs:

@@ -12,12 +12,15 @@ _spec.loader.exec_module(bench)
 
 
 def engine_options(ap, slots=4):
-    """--out, --xsched, --slots, --max-prompt-chars and --llama-server."""
+    """--out, --xsched, --slots, --max-prompt-chars, --llama-server and --engine-arg."""
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--xsched", default=str(ROOT / "target/release/xsched"))
     ap.add_argument("--slots", type=int, default=slots)
     ap.add_argument("--max-prompt-chars", type=int, default=1000)
     ap.add_argument("--llama-server", help="the llama-server binary (XSCHED_LLAMA_SERVER)")
+    ap.add_argument("--engine-arg", action="append", default=[], dest="engine_args",
+                    help="one more llama-server argument, repeated for each "
+                         "(--engine-arg=--batch-size --engine-arg=64)")
 
 
 def start_engine(args, procs, port):
