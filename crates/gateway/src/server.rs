@@ -685,6 +685,15 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         }
         None => None,
     };
+    // With several choices an answer's tokens are not one answer's length. Tenants that share
+    // by tokens need each answer's count; the predictor needs it too. So does learning each
+    // engine's concurrency from its throughput, and a request of a class other than the
+    // standard: its first token lets sheddable requests (back) onto its engine.
+    let counts = learns
+        && (forecast.is_some()
+            || classes.shared()
+            || shared.config.learn_concurrency
+            || class != 0);
     let job = Arrival {
         id: 0,
         input_tokens: forecast.as_ref().map_or_else(
@@ -698,6 +707,7 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
         // Counted from its arrival, before its body was read, checked and predicted.
         ttft_slo: ttft_slo.map(|d| d.saturating_sub(arrival.elapsed()).as_secs_f64()),
         prefix: checked.prefix.clone(),
+        reports_first_token: stream && counts,
     };
     let placed_at = Instant::now();
     let slot = match shared.admission.admit(job).await {
@@ -738,15 +748,6 @@ async fn answer(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<Answer
     shared.metrics.tenant_request(tenant);
     let upstream = slot.upstream();
     let predictor = shared.forecaster.clone().zip(forecast);
-    // With several choices an answer's tokens are not one answer's length. Tenants that share
-    // by tokens need each answer's count; the predictor needs it too.
-    // So does learning each engine's concurrency from its throughput, and a request above the
-    // standard class: its first token lets sheddable requests back onto its engine.
-    let counts = learns
-        && (predictor.is_some()
-            || classes.shared()
-            || shared.config.learn_concurrency
-            || class > 0);
     let tracked = Tracked {
         slot,
         timing: Timing {

@@ -54,6 +54,8 @@ pub(crate) struct Job {
     /// Tokens it had generated when its guard last admitted it (FastServe counts service from
     /// there: a boosted request starts again on the top level).
     pub boosted_at: Option<u32>,
+    /// Whether its first token will be reported (`Arrival::reports_first_token`).
+    pub reports_first_token: bool,
 }
 
 impl Job {
@@ -135,6 +137,7 @@ mod tests {
             routed_cost: 0.0,
             boosted_at: None,
             prefix: Default::default(),
+            reports_first_token: false,
         }
     }
 

@@ -88,7 +88,10 @@ pub struct Fairness {
     pub sheddable_apart: bool,
     /// Sheddable requests are not admitted to an engine while a request above the standard class
     /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
-    /// is prefilled in the same batch as its own.
+    /// is prefilled in the same batch as its own; nor while another sheddable request there whose
+    /// first token will be reported ([`Arrival::reports_first_token`]) waits for it, so sheddable
+    /// prompts are prefilled one at a time and a request above them that arrives waits behind at
+    /// most one (an engine cannot stop a batch it has begun).
     pub sheddable_after_first_token: bool,
 }
 
@@ -160,6 +163,10 @@ pub struct Arrival {
     /// Its prompt's prefix, as hashes of whole blocks, each chaining the ones before it
     /// ([`crate::prefix`]): the `prefix-affinity` router sends it where most of it was sent.
     pub prefix: Prefix,
+    /// Whether its driver reports its first token as it comes ([`Input::Progress`]; a streamed
+    /// answer whose events are counted): only then may it hold other sheddable requests back
+    /// while it waits for it ([`Fairness::sheddable_after_first_token`]).
+    pub reports_first_token: bool,
 }
 
 /// What an engine reports of its next step.
@@ -402,7 +409,7 @@ impl Scheduler {
                     let more = generated.saturating_sub(j.generated);
                     self.counters
                         .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
-                    if j.generated == 0 && generated > 0 && j.priority > 0 {
+                    if j.generated == 0 && generated > 0 && j.priority != 0 {
                         first_token_of = j.engine;
                     }
                     j.generated = j.generated.max(generated);
@@ -498,6 +505,7 @@ impl Scheduler {
             routed_cost: 0.0,
             boosted_at: None,
             prefix: a.prefix.clone(),
+            reports_first_token: a.reports_first_token,
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
@@ -712,7 +720,9 @@ impl Scheduler {
             && (fairness.sheddable_apart || fairness.sheddable_after_first_token)
             && engine.admitted.iter().any(|a| {
                 self.jobs.get(a).is_some_and(|j| {
-                    j.priority > 0 && (fairness.sheddable_apart || j.generated == 0)
+                    let prefilling = j.generated == 0 && fairness.sheddable_after_first_token;
+                    (j.priority > 0 && (fairness.sheddable_apart || prefilling))
+                        || (j.priority < 0 && j.reports_first_token && prefilling)
                 })
             })
         {

@@ -281,6 +281,16 @@ fn a_prompt_the_engine_counted_replaces_its_estimate_in_the_tenants_share() {
     );
 }
 
+/// The requests admitted since the last look.
+fn admitted(s: &mut Scheduler) -> Vec<u64> {
+    std::iter::from_fn(|| s.poll_decision())
+        .filter_map(|d| match d {
+            Decision::Admit { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect()
+}
+
 /// With `sheddable_after_first_token`, a sheddable request waits while a critical request on
 /// the engine has no first token yet (their prompts would share a batch), and goes as it comes.
 #[test]
@@ -298,14 +308,6 @@ fn sheddable_requests_wait_for_a_critical_requests_first_token() {
         s.handle(0.0, arrival(0, -1, 0)).expect("new");
         s.handle(0.0, arrival(1, 100, 0)).expect("new");
         s.handle(0.0, arrival(2, -1, 0)).expect("new");
-        let admitted = |s: &mut Scheduler| {
-            std::iter::from_fn(|| s.poll_decision())
-                .filter_map(|d| match d {
-                    Decision::Admit { id, .. } => Some(id),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        };
         assert_eq!(admitted(&mut s), [0, 1], "the two slots");
         s.handle(1.0, Input::Done { id: 0 }).expect("known");
         if held {
@@ -320,5 +322,51 @@ fn sheddable_requests_wait_for_a_critical_requests_first_token() {
             .expect("known");
         }
         assert_eq!(admitted(&mut s), [2], "held = {held}");
+    }
+}
+
+/// With `sheddable_after_first_token`, sheddable requests whose first token is reported are
+/// admitted to an engine one prefill at a time: a second waits until the first one's first
+/// token, so a critical request arriving then waits behind one sheddable prompt, not a batch of
+/// them. One whose first token is never reported (a request not streamed) holds nobody back.
+#[test]
+fn sheddable_prompts_are_prefilled_one_at_a_time_when_their_first_tokens_are_reported() {
+    for (rule, reports) in [(true, true), (false, true), (true, false)] {
+        let mut s = scheduler(
+            "fcfs",
+            4,
+            1000,
+            Fairness {
+                sheddable_after_first_token: rule,
+                ..Fairness::default()
+            },
+        );
+        for id in 0..3 {
+            let Input::Arrived(a) = arrival(id, -1, 0) else {
+                unreachable!("an arrival")
+            };
+            let a = Arrival {
+                reports_first_token: reports,
+                ..a
+            };
+            s.handle(0.0, Input::Arrived(a)).expect("new");
+        }
+        if !(rule && reports) {
+            assert_eq!(
+                admitted(&mut s),
+                [0, 1, 2],
+                "rule {rule}, reports {reports}"
+            );
+            continue;
+        }
+        assert_eq!(admitted(&mut s), [0], "one prefill at a time");
+        let first_token = |s: &mut Scheduler, id, t| {
+            let p = Input::Progress { id, generated: 1 };
+            s.handle(t, p).expect("known");
+        };
+        first_token(&mut s, 0, 0.2);
+        assert_eq!(admitted(&mut s), [1], "the next after 0's first token");
+        first_token(&mut s, 1, 0.4);
+        assert_eq!(admitted(&mut s), [2]);
     }
 }
