@@ -14,8 +14,9 @@ mod engines;
 use engines::{client, engine_or_skip, gateway, get, llama_server};
 use std::time::{Duration, Instant};
 
-/// Every policy `xsched llm serve` runs (the rest need true lengths or pause running requests;
-/// `trail` and `fastserve` run their order without pausing).
+/// Every policy `xsched llm serve` runs for any client (the oracles need each request to state
+/// its length; the rest order by noisy truths or pause running requests; `trail` and
+/// `fastserve` run their order without pausing).
 const POLICIES: [&str; 11] = [
     "fcfs",
     "priority",

@@ -125,12 +125,11 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
     {
         return Err(invalid("model", "expected a string"));
     }
-    let flag = |field: &'static str| match fields.get(field) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(invalid(field, "expected true or false")),
+    let stream = match fields.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid("stream", "expected true or false")),
     };
-    let stream = flag("stream")?;
     // OpenAI's `max_completion_tokens` replaces the deprecated `max_tokens`; a client that sends
     // both is bounded by the smaller.
     let bound = |field: &'static str| match fields.get(field) {
@@ -158,7 +157,8 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
                 .ok_or_else(|| invalid("priority", "expected an integer (lower wins)"))?,
         ),
     };
-    let ignore_eos = flag("ignore_eos")?;
+    // Only `true` states a length; anything else is the engine's to judge.
+    let ignore_eos = fields.get("ignore_eos") == Some(&Value::Bool(true));
     Ok(Checked {
         endpoint,
         stream,
@@ -279,6 +279,11 @@ mod tests {
             stated(br#"{"messages":[{}],"ignore_eos":false,"max_tokens":70}"#),
             None
         );
+        assert_eq!(
+            stated(br#"{"messages":[{}],"ignore_eos":1,"max_tokens":70}"#),
+            None,
+            "passed on for the engine to judge; it states nothing here"
+        );
     }
 
     #[test]
@@ -348,11 +353,6 @@ mod tests {
                 Endpoint::Chat,
                 br#"{"messages":[{}],"max_completion_tokens":1.5}"#,
                 "max_completion_tokens",
-            ),
-            (
-                Endpoint::Chat,
-                br#"{"messages":[{}],"ignore_eos":1}"#,
-                "ignore_eos",
             ),
             (Endpoint::Chat, br#"{"messages":[{}],"model":7}"#, "model"),
             (Endpoint::Chat, br#"{"messages":[{}],"n":0}"#, "n"),

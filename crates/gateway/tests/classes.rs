@@ -486,22 +486,26 @@ fn a_sheddable_request_waits_for_a_critical_ones_first_token() {
     });
 }
 
-/// Streamed sheddable requests are prefilled one at a time: the gateway counts their events, so
-/// a second one goes to the engine only once the first one's first token has passed.
+/// While critical requests are about, streamed sheddable requests are prefilled one at a time:
+/// the gateway counts their events, so a second one goes to the engine only once the first
+/// one's first token has passed.
 #[test]
 fn streamed_sheddable_requests_go_to_the_engine_one_prefill_at_a_time() {
     let (rt, gw, seen) = with_classes("", 4);
     let addr = gw.addr();
     const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    let at_engine = || seen.order.lock().expect("order").len();
+    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
+    let at_engine = || seen.order.lock().expect("order").len() - 1;
     rt.block_on(async {
+        let (status, _, _) = post_with(addr, CHAT, chat("critical", 0, false), CRITICAL).await;
+        assert_eq!(status, StatusCode::OK);
         let mut body: serde_json::Value =
             serde_json::from_str(&chat("first", 200, true)).expect("json");
         body["first_ms"] = 1_000.into();
         let first = tokio::spawn(post_with(addr, CHAT, body.to_string(), SHEDDABLE));
         until("the first stream reaches the engine", || at_engine() == 1).await;
         let second = tokio::spawn(post_with(addr, CHAT, chat("second", 100, true), SHEDDABLE));
-        until("the second request waits", || gw.arrivals() == 2).await;
+        until("the second request waits", || gw.arrivals() == 3).await;
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert_eq!(
             at_engine(),

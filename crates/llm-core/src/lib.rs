@@ -58,6 +58,6 @@ pub use policy::{Admission, Order, PolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
     AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Fairness,
-    Input, InputError, Placement, Scheduler,
+    HIGH_CLASS_WINDOW, Input, InputError, Placement, Scheduler,
 };
 pub use xsched_core::gittins::SizeDistribution;

@@ -88,12 +88,18 @@ pub struct Fairness {
     pub sheddable_apart: bool,
     /// Sheddable requests are not admitted to an engine while a request above the standard class
     /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
-    /// is prefilled in the same batch as its own; nor while another sheddable request there whose
-    /// first token will be reported ([`Arrival::reports_first_token`]) waits for it, so sheddable
-    /// prompts are prefilled one at a time and a request above them that arrives waits behind at
-    /// most one (an engine cannot stop a batch it has begun).
+    /// is prefilled in the same batch as its own; and, while requests above the standard class
+    /// are about (one arrived within [`HIGH_CLASS_WINDOW`]), nor while another sheddable request
+    /// there whose first token will be reported ([`Arrival::reports_first_token`]) waits for it:
+    /// sheddable prompts are then prefilled one at a time, so a request above them that arrives
+    /// waits behind at most one (an engine cannot stop a batch it has begun).
     pub sheddable_after_first_token: bool,
 }
+
+/// Seconds after a request above the standard class arrives during which sheddable prompts are
+/// prefilled one at a time ([`Fairness::sheddable_after_first_token`]); without such requests
+/// sheddable ones are admitted as fast as slots free.
+pub const HIGH_CLASS_WINDOW: f64 = 30.0;
 
 impl Default for Fairness {
     /// Every tenant alike; sheddable requests shed only when the queue is full, and run beside
@@ -284,6 +290,15 @@ struct Engine {
     prefixes: PrefixCache,
 }
 
+impl Engine {
+    /// Requests it runs at once: its limit, or its slots where it reports fewer.
+    fn concurrency(&self) -> usize {
+        self.report.slots.map_or(self.limits.concurrency, |s| {
+            s.clamp(1, self.limits.concurrency)
+        })
+    }
+}
+
 /// The LLM request scheduler.
 #[derive(Debug)]
 pub struct Scheduler {
@@ -299,6 +314,11 @@ pub struct Scheduler {
     arrivals: u64,
     turn: usize,
     scratch: Vec<(f64, f64, f64)>,
+    /// The time of the last input.
+    clock: f64,
+    /// Until when requests above the standard class are about ([`HIGH_CLASS_WINDOW`] after the
+    /// last one arrived).
+    high_class_until: f64,
 }
 
 impl Scheduler {
@@ -352,6 +372,8 @@ impl Scheduler {
             arrivals: 0,
             turn: 0,
             scratch: Vec::new(),
+            clock: 0.0,
+            high_class_until: f64::NEG_INFINITY,
         })
     }
 
@@ -401,6 +423,7 @@ impl Scheduler {
 
     /// Feed what happened at `now` (seconds on the driver's clock).
     pub fn handle(&mut self, now: f64, input: Input) -> Result<(), InputError> {
+        self.clock = self.clock.max(now);
         match input {
             Input::Arrived(a) => return self.arrive(now, a),
             Input::Progress { id, generated } => {
@@ -480,6 +503,9 @@ impl Scheduler {
         if self.jobs.contains_key(&a.id) {
             return Err(InputError::Duplicate(a.id));
         }
+        if a.priority > 0 {
+            self.high_class_until = now + HIGH_CLASS_WINDOW;
+        }
         let spec = self.config.policy;
         let lengths = capped(a.lengths.unwrap_or_else(prior), a.max_tokens);
         let first_mean = lengths.mean();
@@ -552,8 +578,10 @@ impl Scheduler {
         {
             return Ok(());
         }
+        // Held only while another's prompt is prefilled, with a slot free: not saturated.
         let shed = if a.priority < 0
             && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
+            && !self.slot_free(engine)
         {
             Some(id)
         } else if self.waiting() > self.config.max_waiting {
@@ -567,6 +595,15 @@ impl Scheduler {
             self.decisions.push_back(Decision::Shed { id: shed });
         }
         Ok(())
+    }
+
+    /// Whether `engine` (or, with `None`, any engine) is up with a slot free.
+    fn slot_free(&self, engine: Option<usize>) -> bool {
+        let free = |e: &Engine| e.up && e.admitted.len() < e.concurrency();
+        match engine {
+            Some(e) => self.engines.get(e).is_some_and(free),
+            None => self.engines.iter().any(free),
+        }
     }
 
     /// The lanes a request routed to `engine` waits in.
@@ -722,7 +759,10 @@ impl Scheduler {
                 self.jobs.get(a).is_some_and(|j| {
                     let prefilling = j.generated == 0 && fairness.sheddable_after_first_token;
                     (j.priority > 0 && (fairness.sheddable_apart || prefilling))
-                        || (j.priority < 0 && j.reports_first_token && prefilling)
+                        || (j.priority < 0
+                            && j.reports_first_token
+                            && prefilling
+                            && self.clock <= self.high_class_until)
                 })
             })
         {
@@ -734,10 +774,7 @@ impl Scheduler {
             .filter_map(|p| self.jobs.get(p))
             .map(|p| u64::from(p.context()).div_ceil(block) * block)
             .sum();
-        let concurrency = engine.report.slots.map_or(engine.limits.concurrency, |s| {
-            s.clamp(1, engine.limits.concurrency)
-        });
-        if engine.admitted.len() - paused.len() >= concurrency {
+        if engine.admitted.len() - paused.len() >= engine.concurrency() {
             return false;
         }
         let step = engine

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, Fairness, Input, Placement, PolicySpec, Router,
-    Scheduler, SizeDistribution,
+    Arrival, Config, Decision, EngineLimits, Fairness, HIGH_CLASS_WINDOW, Input, Placement,
+    PolicySpec, Router, Scheduler, SizeDistribution,
 };
 
 fn scheduler(
@@ -325,22 +325,46 @@ fn sheddable_requests_wait_for_a_critical_requests_first_token() {
     }
 }
 
-/// With `sheddable_after_first_token`, sheddable requests whose first token is reported are
-/// admitted to an engine one prefill at a time: a second waits until the first one's first
-/// token, so a critical request arriving then waits behind one sheddable prompt, not a batch of
-/// them. One whose first token is never reported (a request not streamed) holds nobody back.
+/// With `sheddable_after_first_token`, while requests above the standard class are about,
+/// sheddable requests whose first token is reported are admitted to an engine one prefill at a
+/// time: a second waits until the first one's first token, so a critical request arriving then
+/// waits behind one sheddable prompt, not a batch of them. It is not shed meanwhile (a slot is
+/// free). One whose first token is never reported (a request not streamed) holds nobody back,
+/// and without a request above the standard class in the last `HIGH_CLASS_WINDOW` nothing is
+/// held.
 #[test]
-fn sheddable_prompts_are_prefilled_one_at_a_time_when_their_first_tokens_are_reported() {
-    for (rule, reports) in [(true, true), (false, true), (true, false)] {
+fn sheddable_prompts_are_prefilled_one_at_a_time_while_critical_requests_are_about() {
+    // (the rule, first tokens reported, when the critical request came before the sheddable ones)
+    for (rule, reports, critical_before) in [
+        (true, true, Some(1.0)),
+        (false, true, Some(1.0)),
+        (true, false, Some(1.0)),
+        (true, true, None),
+        (true, true, Some(HIGH_CLASS_WINDOW + 1.0)),
+    ] {
+        let case = format!("rule {rule}, reports {reports}, critical {critical_before:?} s before");
         let mut s = scheduler(
             "fcfs",
             4,
             1000,
             Fairness {
                 sheddable_after_first_token: rule,
+                sheddable_waiting: 0,
                 ..Fairness::default()
             },
         );
+        let t0 = 100.0;
+        if let Some(before) = critical_before {
+            // A critical request comes, gets its first token and ends.
+            s.handle(t0 - before, arrival(9, 100, 0)).expect("new");
+            assert_eq!(admitted(&mut s), [9]);
+            let first = Input::Progress {
+                id: 9,
+                generated: 1,
+            };
+            s.handle(t0 - before, first).expect("known");
+            s.handle(t0 - before, Input::Done { id: 9 }).expect("known");
+        }
         for id in 0..3 {
             let Input::Arrived(a) = arrival(id, -1, 0) else {
                 unreachable!("an arrival")
@@ -349,24 +373,26 @@ fn sheddable_prompts_are_prefilled_one_at_a_time_when_their_first_tokens_are_rep
                 reports_first_token: reports,
                 ..a
             };
-            s.handle(0.0, Input::Arrived(a)).expect("new");
+            s.handle(t0, Input::Arrived(a)).expect("new");
         }
-        if !(rule && reports) {
-            assert_eq!(
-                admitted(&mut s),
-                [0, 1, 2],
-                "rule {rule}, reports {reports}"
-            );
+        let held = rule && reports && critical_before.is_some_and(|b| b <= HIGH_CLASS_WINDOW);
+        if !held {
+            assert_eq!(admitted(&mut s), [0, 1, 2], "{case}");
             continue;
         }
-        assert_eq!(admitted(&mut s), [0], "one prefill at a time");
+        let decisions: Vec<_> = std::iter::from_fn(|| s.poll_decision()).collect();
+        assert_eq!(
+            decisions,
+            [Decision::Admit { id: 0, engine: 0 }],
+            "one prefill at a time, and none shed: {case}"
+        );
         let first_token = |s: &mut Scheduler, id, t| {
             let p = Input::Progress { id, generated: 1 };
             s.handle(t, p).expect("known");
         };
-        first_token(&mut s, 0, 0.2);
+        first_token(&mut s, 0, t0 + 0.2);
         assert_eq!(admitted(&mut s), [1], "the next after 0's first token");
-        first_token(&mut s, 1, 0.4);
+        first_token(&mut s, 1, t0 + 0.4);
         assert_eq!(admitted(&mut s), [2]);
     }
 }
