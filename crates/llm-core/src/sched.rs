@@ -597,6 +597,21 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Whether running request `j` keeps sheddable requests off its engine
+    /// ([`Fairness::sheddable_apart`], [`Fairness::sheddable_after_first_token`]).
+    fn keeps_sheddables_off(&self, j: &Job) -> bool {
+        let fairness = &self.config.fairness;
+        let prefilling = j.generated == 0 && fairness.sheddable_after_first_token;
+        if j.priority > 0 {
+            fairness.sheddable_apart || prefilling
+        } else {
+            j.priority < 0
+                && j.reports_first_token
+                && prefilling
+                && self.clock <= self.high_class_until
+        }
+    }
+
     /// Whether `engine` (or, with `None`, any engine) is up with a slot free.
     fn slot_free(&self, engine: Option<usize>) -> bool {
         let free = |e: &Engine| e.up && e.admitted.len() < e.concurrency();
@@ -752,18 +767,11 @@ impl Scheduler {
         if !engine.up {
             return false;
         }
-        let fairness = &self.config.fairness;
         if job.priority < 0
-            && (fairness.sheddable_apart || fairness.sheddable_after_first_token)
             && engine.admitted.iter().any(|a| {
-                self.jobs.get(a).is_some_and(|j| {
-                    let prefilling = j.generated == 0 && fairness.sheddable_after_first_token;
-                    (j.priority > 0 && (fairness.sheddable_apart || prefilling))
-                        || (j.priority < 0
-                            && j.reports_first_token
-                            && prefilling
-                            && self.clock <= self.high_class_until)
-                })
+                self.jobs
+                    .get(a)
+                    .is_some_and(|j| self.keeps_sheddables_off(j))
             })
         {
             return false;
