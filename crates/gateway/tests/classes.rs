@@ -14,6 +14,9 @@ mod support;
 use support::*;
 
 const CHAT: &str = "/v1/chat/completions";
+/// The headers of a sheddable request and of a critical one (llm-d's objective header).
+const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
+const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
 
 /// Whether `/metrics` at `addr` has `line`.
 async fn metrics_have(addr: std::net::SocketAddr, line: &str) {
@@ -87,7 +90,6 @@ fn a_higher_class_is_forwarded_before_requests_that_waited_longer() {
 fn sheddable_requests_beyond_their_bound_get_a_503_with_retry_after() {
     let (rt, gw, seen) = with_classes("sheddable_waiting = 1", 1);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
     rt.block_on(async {
         let first = hold(addr, &seen, &[]).await;
         let waits = tokio::spawn(post_with(addr, CHAT, chat("waits", 0, false), SHEDDABLE));
@@ -200,7 +202,6 @@ fn a_full_queue_sheds_its_newest_sheddable_request_for_a_standard_one() {
         ..config(&[engine], 1)
     });
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
     rt.block_on(async {
         let first = hold(addr, &seen, &[]).await;
         let older = tokio::spawn(post_with(addr, CHAT, chat("older", 0, false), SHEDDABLE));
@@ -229,8 +230,6 @@ fn a_full_queue_sheds_its_newest_sheddable_request_for_a_standard_one() {
 fn a_critical_request_evicts_a_running_sheddable_one_and_a_standard_one_waits() {
     let (rt, gw, seen) = with_classes("", 1);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
     rt.block_on(async {
         // A sheddable request holds the slot; a standard one waits behind it, evicting nothing.
         let held = hold(addr, &seen, SHEDDABLE).await;
@@ -288,12 +287,17 @@ fn a_critical_request_evicts_a_running_sheddable_one_and_a_standard_one_waits() 
 fn a_critical_request_with_a_ttft_deadline_evicts_only_once_waiting_would_miss_it() {
     let (rt, gw, seen) = with_classes("", 1);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical"), (SLO_TTFT_HEADER, "1500")];
+    const CRITICAL_1500: &[(&str, &str)] =
+        &[(OBJECTIVE_HEADER, "critical"), (SLO_TTFT_HEADER, "1500")];
     rt.block_on(async {
         let held = hold(addr, &seen, SHEDDABLE).await;
         let sent = std::time::Instant::now();
-        let critical = tokio::spawn(post_with(addr, CHAT, chat("critical", 0, false), CRITICAL));
+        let critical = tokio::spawn(post_with(
+            addr,
+            CHAT,
+            chat("critical", 0, false),
+            CRITICAL_1500,
+        ));
         until("critical waits", || gw.arrivals() == 2).await;
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         assert!(!held.is_finished(), "slack left: nothing evicted yet");
@@ -316,8 +320,6 @@ fn a_critical_request_with_a_ttft_deadline_evicts_only_once_waiting_would_miss_i
 fn evicting_all_clears_the_engine_of_sheddable_requests_while_a_critical_one_runs() {
     let (rt, gw, seen) = with_classes("eviction = \"all\"", 2);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
     rt.block_on(async {
         let first = hold(addr, &seen, SHEDDABLE).await;
         let second = hold(addr, &seen, SHEDDABLE).await;
@@ -456,8 +458,6 @@ fn a_tenant_is_charged_the_prompt_tokens_its_engine_counted() {
 fn a_sheddable_request_waits_for_a_critical_ones_first_token() {
     let (rt, gw, seen) = with_classes("", 2);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
     let at_engine = || seen.order.lock().expect("order").len();
     rt.block_on(async {
         // A sheddable request (until a permit) and a critical stream whose first token comes
@@ -493,8 +493,6 @@ fn a_sheddable_request_waits_for_a_critical_ones_first_token() {
 fn streamed_sheddable_requests_go_to_the_engine_one_prefill_at_a_time() {
     let (rt, gw, seen) = with_classes("", 4);
     let addr = gw.addr();
-    const SHEDDABLE: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "sheddable")];
-    const CRITICAL: &[(&str, &str)] = &[(OBJECTIVE_HEADER, "critical")];
     let at_engine = || seen.order.lock().expect("order").len() - 1;
     rt.block_on(async {
         let (status, _, _) = post_with(addr, CHAT, chat("critical", 0, false), CRITICAL).await;

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router};
+use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router, RunningGateway};
 
 mod support;
 use support::*;
@@ -420,6 +420,33 @@ fn sized(tag: &str, prompt: &str, answer_tokens: u64, ms: u64) -> String {
     .to_string()
 }
 
+/// Hold the gateway's one slot with `hold` (a request tagged `hold`, which the fake engine keeps
+/// until a permit), queue `queued` in turn (each reaching the queue before the next is sent),
+/// then let the held one end; every answer is a 200.
+async fn queue_behind_a_held_request<const N: usize>(
+    gw: &RunningGateway,
+    seen: &Seen,
+    hold: String,
+    queued: [String; N],
+) {
+    let addr = gw.addr();
+    let held = tokio::spawn(post(addr, "/v1/chat/completions", hold));
+    until("the held request to reach the engine", || {
+        seen.in_flight.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let mut tasks = Vec::new();
+    for (i, body) in queued.into_iter().enumerate() {
+        tasks.push(tokio::spawn(post(addr, "/v1/chat/completions", body)));
+        until("the request to queue", || gw.load().0 > i).await;
+    }
+    seen.gate.add_permits(1);
+    assert_eq!(held.await.expect("task").0, StatusCode::OK);
+    for t in tasks {
+        assert_eq!(t.await.expect("task").0, StatusCode::OK);
+    }
+}
+
 const SHORT: &str = "answer yes or no please";
 const LONG: &str = "write a long detailed essay on the history of the roman empire";
 
@@ -450,25 +477,8 @@ fn sagesched_learns_from_answers_to_admit_the_predicted_short_request_first() {
         }
         // Learning runs on a blocking thread after each answer: let it catch up.
         until_learned(addr, "sagesched", 40).await;
-        let hold = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
-        until("the held request to reach the engine", || {
-            seen.in_flight.load(Ordering::SeqCst) == 1
-        })
-        .await;
-        let mut tasks = Vec::new();
-        for (i, (tag, prompt)) in [("long", LONG), ("short", SHORT)].into_iter().enumerate() {
-            tasks.push(tokio::spawn(post(
-                addr,
-                "/v1/chat/completions",
-                sized(tag, prompt, 1, 0),
-            )));
-            until("the request to queue", || gw.load().0 > i).await;
-        }
-        seen.gate.add_permits(1);
-        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
-        for t in tasks {
-            assert_eq!(t.await.expect("task").0, StatusCode::OK);
-        }
+        let queued = [("long", LONG), ("short", SHORT)].map(|(tag, p)| sized(tag, p, 1, 0));
+        queue_behind_a_held_request(&gw, &seen, chat("hold", 0, false), queued).await;
         // 40 taught, 2 measured; the held request's answer had no usage and is not learned.
         until_learned(addr, "sagesched", 42).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -509,28 +519,8 @@ fn the_oracle_admits_the_shortest_stated_length_first_and_refuses_a_request_stat
             String::from_utf8_lossy(&body).contains("ignore_eos"),
             "the field is named: {body:?}"
         );
-        let hold = tokio::spawn(post(addr, "/v1/chat/completions", stated("hold", 1)));
-        until("the held request to reach the engine", || {
-            seen.in_flight.load(Ordering::SeqCst) == 1
-        })
-        .await;
-        let mut tasks = Vec::new();
-        for (i, (tag, tokens)) in [("long", 500), ("middle", 60), ("short", 3)]
-            .into_iter()
-            .enumerate()
-        {
-            tasks.push(tokio::spawn(post(
-                addr,
-                "/v1/chat/completions",
-                stated(tag, tokens),
-            )));
-            until("the request to queue", || gw.load().0 > i).await;
-        }
-        seen.gate.add_permits(1);
-        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
-        for t in tasks {
-            assert_eq!(t.await.expect("task").0, StatusCode::OK);
-        }
+        let queued = [("long", 500), ("middle", 60), ("short", 3)].map(|(t, n)| stated(t, n));
+        queue_behind_a_held_request(&gw, &seen, stated("hold", 1), queued).await;
     });
     let order = seen.order.lock().expect("order").clone();
     assert_eq!(
