@@ -423,11 +423,11 @@ fn sized(tag: &str, prompt: &str, answer_tokens: u64, ms: u64) -> String {
 /// Hold the gateway's one slot with `hold` (a request tagged `hold`, which the fake engine keeps
 /// until a permit), queue `queued` in turn (each reaching the queue before the next is sent),
 /// then let the held one end; every answer is a 200.
-async fn queue_behind_a_held_request<const N: usize>(
+async fn queue_behind_a_held_request(
     gw: &RunningGateway,
     seen: &Seen,
     hold: String,
-    queued: [String; N],
+    queued: impl IntoIterator<Item = String>,
 ) {
     let addr = gw.addr();
     let held = tokio::spawn(post(addr, "/v1/chat/completions", hold));
@@ -707,23 +707,11 @@ fn the_gateway_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
                 until_learned(addr, "sagesched-noaging", taught).await;
             }
         }
-        let hold = tokio::spawn(post(addr, "/v1/chat/completions", chat("hold", 0, false)));
-        until("the held request to reach the engine", || {
-            seen.in_flight.load(Ordering::SeqCst) == 1
-        })
-        .await;
-        let mut tasks = Vec::new();
-        for (i, &k) in arrival_order.iter().enumerate() {
+        let queued = arrival_order.iter().map(|&k| {
             let (prompt, tokens) = &prompts[k];
-            let body = with_tokens(&format!("q{k}"), prompt, *tokens);
-            tasks.push(tokio::spawn(post(addr, "/v1/chat/completions", body)));
-            until("the request to queue", || gw.load().0 > i).await;
-        }
-        seen.gate.add_permits(1);
-        assert_eq!(hold.await.expect("task").0, StatusCode::OK);
-        for t in tasks {
-            assert_eq!(t.await.expect("task").0, StatusCode::OK);
-        }
+            with_tokens(&format!("q{k}"), prompt, *tokens)
+        });
+        queue_behind_a_held_request(&gw, &seen, chat("hold", 0, false), queued).await;
     });
     let order = seen.order.lock().expect("order").clone();
     let through_gateway: Vec<String> = order[order.len() - arrival_order.len()..].to_vec();
