@@ -134,6 +134,7 @@ fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
             ("collector", "standalone"),
             ("collector", "timeslice"),
             ("collector", "priority"),
+            ("collector", "standalone (again)"),
             ("collector", "slo-aware"),
             ("policy", "standalone"),
             ("policy", "standalone (again)"),
@@ -158,7 +159,7 @@ fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
         "timeslice runs LP"
     );
     assert!(
-        number(&report.rows[6], "lp_throughput_norm") > 0.0,
+        number(&report.rows[7], "lp_throughput_norm") > 0.0,
         "hpf lets LP run while HP is idle"
     );
     let names: Vec<&str> = report.checks.iter().map(|c| c.name.as_str()).collect();
@@ -168,4 +169,11 @@ fn harvest_reports_every_policy_and_lp_runs_only_beside_hp() {
             .any(|n| n.contains("policy slo-aware attainment")),
         "{names:?}"
     );
+    // Both attainment targets state the noise floor beside them.
+    let floors = report
+        .checks
+        .iter()
+        .filter(|c| c.name.contains("attainment") && c.measured.contains("HP alone again"))
+        .count();
+    assert_eq!(floors, 2, "{:?}", report.checks);
 }

@@ -11,7 +11,8 @@
 //!   Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
 //!   to one core: the OS time-slices them, the CPU's native sharing), `priority` (LP slices only
 //!   while no HP request is in flight; Hummingbird's temporal-sharing baseline, request
-//!   arrivals known) and `slo-aware` (the collector's grants) per slice length.
+//!   arrivals known), HP alone again (the noise floor of the attainment target) and `slo-aware`
+//!   (the collector's grants) per slice length.
 //! - `policy` rows: an ordinary LP job and the HP service on two XQueues scheduled in process
 //!   by `XSCHED_POLICY` (`scheduled.rs`): `hpf` (XSched's fixed priority), the `slo-aware`
 //!   policy, and its `slo-aware:between-requests` baseline. The policy sees only the queues.
@@ -53,6 +54,9 @@ use xsched_workload::service::HpRequest;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Cooperative {
     Standalone,
+    /// HP alone once more, run just before the `slo-aware` rows: how far a run of the very
+    /// same thing strays from the SLO in that minute (the noise floor of "within 0.01").
+    Again,
     Timeslice,
     Priority(Duration),
     SloAware(Duration),
@@ -62,6 +66,7 @@ impl Cooperative {
     fn name(self) -> &'static str {
         match self {
             Cooperative::Standalone => "standalone",
+            Cooperative::Again => AGAIN,
             Cooperative::Timeslice => "timeslice",
             Cooperative::Priority(_) => "priority",
             Cooperative::SloAware(_) => "slo-aware",
@@ -168,7 +173,7 @@ fn run_cooperative(
     });
     let (hp_m, lp_done) = std::thread::scope(|s| {
         let lp_thread = match row {
-            Cooperative::Standalone => None,
+            Cooperative::Standalone | Cooperative::Again => None,
             Cooperative::Timeslice => Some(s.spawn(|| timeslice_lp(&lp, p.lp_kernel, &shared))),
             Cooperative::Priority(_) => Some(s.spawn(|| cooperative::run_between(&shared, slice))),
             Cooperative::SloAware(_) => Some(s.spawn(|| gated::run_gated(&shared))),
@@ -211,6 +216,7 @@ pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report,
     if let Some(&first) = p.slices.first() {
         rows.push(Cooperative::Priority(first));
     }
+    rows.push(Cooperative::Again);
     rows.extend(p.slices.iter().map(|&s| Cooperative::SloAware(s)));
     let policy_rows = if p.policies { POLICIES.len() + 2 } else { 0 };
     let total = rows.len() + policy_rows;
@@ -348,6 +354,7 @@ fn report(
     let mut checks = Vec::new();
     let find = |name: &str| coop.iter().find(|(r, _)| r.name() == name).map(|(_, m)| m);
     let prio = find("priority");
+    let again = find(AGAIN);
     if let Some(alone) = find("standalone") {
         let slo = alone.p99();
         for (r, m) in coop {
@@ -366,7 +373,7 @@ fn report(
                 &format!("collector slo-aware ({us} us)"),
                 m,
                 alone,
-                None,
+                again,
                 slo,
                 prio,
             ));
