@@ -15,7 +15,8 @@ use crate::real::{NOT_FOUND, Status};
 use crate::state::{Key, shim};
 use std::ffi::{c_int, c_uchar, c_uint, c_void};
 use xsched_backend_cuda::sys::{
-    CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUstream,
+    CUcontext, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUlaunchConfig, CUmodule,
+    CUstream,
 };
 use xsched_interpose::guard;
 
@@ -307,12 +308,42 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(context: CUcontext) -> Status {
             shim.forget_context(context as usize);
         }
     });
-    match real() {
+    // A context created later may get this one's address: none of its kernels is loaded.
+    first_launch::across_unload(|| match real() {
         // SAFETY: the application's argument, unchanged, to the real entry point.
         Some(f) => unsafe { f(context) },
         None => NOT_FOUND,
-    }
+    })
 }
+
+/// Defines an exported unload (of a module or a library): a kernel handed out later at a freed
+/// kernel's address counts as not loaded (`first_launch::across_unload`).
+macro_rules! unloading {
+    ($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty)) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the CUDA driver API requires of the caller.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($arg: $ty) -> Status {
+            real_fn!(real, $name, unsafe extern "C" fn($ty) -> Status);
+            first_launch::across_unload(|| match real() {
+                // SAFETY: the application's argument, unchanged, to the real entry point.
+                Some(f) => unsafe { f($arg) },
+                None => NOT_FOUND,
+            })
+        }
+    };
+}
+
+unloading!(
+    /// `cuModuleUnload`: its kernels' addresses may be handed out again.
+    cuModuleUnload(module: CUmodule)
+);
+unloading!(
+    /// `cuLibraryUnload`: its kernels' addresses may be handed out again.
+    cuLibraryUnload(library: *mut c_void)
+);
 
 /// Defines an exported stream creation that schedules the new stream (reading `XSCHED_*` now),
 /// `raise` above the process's priority.

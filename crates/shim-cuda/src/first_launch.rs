@@ -9,8 +9,11 @@
 //! handle: a `CUfunction`, or a context-independent `CUkernel` passed as one) go to the driver
 //! ungated, in stream order after the gated commands before them, until one has returned
 //! success there: two threads launching a new kernel at once both go ungated, and a failed first
-//! launch does not count. Every later launch is scheduled. What is loaded is kept for the life of
-//! the process (a handle reused after its module is unloaded counts as loaded).
+//! launch does not count. Every later launch is scheduled. Unloading a module or a library, or
+//! destroying a context, forgets every kernel (`across_unload`): the driver may hand a freed
+//! kernel's address to a new kernel, whose first launch must go ungated too. So each kernel's
+//! next launch after an unload is ungated once more, and while an unload is in progress every
+//! launch is.
 //!
 //! Under `CUDA_LAUNCH_BLOCKING=1` (a debugging setting) the driver returns from each launch only
 //! once its stream ran it, so every launch would wait behind its own gate: the backend's backstop
@@ -21,10 +24,30 @@
 use crate::real::Status;
 use crate::state::current_context;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{LazyLock, Once, PoisonError, RwLock};
 
-/// (context, kernel handle) pairs whose launch has returned success.
+/// (context, kernel handle) pairs whose launch has returned success since the last unload.
 static LOADED: LazyLock<RwLock<HashSet<(usize, usize)>>> = LazyLock::new(RwLock::default);
+
+/// Unloads begun and ended: an unload is in progress while they differ. A freed kernel's
+/// address can be handed out again only after its unload began.
+static UNLOADS_BEGUN: AtomicU64 = AtomicU64::new(0);
+static UNLOADS_ENDED: AtomicU64 = AtomicU64::new(0);
+
+/// Run `unload` (a module, a library or a context going away) so that no kernel counts as
+/// loaded across it: launches during it go ungated, and what was loaded is forgotten before it
+/// counts as ended.
+pub(crate) fn across_unload(unload: impl FnOnce() -> Status) -> Status {
+    UNLOADS_BEGUN.fetch_add(1, SeqCst);
+    let status = unload();
+    LOADED
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+    UNLOADS_ENDED.fetch_add(1, SeqCst);
+    status
+}
 
 /// Whether the driver makes every launch synchronous: `CUDA_LAUNCH_BLOCKING` is `1` (the
 /// driver reads it once, at its initialization; so does the shim).
@@ -51,10 +74,13 @@ pub(crate) fn launch_rule(kernel: usize, launch: &dyn Fn() -> Status) -> Option<
 /// Ungated, through `launch`, until the kernel is loaded in the current context; then `None`.
 fn until_loaded(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
     let id = (current_context(), kernel);
-    let loaded = LOADED
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .contains(&id);
+    let ended = UNLOADS_ENDED.load(SeqCst);
+    let begun = UNLOADS_BEGUN.load(SeqCst);
+    let loaded = begun == ended
+        && LOADED
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&id);
     if loaded {
         return None;
     }
@@ -67,7 +93,8 @@ fn until_loaded(kernel: usize, launch: &dyn Fn() -> Status) -> Option<Status> {
         );
     });
     let status = launch();
-    if status == 0 {
+    // Loaded, unless an unload began meanwhile (it may have freed this very kernel).
+    if status == 0 && UNLOADS_BEGUN.load(SeqCst) == ended {
         LOADED
             .write()
             .unwrap_or_else(PoisonError::into_inner)

@@ -18,7 +18,8 @@
 //! stream holds only a bounded amount of work the device may start. A copy through pageable host
 //! memory, which may block its caller until the stream reaches it, goes to the driver ungated in
 //! stream order instead (`pageable.rs`), and so does a kernel's first launch, which may load it
-//! and synchronize the context, and every launch under `CUDA_LAUNCH_BLOCKING=1`
+//! and synchronize the context (again after a module, a library or a context is unloaded, as a
+//! new kernel may get a freed one's address), and every launch under `CUDA_LAUNCH_BLOCKING=1`
 //! (`first_launch.rs`). The shim also answers
 //! `cuGetProcAddress` and `dlsym` (`procaddr.rs`; `dlsym.rs`, where every other lookup keeps
 //! its caller): the CUDA runtime (and so PyTorch) finds driver

@@ -57,6 +57,8 @@ fn replaced() -> &'static [(usize, usize)] {
             cuStreamCreate,
             cuStreamCreateWithPriority,
             cuCtxDestroy_v2,
+            cuModuleUnload,
+            cuLibraryUnload,
             cuEventRecord,
             cuEventRecord_ptsz,
             cuEventRecordWithFlags,

@@ -246,6 +246,33 @@ fn a_first_launch_that_synchronizes_the_context_does_not_wait_behind_its_gate() 
     );
 }
 
+/// A module unloaded and loaded again: the fake driver hands out the same kernel address for a
+/// kernel new to it, whose first launch loads it (and synchronizes the context). That launch
+/// goes ungated too, instead of counting as loaded by its address and waiting behind its gate.
+#[test]
+fn a_kernel_at_a_reused_address_after_an_unload_is_launched_ungated_first() {
+    let Some(s) = setup() else { return };
+    let lazy = [("FAKE_CUDA_LAZY_LOAD", "1")];
+    let args = ["reload", "4096", "5"];
+    let native = s.run_mode(&args, false, &lazy, "reload-native");
+    let shimmed = s.run_mode(&args, true, &lazy, "reload-shim");
+    assert_eq!(shimmed.json["checksum"], native.json["checksum"]);
+    let (gated, on_stream) = gated_items(&shimmed.driver, "axpy ");
+    assert_eq!(gated.len(), 10, "{on_stream:?}");
+    for (i, gated) in gated.iter().enumerate() {
+        let first_of_its_module = i % 5 == 0;
+        assert_eq!(
+            *gated, !first_of_its_module,
+            "launch {i}: only each module's first launch runs ungated: {on_stream:?}"
+        );
+    }
+    assert!(
+        !shimmed.log.contains("behind its own gate"),
+        "no launch waited for the backend's backstop: {}",
+        shimmed.log
+    );
+}
+
 #[test]
 fn unusable_xsched_settings_fall_back_to_direct_forwarding() {
     let Some(s) = setup() else { return };

@@ -17,6 +17,7 @@
  *   "work"  (unsigned us, CUdeviceptr out, unsigned tag): sleeps `us`, appends tag to out
  *           (out[0] = count, out[1 + i] = tags in execution order)
  *   "axpy"  (CUdeviceptr y, CUdeviceptr x, unsigned n, float a): y = a * x + y
+ * cuModuleUnload makes them new to the driver again, at the same addresses (a reused handle).
  *
  * Knobs: FAKE_CUDA_NO_MEMOPS=1 (no stream memory operations), FAKE_CUDA_LOG=path,
  * FAKE_CUDA_LAZY_LOAD=1 (a kernel's first launch synchronizes the context before it is queued,
@@ -398,6 +399,16 @@ CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream h) {
 CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream h) { return set8(d, v, n, h, 1); }
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) { if (!m || !image) return INVALID_VALUE; *m = FUNCS; return SUCCESS; }
+/* Unloading frees the module's kernels: a module loaded later hands out the same addresses for
+ * kernels that are new to the driver (under FAKE_CUDA_LAZY_LOAD=1 their first launch loads them
+ * again), as a real driver may reuse a freed kernel's address. */
+CUresult cuModuleUnload(CUmodule m) {
+  if (m != FUNCS) return INVALID_HANDLE;
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < sizeof FUNCS / sizeof FUNCS[0]; i++) FUNCS[i].launched = 0;
+  pthread_mutex_unlock(&mu);
+  return SUCCESS;
+}
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   if (!f || !m || !name) return INVALID_VALUE;
   for (size_t i = 0; i < sizeof FUNCS / sizeof FUNCS[0]; i++)
@@ -523,6 +534,7 @@ static const struct proc PROCS[] = {
   {"cuCtxSetCurrent", cuCtxSetCurrent, cuCtxSetCurrent},
   {"cuModuleLoadData", cuModuleLoadData, cuModuleLoadData},
   {"cuModuleGetFunction", cuModuleGetFunction, cuModuleGetFunction},
+  {"cuModuleUnload", cuModuleUnload, cuModuleUnload},
   {"cuMemAlloc", cuMemAlloc_v2, cuMemAlloc_v2},
   {"cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz},
   {"cuLaunchKernelEx", cuLaunchKernelEx, cuLaunchKernelEx_ptsz},

@@ -14,6 +14,9 @@
  *                         pairs, K rounds: a low stream runs 3 axpys and records its event, its
  *                         high partner waits on it, copies the result and runs an axpy; one
  *                         JSON line with the checksum of the four high streams' results
+ *   cuapp reload N K      one stream: K axpys, then the module unloaded and loaded again (the
+ *                         fake driver hands out the same kernel address, new to it), K more;
+ *                         one JSON line with the checksum
  *   cuapp fork N MS stay|exec  a stream in use, then fork: the child sleeps 2*MS without CUDA
  *                         (stay) or execs `hold N 2*MS` (exec); the parent prints
  *                         {"pid","child"}, uses its stream MS more and exits
@@ -46,6 +49,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuModuleUnload(CUmodule);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemHostAlloc(void **, size_t, unsigned);
 CUresult cuMemFreeHost(void *);
@@ -336,14 +340,50 @@ static int mixed(unsigned n, int k) {
   return 0;
 }
 
+static int reload(unsigned n, int k) {
+  CUcontext ctx;
+  CUmodule mod;
+  CUfunction axpy;
+  CHECK(cuInit(0));
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  size_t bytes = n * sizeof(float);
+  float *x, *out;
+  CHECK(cuMemHostAlloc((void **)&x, bytes, 0));
+  CHECK(cuMemHostAlloc((void **)&out, bytes, 0));
+  for (unsigned i = 0; i < n; i++) x[i] = (float)(i % 13) * 0.25f;
+  CUdeviceptr dx, dy;
+  CHECK(cuMemAlloc_v2(&dx, bytes)); CHECK(cuMemAlloc_v2(&dy, bytes));
+  CUstream s;
+  CHECK(cuStreamCreate(&s, 1));
+  CHECK(cuMemcpyHtoDAsync_v2(dx, x, bytes, s));
+  CHECK(cuMemsetD8Async(dy, 0, bytes, s));
+  float a = 0.5f;
+  void *params[] = {&dy, &dx, &n, &a};
+  for (int round = 0; round < 2; round++) {
+    CHECK(cuModuleLoadData(&mod, "fake image"));
+    CHECK(cuModuleGetFunction(&axpy, mod, "axpy"));
+    for (int i = 0; i < k; i++) CHECK(cuLaunchKernel(axpy, 1, 1, 1, 32, 1, 1, 0, s, params, NULL));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuModuleUnload(mod));
+  }
+  CHECK(cuMemcpyDtoHAsync_v2(out, dy, bytes, s));
+  CHECK(cuStreamSynchronize(s));
+  CHECK(cuStreamDestroy_v2(s));
+  printf("{\"mode\":\"reload\",\"checksum\":\"%08x\"}\n", checksum(out, n));
+  cuMemFreeHost(x); cuMemFreeHost(out);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "check")) return check((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "hold")) return hold((unsigned)atoi(argv[2]), atof(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "threads")) return threads((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "crossdep")) return crossdep((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 4 && !strcmp(argv[1], "mixed")) return mixed((unsigned)atoi(argv[2]), atoi(argv[3]));
+  if (argc == 4 && !strcmp(argv[1], "reload")) return reload((unsigned)atoi(argv[2]), atoi(argv[3]));
   if (argc == 5 && !strcmp(argv[1], "fork"))
     return forked((unsigned)atoi(argv[2]), atof(argv[3]), argv[4], argv[0]);
-  fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | crossdep N K | mixed N K | fork N MS stay|exec\n");
+  fprintf(stderr, "usage: cuapp check N ITERS | hold N MS | threads N K | crossdep N K | mixed N K | reload N K | fork N MS stay|exec\n");
   return 2;
 }
