@@ -1,9 +1,9 @@
 //! The collector shared by the HP service and a cooperative LP job, as Hummingbird's LP slices
 //! are: the HP service reports to the core's [`Collector`] (the machine the simulator's harvest
 //! model drives; only the clock is real), the LP job runs what it grants, and an HP kernel that
-//! finds LP work running kills it (a Level-3 suspend of the LP queue, which on this device keeps
-//! its progress) unless every deadline's slack covers the rest. The `priority` baseline's LP
-//! job is here (`run_between`); the collector's is in `gated.rs`.
+//! finds LP work released kills it (a Level-3 suspend of the LP queue, which on this device keeps
+//! its progress, so the collector never lets it finish: `Collector::lp_may_finish`). The
+//! `priority` baseline's LP job is here (`run_between`); the collector's is in `gated.rs`.
 
 use super::service::Observer;
 use std::collections::VecDeque;
@@ -111,10 +111,13 @@ impl Observer for Shared {
         let key = self.key();
         let mut s = self.lock();
         s.collector.kernel_queued(now, key);
-        // Wait or kill: LP work still on the device may finish only if the slack covers it.
-        if let Some(until) = s.lp_until.filter(|&u| self.gated && u > at) {
-            let left = until.duration_since(at);
-            if !s.collector.slack_covers(now, Nanos(left.as_nanos() as u64))
+        // Wait or kill: LP work still released on the device may finish only if the collector
+        // says so (gated LP stops at its next checkpoint, keeping its progress: never).
+        if let Some(until) = s.lp_until.filter(|_| self.gated) {
+            let left = until.saturating_duration_since(at);
+            if !s
+                .collector
+                .lp_may_finish(now, Nanos(left.as_nanos() as u64))
                 && self.lp.suspend().is_ok()
             {
                 s.lp_until = None;

@@ -5,9 +5,9 @@
 //!
 //! - `collector` rows: the LP job is cooperative, as Hummingbird's LP slices are: it asks the
 //!   core's collector ([`xsched_core::harvest::Collector`], the machine the simulator's harvest
-//!   model drives) what to run, and HP kernels kill LP work the slack does not cover
-//!   (`cooperative.rs`); under `slo-aware` its queue is gated on the device's worker, so LP
-//!   slices end at a checkpoint rather than at a completion somebody observes (`gated.rs`).
+//!   model drives) what to run (`cooperative.rs`); under `slo-aware` its queue is gated on the
+//!   device's worker, so LP slices end at a checkpoint rather than at a completion somebody
+//!   observes, and an HP kernel stops LP work it finds at the next one (`gated.rs`).
 //!   Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
 //!   to one core: the OS time-slices them, the CPU's native sharing), `priority` (LP slices only
 //!   while no HP request is in flight; Hummingbird's temporal-sharing baseline, request

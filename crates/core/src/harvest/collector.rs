@@ -38,7 +38,8 @@ pub struct CollectorOptions {
     /// tile and a launch (its kernel's wait-or-kill stops the rest at the next checkpoint), and
     /// a request arriving during it by what of that is left after its pre-processing (it needs
     /// the device only then, and is in flight, so judged by the slack, at the next decision):
-    /// the overrun is one slice, priced at one tile.
+    /// the overrun is one slice, priced at one tile. An HP kernel always stops LP work it finds
+    /// ([`Collector::lp_may_finish`]).
     pub checkpointed: bool,
 }
 
@@ -345,9 +346,17 @@ impl Collector {
             .then_some(Grant::Overrun(one))
     }
 
+    /// The wait-or-kill rule: whether LP work that an HP kernel found on the device, with
+    /// `left` of its release to run, may finish. By default only if every slack covers `left`
+    /// ([`Collector::slack_covers`]). With [`CollectorOptions::checkpointed`] never: stopped at
+    /// its next checkpoint it keeps its progress, so finishing gains it nothing (its next release
+    /// costs one launch overhead) and costs every request behind it the wait.
+    pub fn lp_may_finish(&self, now: Nanos, left: Nanos) -> bool {
+        !self.options.checkpointed && self.slack_covers(now, left)
+    }
+
     /// Whether every in-flight request still meets its deadline (with the margin) if the device
-    /// stays with LP for `delay` more. The wait-or-kill rule: LP work an HP kernel found on the
-    /// device may finish only if this holds for the time it has left.
+    /// stays with LP for `delay` more.
     pub fn slack_covers(&self, now: Nanos, delay: Nanos) -> bool {
         self.requests.iter().all(|r| match self.remaining(now, r) {
             None => true,
@@ -543,5 +552,17 @@ mod tests {
         assert!(!default.arrival_slack_covers(us(60)));
         assert!(c.arrival_slack_covers(us(300)) && c.arrival_slack_covers(us(350)));
         assert!(!c.arrival_slack_covers(us(351)));
+    }
+
+    #[test]
+    fn checkpointed_lp_is_always_stopped_for_an_hp_kernel() {
+        // The request has 100 us of slack: by default LP may finish a 20 us release, not 110 us.
+        let (c, now) = pre_processing_ran_out(CollectorOptions::default());
+        assert!(c.lp_may_finish(now, us(20)) && !c.lp_may_finish(now, us(110)));
+        // Checkpointed LP keeps its progress when stopped: it is stopped even when the slack
+        // would cover it.
+        let (c, now) = pre_processing_ran_out(CollectorOptions { checkpointed: true });
+        assert!(c.slack_covers(now, us(20)));
+        assert!(!c.lp_may_finish(now, us(20)) && !c.lp_may_finish(now, Nanos::ZERO));
     }
 }
