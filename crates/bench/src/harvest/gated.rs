@@ -102,15 +102,16 @@ impl Shared {
         }
     }
 
-    /// An HP kernel ended (called on the device's worker that finished it).
+    /// An HP kernel ended (called on the device's worker that finished it, before it reports
+    /// the completion). Nobody is woken: the LP thread only keeps the supply, and a wake-up
+    /// here (a futex call, and the woken thread often placed on this very core, where the
+    /// worker's next yield hands it the core) delayed the HP completion by tens of µs.
     pub(super) fn hp_kernel_end(&self) {
         let at = Instant::now();
         let (now, key) = (self.at(at), self.key());
         let mut s = self.lock();
         s.collector.kernel_done(now, key);
         self.gate(&mut s, at);
-        drop(s);
-        self.changed.notify_all();
     }
 }
 

@@ -35,6 +35,7 @@ pub use params::HarvestParams;
 use params::{AGAIN, Measured, requests};
 pub(crate) use processes::report_of;
 pub use processes::{ProcessError, hp_service_process, lp_process};
+use service::KernelWait;
 
 use crate::stats::none;
 use crate::{Check, Report};
@@ -117,9 +118,9 @@ fn run_cooperative(
 ) -> Result<Measured, RuntimeError> {
     // One worker pinned to core 0 is the device; under `timeslice` LP gets a second device on
     // the same core, so the OS scheduler time-slices the two.
-    let device = CpuDevice::pinned(1, 0)?;
+    let device = CpuDevice::pinned(1, DEVICE_CORE)?;
     let lp_device = match row {
-        Cooperative::Timeslice => Some(CpuDevice::pinned(1, 0)?),
+        Cooperative::Timeslice => Some(CpuDevice::pinned(1, DEVICE_CORE)?),
         _ => None,
     };
     let runtime = Runtime::new(RuntimeConfig::default())?;
@@ -178,7 +179,15 @@ fn run_cooperative(
             Cooperative::Priority(_) => Some(s.spawn(|| cooperative::run_between(&shared, slice))),
             Cooperative::SloAware(_) => Some(s.spawn(|| gated::run_gated(&shared))),
         };
-        let m = service::serve(&hp, reqs, p.warmup, start, &*shared, end.as_ref());
+        // The host side of the HP service spins for its kernels off the device's core (every
+        // collector row alike, standalone included).
+        let host = service::HostCore::off(DEVICE_CORE);
+        let wait = match host {
+            Some(_) => KernelWait::Spin,
+            None => KernelWait::Block,
+        };
+        let m = service::serve(&hp, reqs, p.warmup, start, &*shared, end.as_ref(), wait);
+        drop(host);
         shared.finish_service();
         let lp_done = match lp_thread.map(|t| t.join()) {
             None => Vec::new(),
@@ -190,6 +199,9 @@ fn run_cooperative(
     });
     Ok(Measured::of(hp_m, &lp_done))
 }
+
+/// The core the collector rows' device worker is pinned to.
+const DEVICE_CORE: usize = 0;
 
 /// `timeslice`: whole LP kernels back to back on the second device until HP is done.
 fn timeslice_lp(

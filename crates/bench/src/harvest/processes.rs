@@ -9,7 +9,7 @@
 
 use super::params::{AGAIN, HarvestParams, Measured, requests};
 use super::scheduled::{self, LP_WINDOW};
-use super::service::{self, HpMeasured, Unobserved};
+use super::service::{self, HpMeasured, KernelWait, Unobserved};
 use crate::roles::{self, Role};
 use serde_json::{Value, json};
 use std::io::Read;
@@ -62,7 +62,15 @@ pub fn hp_service_process(p: &HarvestParams) -> Result<Value, RuntimeError> {
     let hp = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::from_env()?)?;
     let reqs = requests(p);
     let start = Instant::now() + Duration::from_millis(50);
-    let m = service::serve(&hp, &reqs, p.warmup, start, &Unobserved, None);
+    let m = service::serve(
+        &hp,
+        &reqs,
+        p.warmup,
+        start,
+        &Unobserved,
+        None,
+        KernelWait::Block,
+    );
     let us = |d: &Duration| d.as_secs_f64() * 1e6;
     Ok(json!({
         "latencies_us": m.latencies.iter().map(us).collect::<Vec<f64>>(),

@@ -4,7 +4,7 @@
 //! Nobody tells the policy about requests: it sees the queues. The two-process form of the same
 //! run, through the daemon, is `processes.rs`.
 
-use super::service::{self, HpMeasured, Unobserved};
+use super::service::{self, HpMeasured, KernelWait, Unobserved};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,7 +99,15 @@ pub(crate) fn run(
     Ok(std::thread::scope(|s| {
         let (lp, stop) = (&lp, &stop);
         let lp_thread = lp_kernel.map(|k| s.spawn(move || lp_job(lp, k, stop)));
-        let m = service::serve(&hp, reqs, warmup, start, &Unobserved, None);
+        let m = service::serve(
+            &hp,
+            reqs,
+            warmup,
+            start,
+            &Unobserved,
+            None,
+            KernelWait::Block,
+        );
         stop.store(true, Ordering::Relaxed);
         let lp_done = match lp_thread.map(|t| t.join()) {
             None => Vec::new(),

@@ -57,10 +57,48 @@ fn pause_until(until: Instant) {
     }
 }
 
-/// Run every request (the first `warmup` unmeasured) starting at `start`. With `end`, each
-/// kernel's end is reported by the device (`end` runs after each of its tiles on the worker
-/// that ran it, and must tell the observer at the last) instead of by this thread after its
-/// wait.
+/// How the HP service waits for each of its kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelWait {
+    /// Blocked until the completion wakes it.
+    Block,
+    /// Spinning on the command's state, as CUDA's default synchronization does while the
+    /// machine has a core to spare; the caller keeps the thread off the device's core
+    /// ([`HostCore`]). A blocked waiter costs a wake-up per kernel, and on this VM waking an
+    /// idle core takes tens of µs, which only the device's own core is spared while it sleeps:
+    /// with LP running there, every HP kernel paid it (docs/BENCHMARKS.md, issue 30, stop 43).
+    Spin,
+}
+
+/// The calling thread kept off one core (the device's) until dropped, as an accelerator's
+/// host threads never share a core with its kernels.
+pub(crate) struct HostCore {
+    before: nix::sched::CpuSet,
+}
+
+impl HostCore {
+    /// Off `core`, if the thread may run elsewhere; `None` leaves it as it is.
+    pub(crate) fn off(core: usize) -> Option<HostCore> {
+        let me = nix::unistd::Pid::from_raw(0);
+        let before = nix::sched::sched_getaffinity(me).ok()?;
+        let mut host = before;
+        host.unset(core).ok()?;
+        let elsewhere = (0..nix::sched::CpuSet::count()).any(|c| host.is_set(c).unwrap_or(false));
+        (elsewhere && nix::sched::sched_setaffinity(me, &host).is_ok())
+            .then_some(HostCore { before })
+    }
+}
+
+impl Drop for HostCore {
+    fn drop(&mut self) {
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &self.before);
+    }
+}
+
+/// Run every request (the first `warmup` unmeasured) starting at `start`, waiting for each
+/// kernel as `wait` says. With `end`, each kernel's end is reported by the device (`end` runs
+/// after each of its tiles on the worker that ran it, and must tell the observer at the last)
+/// instead of by this thread after its wait.
 pub(crate) fn serve(
     hp: &XQueue<CpuQueue>,
     reqs: &[HpRequest],
@@ -68,6 +106,7 @@ pub(crate) fn serve(
     start: Instant,
     observer: &dyn Observer,
     end: Option<&TileFn>,
+    wait: KernelWait,
 ) -> HpMeasured {
     let mut m = HpMeasured::default();
     for (i, r) in reqs.iter().enumerate() {
@@ -88,6 +127,9 @@ pub(crate) fn serve(
             };
             let submitted = Instant::now();
             if let Ok(h) = hp.submit(CpuCommand::Kernel(kernel)) {
+                while wait == KernelWait::Spin && !h.is_done() {
+                    std::hint::spin_loop();
+                }
                 let _ = h.wait();
             }
             let finished = Instant::now();
