@@ -7,7 +7,8 @@
 //!   core's collector ([`xsched_core::harvest::Collector`], the machine the simulator's harvest
 //!   model drives) what to run (`cooperative.rs`); under `slo-aware` its queue is gated on the
 //!   device's worker, so LP slices end at a checkpoint rather than at a completion somebody
-//!   observes, and an HP kernel stops LP work it finds at the next one (`gated.rs`).
+//!   observes, and an HP kernel stops LP work it finds at the next one (`gated.rs`). The HP
+//!   service spins for its kernels off the device's core in these rows (`KernelWait::Spin`).
 //!   Policies: `standalone`, `timeslice` (HP and LP on two devices pinned
 //!   to one core: the OS time-slices them, the CPU's native sharing), `priority` (LP slices only
 //!   while no HP request is in flight; Hummingbird's temporal-sharing baseline, request

@@ -153,3 +153,38 @@ pub(crate) fn serve(
     m.until = Some(Instant::now());
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sched::{CpuSet, sched_getaffinity};
+    use nix::unistd::Pid;
+
+    fn cores(set: &CpuSet) -> Vec<usize> {
+        (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect()
+    }
+
+    #[test]
+    fn a_host_thread_keeps_off_the_device_core_until_dropped() {
+        std::thread::spawn(|| {
+            let me = Pid::from_raw(0);
+            let before = cores(&sched_getaffinity(me).expect("affinity"));
+            let others: Vec<usize> = before.iter().copied().filter(|&c| c != 0).collect();
+            let host = HostCore::off(0);
+            let during = cores(&sched_getaffinity(me).expect("affinity"));
+            if others.is_empty() {
+                assert!(host.is_none(), "nowhere else to run: left as it was");
+                assert_eq!(during, before);
+            } else {
+                assert!(host.is_some());
+                assert_eq!(during, others, "every allowed core but the device's");
+            }
+            drop(host);
+            assert_eq!(cores(&sched_getaffinity(me).expect("affinity")), before);
+        })
+        .join()
+        .expect("the test thread");
+    }
+}
