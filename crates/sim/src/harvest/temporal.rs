@@ -255,7 +255,7 @@ impl Temporal<'_> {
             }
             SharePolicy::SloAware => !self
                 .collector
-                .slack_covers(self.now, end.saturating_sub(self.now)),
+                .lp_may_finish(self.now, end.saturating_sub(self.now)),
             _ => false,
         };
         if kill {
