@@ -9,13 +9,14 @@
 //! takes it out of the queue, or, if it was admitted in that instant, frees its slot: nothing
 //! leaks either way.
 
-use crate::concurrency::{Answer, Count, Learner};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
 use xsched_llm_core::service::Served;
-use xsched_llm_core::{Arrival, Config, ConfigError, Decision, Input, Scheduler};
+use xsched_llm_core::{
+    Arrival, Config, ConfigError, Decision, EngineReport, EvictReason, Input, Scheduler,
+};
 
 /// Why a request was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -34,40 +35,14 @@ pub enum Refused {
 
 struct State {
     scheduler: Scheduler,
-    /// Each upstream's last report from its metrics (`engines.rs`), and the concurrency learned
-    /// for it (`concurrency.rs`): the core is given the report with the smaller of its slots
-    /// and the learned limit.
-    reports: Vec<(xsched_llm_core::EngineReport, Option<usize>)>,
-    /// Each upstream's concurrency learner, when it is learned.
-    learners: Option<Vec<Learner>>,
-    /// Running sheddable requests, oldest admitted first, and how each is told it is evicted.
-    evictable: Vec<(u64, oneshot::Sender<()>)>,
-    eviction: Eviction,
+    /// How each sheddable request still known is told the core evicted it.
+    evictors: HashMap<u64, oneshot::Sender<()>>,
     /// Queued requests' wake-ups, by id.
     waiters: HashMap<u64, oneshot::Sender<Result<usize, Refused>>>,
     next_id: u64,
 }
 
 impl State {
-    /// Evict running sheddable requests for waiting request `id` of `class`, as many as the
-    /// eviction rule says, the one admitted last first (it has had the least service).
-    fn evict_for(&mut self, id: u64, class: i32) {
-        let victims = match self.eviction {
-            Eviction::None => 0,
-            Eviction::One => 1,
-            Eviction::All => usize::MAX,
-        };
-        let mut evicted = 0;
-        while evicted < victims
-            && let Some((victim, evict)) = self.evictable.pop()
-        {
-            if evict.send(()).is_ok() {
-                tracing::debug!("request {victim} evicted for request {id} (class {class})");
-                evicted += 1;
-            }
-        }
-    }
-
     /// Feed the core and carry out its decisions; the engine admitted, or the refusal, for
     /// `caller` (a request not yet waiting) if the core decided on it.
     fn feed(
@@ -79,6 +54,11 @@ impl State {
         // Ids are the gateway's own counter and engines its own list: the core refuses neither.
         let fed = self.scheduler.handle(now, input);
         debug_assert!(fed.is_ok(), "{fed:?}");
+        self.carry_out(now, caller)
+    }
+
+    /// Carry out the core's decisions (see [`State::feed`]).
+    fn carry_out(&mut self, now: f64, caller: Option<u64>) -> Option<Result<usize, Refused>> {
         let mut mine = None;
         while let Some(d) = self.scheduler.poll_decision() {
             let (id, outcome) = match d {
@@ -86,8 +66,31 @@ impl State {
                 // A waiting request is shed only to make room for a higher class.
                 Decision::Shed { id } if Some(id) != caller => (id, Err(Refused::Shed)),
                 Decision::Shed { id } => (id, Err(Refused::Full(self.scheduler.waiting()))),
+                Decision::Evict {
+                    id,
+                    reason: EvictReason::Displaced,
+                    ..
+                } => {
+                    // Its answer is cut and its slot freed where it is forwarded (`proxy.rs`);
+                    // one that has just ended frees its slot anyway.
+                    if let Some(evict) = self.evictors.remove(&id) {
+                        tracing::debug!("request {id} evicted for a higher class");
+                        let _ = evict.send(());
+                    }
+                    continue;
+                }
                 // The gateway's configuration cannot pause (`can_pause: false`).
-                Decision::Evict { .. } => continue,
+                Decision::Evict {
+                    reason: EvictReason::Paused,
+                    ..
+                } => continue,
+                Decision::Limit {
+                    engine,
+                    concurrency,
+                } => {
+                    tracing::info!("upstream {engine}: concurrency learned: {concurrency}");
+                    continue;
+                }
             };
             if Some(id) == caller {
                 mine = Some(outcome);
@@ -103,69 +106,29 @@ impl State {
     }
 }
 
-/// What a request above the standard class (class above 0) does to running sheddable requests
-/// when it cannot be admitted at once.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Eviction {
-    /// Nothing: it waits for a slot.
-    None,
-    /// The one admitted last is evicted (it has had the least service), and no sheddable request
-    /// is admitted beside it until its first token (`Fairness::sheddable_after_first_token`), so
-    /// no sheddable prompt shares its prefill's batch.
-    #[default]
-    One,
-    /// All are evicted, and none is admitted beside it while it runs (`Fairness::
-    /// sheddable_apart`): it has the engine without sheddable company.
-    All,
-}
-
-/// How admission behaves beyond the core's configuration.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
-    /// Learn each upstream's concurrency (`concurrency.rs`).
-    pub learn_concurrency: bool,
-    /// Running sheddable requests evicted for a higher class.
-    pub eviction: Eviction,
-}
-
 /// The queue and the slots of every upstream.
 pub struct Admission {
     state: Mutex<State>,
     start: Instant,
     max_waiting: usize,
+    upstreams: usize,
 }
 
 impl Admission {
     /// A scheduler for `config` in front of the upstreams.
     pub fn new(config: Config) -> Result<Arc<Admission>, ConfigError> {
-        Admission::with(config, Options::default())
-    }
-
-    /// The same, with `options`.
-    pub fn with(config: Config, options: Options) -> Result<Arc<Admission>, ConfigError> {
-        let learn = options.learn_concurrency;
         let max_waiting = config.max_waiting;
-        let engines = config.engines.len();
-        let learners = learn.then(|| {
-            config
-                .engines
-                .iter()
-                .map(|e| Learner::new(e.concurrency))
-                .collect()
-        });
+        let upstreams = config.engines.len();
         Ok(Arc::new(Admission {
             state: Mutex::new(State {
                 scheduler: Scheduler::new(config)?,
-                reports: vec![Default::default(); engines],
-                learners,
-                evictable: Vec::new(),
-                eviction: options.eviction,
+                evictors: HashMap::new(),
                 waiters: HashMap::new(),
                 next_id: 0,
             }),
             start: Instant::now(),
             max_waiting,
+            upstreams,
         }))
     }
 
@@ -180,81 +143,71 @@ impl Admission {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// The instant of `at` on the core's clock (seconds since the start).
+    fn instant(&self, at: f64) -> tokio::time::Instant {
+        let at = std::time::Duration::try_from_secs_f64(at).unwrap_or_default();
+        tokio::time::Instant::from_std(self.start + at)
+    }
+
     /// Wait for a slot on some upstream, in the policy's order; the slot names the upstream.
     /// `arrival`'s id is the gateway's to set.
     pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
-        let class = arrival.priority;
-        let (id, mut rx, evict_at) = {
+        let sheddable = arrival.priority < 0;
+        let (id, mut rx, evicted) = {
             let mut st = self.lock();
             let id = st.next_id;
             st.next_id += 1;
-            let sheddable = class < 0;
+            // A sheddable request can be evicted from the moment it is admitted.
+            let evicted = sheddable.then(|| {
+                let (tx, rx) = oneshot::channel();
+                st.evictors.insert(id, tx);
+                rx
+            });
             let arrived = Input::Arrived(Arrival { id, ..arrival });
-            match st.feed(self.now(), arrived, Some(id)) {
-                Some(Ok(upstream)) => return Ok(self.slot(&mut st, id, upstream, class)),
-                Some(Err(Refused::Full(_))) if sheddable => return Err(Refused::Shed),
-                Some(Err(e)) => return Err(e),
+            let decided = st.feed(self.now(), arrived, Some(id));
+            match decided {
+                Some(Ok(upstream)) => return Ok(self.slot(id, upstream, evicted)),
+                Some(Err(e)) => {
+                    st.evictors.remove(&id);
+                    return Err(if sheddable { Refused::Shed } else { e });
+                }
                 None => {}
             }
             let (tx, rx) = oneshot::channel();
             st.waiters.insert(id, tx);
-            // A class above the standard one does not wait behind sheddable requests that run:
-            // they are evicted, and the slots, when freed, go to the highest class waiting. With
-            // a TTFT deadline, only once waiting would miss it: the moment the core's deadline
-            // guard puts it first (a deadline it cannot meet counts as none).
-            let evict_at = match st.scheduler.deadline(id) {
-                _ if class <= 0 || st.eviction == Eviction::None => None,
-                None => {
-                    st.evict_for(id, class);
-                    None
-                }
-                Some(at) => {
-                    let at = std::time::Duration::try_from_secs_f64(at).unwrap_or_default();
-                    Some(tokio::time::Instant::from_std(self.start + at))
-                }
-            };
-            (id, rx, evict_at)
+            (id, rx, evicted)
         };
         let mut waiting = Waiting {
             admission: self,
             id,
             admitted: false,
         };
-        if let Some(at) = evict_at {
-            match tokio::time::timeout_at(at, &mut rx).await {
-                Ok(woken) => return self.admitted(&mut waiting, woken, class),
+        // The core's timers (a deadline's eviction) fire while requests wait.
+        let woken = loop {
+            let Some(at) = self.lock().scheduler.poll_timeout() else {
+                break rx.await;
+            };
+            match tokio::time::timeout_at(self.instant(at), &mut rx).await {
+                Ok(woken) => break woken,
                 Err(_) => {
                     let mut st = self.lock();
-                    if st.waiters.contains_key(&id) {
-                        st.evict_for(id, class);
-                    }
+                    st.scheduler.handle_timeout(self.now());
+                    st.carry_out(self.now(), None);
                 }
             }
-        }
-        self.admitted(&mut waiting, rx.await, class)
-    }
-
-    /// The slot a waiting request was given, once its wake-up came.
-    fn admitted(
-        self: &Arc<Self>,
-        waiting: &mut Waiting<'_>,
-        woken: Result<Result<usize, Refused>, oneshot::error::RecvError>,
-        class: i32,
-    ) -> Result<Slot, Refused> {
-        let id = waiting.id;
+        };
         let upstream = woken.map_err(|_| Refused::Closed)??;
         waiting.admitted = true;
-        let mut st = self.lock();
-        Ok(self.slot(&mut st, id, upstream, class))
+        Ok(self.slot(id, upstream, evicted))
     }
 
-    /// Request `id`'s slot on `upstream`; a sheddable request's can be evicted.
-    fn slot(self: &Arc<Self>, st: &mut State, id: u64, upstream: usize, class: i32) -> Slot {
-        let evicted = (class < 0).then(|| {
-            let (tx, rx) = oneshot::channel();
-            st.evictable.push((id, tx));
-            rx
-        });
+    /// Request `id`'s slot on `upstream`.
+    fn slot(
+        self: &Arc<Self>,
+        id: u64,
+        upstream: usize,
+        evicted: Option<oneshot::Receiver<()>>,
+    ) -> Slot {
         Slot {
             admission: self.clone(),
             id,
@@ -286,145 +239,80 @@ impl Admission {
         )
     }
 
-    /// An answer's measured service (the core's rates: the aging guard, `sagesched-time`).
-    pub fn served(&self, served: Served) {
+    /// Feed `input` to the core now and carry out its decisions.
+    fn tell(&self, input: Input) {
         let mut st = self.lock();
         let now = self.now();
-        st.feed(now, Input::Served(served), None);
+        st.feed(now, input, None);
+    }
+
+    /// An answer's measured service (the core's rates: the aging guard, `sagesched-time`).
+    pub fn served(&self, served: Served) {
+        self.tell(Input::Served(served));
     }
 
     /// Upstream `upstream`'s own report (its scraped metrics, `engines.rs`).
-    pub fn report(&self, upstream: usize, report: xsched_llm_core::EngineReport) {
-        let mut st = self.lock();
-        let bounded = report.slots.and_then(|slots| {
-            let learner = st.learners.as_mut()?.get_mut(upstream)?;
-            learner.bound(slots)
+    pub fn report(&self, upstream: usize, report: EngineReport) {
+        self.tell(Input::Engine {
+            engine: upstream,
+            report,
         });
-        if let Some(r) = st.reports.get_mut(upstream) {
-            r.0 = report;
-            r.1 = bounded.or(r.1);
-        }
-        self.feed_report(&mut st, upstream);
     }
 
     /// An answer of `output_tokens` from upstream `upstream`, `service_s` seconds after its
-    /// admission, ended (before its slot is freed): its concurrency learner counts it, and a
-    /// new limit takes effect at once.
+    /// admission, ended (before its slot is freed): the core's concurrency learner counts it.
     pub fn answered(&self, upstream: usize, output_tokens: u32, service_s: f64) {
-        let mut st = self.lock();
-        let backlog = st.scheduler.waiting() > 0;
-        let at = self.now();
-        let Some(learner) = st.learners.as_mut().and_then(|l| l.get_mut(upstream)) else {
-            return;
-        };
-        let Some(limit) = learner.answered(Answer {
-            at,
+        self.tell(Input::Answered {
+            engine: upstream,
             output_tokens,
             service_s,
-            backlog,
-        }) else {
-            return;
-        };
-        self.learned_limit(&mut st, upstream, limit);
+        });
     }
 
-    /// Upstream `upstream`'s count of the tokens it generated was read (`engines.rs`): its
-    /// concurrency learner measures by it, and a new limit takes effect at once.
+    /// Upstream `upstream`'s count of the tokens it generated was read (`engines.rs`): the
+    /// core's concurrency learner measures by it.
     pub fn generated(&self, upstream: usize, tokens: f64) {
-        let mut st = self.lock();
-        let backlog = st.scheduler.waiting() > 0;
-        let at = self.now();
-        let Some(learner) = st.learners.as_mut().and_then(|l| l.get_mut(upstream)) else {
-            return;
-        };
-        let Some(limit) = learner.counted(Count {
-            at,
+        self.tell(Input::Generated {
+            engine: upstream,
             tokens,
-            backlog,
-        }) else {
-            return;
-        };
-        self.learned_limit(&mut st, upstream, limit);
-    }
-
-    fn learned_limit(&self, st: &mut State, upstream: usize, limit: usize) {
-        tracing::info!("upstream {upstream}: concurrency learned: {limit}");
-        if let Some(r) = st.reports.get_mut(upstream) {
-            r.1 = Some(limit);
-        }
-        self.feed_report(st, upstream);
+        });
     }
 
     /// Each upstream's learned concurrency (empty when it is not learned).
     pub fn learned(&self) -> Vec<usize> {
-        self.lock()
-            .learners
-            .iter()
-            .flatten()
-            .map(Learner::limit)
+        let st = self.lock();
+        (0..self.upstreams)
+            .filter_map(|u| st.scheduler.learned(u))
             .collect()
-    }
-
-    fn feed_report(&self, st: &mut State, upstream: usize) {
-        let Some(&(report, learned)) = st.reports.get(upstream) else {
-            return;
-        };
-        let slots = match (report.slots, learned) {
-            (Some(s), Some(l)) => Some(s.min(l)),
-            (s, l) => s.or(l),
-        };
-        let now = self.now();
-        st.feed(
-            now,
-            Input::Engine {
-                engine: upstream,
-                report: xsched_llm_core::EngineReport { slots, ..report },
-            },
-            None,
-        );
     }
 
     /// Take upstream `upstream` out of admission (`up: false`) or put it back: while out, the
     /// core admits nothing there (what runs there is left alone).
     pub fn availability(&self, upstream: usize, up: bool) {
-        let mut st = self.lock();
-        let now = self.now();
-        st.feed(
-            now,
-            Input::Availability {
-                engine: upstream,
-                up,
-            },
-            None,
-        );
+        self.tell(Input::Availability {
+            engine: upstream,
+            up,
+        });
     }
 
     /// Request `id`'s answer had `output_tokens` (its tenant's service).
     fn progress(&self, id: u64, output_tokens: u32) {
-        let mut st = self.lock();
-        let now = self.now();
-        st.feed(
-            now,
-            Input::Progress {
-                id,
-                generated: output_tokens,
-            },
-            None,
-        );
+        self.tell(Input::Progress {
+            id,
+            generated: output_tokens,
+        });
     }
 
     /// The engine counted request `id`'s prompt as `tokens` (its tenant's service).
     fn prompt(&self, id: u64, tokens: u32) {
-        let mut st = self.lock();
-        let now = self.now();
-        st.feed(now, Input::Prompt { id, tokens }, None);
+        self.tell(Input::Prompt { id, tokens });
     }
 
     /// Request `id` left (its answer ended, or its client went away).
     fn done(&self, id: u64) {
         let mut st = self.lock();
         st.waiters.remove(&id);
-        st.evictable.retain(|(e, _)| *e != id);
+        st.evictors.remove(&id);
         let now = self.now();
         st.feed(now, Input::Done { id }, None);
     }
@@ -520,6 +408,7 @@ pub(crate) fn for_tests(
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
         fairness: xsched_llm_core::Fairness::default(),
+        learn_concurrency: false,
     })
     .expect("valid")
 }

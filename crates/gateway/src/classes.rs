@@ -52,6 +52,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use xsched_llm_core::Eviction;
 
 /// The header naming a request's class (llm-d's objective).
 pub const OBJECTIVE_HEADER: &str = "x-llm-d-inference-objective";
@@ -98,8 +99,7 @@ struct File {
     default_class: Option<String>,
     max_tenants: Option<usize>,
     sheddable_waiting: Option<usize>,
-    #[serde(default)]
-    eviction: crate::admission::Eviction,
+    eviction: Option<String>,
     #[serde(default)]
     classes: BTreeMap<String, i32>,
     #[serde(default)]
@@ -172,7 +172,7 @@ pub struct Classes {
     default_class: i32,
     max_tenants: usize,
     sheddable_waiting: usize,
-    eviction: crate::admission::Eviction,
+    eviction: Eviction,
     /// Tenants by index (0: `default`); the file's first, then others as they are seen.
     tenants: Mutex<Vec<std::sync::Arc<Tenant>>>,
     by_name: Mutex<HashMap<String, usize>>,
@@ -222,6 +222,10 @@ impl Classes {
                 )
             })?,
         };
+        let eviction = match &file.eviction {
+            None => Eviction::default(),
+            Some(e) => e.parse()?,
+        };
         let max_tenants = file.max_tenants.unwrap_or(MAX_TENANTS).max(2);
         if file.tenants.len() + 2 > max_tenants {
             return Err(format!(
@@ -266,7 +270,7 @@ impl Classes {
             default_class,
             max_tenants,
             sheddable_waiting: file.sheddable_waiting.unwrap_or(usize::MAX),
-            eviction: file.eviction,
+            eviction,
             tenants: Mutex::new(tenants),
             by_name: Mutex::new(by_name),
         })
@@ -283,7 +287,7 @@ impl Classes {
     }
 
     /// What a class above 0 does to running sheddable requests when no slot is free.
-    pub fn eviction(&self) -> crate::admission::Eviction {
+    pub fn eviction(&self) -> Eviction {
         self.eviction
     }
 

@@ -17,7 +17,6 @@
 //!   past the bound).
 //! - [`health`]: upstreams that fail are ejected for a backoff and probed back.
 //! - [`engines`]: each engine's metrics and slots, scraped (stale or queueing = saturated).
-//! - [`concurrency`]: each engine's concurrency learned from its throughput.
 //! - [`body`]: a request body read within its bound (a clean 413 past it).
 //! - [`conns`]: client connections under a cap below the descriptor limit.
 //! - [`prefix`]: a prompt's block hashes, for the `prefix-affinity` router.
@@ -31,7 +30,6 @@
 pub mod admission;
 pub mod body;
 pub mod classes;
-pub mod concurrency;
 pub mod conns;
 pub mod engines;
 pub mod forecast;

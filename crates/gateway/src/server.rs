@@ -35,7 +35,8 @@ use std::task::Poll;
 use std::time::Instant;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, EngineLimits, Placement, PolicySpec, Router, SizeDistribution, Source,
+    Arrival, Config, EngineLimits, Fairness, Placement, PolicySpec, Router, SizeDistribution,
+    Source,
 };
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
@@ -241,29 +242,21 @@ impl Gateway {
             kv_tokens: config.kv_tokens,
             block_tokens: 16,
         };
-        let eviction = config.classes.eviction();
-        let options = crate::admission::Options {
-            learn_concurrency: config.learn_concurrency,
-            eviction,
-        };
-        let admission = Admission::with(
-            Config {
-                policy: config.policy,
-                engines: vec![limits; config.upstreams.len()],
-                router: config.router,
-                placement: Placement::WhenFree,
-                max_waiting: config.max_waiting,
-                service: ServiceModel::Measured(Rates::default()),
-                can_pause: false,
-                fairness: xsched_llm_core::Fairness {
-                    weights: config.classes.weights(),
-                    sheddable_waiting: config.classes.sheddable_waiting(),
-                    sheddable_apart: eviction == crate::admission::Eviction::All,
-                    sheddable_after_first_token: eviction == crate::admission::Eviction::One,
-                },
+        let admission = Admission::new(Config {
+            policy: config.policy,
+            engines: vec![limits; config.upstreams.len()],
+            router: config.router,
+            placement: Placement::WhenFree,
+            max_waiting: config.max_waiting,
+            service: ServiceModel::Measured(Rates::default()),
+            can_pause: false,
+            fairness: Fairness {
+                weights: config.classes.weights(),
+                sheddable_waiting: config.classes.sheddable_waiting(),
+                ..Fairness::with_eviction(config.classes.eviction())
             },
-            options,
-        )
+            learn_concurrency: config.learn_concurrency,
+        })
         .map_err(|e| GatewayError::Policy {
             policy: config.policy.to_string(),
             reason: e.to_string(),

@@ -13,6 +13,9 @@ pub(crate) enum Place {
     Admitted,
     /// Admitted, and preempted by the engine itself (its KV dropped; the engine resumes it).
     Preempted,
+    /// Admitted, and evicted for a higher class: it holds its slot until its driver reports it
+    /// done, and is no one's victim again.
+    Displaced,
 }
 
 /// One request.
@@ -56,6 +59,9 @@ pub(crate) struct Job {
     pub boosted_at: Option<u32>,
     /// Whether its first token will be reported (`Arrival::reports_first_token`).
     pub reports_first_token: bool,
+    /// The order of its latest admission among all admissions (eviction for a higher class
+    /// takes the sheddable request admitted last).
+    pub admitted_seq: u64,
 }
 
 impl Job {
@@ -138,6 +144,7 @@ mod tests {
             boosted_at: None,
             prefix: Default::default(),
             reports_first_token: false,
+            admitted_seq: 0,
         }
     }
 

@@ -20,6 +20,7 @@
 //!     service: ServiceModel::Measured(Rates::default()),
 //!     can_pause: false,
 //!     fairness: Default::default(),
+//!     learn_concurrency: false,
 //! })
 //! .expect("valid");
 //! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, ..Default::default() });
@@ -35,6 +36,7 @@
 //! - [`order`]: ranks (lower first) and what a preemptive order may pause.
 //! - [`admit`]: expected-peak admission into KV memory, and its learned headroom.
 //! - [`lanes`]: priority classes and tenants' fair shares (VTC) in the waiting queue.
+//! - [`learn`]: each engine's concurrency, learned from its throughput.
 //! - [`route`]: the routers.
 //! - [`prefix`]: what prompt prefixes each engine was sent (the `prefix-affinity` router).
 //! - [`predict`]: the predictor interface (features in, an output-length distribution out).
@@ -45,6 +47,7 @@ pub mod admit;
 pub mod cost;
 mod job;
 pub mod lanes;
+pub mod learn;
 pub mod order;
 pub mod policy;
 pub mod predict;
@@ -57,7 +60,7 @@ pub mod service;
 pub use policy::{Admission, Order, PolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
-    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Fairness,
-    HIGH_CLASS_WINDOW, Input, InputError, Placement, Scheduler,
+    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason,
+    Eviction, Fairness, HIGH_CLASS_WINDOW, Input, InputError, Placement, Scheduler,
 };
 pub use xsched_core::gittins::SizeDistribution;

@@ -28,6 +28,7 @@ fn scheduler(
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
         fairness,
+        learn_concurrency: false,
     })
     .expect("valid")
 }

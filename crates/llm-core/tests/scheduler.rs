@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use xsched_llm_core::service::{Rates, Served, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, Input, InputError,
-    Placement, PolicySpec, Router, Scheduler, SizeDistribution,
+    Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason, Input,
+    InputError, Placement, PolicySpec, Router, Scheduler, SizeDistribution,
 };
 
 fn limits(concurrency: usize, kv_tokens: Option<u64>) -> EngineLimits {
@@ -25,6 +25,7 @@ fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
         service: ServiceModel::Measured(Rates::default()),
         can_pause: true,
         fairness: xsched_llm_core::Fairness::default(),
+        learn_concurrency: false,
     }
 }
 
@@ -400,7 +401,11 @@ fn paused_for(policy: &str, first: f64, generated: u32, tokens: f64) -> Vec<Deci
 #[test]
 fn trail_pauses_a_request_only_while_it_is_below_its_limit() {
     let pause = [
-        Decision::Evict { id: 0, engine: 0 },
+        Decision::Evict {
+            id: 0,
+            engine: 0,
+            reason: EvictReason::Paused,
+        },
         Decision::Admit { id: 1, engine: 0 },
     ];
     // Predicted 100; a 5-token request arrives after 70 tokens (≤ 80): paused.
@@ -449,7 +454,11 @@ fn fastserve_pauses_for_a_higher_level_and_resumes_the_paused_request_on_its_eng
     assert_eq!(
         decisions(&mut s),
         [
-            Decision::Evict { id: 0, engine: 0 },
+            Decision::Evict {
+                id: 0,
+                engine: 0,
+                reason: EvictReason::Paused,
+            },
             Decision::Admit { id: 2, engine: 0 }
         ]
     );

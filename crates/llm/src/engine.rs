@@ -136,6 +136,8 @@ pub struct RunStats {
     pub refused: u64,
     /// Requests the scheduler shed (its queue full).
     pub shed: u64,
+    /// Running requests the scheduler evicted for a higher class (ended unanswered).
+    pub evicted: u64,
 }
 
 impl RunStats {
@@ -150,6 +152,7 @@ impl RunStats {
         self.steps += other.steps;
         self.refused += other.refused;
         self.shed += other.shed;
+        self.evicted += other.evicted;
     }
 }
 
@@ -266,6 +269,20 @@ impl<'a> Engine<'a> {
             self.stats.wasted_tokens += u64::from(tokens);
             a.computed = 0;
         }
+    }
+
+    /// End running (or queued) request `i` unanswered at this step boundary (its client was
+    /// told to retry): its KV, on the GPU or swapped out, is freed.
+    pub fn abort(&mut self, i: usize) {
+        self.running.retain(|&r| r != i);
+        self.queue.retain(|&r| r != i);
+        let a = &mut self.state[i];
+        self.free += a.blocks;
+        if a.swapped {
+            self.swap_used -= u64::from(a.computed);
+        }
+        *a = Active::default();
+        self.stats.evicted += 1;
     }
 
     /// Preempt vLLM's default victim, the most recently admitted running request: drop its KV

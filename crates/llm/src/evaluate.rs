@@ -109,6 +109,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
         service: ServiceModel::Fit(engine.fit()),
         can_pause: false,
         fairness: xsched_llm_core::Fairness::default(),
+        learn_concurrency: false,
     }) else {
         return 0.0;
     };

@@ -19,8 +19,8 @@ use std::time::Instant;
 use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
-    Arrival, Config, Decision, Input, Placement, PolicySpec, Router, Scheduler, SizeDistribution,
-    Source,
+    Arrival, Config, Decision, EvictReason, Fairness, Input, Placement, PolicySpec, Router,
+    Scheduler, SizeDistribution, Source,
 };
 use xsched_llm_predict::predictor::History;
 
@@ -44,6 +44,21 @@ impl Cluster {
     };
 }
 
+/// What a run's scheduler is told beyond its policy: classes and their rules, and whether it
+/// learns each engine's concurrency (the gateway's classes file and `--learn-concurrency`; by
+/// default every request is of the standard class and nothing is learned).
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    /// Tenants' shares, the shedding of sheddable classes, and eviction for a higher class.
+    pub fairness: Fairness,
+    /// Learn each engine's concurrency from its throughput.
+    pub learn_concurrency: bool,
+    /// Each request's class, by id (beyond the list: 0, the standard class).
+    pub classes: Vec<i32>,
+    /// Each request's TTFT deadline in seconds, by id (beyond the list: none).
+    pub ttft_slo: Vec<Option<f64>>,
+}
+
 /// A run's outcome.
 #[derive(Debug)]
 pub struct Run {
@@ -55,6 +70,10 @@ pub struct Run {
     pub scheduler_ns: Vec<u64>,
     /// Wall-clock nanoseconds of each prediction.
     pub predict_ns: Vec<u64>,
+    /// Requests evicted for a higher class, in the order the scheduler evicted them.
+    pub evicted: Vec<usize>,
+    /// Each learned concurrency the scheduler decided: when, for which engine, how many.
+    pub limits: Vec<(f64, usize, usize)>,
 }
 
 /// Why a run could not start.
@@ -126,6 +145,13 @@ struct World<'a> {
     scheduler_ns: Vec<u64>,
     shed: u64,
     events: StepEvents,
+    /// When each request was last admitted (its service, for a concurrency learner).
+    admitted_at: Vec<f64>,
+    /// Tokens each engine generated so far (its counter, for a concurrency learner).
+    generated: Vec<f64>,
+    learn: bool,
+    evicted: Vec<usize>,
+    limits: Vec<(f64, usize, usize)>,
 }
 
 impl World<'_> {
@@ -143,6 +169,12 @@ impl World<'_> {
         if let Some(i) = charge {
             self.scheduler_ns[i] += t.elapsed().as_nanos() as u64;
         }
+        self.carry_out(now, decisions);
+    }
+
+    /// Carry out the scheduler's `decisions` at `now`.
+    fn carry_out(&mut self, now: f64, decisions: Vec<Decision>) {
+        let mut displaced = Vec::new();
         for d in decisions {
             match d {
                 Decision::Admit { id, engine } => {
@@ -151,15 +183,51 @@ impl World<'_> {
                         e.wait_until(now);
                     }
                     e.accept(i);
+                    self.admitted_at[i] = now;
                     if !self.seen[i] {
                         self.seen[i] = true;
                         self.admitted.push(i);
                     }
                 }
-                Decision::Evict { id, engine } => self.engines[engine].pause(id as usize),
+                Decision::Evict {
+                    id,
+                    engine,
+                    reason: EvictReason::Paused,
+                } => self.engines[engine].pause(id as usize),
+                Decision::Evict {
+                    id,
+                    engine,
+                    reason: EvictReason::Displaced,
+                } => {
+                    self.engines[engine].abort(id as usize);
+                    self.evicted.push(id as usize);
+                    displaced.push(id);
+                }
                 Decision::Shed { .. } => self.shed += 1,
+                Decision::Limit {
+                    engine,
+                    concurrency,
+                } => self.limits.push((now, engine, concurrency)),
             }
         }
+        // An evicted request's client is told at once: it leaves, freeing its slot.
+        for id in displaced {
+            self.handle(now, Input::Done { id }, None);
+        }
+    }
+
+    /// The scheduler's timer came due at `now`: idle engines wait until then, and its decisions
+    /// are carried out.
+    fn timeout(&mut self, now: f64) {
+        for e in self.engines.iter_mut().filter(|e| !e.busy()) {
+            e.wait_until(now);
+        }
+        self.scheduler.handle_timeout(now);
+        let mut decisions = Vec::new();
+        while let Some(d) = self.scheduler.poll_decision() {
+            decisions.push(d);
+        }
+        self.carry_out(now, decisions);
     }
 
     /// Step engine `e` and tell the scheduler what happened; whether it could run.
@@ -184,7 +252,20 @@ impl World<'_> {
         }
         for &i in &events.finished {
             self.oracle.learn(&self.requests[i]);
+            if self.learn {
+                let answered = Input::Answered {
+                    engine: e,
+                    output_tokens: self.requests[i].output_tokens,
+                    service_s: now - self.admitted_at[i],
+                };
+                self.handle(now, answered, None);
+            }
             self.handle(now, Input::Done { id: i as u64 }, Some(i));
+        }
+        if self.learn {
+            self.generated[e] += events.progressed.len() as f64;
+            let tokens = self.generated[e];
+            self.handle(now, Input::Generated { engine: e, tokens }, None);
         }
         self.events = events;
         let report = self.engines[e].report();
@@ -203,6 +284,52 @@ pub fn simulate(
     warm: &[Request],
     requests: &[Request],
 ) -> Result<Run, SimError> {
+    let runs = Runs {
+        cfg,
+        cluster,
+        history,
+        warm,
+    };
+    runs.simulate(policy, &Rules::default(), requests)
+}
+
+/// Runs on one cluster of engines, with one predictor's history to start from.
+#[derive(Clone, Copy)]
+pub struct Runs<'a> {
+    /// Each engine.
+    pub cfg: &'a EngineConfig,
+    /// How many, routed how.
+    pub cluster: Cluster,
+    /// The history predictor's entries.
+    pub history: usize,
+    /// What fills the history first.
+    pub warm: &'a [Request],
+}
+
+impl Runs<'_> {
+    /// Run `requests` (sorted by arrival, ids their positions) under `policy` and `rules`.
+    pub fn simulate(
+        &self,
+        policy: PolicySpec,
+        rules: &Rules,
+        requests: &[Request],
+    ) -> Result<Run, SimError> {
+        run(self, policy, rules, requests)
+    }
+}
+
+fn run(
+    runs: &Runs<'_>,
+    policy: PolicySpec,
+    rules: &Rules,
+    requests: &[Request],
+) -> Result<Run, SimError> {
+    let Runs {
+        cfg,
+        cluster,
+        history,
+        warm,
+    } = *runs;
     let instances = cluster.instances.max(1);
     let scheduler = Scheduler::new(Config {
         policy,
@@ -212,7 +339,8 @@ pub fn simulate(
         max_waiting: usize::MAX,
         service: ServiceModel::Fit(cfg.fit()),
         can_pause: true,
-        fairness: xsched_llm_core::Fairness::default(),
+        fairness: rules.fairness.clone(),
+        learn_concurrency: rules.learn_concurrency,
     })?;
     let predicts = policy.predicts() || cluster.router.predicts();
     let uses_history = matches!(policy.source, Source::History)
@@ -234,6 +362,11 @@ pub fn simulate(
         scheduler_ns: vec![0; requests.len()],
         shed: 0,
         events: StepEvents::default(),
+        admitted_at: vec![0.0; requests.len()],
+        generated: vec![0.0; instances],
+        learn: rules.learn_concurrency,
+        evicted: Vec::new(),
+        limits: Vec::new(),
     };
     let mut predict_ns = Vec::with_capacity(requests.len());
     let mut refused = 0;
@@ -244,19 +377,23 @@ pub fn simulate(
     let mut next = 0usize;
     loop {
         let arrival = requests.get(next).map_or(f64::INFINITY, |r| r.arrival);
+        // The scheduler's timer (a deadline's eviction) is an event like an arrival.
+        let timer = world.scheduler.poll_timeout().unwrap_or(f64::INFINITY);
+        let event = arrival.min(timer);
         let earliest = (0..instances)
             .filter(|&e| world.engines[e].busy())
             .min_by(|&a, &b| world.engines[a].now().total_cmp(&world.engines[b].now()));
         match earliest {
-            Some(e) if world.engines[e].now() <= arrival => {
+            Some(e) if world.engines[e].now() <= event => {
                 if !world.step(e) {
-                    if arrival.is_infinite() {
+                    if event.is_infinite() {
                         // Nothing it holds can ever run.
                         break;
                     }
-                    world.engines[e].wait_until(arrival);
+                    world.engines[e].wait_until(event);
                 }
             }
+            _ if timer < arrival => world.timeout(timer),
             _ if next < requests.len() => {
                 let r = &requests[next];
                 for e in world.engines.iter_mut().filter(|e| !e.busy()) {
@@ -272,9 +409,12 @@ pub fn simulate(
                         id: next as u64,
                         input_tokens: r.input_tokens,
                         max_tokens: None,
-                        priority: 0,
+                        priority: rules.classes.get(next).copied().unwrap_or(0),
                         tenant: 0,
                         lengths,
+                        ttft_slo: rules.ttft_slo.get(next).copied().flatten(),
+                        // Every step's tokens are reported.
+                        reports_first_token: true,
                         ..Default::default()
                     };
                     world.handle(r.arrival, Input::Arrived(arrival), Some(next));
@@ -295,5 +435,7 @@ pub fn simulate(
         admitted: world.admitted,
         scheduler_ns: world.scheduler_ns,
         predict_ns,
+        evicted: world.evicted,
+        limits: world.limits,
     })
 }

@@ -17,256 +17,30 @@
 //! that can take the head now (the gateway); [`Placement::AtArrival`] routes each request on
 //! arrival and keeps a queue per engine (each engine orders its own requests).
 
+mod config;
+mod displace;
+mod io;
+
+pub use config::{
+    Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
+};
+pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError};
+
 use crate::admit::{Headroom, Occupant, expected_peak};
 use crate::job::{Job, Place};
 use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
+use crate::learn::{Answer, Count, Learner};
 use crate::order::{self, Rank};
 use crate::policy::{Admission, Order, PolicySpec, Size};
 use crate::predict::{capped, prior};
-use crate::prefix::{Prefix, PrefixCache};
-use crate::route::{EngineLoad, Router};
-use crate::service::{Served, ServiceModel};
+use crate::prefix::PrefixCache;
+use crate::route::EngineLoad;
+use crate::service::ServiceModel;
 use std::collections::{BTreeMap, VecDeque};
-use xsched_core::gittins::SizeDistribution;
 
 /// The aging guard: a request still waiting this many times its predicted time alone on an
 /// engine after it arrived goes before every request that has not aged.
 pub const AGING_FACTOR: f64 = 100.0;
-
-/// What one engine allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineLimits {
-    /// Requests admitted at once at most (its batch slots, or a configured limit).
-    pub concurrency: usize,
-    /// Its KV capacity in tokens, if known (expected-peak admission needs it).
-    pub kv_tokens: Option<u64>,
-    /// Tokens per KV block.
-    pub block_tokens: u32,
-}
-
-/// Where requests wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// One queue; an engine is chosen when the request is admitted.
-    WhenFree,
-    /// An engine is chosen on arrival; a queue per engine.
-    AtArrival,
-}
-
-/// The scheduler's configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// The policy.
-    pub policy: PolicySpec,
-    /// The engines, by index.
-    pub engines: Vec<EngineLimits>,
-    /// How an engine is picked.
-    pub router: Router,
-    /// Where requests wait.
-    pub placement: Placement,
-    /// Requests waiting at most; an arrival beyond it is shed.
-    pub max_waiting: usize,
-    /// Where service times come from.
-    pub service: ServiceModel,
-    /// Whether the driver can pause a running request (preemptive policies need it).
-    pub can_pause: bool,
-    /// Tenants' shares and the shedding of sheddable classes.
-    pub fairness: Fairness,
-}
-
-/// Classes and tenants: requests wait in lanes, the highest class first, tenants within a class
-/// sharing by weighted tokens (`lanes.rs`). A class below 0 is sheddable.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fairness {
-    /// Each tenant's weight in its share of service (a tenant beyond the list weighs 1).
-    pub weights: Vec<f64>,
-    /// A sheddable arrival that cannot be admitted at once is shed while this many sheddable
-    /// requests wait already (`usize::MAX`: never for that reason).
-    pub sheddable_waiting: usize,
-    /// Sheddable requests are not admitted to an engine that runs a request above the standard
-    /// class (class above 0), so such a request has the engine without sheddable company.
-    pub sheddable_apart: bool,
-    /// Sheddable requests are not admitted to an engine while a request above the standard class
-    /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
-    /// is prefilled in the same batch as its own; and, while requests above the standard class
-    /// are about (one arrived within [`HIGH_CLASS_WINDOW`]), nor while another sheddable request
-    /// there whose first token will be reported ([`Arrival::reports_first_token`]) waits for it:
-    /// sheddable prompts are then prefilled one at a time, so a request above them that arrives
-    /// waits behind at most one (an engine cannot stop a batch it has begun).
-    pub sheddable_after_first_token: bool,
-}
-
-/// Seconds after a request above the standard class arrives during which sheddable prompts are
-/// prefilled one at a time ([`Fairness::sheddable_after_first_token`]); without such requests
-/// sheddable ones are admitted as fast as slots free.
-pub const HIGH_CLASS_WINDOW: f64 = 30.0;
-
-impl Default for Fairness {
-    /// Every tenant alike; sheddable requests shed only when the queue is full, and run beside
-    /// any class.
-    fn default() -> Fairness {
-        Fairness {
-            weights: Vec::new(),
-            sheddable_waiting: usize::MAX,
-            sheddable_apart: false,
-            sheddable_after_first_token: false,
-        }
-    }
-}
-
-/// Why a configuration was refused.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ConfigError {
-    /// No engine.
-    #[error("at least one engine is needed")]
-    NoEngine,
-    /// A zero limit.
-    #[error("{0} must be at least 1")]
-    Zero(&'static str),
-    /// A preemptive policy for a driver that cannot pause requests.
-    #[error(
-        "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"
-    )]
-    CannotPause {
-        /// The policy.
-        policy: String,
-        /// The same without pausing.
-        instead: String,
-    },
-}
-
-/// Why an input was refused (nothing changed).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
-    /// An arrival with the id of a request still known.
-    #[error("request {0} arrived twice")]
-    Duplicate(u64),
-    /// An engine index beyond the configured ones.
-    #[error("no engine {0}")]
-    NoEngine(usize),
-}
-
-/// A request arriving.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Arrival {
-    /// Its id (unique among the requests the scheduler holds).
-    pub id: u64,
-    /// Prompt tokens.
-    pub input_tokens: u32,
-    /// The output bound it asked for.
-    pub max_tokens: Option<u32>,
-    /// Its priority class: higher first under every policy, below 0 sheddable (0 by default).
-    pub priority: i32,
-    /// Its tenant, by index (0 by default).
-    pub tenant: usize,
-    /// Its predicted output lengths (`None`: the prior).
-    pub lengths: Option<SizeDistribution>,
-    /// Seconds from its arrival to its first token that its client asked for (llm-d's
-    /// `x-llm-d-slo-ttft-ms`): once waiting leaves less slack than its first token takes
-    /// alone ([`ServiceModel::slo_lead`]: half the deadline while that is unmeasured), it goes
-    /// before every request of its class that has not reached its own deadline or aging guard.
-    pub ttft_slo: Option<f64>,
-    /// Its prompt's prefix, as hashes of whole blocks, each chaining the ones before it
-    /// ([`crate::prefix`]): the `prefix-affinity` router sends it where most of it was sent.
-    pub prefix: Prefix,
-    /// Whether its driver reports its first token as it comes ([`Input::Progress`]; a streamed
-    /// answer whose events are counted): only then may it hold other sheddable requests back
-    /// while it waits for it ([`Fairness::sheddable_after_first_token`]).
-    pub reports_first_token: bool,
-}
-
-/// What an engine reports of its next step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineReport {
-    /// Prompt tokens it can start for new requests in its next step (`None`: unlimited; 0: it
-    /// starts none, e.g. while requests sent earlier have not started).
-    pub step_tokens: Option<u32>,
-    /// Free KV tokens (`None`: unknown).
-    pub kv_free_tokens: Option<u64>,
-    /// Requests waiting in its own queue.
-    pub waiting: usize,
-    /// Requests it runs at once at most, when it says (llama.cpp's slots): admission keeps
-    /// within the smaller of this and the configured concurrency.
-    pub slots: Option<usize>,
-}
-
-/// What happened.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Input {
-    /// A request arrived.
-    Arrived(Arrival),
-    /// An admitted request has generated this many output tokens.
-    Progress {
-        /// The request.
-        id: u64,
-        /// Tokens generated so far.
-        generated: u32,
-    },
-    /// A request left: its answer ended, its client went away, or it failed.
-    Done {
-        /// The request.
-        id: u64,
-    },
-    /// The engine counted the request's prompt as `tokens`: its tenant, charged the estimate at
-    /// admission, is charged the difference (a prompt estimated from its characters misses the
-    /// chat template's tokens, so short prompts, which a shortest-first order admits more of,
-    /// would be under-charged). Only the last admission's charge is corrected (a request paused
-    /// before its first token was charged the estimate at each admission before).
-    Prompt {
-        /// The request.
-        id: u64,
-        /// Its prompt's tokens, as the engine counted them.
-        tokens: u32,
-    },
-    /// The engine preempted an admitted request (dropped its KV; it resumes it itself).
-    Preempted {
-        /// The request.
-        id: u64,
-    },
-    /// An engine's report.
-    Engine {
-        /// The engine.
-        engine: usize,
-        /// What it reported.
-        report: EngineReport,
-    },
-    /// An answer's measured service (for measured service models).
-    Served(Served),
-    /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
-    /// (`up: true`); what runs there is not touched.
-    Availability {
-        /// The engine.
-        engine: usize,
-        /// Whether it may be sent requests.
-        up: bool,
-    },
-}
-
-/// What to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Send the request to the engine.
-    Admit {
-        /// The request.
-        id: u64,
-        /// The engine.
-        engine: usize,
-    },
-    /// Pause the running request on the engine (it waits again in the scheduler's queue and is
-    /// admitted to that engine again later).
-    Evict {
-        /// The request.
-        id: u64,
-        /// Its engine.
-        engine: usize,
-    },
-    /// Refuse the request: the queue holds its bound, a sheddable request was displaced by a
-    /// higher class's arrival, or (sheddable) it would wait beside too many of its kind.
-    Shed {
-        /// The request.
-        id: u64,
-    },
-}
 
 /// What the scheduler keeps of one engine.
 #[derive(Debug)]
@@ -288,14 +62,20 @@ struct Engine {
     up: bool,
     /// The prompt prefixes sent to it (`prefix-affinity`).
     prefixes: PrefixCache,
+    /// Its concurrency learner ([`Config::learn_concurrency`]).
+    learner: Option<Learner>,
 }
 
 impl Engine {
-    /// Requests it runs at once: its limit, or its slots where it reports fewer.
+    /// Requests it runs at once: its limit, or its slots where it reports fewer, or the
+    /// learned limit where that is fewer still.
     fn concurrency(&self) -> usize {
-        self.report.slots.map_or(self.limits.concurrency, |s| {
+        let most = self.report.slots.map_or(self.limits.concurrency, |s| {
             s.clamp(1, self.limits.concurrency)
-        })
+        });
+        self.learner
+            .as_ref()
+            .map_or(most, |l| l.limit().clamp(1, most))
     }
 }
 
@@ -319,6 +99,11 @@ pub struct Scheduler {
     /// Until when requests above the standard class are about ([`HIGH_CLASS_WINDOW`] after the
     /// last one arrived).
     high_class_until: f64,
+    /// Admissions so far (each job's `admitted_seq`).
+    admissions: u64,
+    /// Waiting requests above the standard class that evict sheddable ones at a time (their
+    /// TTFT deadline's guard), earliest first (`displace.rs`).
+    displace_at: Vec<(f64, u64)>,
 }
 
 impl Scheduler {
@@ -359,6 +144,9 @@ impl Scheduler {
                 queue: Lanes::default(),
                 up: true,
                 prefixes: PrefixCache::default(),
+                learner: config
+                    .learn_concurrency
+                    .then(|| Learner::new(limits.concurrency)),
             })
             .collect();
         Ok(Scheduler {
@@ -374,6 +162,8 @@ impl Scheduler {
             scratch: Vec::new(),
             clock: 0.0,
             high_class_until: f64::NEG_INFINITY,
+            admissions: 0,
+            displace_at: Vec::new(),
         })
     }
 
@@ -404,6 +194,23 @@ impl Scheduler {
     /// (`None`: it has none, one it cannot meet, or is not held).
     pub fn deadline(&self, id: u64) -> Option<f64> {
         self.jobs.get(&id)?.deadline_at
+    }
+
+    /// The concurrency learned for `engine` (`None`: not learned, or no such engine).
+    pub fn learned(&self, engine: usize) -> Option<usize> {
+        Some(self.engines.get(engine)?.learner.as_ref()?.limit())
+    }
+
+    /// A learner's new limit for `engine`, if any, told to the driver; whether there was one.
+    fn limit(&mut self, engine: usize, learned: Option<usize>) -> bool {
+        let Some(concurrency) = learned else {
+            return false;
+        };
+        self.decisions.push_back(Decision::Limit {
+            engine,
+            concurrency,
+        });
+        true
     }
 
     /// The learned KV headroom of `engine`.
@@ -481,8 +288,49 @@ impl Scheduler {
                     .engines
                     .get_mut(engine)
                     .ok_or(InputError::NoEngine(engine))?;
+                let bounded = report
+                    .slots
+                    .and_then(|slots| e.learner.as_mut()?.bound(slots));
                 e.report = report;
+                self.limit(engine, bounded);
                 self.decide(now, Some(engine));
+            }
+            Input::Answered {
+                engine,
+                output_tokens,
+                service_s,
+            } => {
+                let backlog = self.waiting() > 0;
+                let e = self
+                    .engines
+                    .get_mut(engine)
+                    .ok_or(InputError::NoEngine(engine))?;
+                let answer = Answer {
+                    at: now,
+                    output_tokens,
+                    service_s,
+                    backlog,
+                };
+                let learned = e.learner.as_mut().and_then(|l| l.answered(answer));
+                if self.limit(engine, learned) {
+                    self.decide(now, Some(engine));
+                }
+            }
+            Input::Generated { engine, tokens } => {
+                let backlog = self.waiting() > 0;
+                let e = self
+                    .engines
+                    .get_mut(engine)
+                    .ok_or(InputError::NoEngine(engine))?;
+                let count = Count {
+                    at: now,
+                    tokens,
+                    backlog,
+                };
+                let learned = e.learner.as_mut().and_then(|l| l.counted(count));
+                if self.limit(engine, learned) {
+                    self.decide(now, Some(engine));
+                }
             }
             Input::Served(s) => self.service.learn(&s),
             Input::Availability { engine, up } => {
@@ -532,6 +380,7 @@ impl Scheduler {
             boosted_at: None,
             prefix: a.prefix.clone(),
             reports_first_token: a.reports_first_token,
+            admitted_seq: 0,
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
@@ -594,6 +443,7 @@ impl Scheduler {
             self.forget(shed);
             self.decisions.push_back(Decision::Shed { id: shed });
         }
+        self.displace_on_arrival(id);
         Ok(())
     }
 
@@ -659,6 +509,7 @@ impl Scheduler {
 
     /// Drop `id` from wherever it is.
     fn forget(&mut self, id: u64) {
+        self.disarm(id);
         if let Some(q) = self.queue_of(id) {
             q.remove(id);
         }
@@ -821,6 +672,7 @@ impl Scheduler {
     }
 
     fn admit(&mut self, now: f64, id: u64, e: usize) {
+        self.disarm(id);
         if let Some(q) = self.queue_of(id) {
             q.remove(id);
         }
@@ -839,6 +691,8 @@ impl Scheduler {
         }
         job.place = Place::Admitted;
         job.engine = Some(e);
+        job.admitted_seq = self.admissions;
+        self.admissions += 1;
         let engine = &mut self.engines[e];
         let block = u64::from(engine.limits.block_tokens);
         let context = job.context();
@@ -929,7 +783,11 @@ impl Scheduler {
             *free += u64::from(context).div_ceil(block) * block;
         }
         self.enqueue(id);
-        self.decisions.push_back(Decision::Evict { id, engine: e });
+        self.decisions.push_back(Decision::Evict {
+            id,
+            engine: e,
+            reason: EvictReason::Paused,
+        });
     }
 }
 

@@ -1,14 +1,22 @@
-//! Learning how many requests each engine should run at once (`--learn-concurrency`).
+//! Learning how many requests each engine should run at once ([`Config::learn_concurrency`],
+//! the gateway's `--learn-concurrency`): the scheduler feeds each engine's learner the answers
+//! that end ([`Input::Answered`]) and the engine's own token counter ([`Input::Generated`]), and
+//! admits within the limit it learns ([`Decision::Limit`]).
+//!
+//! [`Config::learn_concurrency`]: crate::Config::learn_concurrency
+//! [`Input::Answered`]: crate::Input::Answered
+//! [`Input::Generated`]: crate::Input::Generated
+//! [`Decision::Limit`]: crate::Decision::Limit
 //!
 //! A batching engine's throughput grows with the requests it runs together, up to a point;
 //! past it, more in flight only lengthens each one's steps and moves the queue from the
-//! gateway, where the policy orders it, into the engine, where nothing does. The rule: **the
+//! scheduler, where the policy orders it, into the engine, where nothing does. The rule: **the
 //! fewest requests in flight whose throughput is within [`WITHIN`] of the best measured**,
 //! between 1 and the smaller of `--concurrency` and the engine's slots (never above them).
 //!
 //! - It starts at the most (so a lightly loaded gateway is never held below what it was
 //!   configured for) and measures output tokens per second over windows in which requests
-//!   waited in the gateway's queue (only then is the limit what bounds the engine's work; a
+//!   waited in the scheduler's queue (only then is the limit what bounds the engine's work; a
 //!   window with too little backlog, [`BACKLOG_SHARE`], is dropped, and nothing changes).
 //! - **Where the engine counts the tokens it generates** (vLLM's
 //!   `vllm:generation_tokens_total`; llama.cpp's busy slots per decode step times its steps,
@@ -16,7 +24,7 @@
 //!   a window is [`WINDOW_S`] of that counter's growth, read at each scrape ([`Count`]). The
 //!   answers' own token counts measure only when answers end, so a window of tens of answers
 //!   whose lengths spread from 1 to hundreds of tokens measured a level to about ±10 %, wider
-//!   than the rule decides by (docs/BENCHMARKS.md); llama.cpp's `tokens_predicted_total` is no
+//!   than the rule decides by; llama.cpp's `tokens_predicted_total` is no
 //!   better, as it too grows only when an answer ends.
 //! - **Elsewhere**, a window is [`WINDOW_ANSWERS`] answers: the level times their output tokens
 //!   over their summed time from admission to end (with every slot busy, Little's law).
@@ -51,7 +59,7 @@ pub struct Answer {
     pub output_tokens: u32,
     /// Seconds from its admission to its end.
     pub service_s: f64,
-    /// Whether requests were waiting in the gateway's queue when it ended.
+    /// Whether requests were waiting in the scheduler's queue when it ended.
     pub backlog: bool,
 }
 
@@ -62,7 +70,7 @@ pub struct Count {
     pub at: f64,
     /// Tokens generated since the engine started.
     pub tokens: f64,
-    /// Whether requests were waiting in the gateway's queue when it was read.
+    /// Whether requests were waiting in the scheduler's queue when it was read.
     pub backlog: bool,
 }
 
@@ -185,7 +193,7 @@ impl Learner {
         // Little's law with every slot busy: `limit` requests at a time, each at its own tokens
         // per second of service (admission to end). (Tokens over the window's span were tried
         // first: the answers that end in a window were partly generated before it, and windows
-        // of tens of answers measured too noisily for a 5 % rule: docs/BENCHMARKS.md.)
+        // of tens of answers measured too noisily for a 5 % rule.)
         self.measured(self.limit as f64 * tokens as f64 / service_s)
     }
 
@@ -427,7 +435,7 @@ mod tests {
 
     #[test]
     fn a_step_down_needs_a_second_window_to_confirm_it() {
-        // The measured llama-server's curve (docs/BENCHMARKS.md): every level below 4 loses 11 %
+        // A measured llama-server's curve: every level below 4 loses 11 %
         // or more. One lucky window at 3 (within 5 % of 4) does not keep it there.
         let curve = [0.0, 75.0, 94.0, 99.0, 111.0];
         let lucky = [0.0, 75.0, 94.0, 108.0, 111.0];

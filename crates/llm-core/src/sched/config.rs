@@ -1,0 +1,172 @@
+//! The scheduler's configuration: its engines, where requests wait, and the rules for classes
+//! and tenants. Checked once, by [`Scheduler::new`](super::Scheduler::new).
+
+use crate::policy::PolicySpec;
+use crate::route::Router;
+use crate::service::ServiceModel;
+
+/// What one engine allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Requests admitted at once at most (its batch slots, or a configured limit).
+    pub concurrency: usize,
+    /// Its KV capacity in tokens, if known (expected-peak admission needs it).
+    pub kv_tokens: Option<u64>,
+    /// Tokens per KV block.
+    pub block_tokens: u32,
+}
+
+/// Where requests wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// One queue; an engine is chosen when the request is admitted.
+    WhenFree,
+    /// An engine is chosen on arrival; a queue per engine.
+    AtArrival,
+}
+
+/// The scheduler's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The policy.
+    pub policy: PolicySpec,
+    /// The engines, by index.
+    pub engines: Vec<EngineLimits>,
+    /// How an engine is picked.
+    pub router: Router,
+    /// Where requests wait.
+    pub placement: Placement,
+    /// Requests waiting at most; an arrival beyond it is shed.
+    pub max_waiting: usize,
+    /// Where service times come from.
+    pub service: ServiceModel,
+    /// Whether the driver can pause a running request (preemptive policies need it).
+    pub can_pause: bool,
+    /// Tenants' shares and the shedding of sheddable classes.
+    pub fairness: Fairness,
+    /// Learn each engine's concurrency from its throughput (`learn.rs`): admission keeps within
+    /// the learned limit, never above [`EngineLimits::concurrency`] or the engine's slots.
+    pub learn_concurrency: bool,
+}
+
+/// Classes and tenants: requests wait in lanes, the highest class first, tenants within a class
+/// sharing by weighted tokens (`lanes.rs`). A class below 0 is sheddable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fairness {
+    /// Each tenant's weight in its share of service (a tenant beyond the list weighs 1).
+    pub weights: Vec<f64>,
+    /// A sheddable arrival that cannot be admitted at once is shed while this many sheddable
+    /// requests wait already (`usize::MAX`: never for that reason).
+    pub sheddable_waiting: usize,
+    /// Sheddable requests are not admitted to an engine that runs a request above the standard
+    /// class (class above 0), so such a request has the engine without sheddable company.
+    pub sheddable_apart: bool,
+    /// Sheddable requests are not admitted to an engine while a request above the standard class
+    /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
+    /// is prefilled in the same batch as its own; and, while requests above the standard class
+    /// are about (one arrived within [`HIGH_CLASS_WINDOW`]), nor while another sheddable request
+    /// there whose first token will be reported ([`Arrival::reports_first_token`]) waits for it:
+    /// sheddable prompts are then prefilled one at a time, so a request above them that arrives
+    /// waits behind at most one (an engine cannot stop a batch it has begun).
+    pub sheddable_after_first_token: bool,
+    /// What a request above the standard class that cannot be admitted at once does to running
+    /// sheddable requests ([`Decision::Evict`](crate::Decision::Evict) with
+    /// [`EvictReason::Displaced`](crate::EvictReason::Displaced)).
+    pub eviction: Eviction,
+}
+
+/// What a request above the standard class (class above 0) does to running sheddable requests
+/// when it cannot be admitted at once: with a TTFT deadline, only once waiting would miss it
+/// (the moment its deadline guard puts it first; a deadline it cannot meet counts as none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Eviction {
+    /// Nothing: it waits for a slot.
+    None,
+    /// The sheddable request admitted last is evicted (it has had the least service).
+    #[default]
+    One,
+    /// Every running sheddable request is evicted.
+    All,
+}
+
+impl std::str::FromStr for Eviction {
+    type Err = String;
+
+    /// `none`, `one` or `all`.
+    fn from_str(s: &str) -> Result<Eviction, String> {
+        match s {
+            "none" => Ok(Eviction::None),
+            "one" => Ok(Eviction::One),
+            "all" => Ok(Eviction::All),
+            other => Err(format!(
+                "eviction `{other}` is not one of `none`, `one`, `all`"
+            )),
+        }
+    }
+}
+
+impl Eviction {
+    /// How many running sheddable requests one waiting request evicts.
+    pub(crate) fn victims(self) -> usize {
+        match self {
+            Eviction::None => 0,
+            Eviction::One => 1,
+            Eviction::All => usize::MAX,
+        }
+    }
+}
+
+/// Seconds after a request above the standard class arrives during which sheddable prompts are
+/// prefilled one at a time ([`Fairness::sheddable_after_first_token`]); without such requests
+/// sheddable ones are admitted as fast as slots free.
+pub const HIGH_CLASS_WINDOW: f64 = 30.0;
+
+impl Default for Fairness {
+    /// Every tenant alike; sheddable requests shed only when the queue is full, and run beside
+    /// any class.
+    fn default() -> Fairness {
+        Fairness {
+            weights: Vec::new(),
+            sheddable_waiting: usize::MAX,
+            sheddable_apart: false,
+            sheddable_after_first_token: false,
+            eviction: Eviction::None,
+        }
+    }
+}
+
+impl Fairness {
+    /// The default shares with `eviction`, and the admission rule that goes with it: under
+    /// [`Eviction::One`] no sheddable request joins an engine while a higher class's request
+    /// there waits for its first token (so no sheddable prompt shares its prefill's batch);
+    /// under [`Eviction::All`] none joins one that runs a higher class's request at all.
+    pub fn with_eviction(eviction: Eviction) -> Fairness {
+        Fairness {
+            sheddable_apart: eviction == Eviction::All,
+            sheddable_after_first_token: eviction == Eviction::One,
+            eviction,
+            ..Fairness::default()
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// No engine.
+    #[error("at least one engine is needed")]
+    NoEngine,
+    /// A zero limit.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A preemptive policy for a driver that cannot pause requests.
+    #[error(
+        "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"
+    )]
+    CannotPause {
+        /// The policy.
+        policy: String,
+        /// The same without pausing.
+        instead: String,
+    },
+}

@@ -1,0 +1,180 @@
+//! The scheduler's vocabulary with its driver: what happened ([`Input`]), what to do
+//! ([`Decision`]), and why an input was refused.
+
+use crate::prefix::Prefix;
+use crate::service::Served;
+use xsched_core::gittins::SizeDistribution;
+
+/// Why an input was refused (nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// An arrival with the id of a request still known.
+    #[error("request {0} arrived twice")]
+    Duplicate(u64),
+    /// An engine index beyond the configured ones.
+    #[error("no engine {0}")]
+    NoEngine(usize),
+}
+
+/// A request arriving.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Arrival {
+    /// Its id (unique among the requests the scheduler holds).
+    pub id: u64,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// The output bound it asked for.
+    pub max_tokens: Option<u32>,
+    /// Its priority class: higher first under every policy, below 0 sheddable (0 by default).
+    pub priority: i32,
+    /// Its tenant, by index (0 by default).
+    pub tenant: usize,
+    /// Its predicted output lengths (`None`: the prior).
+    pub lengths: Option<SizeDistribution>,
+    /// Seconds from its arrival to its first token that its client asked for (llm-d's
+    /// `x-llm-d-slo-ttft-ms`): once waiting leaves less slack than its first token takes
+    /// alone ([`ServiceModel::slo_lead`]: half the deadline while that is unmeasured), it goes
+    /// before every request of its class that has not reached its own deadline or aging guard.
+    pub ttft_slo: Option<f64>,
+    /// Its prompt's prefix, as hashes of whole blocks, each chaining the ones before it
+    /// ([`crate::prefix`]): the `prefix-affinity` router sends it where most of it was sent.
+    pub prefix: Prefix,
+    /// Whether its driver reports its first token as it comes ([`Input::Progress`]; a streamed
+    /// answer whose events are counted): only then may it hold other sheddable requests back
+    /// while it waits for it ([`Fairness::sheddable_after_first_token`]).
+    pub reports_first_token: bool,
+}
+
+/// What an engine reports of its next step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineReport {
+    /// Prompt tokens it can start for new requests in its next step (`None`: unlimited; 0: it
+    /// starts none, e.g. while requests sent earlier have not started).
+    pub step_tokens: Option<u32>,
+    /// Free KV tokens (`None`: unknown).
+    pub kv_free_tokens: Option<u64>,
+    /// Requests waiting in its own queue.
+    pub waiting: usize,
+    /// Requests it runs at once at most, when it says (llama.cpp's slots): admission keeps
+    /// within the smaller of this and the configured concurrency.
+    pub slots: Option<usize>,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A request arrived.
+    Arrived(Arrival),
+    /// An admitted request has generated this many output tokens.
+    Progress {
+        /// The request.
+        id: u64,
+        /// Tokens generated so far.
+        generated: u32,
+    },
+    /// A request left: its answer ended, its client went away, or it failed.
+    Done {
+        /// The request.
+        id: u64,
+    },
+    /// The engine counted the request's prompt as `tokens`: its tenant, charged the estimate at
+    /// admission, is charged the difference (a prompt estimated from its characters misses the
+    /// chat template's tokens, so short prompts, which a shortest-first order admits more of,
+    /// would be under-charged). Only the last admission's charge is corrected (a request paused
+    /// before its first token was charged the estimate at each admission before).
+    Prompt {
+        /// The request.
+        id: u64,
+        /// Its prompt's tokens, as the engine counted them.
+        tokens: u32,
+    },
+    /// The engine preempted an admitted request (dropped its KV; it resumes it itself).
+    Preempted {
+        /// The request.
+        id: u64,
+    },
+    /// An engine's report.
+    Engine {
+        /// The engine.
+        engine: usize,
+        /// What it reported.
+        report: EngineReport,
+    },
+    /// An answer's measured service (for measured service models).
+    Served(Served),
+    /// An answer from `engine` ended (before its [`Input::Done`]): with
+    /// [`Config::learn_concurrency`](crate::Config::learn_concurrency), its learner counts it.
+    Answered {
+        /// The engine.
+        engine: usize,
+        /// Its output tokens.
+        output_tokens: u32,
+        /// Seconds from its admission to its end.
+        service_s: f64,
+    },
+    /// The engine's own count of the tokens it generated since it started was read (vLLM's
+    /// `generation_tokens_total`; a simulated engine's steps): with
+    /// [`Config::learn_concurrency`](crate::Config::learn_concurrency), its learner measures by
+    /// it.
+    Generated {
+        /// The engine.
+        engine: usize,
+        /// Tokens generated since it started.
+        tokens: f64,
+    },
+    /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
+    /// (`up: true`); what runs there is not touched.
+    Availability {
+        /// The engine.
+        engine: usize,
+        /// Whether it may be sent requests.
+        up: bool,
+    },
+}
+
+/// What to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Send the request to the engine.
+    Admit {
+        /// The request.
+        id: u64,
+        /// The engine.
+        engine: usize,
+    },
+    /// Take the running request off the engine, for `reason`.
+    Evict {
+        /// The request.
+        id: u64,
+        /// Its engine.
+        engine: usize,
+        /// Why, and what becomes of it.
+        reason: EvictReason,
+    },
+    /// Refuse the request: the queue holds its bound, a sheddable request was displaced by a
+    /// higher class's arrival, or (sheddable) it would wait beside too many of its kind.
+    Shed {
+        /// The request.
+        id: u64,
+    },
+    /// The engine's learned concurrency changed ([`Config::learn_concurrency`](
+    /// crate::Config::learn_concurrency)); admission keeps within it from now.
+    Limit {
+        /// The engine.
+        engine: usize,
+        /// Requests it may run at once.
+        concurrency: usize,
+    },
+}
+
+/// Why a running request is taken off its engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictReason {
+    /// A preemptive policy pauses it for a better-ranked request: it waits again in the
+    /// scheduler's queue and is admitted to the same engine later.
+    Paused,
+    /// A sheddable request, evicted for a waiting request above the standard class
+    /// ([`Fairness::eviction`](crate::Fairness::eviction)): its driver ends it (its client is
+    /// told to retry) and reports [`Input::Done`], which frees its slot.
+    Displaced,
+}
