@@ -515,3 +515,87 @@ fn streamed_sheddable_requests_go_to_the_engine_one_prefill_at_a_time() {
         assert_eq!(second.await.expect("task").0, StatusCode::OK);
     });
 }
+
+/// The same classed sequence through the gateway and through the simulator: two sheddable
+/// requests hold an engine of two slots, a standard one waits, then two critical ones arrive,
+/// each evicting the sheddable request admitted last. Both drivers run the core's eviction, so
+/// both admit in the same order and evict the same requests in the same order.
+#[test]
+fn the_gateway_and_the_simulator_admit_and_evict_a_classed_sequence_alike() {
+    use xsched_llm::engine::EngineConfig;
+    use xsched_llm::sim::{Cluster, Rules, Runs};
+    use xsched_llm_core::{Eviction, Fairness};
+    use xsched_llm_predict::embedding::{Embedder, Hashed};
+
+    let names = ["s0", "s1", "s2", "c3", "c4"];
+    let (rt, gw, seen) = with_classes("", 2);
+    let addr = gw.addr();
+    let through_gateway_evicted = rt.block_on(async {
+        let s0 = hold(addr, &seen, SHEDDABLE).await;
+        let s1 = hold(addr, &seen, SHEDDABLE).await;
+        let s2 = tokio::spawn(post(addr, CHAT, chat("s2", 0, false)));
+        until("s2 waits", || gw.arrivals() == 3).await;
+        let mut evicted = Vec::new();
+        // c3 answers for 2 s, so that it still holds its slot when c4 arrives.
+        let c3 = tokio::spawn(post_with(addr, CHAT, chat("c3", 2_000, false), CRITICAL));
+        let (status, _, _) = s1.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        evicted.push("s1");
+        assert!(!s0.is_finished(), "one evicted for c3");
+        let c4 = tokio::spawn(post_with(addr, CHAT, chat("c4", 0, false), CRITICAL));
+        let (status, _, _) = s0.await.expect("task");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        evicted.push("s0");
+        for t in [c3, c4] {
+            assert_eq!(t.await.expect("task").0, StatusCode::OK);
+        }
+        assert_eq!(s2.await.expect("task").0, StatusCode::OK);
+        seen.gate.add_permits(2);
+        evicted
+    });
+    let order = seen.order.lock().expect("order").clone();
+    let through_gateway: Vec<&str> = order
+        .iter()
+        .map(|t| if t == "hold" { "s" } else { t.as_str() })
+        .collect();
+    // Through the simulator: the sheddable requests answer long, the others briefly.
+    let outputs = [2000, 2000, 20, 20, 20];
+    let requests: Vec<xsched_llm::Request> = names
+        .iter()
+        .zip(outputs)
+        .enumerate()
+        .map(|(id, (name, output_tokens))| xsched_llm::Request {
+            id,
+            arrival: 0.01 * id as f64,
+            prompt: name.to_string(),
+            input_tokens: 10,
+            output_tokens,
+            previous_answer_tokens: None,
+            embedding: Hashed.embed(name),
+        })
+        .collect();
+    let cfg = EngineConfig {
+        max_num_seqs: 2,
+        ..EngineConfig::preset("llama3.1-8b-a100").expect("preset")
+    };
+    let runs = Runs {
+        cfg: &cfg,
+        cluster: Cluster::SINGLE,
+        history: 100,
+        warm: &[],
+    };
+    let rules = Rules {
+        fairness: Fairness::with_eviction(Eviction::One),
+        classes: vec![-1, -1, 0, 100, 100],
+        ..Rules::default()
+    };
+    let run = runs
+        .simulate(policy("fcfs"), &rules, &requests)
+        .expect("run");
+    let name = |i: usize| if i < 2 { "s" } else { names[i] };
+    let through_simulator: Vec<&str> = run.admitted.iter().map(|&i| name(i)).collect();
+    assert_eq!(through_gateway, through_simulator);
+    assert_eq!(through_gateway, ["s", "s", "c3", "c4", "s2"]);
+    let evicted: Vec<&str> = run.evicted.iter().map(|&i| names[i]).collect();
+    assert_eq!(through_gateway_evicted, evicted);
+}

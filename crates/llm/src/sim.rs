@@ -201,7 +201,7 @@ impl World<'_> {
                 } => {
                     self.engines[engine].abort(id as usize);
                     self.evicted.push(id as usize);
-                    displaced.push(id);
+                    displaced.push((id, engine));
                 }
                 Decision::Shed { .. } => self.shed += 1,
                 Decision::Limit {
@@ -210,9 +210,14 @@ impl World<'_> {
                 } => self.limits.push((now, engine, concurrency)),
             }
         }
-        // An evicted request's client is told at once: it leaves, freeing its slot.
-        for id in displaced {
+        // An evicted request's client is told at once: it leaves, freeing its slot, and its
+        // engine's room is reported anew (it may have nothing left to step).
+        for &(id, _) in &displaced {
             self.handle(now, Input::Done { id }, None);
+        }
+        if let Some(&(_, engine)) = displaced.last() {
+            let report = self.engines[engine].report();
+            self.handle(now, Input::Engine { engine, report }, None);
         }
     }
 
