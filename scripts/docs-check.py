@@ -238,26 +238,28 @@ def not_runnable(command):
     return None
 
 
-def run_block(p, block, timeout):
+def run_block(block, timeout):
+    """Run a block's commands as one bash script; (exit status or "timed out", output tail)."""
+    import tempfile
     script = "set -eo pipefail\n" + "\n".join(commands(block)) + "\n"
     env = dict(os.environ)
     env["PATH"] = f"{ROOT / 'target' / 'release'}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        status = proc.returncode
-    except subprocess.TimeoutExpired:
-        status = "timed out"
-        out = ""
-    finally:
+    # Output to a file, not a pipe: a job the block starts with `&` (a daemon, a server) keeps a
+    # pipe open after the script ends; the script's own exit is what is waited for.
+    with tempfile.TemporaryFile(mode="w+") as out:
+        proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            os.killpg(proc.pid, signal.SIGTERM)  # the block's own group: its background jobs
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout:g} s"
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the block's own group: its background jobs
         except ProcessLookupError:
             pass
-        if proc.poll() is None:
-            out = (out or "") + (proc.communicate()[0] or "")
-    return status, out
+        proc.wait()
+        out.seek(0)
+        return status, out.read()
 
 
 def main():
@@ -299,7 +301,7 @@ def main():
                         failures.append(f"{where}: `{c}`: {why}; run it as written, or mark the "
                                         "block (needs-gpu, needs-engine, skip (reason))")
             if args.run and (kind == "run" or kind in extra):
-                status, out = run_block(p, b, args.timeout)
+                status, out = run_block(b, args.timeout)
                 if status != 0:
                     tail = "\n".join(("      " + l) for l in (out or "").rstrip().split("\n")[-15:])
                     failures.append(f"{where}: block exited {status}:\n{tail}")
