@@ -273,9 +273,9 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         (Some(r), _) if !(r > 0.0 && r.is_finite()) => {
             anyhow::bail!("--rate must be a positive number of requests per second")
         }
-        (Some(r), Some(trace)) => xsched_gateway::load::Arrivals::Gaps(trace_gaps(trace, r)?),
-        (Some(r), None) => xsched_gateway::load::Arrivals::Poisson(r),
-        (None, _) => xsched_gateway::load::Arrivals::Sequential,
+        (Some(r), Some(trace)) => xsched_load::Arrivals::Gaps(trace_gaps(trace, r)?),
+        (Some(r), None) => xsched_load::Arrivals::Poisson(r),
+        (None, _) => xsched_load::Arrivals::Sequential,
     };
     if !(a.duration > 0.0 && a.duration.is_finite()) {
         anyhow::bail!("--duration must be a positive number of seconds");
@@ -304,7 +304,7 @@ pub fn load(a: &LoadArgs) -> Result<()> {
             a.max_prompt_chars
         );
     }
-    let config = xsched_gateway::load::LoadConfig {
+    let config = xsched_load::LoadConfig {
         url: a.url.clone(),
         prompts,
         arrivals,
@@ -318,11 +318,11 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         },
         seed: a.seed,
     };
-    let samples = xsched_gateway::load::run(&config).context("running the load")?;
+    let samples = xsched_load::run(&config).context("running the load")?;
     if let Some(file) = &a.samples {
         write_samples(file, &samples).with_context(|| format!("writing {}", file.display()))?;
     }
-    let summary = xsched_gateway::load::summary(&samples);
+    let summary = xsched_load::summary(&samples);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
@@ -343,7 +343,7 @@ pub fn load(a: &LoadArgs) -> Result<()> {
 }
 
 /// Every sample as a JSON line.
-fn write_samples(file: &std::path::Path, samples: &[xsched_gateway::load::Sample]) -> Result<()> {
+fn write_samples(file: &std::path::Path, samples: &[xsched_load::Sample]) -> Result<()> {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::fs::File::create(file)?);
     for s in samples {

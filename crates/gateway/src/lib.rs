@@ -25,7 +25,6 @@
 //!   the answer ends or the client goes away; timeouts, and a retry on a fresh connection.
 //! - [`server`]: the HTTP front and the configuration.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
-//! - [`load`]: `xsched llm load`, an open-loop load generator for any OpenAI-compatible server.
 
 pub mod admission;
 pub mod body;
@@ -34,7 +33,6 @@ pub mod conns;
 pub mod engines;
 pub mod forecast;
 pub mod health;
-pub mod load;
 pub mod metrics;
 pub mod prefix;
 pub mod proxy;

@@ -200,10 +200,10 @@ fn a_kept_alive_connection_the_engine_closes_is_retried_once_on_a_new_one() {
     );
     // The load generator, one request at a time straight to such an engine, as well.
     let before = dropped.load(Ordering::SeqCst);
-    let alone = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
+    let alone = xsched_load::run(&xsched_load::LoadConfig {
         url: format!("http://{closing}").parse().expect("uri"),
         prompts: vec!["hello".into()],
-        arrivals: xsched_gateway::load::Arrivals::Sequential,
+        arrivals: xsched_load::Arrivals::Sequential,
         duration: Duration::from_secs(60),
         requests: Some(6),
         max_tokens: 8,

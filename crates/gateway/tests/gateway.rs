@@ -309,10 +309,10 @@ fn the_load_generator_measures_every_request_it_sends() {
     let rt = runtime();
     let (engine, seen) = start_engine(&rt);
     let gw = gateway(&[engine], 8, 64);
-    let config = xsched_gateway::load::LoadConfig {
+    let config = xsched_load::LoadConfig {
         url: format!("http://{}", gw.addr()).parse().expect("uri"),
         prompts: vec!["hello".into(), "again".into()],
-        arrivals: xsched_gateway::load::Arrivals::Poisson(50.0),
+        arrivals: xsched_load::Arrivals::Poisson(50.0),
         duration: Duration::from_millis(400),
         requests: None,
         // The fake engine streams one event per 20 ms of max_tokens.
@@ -320,7 +320,7 @@ fn the_load_generator_measures_every_request_it_sends() {
         answer_tokens: Vec::new(),
         seed: 3,
     };
-    let samples = xsched_gateway::load::run(&config).expect("a run");
+    let samples = xsched_load::run(&config).expect("a run");
     assert!(!samples.is_empty(), "some arrivals within 400 ms at 50/s");
     for s in &samples {
         assert_eq!(s.status, 200, "{s:?}");
@@ -328,14 +328,14 @@ fn the_load_generator_measures_every_request_it_sends() {
         assert!(s.ttft.is_some_and(|t| t <= s.ttlt), "{s:?}");
     }
     assert_eq!(seen.order.lock().expect("order").len(), samples.len());
-    let summary = xsched_gateway::load::summary(&samples);
+    let summary = xsched_load::summary(&samples);
     assert_eq!(summary["answered"], samples.len());
     let prompts: Vec<usize> = samples.iter().map(|s| s.prompt).collect();
     let cycled: Vec<usize> = (0..samples.len()).map(|i| i % 2).collect();
     assert_eq!(prompts, cycled, "prompts in order, cycled");
     // Sequentially: each request alone, sent after the previous answer ended.
-    let alone = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
-        arrivals: xsched_gateway::load::Arrivals::Sequential,
+    let alone = xsched_load::run(&xsched_load::LoadConfig {
+        arrivals: xsched_load::Arrivals::Sequential,
         requests: Some(3),
         ..config.clone()
     })
@@ -348,8 +348,8 @@ fn the_load_generator_measures_every_request_it_sends() {
         );
     }
     // A trace's gaps, and each prompt's recorded length (capped at max_tokens).
-    let traced = xsched_gateway::load::run(&xsched_gateway::load::LoadConfig {
-        arrivals: xsched_gateway::load::Arrivals::Gaps(vec![0.05, 0.1].into()),
+    let traced = xsched_load::run(&xsched_load::LoadConfig {
+        arrivals: xsched_load::Arrivals::Gaps(vec![0.05, 0.1].into()),
         requests: Some(4),
         answer_tokens: vec![40, 500],
         ..config.clone()
@@ -362,21 +362,21 @@ fn the_load_generator_measures_every_request_it_sends() {
         assert!(*s >= at - 1e-3, "sent at {sent:?}");
     }
     for empty in [
-        xsched_gateway::load::LoadConfig {
-            arrivals: xsched_gateway::load::Arrivals::Gaps(Vec::new().into()),
+        xsched_load::LoadConfig {
+            arrivals: xsched_load::Arrivals::Gaps(Vec::new().into()),
             ..config.clone()
         },
-        xsched_gateway::load::LoadConfig {
-            arrivals: xsched_gateway::load::Arrivals::Poisson(0.0),
+        xsched_load::LoadConfig {
+            arrivals: xsched_load::Arrivals::Poisson(0.0),
             ..config.clone()
         },
-        xsched_gateway::load::LoadConfig {
+        xsched_load::LoadConfig {
             requests: Some(0),
             ..config
         },
     ] {
         assert!(
-            xsched_gateway::load::run(&empty).is_err(),
+            xsched_load::run(&empty).is_err(),
             "sends nothing: {empty:?}"
         );
     }

@@ -1,3 +1,5 @@
+//! # xsched-load
+//!
 //! `xsched llm load`: an open-loop load generator for any OpenAI-compatible server (an engine
 //! directly, or the gateway in front of it), so one run can target either. Requests are sent at
 //! seeded Poisson arrivals whether or not earlier ones have finished; each is a streaming chat
@@ -10,12 +12,12 @@
 //! `ignore_eos` (vLLM's benchmark's way to make a small model generate a real length
 //! distribution: llama.cpp's and vLLM's servers accept the field).
 
-use crate::proxy::{UpstreamClient, Uri};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use std::time::{Duration, Instant};
 use xsched_core::Nanos;
+use xsched_gateway::proxy::{UpstreamClient, Uri};
 use xsched_report::quantile;
 use xsched_workload::SeededRng;
 
@@ -119,8 +121,8 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     let client = Clients {
-        pooled: crate::proxy::client(usize::MAX),
-        fresh: crate::proxy::client(0),
+        pooled: xsched_gateway::proxy::client(usize::MAX),
+        fresh: xsched_gateway::proxy::client(0),
     };
     let mut rng = SeededRng::new(config.seed);
     let start = Instant::now();
@@ -277,7 +279,7 @@ fn has_content(event: &str) -> bool {
     let Some(json) = event.trim().strip_prefix("data:") else {
         return false;
     };
-    crate::tally::has_text(json.trim().as_bytes())
+    xsched_gateway::tally::has_text(json.trim().as_bytes())
 }
 
 /// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the
