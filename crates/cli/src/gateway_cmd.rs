@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use xsched_gateway::proxy::Uri;
-use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router};
+use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, Router};
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The gateway's prompt embedding.
@@ -38,7 +38,7 @@ pub struct ServeArgs {
     /// measurement; a request stating none gets a 400). Policies that pause running requests or
     /// order by noisy samples of the truth are simulation-only.
     #[arg(long, default_value = "fcfs", value_parser = policy)]
-    policy: PolicySpec,
+    policy: RequestPolicySpec,
     /// Which engine a request goes to among those with a free slot: round-robin,
     /// least-outstanding (fewest in flight), kv-score, cost-aware (least predicted cost in
     /// flight) or prefix-affinity (where most of the prompt's prefix was sent: a conversation's
@@ -113,7 +113,7 @@ fn seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-fn policy(s: &str) -> Result<PolicySpec, String> {
+fn policy(s: &str) -> Result<RequestPolicySpec, String> {
     s.parse()
         .map_err(|e: xsched_llm_core::policy::PolicyError| e.to_string())
 }

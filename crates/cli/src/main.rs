@@ -478,7 +478,7 @@ impl LlmArgs {
         };
         let policies = names
             .into_iter()
-            .map(str::parse::<xsched_llm_core::PolicySpec>)
+            .map(str::parse::<xsched_llm_core::RequestPolicySpec>)
             .collect::<Result<Vec<_>, _>>()?;
         let router: xsched_llm_core::Router = self.router.parse()?;
         Ok(Study {

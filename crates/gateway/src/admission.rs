@@ -1,4 +1,4 @@
-//! The gateway as a driver of the scheduling core (`xsched-llm-core`): the [`Scheduler`] under a
+//! The gateway as a driver of the scheduling core (`xsched-llm-core`): the [`RequestScheduler`] under a
 //! lock, fed the gateway's events with the time since it started, and a waiter per queued
 //! request that its admission wakes. The core owns the queue, the order, the aging guard, the
 //! engines' slots and the router; this module owns only what is async: a request waits here
@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 use xsched_llm_core::service::Served;
 use xsched_llm_core::{
-    Arrival, Config, ConfigError, Decision, EngineReport, EvictReason, Input, Scheduler,
+    Arrival, Config, ConfigError, Decision, EngineReport, EvictReason, Input, RequestScheduler,
 };
 
 /// Why a request was not admitted.
@@ -34,7 +34,7 @@ pub enum Refused {
 }
 
 struct State {
-    scheduler: Scheduler,
+    scheduler: RequestScheduler,
     /// How each sheddable request still known is told the core evicted it.
     evictors: HashMap<u64, oneshot::Sender<()>>,
     /// Queued requests' wake-ups, by id.
@@ -107,21 +107,21 @@ impl State {
 }
 
 /// The queue and the slots of every upstream.
-pub struct Admission {
+pub struct RequestQueue {
     state: Mutex<State>,
     start: Instant,
     max_waiting: usize,
     upstreams: usize,
 }
 
-impl Admission {
+impl RequestQueue {
     /// A scheduler for `config` in front of the upstreams.
-    pub fn new(config: Config) -> Result<Arc<Admission>, ConfigError> {
+    pub fn new(config: Config) -> Result<Arc<RequestQueue>, ConfigError> {
         let max_waiting = config.max_waiting;
         let upstreams = config.engines.len();
-        Ok(Arc::new(Admission {
+        Ok(Arc::new(RequestQueue {
             state: Mutex::new(State {
-                scheduler: Scheduler::new(config)?,
+                scheduler: RequestScheduler::new(config)?,
                 evictors: HashMap::new(),
                 waiters: HashMap::new(),
                 next_id: 0,
@@ -321,7 +321,7 @@ impl Admission {
 /// A request waiting in the queue; dropped before it was admitted (its client went away), it
 /// leaves the core, which frees a slot it was given in the meantime.
 struct Waiting<'a> {
-    admission: &'a Arc<Admission>,
+    admission: &'a Arc<RequestQueue>,
     id: u64,
     admitted: bool,
 }
@@ -336,7 +336,7 @@ impl Drop for Waiting<'_> {
 
 /// A request's slot on one upstream; dropping it admits the next request.
 pub struct Slot {
-    admission: Arc<Admission>,
+    admission: Arc<RequestQueue>,
     id: u64,
     upstream: usize,
     /// Fires when a higher class evicts this (sheddable) request.
@@ -389,11 +389,11 @@ pub(crate) fn for_tests(
     upstreams: usize,
     concurrency: usize,
     max_waiting: usize,
-) -> Arc<Admission> {
+) -> Arc<RequestQueue> {
     use xsched_llm_core::service::{Rates, ServiceModel};
-    use xsched_llm_core::{EngineLimits, Placement, PolicySpec, Router};
-    Admission::new(Config {
-        policy: policy.parse::<PolicySpec>().expect("policy"),
+    use xsched_llm_core::{EngineLimits, Placement, RequestPolicySpec, Router};
+    RequestQueue::new(Config {
+        policy: policy.parse::<RequestPolicySpec>().expect("policy"),
         engines: vec![
             EngineLimits {
                 concurrency,
@@ -439,7 +439,7 @@ mod tests {
     type Pending<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Slot, Refused>> + 'a>>;
 
     fn poll_admit<'a>(
-        a: &'a Arc<Admission>,
+        a: &'a Arc<RequestQueue>,
         tokens: f64,
         cx: &mut Context<'_>,
     ) -> Result<Slot, Pending<'a>> {

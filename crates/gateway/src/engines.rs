@@ -23,7 +23,7 @@
 //!
 //! Every scrape is bounded: [`SCRAPE_TIMEOUT`] and [`MAX_SCRAPE`] bytes.
 
-use crate::admission::Admission;
+use crate::admission::RequestQueue;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::Uri;
@@ -194,7 +194,7 @@ impl Engines {
     /// Start scraping `uris` every `interval` on the current runtime, feeding `admission`.
     pub fn spawn(
         uris: Vec<Uri>,
-        admission: Arc<Admission>,
+        admission: Arc<RequestQueue>,
         interval: Duration,
         concurrency: usize,
         kv_tokens: Option<u64>,

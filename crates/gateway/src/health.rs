@@ -9,7 +9,7 @@
 //! An engine's own error statuses (a 4xx for a bad request, a 5xx it chose to send) are answers,
 //! not failures: they say the engine is alive.
 
-use crate::admission::Admission;
+use crate::admission::RequestQueue;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -31,7 +31,7 @@ struct Record {
 
 /// Every upstream's health, and the admission it takes upstreams out of.
 pub struct Health {
-    admission: Arc<Admission>,
+    admission: Arc<RequestQueue>,
     names: Vec<String>,
     records: Mutex<Vec<Record>>,
 }
@@ -45,7 +45,7 @@ fn backoff(n: u32) -> Duration {
 
 impl Health {
     /// Every upstream (named for logs and metrics) in service.
-    pub fn new(admission: Arc<Admission>, names: Vec<String>) -> Arc<Health> {
+    pub fn new(admission: Arc<RequestQueue>, names: Vec<String>) -> Arc<Health> {
         let records = Mutex::new(vec![Record::default(); names.len()]);
         Arc::new(Health {
             admission,

@@ -41,4 +41,4 @@ pub mod server;
 pub mod tally;
 
 pub use server::{Gateway, GatewayConfig, GatewayError, RunningGateway};
-pub use xsched_llm_core::{PolicySpec, Router};
+pub use xsched_llm_core::{RequestPolicySpec, Router};

@@ -13,7 +13,7 @@
 //! one: engines may close a kept-alive connection just as it is handed to the next request
 //! (llama.cpp's server does, right after a stream's last chunk).
 
-use crate::admission::{Admission, Slot};
+use crate::admission::{RequestQueue, Slot};
 use crate::forecast::{Forecast, Forecaster};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -185,7 +185,7 @@ pub struct Learning {
     /// Who learns the answer's length and what was predicted of it, when the gateway predicts.
     pub predictor: Option<(Arc<Forecaster>, Forecast)>,
     /// Who learns its service time.
-    pub admission: Arc<Admission>,
+    pub admission: Arc<RequestQueue>,
     /// The answer's tally (streamed or not, as the request asked).
     pub tally: Tally,
     /// When it was admitted (its service starts).

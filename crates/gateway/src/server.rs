@@ -10,7 +10,7 @@
 //! the engine's connection had already read (`proxy.rs`). CPU work that could hold the thread
 //! (embedding a prompt, scanning the history, learning) runs on the blocking pool.
 
-use crate::admission::{Admission, Refused};
+use crate::admission::{Refused, RequestQueue};
 use crate::body::{self, Unread};
 use crate::classes::{self, Classes};
 use crate::conns::{self, BusyBody, Connections};
@@ -35,8 +35,8 @@ use std::task::Poll;
 use std::time::Instant;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, EngineLimits, Fairness, Placement, PolicySpec, Router, SizeDistribution,
-    Source,
+    Arrival, Config, EngineLimits, Fairness, Placement, RequestPolicySpec, Router,
+    SizeDistribution, Source,
 };
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
@@ -65,7 +65,7 @@ pub struct GatewayConfig {
     /// The policy (`xsched-llm-core`'s; those that pause running requests or order by noisy
     /// samples of the truth are simulation-only and refused; the oracles order by each
     /// request's stated length: [`crate::request::Checked::stated_length`]).
-    pub policy: PolicySpec,
+    pub policy: RequestPolicySpec,
     /// Requests in flight per upstream at most (configured; llama.cpp's server: its
     /// `--parallel` slots).
     pub concurrency: usize,
@@ -103,7 +103,7 @@ impl GatewayConfig {
         GatewayConfig {
             listen,
             upstreams,
-            policy: PolicySpec::FCFS,
+            policy: RequestPolicySpec::FCFS,
             concurrency,
             kv_tokens: None,
             max_waiting: 1024,
@@ -170,7 +170,7 @@ pub enum GatewayError {
 struct Shared {
     config: GatewayConfig,
     metrics: Arc<Metrics>,
-    admission: Arc<Admission>,
+    admission: Arc<RequestQueue>,
     forecaster: Option<Arc<Forecaster>>,
     upstreams: Upstreams,
     connections: Arc<Connections>,
@@ -187,7 +187,7 @@ pub struct Gateway {
 /// A gateway serving on its own thread; dropping it stops it.
 pub struct RunningGateway {
     addr: SocketAddr,
-    admission: Arc<Admission>,
+    admission: Arc<RequestQueue>,
     upstreams: usize,
     /// Ends the serving thread's loop.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -242,7 +242,7 @@ impl Gateway {
             kv_tokens: config.kv_tokens,
             block_tokens: 16,
         };
-        let admission = Admission::new(Config {
+        let admission = RequestQueue::new(Config {
             policy: config.policy,
             engines: vec![limits; config.upstreams.len()],
             router: config.router,
@@ -483,7 +483,7 @@ fn render_learned(out: &mut String, policy: &str, shared: &Shared) {
 /// states (a benchmark's `ignore_eos` with its bound); refused, naming the field, when it states
 /// none. `None` under any other policy.
 fn oracle_lengths(
-    policy: &PolicySpec,
+    policy: &RequestPolicySpec,
     req: &request::Checked,
 ) -> Result<Option<SizeDistribution>, request::Invalid> {
     if policy.source != Source::Truth {

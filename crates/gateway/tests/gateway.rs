@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, Router, RunningGateway};
+use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, Router, RunningGateway};
 
 mod support;
 use support::*;
@@ -287,7 +287,7 @@ fn a_config_without_upstreams_or_with_zero_bounds_is_refused() {
             .unwrap_or_default();
         assert!(err.contains(names), "{err}");
     }
-    assert!("srpt".parse::<PolicySpec>().is_err());
+    assert!("srpt".parse::<RequestPolicySpec>().is_err());
     for (simulated, why) in [
         ("sagesched-noise-0.5", "true answer lengths"),
         ("fastserve", "fastserve:preempt=off"),

@@ -8,10 +8,10 @@
 //! result is evidence about the scheduler users deploy, as the XQueue core's is.
 //!
 //! ```
-//! use xsched_llm_core::{Arrival, Config, Decision, EngineLimits, Input, Placement, Scheduler};
+//! use xsched_llm_core::{Arrival, Config, Decision, EngineLimits, Input, Placement, RequestScheduler};
 //! use xsched_llm_core::{Router, service::{Rates, ServiceModel}};
 //!
-//! let mut s = Scheduler::new(Config {
+//! let mut s = RequestScheduler::new(Config {
 //!     policy: "sagesched".parse().expect("a known policy"),
 //!     engines: vec![EngineLimits { concurrency: 1, kv_tokens: None, block_tokens: 16 }],
 //!     router: Router::LeastOutstanding,
@@ -32,7 +32,7 @@
 //! assert_eq!(s.poll_decision(), Some(Decision::Admit { id: 2, engine: 0 }));
 //! ```
 //!
-//! - [`policy`]: the policies by name, typed ([`PolicySpec`]).
+//! - [`policy`]: the policies by name, typed ([`RequestPolicySpec`]).
 //! - [`order`]: ranks (lower first) and what a preemptive order may pause.
 //! - [`admit`]: expected-peak admission into KV memory, and its learned headroom.
 //! - [`lanes`]: priority classes and tenants' fair shares (VTC) in the waiting queue.
@@ -57,10 +57,10 @@ pub mod route;
 mod sched;
 pub mod service;
 
-pub use policy::{Admission, Order, PolicySpec, Size, Source};
+pub use policy::{Admission, Order, RequestPolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
     AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason,
-    Eviction, Fairness, HIGH_CLASS_WINDOW, Input, InputError, Placement, Scheduler,
+    Eviction, Fairness, HIGH_CLASS_WINDOW, Input, InputError, Placement, RequestScheduler,
 };
 pub use xsched_core::gittins::SizeDistribution;

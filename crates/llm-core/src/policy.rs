@@ -1,5 +1,5 @@
 //! Request policies by name: one table row each, parsed once where text enters (a flag, a
-//! config) into a typed [`PolicySpec`] that every driver carries.
+//! config) into a typed [`RequestPolicySpec`] that every driver carries.
 //!
 //! A policy is an *order* of the waiting queue, where its predictions come from (a
 //! [`Source`]), whether the aging guard protects long requests, how requests are *admitted*
@@ -104,7 +104,7 @@ pub enum Admission {
 
 /// A policy, typed.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PolicySpec {
+pub struct RequestPolicySpec {
     /// The table row's name.
     pub name: &'static str,
     /// The order of the waiting queue.
@@ -127,8 +127,8 @@ const fn row(
     aging: bool,
     admission: Admission,
     preemptive: bool,
-) -> PolicySpec {
-    PolicySpec {
+) -> RequestPolicySpec {
+    RequestPolicySpec {
         name,
         order,
         source,
@@ -141,7 +141,7 @@ const fn row(
 use Admission::{Engine, Peak};
 
 /// Every policy by name (the module docs' table).
-pub const TABLE: &[PolicySpec] = &[
+pub const TABLE: &[RequestPolicySpec] = &[
     row("fcfs", Order::Fcfs, Source::None, false, Engine, false),
     row(
         "priority",
@@ -268,12 +268,12 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     TABLE.iter().map(|p| p.name)
 }
 
-impl PolicySpec {
+impl RequestPolicySpec {
     /// First come, first served: vLLM's default, every comparison's baseline.
-    pub const FCFS: PolicySpec = TABLE[0];
+    pub const FCFS: RequestPolicySpec = TABLE[0];
 
     /// The row called `name`.
-    pub fn row(name: &str) -> Option<PolicySpec> {
+    pub fn row(name: &str) -> Option<RequestPolicySpec> {
         TABLE.iter().copied().find(|p| p.name == name)
     }
 
@@ -283,21 +283,21 @@ impl PolicySpec {
     }
 
     /// The row this spec was built from (its defaults).
-    fn base(&self) -> PolicySpec {
-        PolicySpec::row(self.name).unwrap_or(PolicySpec {
+    fn base(&self) -> RequestPolicySpec {
+        RequestPolicySpec::row(self.name).unwrap_or(RequestPolicySpec {
             source: Source::Noisy(0.0),
             ..*self
         })
     }
 }
 
-impl FromStr for PolicySpec {
+impl FromStr for RequestPolicySpec {
     type Err = PolicyError;
 
-    fn from_str(text: &str) -> Result<PolicySpec, PolicyError> {
+    fn from_str(text: &str) -> Result<RequestPolicySpec, PolicyError> {
         let mut parts = text.trim().split(':');
         let name = parts.next().unwrap_or_default();
-        let mut spec = match PolicySpec::row(name) {
+        let mut spec = match RequestPolicySpec::row(name) {
             Some(p) => p,
             None => {
                 let sigma = name
@@ -305,7 +305,7 @@ impl FromStr for PolicySpec {
                     .and_then(|s| s.parse::<f64>().ok())
                     .filter(|s| s.is_finite() && *s >= 0.0)
                     .ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
-                PolicySpec {
+                RequestPolicySpec {
                     name: "sagesched-noise",
                     source: Source::Noisy(sigma),
                     ..TABLE[2]
@@ -330,7 +330,7 @@ impl FromStr for PolicySpec {
     }
 }
 
-impl fmt::Display for PolicySpec {
+impl fmt::Display for RequestPolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.source {
             Source::Noisy(sigma) => write!(f, "{NOISE_PREFIX}{sigma}")?,
@@ -361,25 +361,25 @@ mod tests {
     #[test]
     fn every_name_parses_back_to_itself() {
         for name in names().chain(ALL.iter().copied()) {
-            let spec: PolicySpec = name.parse().expect(name);
+            let spec: RequestPolicySpec = name.parse().expect(name);
             assert_eq!(spec.to_string(), name);
         }
-        let noisy: PolicySpec = "sagesched-noise-0.5".parse().expect("noise");
+        let noisy: RequestPolicySpec = "sagesched-noise-0.5".parse().expect("noise");
         assert_eq!(noisy.source, Source::Noisy(0.5));
         assert_eq!(noisy.to_string(), "sagesched-noise-0.5");
     }
 
     #[test]
     fn parameters_change_admission_and_preemption_and_print_only_when_changed() {
-        let s: PolicySpec = "ssjf:admit=peak".parse().expect("ssjf");
+        let s: RequestPolicySpec = "ssjf:admit=peak".parse().expect("ssjf");
         assert_eq!(s.admission, Admission::Peak);
         assert_eq!(s.to_string(), "ssjf:admit=peak");
-        let s: PolicySpec = "sagesched:preempt=on,admit=engine".parse().expect("sage");
+        let s: RequestPolicySpec = "sagesched:preempt=on,admit=engine".parse().expect("sage");
         assert!(s.preemptive && s.admission == Admission::Engine);
         assert_eq!(s.to_string(), "sagesched:admit=engine,preempt=on");
         assert_eq!(
             "fcfs:admit=engine"
-                .parse::<PolicySpec>()
+                .parse::<RequestPolicySpec>()
                 .map(|s| s.to_string()),
             Ok("fcfs".into())
         );
@@ -387,7 +387,7 @@ mod tests {
 
     #[test]
     fn unknown_names_and_parameters_say_what_is_known() {
-        let err = "srpt".parse::<PolicySpec>().expect_err("unknown");
+        let err = "srpt".parse::<RequestPolicySpec>().expect_err("unknown");
         assert!(
             err.to_string().contains("fcfs, priority, sagesched"),
             "{err}"
@@ -397,15 +397,17 @@ mod tests {
             "sagesched-noise-x",
             "sagesched-noise--1",
         ] {
-            assert!(bad.parse::<PolicySpec>().is_err(), "{bad}");
+            assert!(bad.parse::<RequestPolicySpec>().is_err(), "{bad}");
         }
-        let err = "fcfs:admit=maybe".parse::<PolicySpec>().expect_err("param");
+        let err = "fcfs:admit=maybe"
+            .parse::<RequestPolicySpec>()
+            .expect_err("param");
         assert!(err.to_string().contains("admit=engine|peak"), "{err}");
     }
 
     #[test]
     fn the_default_list_names_table_rows() {
-        assert!(ALL.iter().all(|n| PolicySpec::row(n).is_some()));
-        assert_eq!(PolicySpec::FCFS.name, "fcfs");
+        assert!(ALL.iter().all(|n| RequestPolicySpec::row(n).is_some()));
+        assert_eq!(RequestPolicySpec::FCFS.name, "fcfs");
     }
 }

@@ -1,7 +1,7 @@
 //! The predictor interface: what a request's features are and what is predicted of it, an
 //! output-length *distribution*. The history predictor and the embedders that make features
 //! live elsewhere (`xsched-llm-predict`); drivers ask them before they hand an arrival to the
-//! [`crate::Scheduler`], outside its state, since a lookup is the expensive part (a history
+//! [`crate::RequestScheduler`], outside its state, since a lookup is the expensive part (a history
 //! scan) and the scheduler must stay cheap to call.
 
 use std::sync::Arc;

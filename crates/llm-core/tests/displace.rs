@@ -6,12 +6,12 @@
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
     Arrival, Config, Decision, EngineLimits, EvictReason, Eviction, Fairness, Input, Placement,
-    PolicySpec, Router, Scheduler, SizeDistribution,
+    RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
 };
 
-fn scheduler(concurrency: usize, eviction: Eviction) -> Scheduler {
-    Scheduler::new(Config {
-        policy: "fcfs".parse::<PolicySpec>().expect("policy"),
+fn scheduler(concurrency: usize, eviction: Eviction) -> RequestScheduler {
+    RequestScheduler::new(Config {
+        policy: "fcfs".parse::<RequestPolicySpec>().expect("policy"),
         engines: vec![EngineLimits {
             concurrency,
             kv_tokens: None,
@@ -39,7 +39,7 @@ fn arrival(id: u64, class: i32, ttft_slo: Option<f64>) -> Input {
     })
 }
 
-fn decisions(s: &mut Scheduler) -> Vec<Decision> {
+fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
     std::iter::from_fn(|| s.poll_decision()).collect()
 }
 
@@ -53,7 +53,7 @@ fn displaced(id: u64) -> Decision {
 
 /// Two sheddable requests hold the two slots and a standard one waits (evicting nothing); then
 /// a critical one arrives: what it evicts under each rule.
-fn critical_after_two_sheddable(eviction: Eviction) -> (Scheduler, Vec<Decision>) {
+fn critical_after_two_sheddable(eviction: Eviction) -> (RequestScheduler, Vec<Decision>) {
     let mut s = scheduler(2, eviction);
     s.handle(0.0, arrival(0, -1, None)).expect("new");
     s.handle(0.1, arrival(1, -1, None)).expect("new");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
     Arrival, Config, Decision, EngineLimits, Fairness, HIGH_CLASS_WINDOW, Input, Placement,
-    PolicySpec, Router, Scheduler, SizeDistribution,
+    RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
 };
 
 fn scheduler(
@@ -14,9 +14,9 @@ fn scheduler(
     concurrency: usize,
     max_waiting: usize,
     fairness: Fairness,
-) -> Scheduler {
-    Scheduler::new(Config {
-        policy: policy.parse::<PolicySpec>().expect("policy"),
+) -> RequestScheduler {
+    RequestScheduler::new(Config {
+        policy: policy.parse::<RequestPolicySpec>().expect("policy"),
         engines: vec![EngineLimits {
             concurrency,
             kv_tokens: None,
@@ -283,7 +283,7 @@ fn a_prompt_the_engine_counted_replaces_its_estimate_in_the_tenants_share() {
 }
 
 /// The requests admitted since the last look.
-fn admitted(s: &mut Scheduler) -> Vec<u64> {
+fn admitted(s: &mut RequestScheduler) -> Vec<u64> {
     std::iter::from_fn(|| s.poll_decision())
         .filter_map(|d| match d {
             Decision::Admit { id, .. } => Some(id),
@@ -387,7 +387,7 @@ fn sheddable_prompts_are_prefilled_one_at_a_time_while_critical_requests_are_abo
             [Decision::Admit { id: 0, engine: 0 }],
             "one prefill at a time, and none shed: {case}"
         );
-        let first_token = |s: &mut Scheduler, id, t| {
+        let first_token = |s: &mut RequestScheduler, id, t| {
             let p = Input::Progress { id, generated: 1 };
             s.handle(t, p).expect("known");
         };

@@ -4,13 +4,13 @@
 
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, EngineReport, Input, Placement, PolicySpec, Router,
-    Scheduler, SizeDistribution,
+    Arrival, Config, Decision, EngineLimits, EngineReport, Input, Placement, RequestPolicySpec,
+    RequestScheduler, Router, SizeDistribution,
 };
 
-fn scheduler(concurrency: usize) -> Scheduler {
-    Scheduler::new(Config {
-        policy: "fcfs".parse::<PolicySpec>().expect("policy"),
+fn scheduler(concurrency: usize) -> RequestScheduler {
+    RequestScheduler::new(Config {
+        policy: "fcfs".parse::<RequestPolicySpec>().expect("policy"),
         engines: vec![EngineLimits {
             concurrency,
             kv_tokens: None,

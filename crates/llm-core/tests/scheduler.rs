@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use xsched_llm_core::service::{Rates, Served, ServiceModel};
 use xsched_llm_core::{
     Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason, Input,
-    InputError, Placement, PolicySpec, Router, Scheduler, SizeDistribution,
+    InputError, Placement, RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
 };
 
 fn limits(concurrency: usize, kv_tokens: Option<u64>) -> EngineLimits {
@@ -17,7 +17,7 @@ fn limits(concurrency: usize, kv_tokens: Option<u64>) -> EngineLimits {
 
 fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
     Config {
-        policy: policy.parse::<PolicySpec>().expect("policy"),
+        policy: policy.parse::<RequestPolicySpec>().expect("policy"),
         engines,
         router: Router::LeastOutstanding,
         placement: Placement::WhenFree,
@@ -29,8 +29,8 @@ fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
     }
 }
 
-fn scheduler(policy: &str, concurrency: usize) -> Scheduler {
-    Scheduler::new(config(policy, vec![limits(concurrency, None)])).expect("valid")
+fn scheduler(policy: &str, concurrency: usize) -> RequestScheduler {
+    RequestScheduler::new(config(policy, vec![limits(concurrency, None)])).expect("valid")
 }
 
 /// A request of `input` prompt tokens predicted to answer exactly `tokens`.
@@ -57,11 +57,11 @@ fn served(prompt: u32, output: u32, total: f64, first: Option<f64>) -> Input {
     })
 }
 
-fn decisions(s: &mut Scheduler) -> Vec<Decision> {
+fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
     std::iter::from_fn(|| s.poll_decision()).collect()
 }
 
-fn admitted(s: &mut Scheduler) -> Vec<u64> {
+fn admitted(s: &mut RequestScheduler) -> Vec<u64> {
     decisions(s)
         .into_iter()
         .filter_map(|d| match d {
@@ -73,7 +73,7 @@ fn admitted(s: &mut Scheduler) -> Vec<u64> {
 
 /// Hold the one slot with request 0, queue `rest`, then free slots one by one: the admission
 /// order.
-fn order_after(s: &mut Scheduler, rest: &[Input]) -> Vec<u64> {
+fn order_after(s: &mut RequestScheduler, rest: &[Input]) -> Vec<u64> {
     s.handle(0.0, arrival(0, 10, 10.0)).expect("new");
     assert_eq!(admitted(s), [0]);
     for a in rest {
@@ -177,7 +177,7 @@ fn an_aged_request_goes_before_shorter_ones() {
 
 #[test]
 fn past_its_bound_the_queue_sheds_the_newcomer() {
-    let mut s = Scheduler::new(Config {
+    let mut s = RequestScheduler::new(Config {
         max_waiting: 2,
         ..config("fcfs", vec![limits(1, None)])
     })
@@ -221,7 +221,7 @@ fn a_request_gone_while_waiting_leaves_the_queue_and_takes_no_slot() {
 
 #[test]
 fn routers_spread_requests_over_engines_with_free_slots() {
-    let mut s = Scheduler::new(config("fcfs", vec![limits(2, None); 3])).expect("valid");
+    let mut s = RequestScheduler::new(config("fcfs", vec![limits(2, None); 3])).expect("valid");
     for id in 0..6 {
         s.handle(0.0, arrival(id, 10, 10.0)).expect("new");
     }
@@ -273,7 +273,8 @@ fn an_engine_report_bounds_what_starts_in_its_next_step() {
 #[test]
 fn expected_peak_admission_holds_what_would_overflow_and_learns_from_preemptions() {
     // 1 000 tokens of KV; each request 100 + 300 tokens at its end.
-    let mut s = Scheduler::new(config("sagesched", vec![limits(16, Some(1000))])).expect("valid");
+    let mut s =
+        RequestScheduler::new(config("sagesched", vec![limits(16, Some(1000))])).expect("valid");
     for id in 0..4 {
         s.handle(0.0, arrival(id, 100, 300.0)).expect("new");
     }
@@ -293,7 +294,7 @@ fn expected_peak_admission_holds_what_would_overflow_and_learns_from_preemptions
     s.handle(1.1, Input::Preempted { id: 2 }).expect("known");
     assert!(s.headroom(0) < 1.0, "a preemption tightens admission");
     // The same order under the engine's admission takes all four at once.
-    let mut engine = Scheduler::new(config(
+    let mut engine = RequestScheduler::new(config(
         "sagesched:admit=engine",
         vec![limits(16, Some(1000))],
     ))
@@ -307,7 +308,8 @@ fn expected_peak_admission_holds_what_would_overflow_and_learns_from_preemptions
 #[test]
 fn admission_never_panics_on_degenerate_requests() {
     // Zero- and one-token answers, no prediction (the prior), a prompt beyond the KV pool.
-    let mut s = Scheduler::new(config("sagesched", vec![limits(4, Some(1000))])).expect("valid");
+    let mut s =
+        RequestScheduler::new(config("sagesched", vec![limits(4, Some(1000))])).expect("valid");
     let inputs = [
         Input::Arrived(Arrival {
             id: 0,
@@ -371,18 +373,18 @@ fn bad_inputs_and_configurations_are_refused_with_what_is_wrong() {
     };
     assert_eq!(s.handle(0.0, report), Err(InputError::NoEngine(7)));
     assert_eq!(
-        Scheduler::new(config("fcfs", vec![])).err(),
+        RequestScheduler::new(config("fcfs", vec![])).err(),
         Some(ConfigError::NoEngine)
     );
     assert!(matches!(
-        Scheduler::new(config("fcfs", vec![limits(0, None)])).err(),
+        RequestScheduler::new(config("fcfs", vec![limits(0, None)])).err(),
         Some(ConfigError::Zero(_))
     ));
     let gateway = Config {
         can_pause: false,
         ..config("fastserve", vec![limits(1, None)])
     };
-    let err = Scheduler::new(gateway).expect_err("cannot pause");
+    let err = RequestScheduler::new(gateway).expect_err("cannot pause");
     assert!(err.to_string().contains("fastserve:preempt=off"), "{err}");
 }
 
@@ -425,7 +427,7 @@ fn fastserve_pauses_for_a_higher_level_and_resumes_the_paused_request_on_its_eng
         attend_us: 0.0,
         chunk_tokens: 2048,
     };
-    let mut s = Scheduler::new(Config {
+    let mut s = RequestScheduler::new(Config {
         service: ServiceModel::Fit(fit),
         ..config("fastserve", vec![limits(1, None), limits(1, None)])
     })
@@ -478,7 +480,7 @@ proptest! {
         engines in 1usize..4,
         concurrency in 1usize..4,
     ) {
-        let mut s = Scheduler::new(config("fcfs", vec![limits(concurrency, None); engines])).expect("valid");
+        let mut s = RequestScheduler::new(config("fcfs", vec![limits(concurrency, None); engines])).expect("valid");
         let (mut next, mut running, mut order) = (0u64, Vec::new(), Vec::new());
         for (k, (kind, input, output)) in events.into_iter().enumerate() {
             let now = k as f64;
@@ -539,7 +541,7 @@ fn without_pausing_the_index_of_the_whole_request_orders_by_expected_remaining_s
 
 #[test]
 fn placed_on_arrival_the_cost_aware_router_counts_what_waits_at_each_engine() {
-    let mut s = Scheduler::new(Config {
+    let mut s = RequestScheduler::new(Config {
         router: Router::CostAware,
         placement: Placement::AtArrival,
         ..config("fcfs", vec![limits(1, None); 2])
@@ -572,7 +574,7 @@ fn placed_on_arrival_the_cost_aware_router_counts_what_waits_at_each_engine() {
 
 #[test]
 fn an_engine_taken_down_is_sent_nothing_until_it_is_back() {
-    let mut s = Scheduler::new(config("fcfs", vec![limits(1, None); 2])).expect("valid");
+    let mut s = RequestScheduler::new(config("fcfs", vec![limits(1, None); 2])).expect("valid");
     let down = Input::Availability {
         engine: 0,
         up: false,
@@ -675,7 +677,7 @@ fn turn(id: u64, prefix: &[u64]) -> Input {
     })
 }
 
-fn engines_of(s: &mut Scheduler) -> Vec<(u64, usize)> {
+fn engines_of(s: &mut RequestScheduler) -> Vec<(u64, usize)> {
     decisions(s)
         .into_iter()
         .filter_map(|d| match d {
@@ -688,7 +690,7 @@ fn engines_of(s: &mut Scheduler) -> Vec<(u64, usize)> {
 #[test]
 fn the_prefix_affinity_router_sends_a_conversations_turns_where_it_ran_while_there_is_room() {
     let route = |router| {
-        let mut s = Scheduler::new(Config {
+        let mut s = RequestScheduler::new(Config {
             router,
             ..config("fcfs", vec![limits(1, None); 2])
         })

@@ -12,7 +12,7 @@ use std::time::Instant;
 use xsched_llm_core::predict::{Features, Predictor};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
-    Arrival, Config, EngineLimits, Input, Placement, PolicySpec, Router, Scheduler,
+    Arrival, Config, EngineLimits, Input, Placement, RequestPolicySpec, RequestScheduler, Router,
     SizeDistribution,
 };
 use xsched_llm_predict::embedding::{Embedder, Hashed};
@@ -97,8 +97,8 @@ pub struct PredictEval {
 pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
     // One engine of one slot: the first arrival is admitted, the rest wait.
     let engine = EngineConfig::default_preset();
-    let Ok(mut s) = Scheduler::new(Config {
-        policy: PolicySpec::row("sagesched").unwrap_or(PolicySpec::FCFS),
+    let Ok(mut s) = RequestScheduler::new(Config {
+        policy: RequestPolicySpec::row("sagesched").unwrap_or(RequestPolicySpec::FCFS),
         engines: vec![EngineLimits {
             concurrency: 1,
             ..engine.limits()

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
 use std::sync::Arc;
-use xsched_llm_core::PolicySpec;
+use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::Embedder;
 use xsched_report::{Row, quantile, round3};
 
@@ -28,7 +28,7 @@ pub struct SweepParams {
     /// Loads (fractions of capacity).
     pub loads: Vec<f64>,
     /// Policies.
-    pub policies: Vec<PolicySpec>,
+    pub policies: Vec<RequestPolicySpec>,
     /// Predictor history capacity.
     pub history: usize,
     /// Seed of the request order and arrivals.
@@ -161,8 +161,15 @@ pub fn workload(
 pub fn capacity(engine: &EngineConfig, records: &[PromptRecord], seed: u64) -> f64 {
     let none: Vec<Arc<[f32]>> = records.iter().map(|_| Arc::from(Vec::new())).collect();
     let all = workload(records, &none, 0.0, seed, &ArrivalShape::Poisson);
-    sim::simulate(engine, Cluster::SINGLE, PolicySpec::FCFS, 0, &[], &all)
-        .map_or(0.0, |run| saturated_rate(&run.stats))
+    sim::simulate(
+        engine,
+        Cluster::SINGLE,
+        RequestPolicySpec::FCFS,
+        0,
+        &[],
+        &all,
+    )
+    .map_or(0.0, |run| saturated_rate(&run.stats))
 }
 
 /// Completions per second between the 10th and the 90th percentile completion: the rate while
@@ -180,7 +187,7 @@ fn saturated_rate(stats: &RunStats) -> f64 {
 }
 
 fn summarize(
-    policy: &PolicySpec,
+    policy: &RequestPolicySpec,
     load: f64,
     run: &sim::Run,
     requests: &[Request],

@@ -1,5 +1,5 @@
 //! The engine simulator as a driver of the scheduling core: arrivals, one or more simulated
-//! engines (`engine.rs`) and one [`Scheduler`] between them, in virtual time. Whatever the
+//! engines (`engine.rs`) and one [`RequestScheduler`] between them, in virtual time. Whatever the
 //! scheduler decides here is what it decides in the gateway given the same inputs.
 //!
 //! The event loop: the engine whose clock is earliest steps next; an arrival is handled once
@@ -19,8 +19,8 @@ use std::time::Instant;
 use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
-    Arrival, Config, Decision, EvictReason, Fairness, Input, Placement, PolicySpec, Router,
-    Scheduler, SizeDistribution, Source,
+    Arrival, Config, Decision, EvictReason, Fairness, Input, Placement, RequestPolicySpec,
+    RequestScheduler, Router, SizeDistribution, Source,
 };
 use xsched_llm_predict::predictor::History;
 
@@ -138,7 +138,7 @@ fn noisy_truth(req: &Request, sigma: f64) -> SizeDistribution {
 struct World<'a> {
     requests: &'a [Request],
     engines: Vec<Engine<'a>>,
-    scheduler: Scheduler,
+    scheduler: RequestScheduler,
     oracle: Oracle,
     admitted: Vec<usize>,
     seen: Vec<bool>,
@@ -284,7 +284,7 @@ impl World<'_> {
 pub fn simulate(
     cfg: &EngineConfig,
     cluster: Cluster,
-    policy: PolicySpec,
+    policy: RequestPolicySpec,
     history: usize,
     warm: &[Request],
     requests: &[Request],
@@ -315,7 +315,7 @@ impl Runs<'_> {
     /// Run `requests` (sorted by arrival, ids their positions) under `policy` and `rules`.
     pub fn simulate(
         &self,
-        policy: PolicySpec,
+        policy: RequestPolicySpec,
         rules: &Rules,
         requests: &[Request],
     ) -> Result<Run, SimError> {
@@ -325,7 +325,7 @@ impl Runs<'_> {
 
 fn run(
     runs: &Runs<'_>,
-    policy: PolicySpec,
+    policy: RequestPolicySpec,
     rules: &Rules,
     requests: &[Request],
 ) -> Result<Run, SimError> {
@@ -336,7 +336,7 @@ fn run(
         warm,
     } = *runs;
     let instances = cluster.instances.max(1);
-    let scheduler = Scheduler::new(Config {
+    let scheduler = RequestScheduler::new(Config {
         policy,
         engines: vec![cfg.limits(); instances],
         router: cluster.router,

@@ -12,7 +12,7 @@ use crate::trace;
 use serde_json::json;
 use std::path::PathBuf;
 use thiserror::Error;
-use xsched_llm_core::{Placement, PolicySpec};
+use xsched_llm_core::{Placement, RequestPolicySpec};
 use xsched_llm_predict::embed_cache;
 use xsched_llm_predict::embedding::{EmbedError, Embedder, Hashed, load_minilm};
 use xsched_llm_predict::tokenize::{TokenizeError, load_wordpiece};
@@ -113,7 +113,7 @@ pub struct Study {
     /// The model whose real responses give the output lengths.
     pub model: Option<String>,
     /// Policies.
-    pub policies: Vec<PolicySpec>,
+    pub policies: Vec<RequestPolicySpec>,
     /// Loads as fractions of the engine's measured capacity.
     pub loads: Vec<f64>,
     /// Arrival shape.
@@ -673,7 +673,7 @@ mod tests {
             model: Some("m".into()),
             policies: xsched_llm_core::policy::ALL
                 .iter()
-                .filter_map(|n| PolicySpec::row(n))
+                .filter_map(|n| RequestPolicySpec::row(n))
                 .collect(),
             loads: vec![0.5],
             arrivals: Arrivals::Poisson,

@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use xsched_gateway::{Gateway, GatewayConfig, PolicySpec, RunningGateway};
+use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, RunningGateway};
 
-pub fn policy(name: &str) -> PolicySpec {
+pub fn policy(name: &str) -> RequestPolicySpec {
     name.parse().expect("a known policy")
 }
 

@@ -1,7 +1,7 @@
 //! The scheduler's configuration: its engines, where requests wait, and the rules for classes
-//! and tenants. Checked once, by [`Scheduler::new`](super::Scheduler::new).
+//! and tenants. Checked once, by [`RequestScheduler::new`](super::RequestScheduler::new).
 
-use crate::policy::PolicySpec;
+use crate::policy::RequestPolicySpec;
 use crate::route::Router;
 use crate::service::ServiceModel;
 
@@ -29,7 +29,7 @@ pub enum Placement {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The policy.
-    pub policy: PolicySpec,
+    pub policy: RequestPolicySpec,
     /// The engines, by index.
     pub engines: Vec<EngineLimits>,
     /// How an engine is picked.

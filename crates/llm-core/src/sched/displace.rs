@@ -6,13 +6,13 @@
 //!
 //! With a TTFT deadline the waiting request evicts nobody while it has slack: only once its
 //! deadline's guard puts it first (`deadline_at`), the moment waiting would miss it. That moment
-//! is a timer ([`Scheduler::poll_timeout`]), which its driver fires
-//! ([`Scheduler::handle_timeout`]): the gateway on the clock, the simulator in virtual time.
+//! is a timer ([`RequestScheduler::poll_timeout`]), which its driver fires
+//! ([`RequestScheduler::handle_timeout`]): the gateway on the clock, the simulator in virtual time.
 
-use super::{Decision, EvictReason, Scheduler};
+use super::{Decision, EvictReason, RequestScheduler};
 use crate::job::Place;
 
-impl Scheduler {
+impl RequestScheduler {
     /// After `id` arrived: if it waits, is above the standard class and eviction is on, evict
     /// for it now, or (with a deadline it can meet) arm its timer.
     pub(super) fn displace_on_arrival(&mut self, id: u64) {
@@ -41,7 +41,7 @@ impl Scheduler {
         }
     }
 
-    /// When the scheduler next needs [`handle_timeout`](Scheduler::handle_timeout), on the
+    /// When the scheduler next needs [`handle_timeout`](RequestScheduler::handle_timeout), on the
     /// clock it is fed (`None`: no timer is armed).
     pub fn poll_timeout(&self) -> Option<f64> {
         self.displace_at.first().map(|&(t, _)| t)
@@ -49,7 +49,7 @@ impl Scheduler {
 
     /// The clock reached `now`: requests whose deadline's guard has come and that still wait
     /// evict sheddable requests for themselves. Decisions follow as after [`handle`](
-    /// Scheduler::handle).
+    /// RequestScheduler::handle).
     pub fn handle_timeout(&mut self, now: f64) {
         self.clock = self.clock.max(now);
         let due = self.displace_at.partition_point(|&(t, _)| t <= now);

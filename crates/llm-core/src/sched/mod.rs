@@ -31,7 +31,7 @@ use crate::job::{Job, Place};
 use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
 use crate::learn::{Answer, Count, Learner};
 use crate::order::{self, Rank};
-use crate::policy::{Admission, Order, PolicySpec, Size};
+use crate::policy::{Admission, Order, RequestPolicySpec, Size};
 use crate::predict::{capped, prior};
 use crate::prefix::PrefixCache;
 use crate::route::EngineLoad;
@@ -81,7 +81,7 @@ impl Engine {
 
 /// The LLM request scheduler.
 #[derive(Debug)]
-pub struct Scheduler {
+pub struct RequestScheduler {
     config: Config,
     service: ServiceModel,
     jobs: BTreeMap<u64, Job>,
@@ -106,9 +106,9 @@ pub struct Scheduler {
     displace_at: Vec<(f64, u64)>,
 }
 
-impl Scheduler {
+impl RequestScheduler {
     /// A scheduler for `config`.
-    pub fn new(config: Config) -> Result<Scheduler, ConfigError> {
+    pub fn new(config: Config) -> Result<RequestScheduler, ConfigError> {
         if config.engines.is_empty() {
             return Err(ConfigError::NoEngine);
         }
@@ -121,7 +121,7 @@ impl Scheduler {
         if config.policy.preemptive && !config.can_pause {
             return Err(ConfigError::CannotPause {
                 policy: config.policy.to_string(),
-                instead: PolicySpec {
+                instead: RequestPolicySpec {
                     preemptive: false,
                     ..config.policy
                 }
@@ -149,7 +149,7 @@ impl Scheduler {
                     .then(|| Learner::new(limits.concurrency)),
             })
             .collect();
-        Ok(Scheduler {
+        Ok(RequestScheduler {
             service: config.service,
             counters: Counters::new(&config.fairness.weights),
             config,
@@ -168,7 +168,7 @@ impl Scheduler {
     }
 
     /// The policy.
-    pub fn policy(&self) -> PolicySpec {
+    pub fn policy(&self) -> RequestPolicySpec {
         self.config.policy
     }
 

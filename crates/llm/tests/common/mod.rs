@@ -5,7 +5,7 @@
 use xsched_llm::Request;
 use xsched_llm::engine::{EngineConfig, Outcome};
 use xsched_llm::sim::{self, Cluster, Run};
-use xsched_llm_core::PolicySpec;
+use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// A request of `input` prompt and `output` answer tokens arriving at `arrival`.
@@ -39,7 +39,7 @@ pub fn staggered(n: usize, gap: f64, out_stride: u32) -> Vec<Request> {
 }
 
 /// The policy called `name`.
-pub fn policy(name: &str) -> PolicySpec {
+pub fn policy(name: &str) -> RequestPolicySpec {
     name.parse().expect("a known policy")
 }
 
