@@ -32,7 +32,7 @@
 //! before its function runs, as the XQueue is launching it; that function must still not block,
 //! see [`EnqueueFn`].)
 //!
-//! The watcher also runs the XQueue's completion hook (issue 30): after reporting a completion
+//! The watcher also runs the XQueue's completion hook: after reporting a completion
 //! that left the hook work (a synchronization point), it refills the queue itself, so the
 //! launcher thread is not woken for it. The watcher is awake at that moment anyway (it waits for
 //! every command's event), and unlike a host function (`cuLaunchHostFunc`) it may call CUDA.

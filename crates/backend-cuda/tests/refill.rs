@@ -1,4 +1,4 @@
-//! Refill on the stream's watcher thread (issue 30), on the fake driver (or a real GPU with
+//! Refill on the stream's watcher thread, on the fake driver (or a real GPU with
 //! `XSCHED_CUDA_REAL=1`): the watcher runs an XQueue's completion hook after reporting a
 //! synchronization point, so the refill launches from there and the launcher thread is not
 //! woken for it; a command that fails inside such a refill leaves the rest running in order;

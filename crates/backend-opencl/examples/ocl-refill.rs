@@ -1,4 +1,4 @@
-//! What refilling on OpenCL's callback thread saves (issue 30): a stream of short commands on
+//! What refilling on OpenCL's callback thread saves: a stream of short commands on
 //! the first OpenCL device (POCL here), launched straight onto the queue ("direct"), through an
 //! XQueue whose queue runs the completion hook ("hook"), and through one whose queue refuses it,
 //! so its launcher thread refills at every synchronization point ("launcher", the path before

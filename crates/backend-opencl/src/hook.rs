@@ -1,4 +1,4 @@
-//! Refill on OpenCL's callback thread (issue 30): the queue keeps the XQueue's
+//! Refill on OpenCL's callback thread: the queue keeps the XQueue's
 //! [`CompletionHook`] and, after a command's event callback reported its completion, runs the
 //! hook right there when a synchronization point left work for it, so the observation and the
 //! launches it allows happen on the implementation's callback thread instead of waking the

@@ -1,4 +1,4 @@
-//! Refill on OpenCL's callback thread (issue 30), on POCL: the queue runs an XQueue's
+//! Refill on OpenCL's callback thread, on POCL: the queue runs an XQueue's
 //! completion hook in the event callback of a synchronization point, so the refill launches
 //! from the implementation's thread and the launcher thread is not woken for it; a callback
 //! that cannot be registered gives the hook back and the launcher refills; no path changes a
