@@ -1,4 +1,4 @@
-//! The adoption path on one real conflict (issue 19): the demo's foreground requests beside its
+//! The adoption path on one real conflict: the demo's foreground requests beside its
 //! saturating background, run natively and then in each rollout mode (`observe`,
 //! `cooperative`, `preemptive`), with every queue's accounting side by side.
 //!

@@ -2,7 +2,7 @@
 //!
 //! Experiments on real threads and real kernels (the built-in CPU device), measured with the
 //! monotonic clock. They produce the same [`Report`] as the simulator's scenarios, so the CLI
-//! prints both alike. Wall-clock figures belong in docs/BENCHMARKS.md with their command
+//! prints both alike. Wall-clock figures belong in the docs' benchmark record with their command
 //! (`xsched demo`, `xsched bench NAME`); tests only check that the experiments run and are
 //! well-formed, never tight timings.
 //!

@@ -1,5 +1,6 @@
 //! The real-device experiments run end to end with tiny parameters and produce well-formed
-//! rows. Timings are not asserted here (two noisy cores); figures live in docs/BENCHMARKS.md.
+//! rows. Timings are not asserted here (two noisy cores); figures live in the docs' benchmark
+//! record.
 
 use std::time::Duration;
 use xsched_bench::{cpu_share, daemon_rtt, fg_bg, harvest, overhead, preempt};

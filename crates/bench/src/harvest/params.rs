@@ -21,8 +21,8 @@ pub struct HarvestParams {
     /// baseline's.
     pub launch_overhead: Duration,
     /// Device time a release of the collector rows' gated LP queue costs (a resume on the
-    /// device's own worker, no wake-up; `gated.rs`): 20 µs, above the 12 µs from an HP kernel's
-    /// end to LP running measured by a traced run (docs/BENCHMARKS.md, issue 30).
+    /// device's own worker, no wake-up; `gated.rs`): set above the time a traced run shows from
+    /// an HP kernel's end to LP running, so a release is never priced below what it costs.
     pub release_overhead: Duration,
     /// Slack the collector keeps in reserve when LP may delay HP.
     pub margin: Duration,

@@ -64,9 +64,9 @@ pub(crate) enum KernelWait {
     Block,
     /// Spinning on the command's state, as CUDA's default synchronization does while the
     /// machine has a core to spare; the caller keeps the thread off the device's core
-    /// ([`HostCore`]). A blocked waiter costs a wake-up per kernel, and on this VM waking an
-    /// idle core takes tens of µs, which only the device's own core is spared while it sleeps:
-    /// with LP running there, every HP kernel paid it (docs/BENCHMARKS.md, issue 30, stop 43).
+    /// ([`HostCore`]). A blocked waiter costs a wake-up per kernel, and waking an idle core is
+    /// slow on a small VM, which only the device's own core is spared while it sleeps: with LP
+    /// running there, every HP kernel paid it.
     Spin,
 }
 
