@@ -1,7 +1,7 @@
 //! The soak, short: client processes under a daemon that is SIGKILLed and restarted and
 //! SIGSTOPped while clients are SIGKILLed; every surviving client's commands run exactly once
 //! and no dead client's queue stays in the daemon. (`xsched bench soak` with its defaults, 1 000
-//! 000 commands, is the benchmark: docs/BENCHMARKS.md.)
+//! 000 commands, is the benchmark; its figures are in the docs' benchmark record.)
 
 use std::process::Command;
 

@@ -202,7 +202,7 @@ fn top_pages_through_ten_thousand_queues() {
     let mut operator = client::connect(&socket, Duration::from_secs(30)).expect("operator");
     let started = std::time::Instant::now();
     let rows = client::top(&mut operator).expect("every page");
-    // For docs/BENCHMARKS.md (run with --release --nocapture); not asserted.
+    // For the benchmark record (run with --release --nocapture); not asserted.
     eprintln!("top over {} queues: {:?}", rows.len(), started.elapsed());
     assert_eq!(rows.len(), 10_000);
     let mut queues: Vec<u32> = rows.iter().map(|r| r.queue).collect();

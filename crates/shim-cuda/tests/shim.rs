@@ -343,7 +343,8 @@ fn streams_of_exited_threads_and_destroyed_contexts_are_released() {
     );
 }
 
-/// XSched's upstream issue 23: a hard-coded Level 2 crashed on a GPU that offers Level 1 only.
+/// As reported against XSched upstream: a hard-coded Level 2 crashed on a GPU that offers Level 1
+/// only.
 /// Here, on a device without stream memory operations (the fake driver's `FAKE_CUDA_NO_MEMOPS`)
 /// the shim cannot gate commands at any level, so at Level 1 or 2 it leaves every stream to the
 /// driver: the program's results and status codes are unchanged, and the log says why.
@@ -449,7 +450,7 @@ fn eight_streams_at_mixed_priorities_under_the_daemon_finish_with_the_native_res
     }
 }
 
-/// XSched's upstream issue 22 (vLLM on an A10): programs that reach the driver the CUDA
+/// As reported against XSched upstream (vLLM on an A10): programs that reach the driver the CUDA
 /// runtime's way are never linked against libcuda; they `dlopen` it and take every entry point
 /// from `cuGetProcAddress_v2`, found with `dlsym` on the driver's handle or through
 /// `dlsym(RTLD_NEXT)`, at CUDA 12 or CUDA 13 version numbers. Such a program

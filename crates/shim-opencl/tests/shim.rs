@@ -200,7 +200,7 @@ fn foreground_and_background_processes_under_the_daemon() {
         let bg = bg.expect("background ran");
         assert!(bg["kernels"].as_u64() > Some(0), "{bg}");
     }
-    // Timing is measured in scripts/bench-opencl.sh (docs/BENCHMARKS.md); here it is reported.
+    // Timing is measured by scripts/bench-opencl.py (the benchmark record); here it is reported.
     let p99 = |v: &serde_json::Value| v["p99_us"].as_f64().unwrap_or(f64::NAN);
     eprintln!(
         "fg P99: standalone {:.0} us, native {:.2}x, shim+daemon {:.2}x",
