@@ -7,14 +7,14 @@
 //! Why: a decision crosses up to four thread wake-ups between processes (application → agent
 //! → daemon → the other process's agent). On a machine whose cores are busy with normal
 //! threads (the device's own worker threads, on a CPU device), each wake-up waits for the
-//! running thread's time slice: measured on the 2-core machine, Ready → suspend P90 2.3 ms and
-//! P99 4 ms, longer than the foreground request it should protect; nice −20 did not shorten it.
-//! A real-time thread preempts normal ones at once: P99 0.29 ms (docs/BENCHMARKS.md, issue 15).
+//! running thread's time slice, so the decision's tail grows longer than the foreground request
+//! it should protect, and a lower nice value does not shorten it. A real-time thread preempts
+//! normal ones at once.
 //!
 //! Why only under contention: where a CPU is free a real-time thread is woken on the CPU it
-//! last ran on rather than beside its waker, and waking an idle virtual CPU costs tens of
-//! microseconds (the daemon's event → operation P50 went from 5 µs to 70–85 µs in 2 of 4
-//! runs); and where a CPU is free a normal thread is not kept waiting anyway. So each control
+//! last ran on rather than beside its waker, and waking an idle virtual CPU costs many times
+//! what the daemon's whole event → operation path takes otherwise; and where a CPU is free a
+//! normal thread is not kept waiting anyway. So each control
 //! thread looks, after each unit of its work ([`CpuGuard::check`]), at the machine's CPU
 //! pressure (`/proc/pressure/cpu`: the time some runnable thread waited for a CPU, sampled at
 //! most every [`SAMPLE_EVERY`] per process) and is real-time only while threads waited at
