@@ -13,7 +13,7 @@
 //!   share the engine with it (its outstanding, plus one); ties to the fewest outstanding. So a
 //!   conversation's next turn goes where its history is cached unless that engine is busier
 //!   by more than the cache saves (cache first alone piled turns onto one busy engine while
-//!   the other idled: measured in docs/BENCHMARKS.md). Admission still asks only engines with
+//!   the other idled). Admission still asks only engines with
 //!   room: a turn whose engine is full goes to another rather than wait.
 //!
 //! Ties go to the lowest-numbered engine.

@@ -20,9 +20,8 @@ pub struct Tolerance {
 }
 
 impl Default for Tolerance {
-    /// Medians 50 %, tails 100 %, and 20 µs: for a machine that runs nothing else (on the
-    /// noisy 2-core VMs here identical probes differ more; docs/BENCHMARKS.md gives by how
-    /// much).
+    /// Medians 50 %, tails 100 %, and 20 µs: for a machine that runs nothing else (on a noisy
+    /// small VM identical probes differ more, so compare there with wider tolerances).
     fn default() -> Self {
         Tolerance {
             fraction: 0.5,

@@ -75,8 +75,8 @@ pub fn keep(table: &ProbeTable, cache: &Path) -> Result<PathBuf, StoreError> {
     Ok(path)
 }
 
-/// Write `table` into `dir` (created if missing) as `probe.json` and `probe.md` (for
-/// docs/BENCHMARKS.md); the files written.
+/// Write `table` into `dir` (created if missing) as `probe.json` and `probe.md` (for the
+/// benchmark record); the files written.
 pub fn write_out(table: &ProbeTable, dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     [("probe.json", json(table)?), ("probe.md", table.markdown())]
         .into_iter()

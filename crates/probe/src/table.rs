@@ -121,7 +121,7 @@ impl ProbeTable {
         Ok(table)
     }
 
-    /// The table as markdown (for docs/BENCHMARKS.md): per backend its device and runtime,
+    /// The table as markdown (for the benchmark record): per backend its device and runtime,
     /// then one row per level and command length.
     pub fn markdown(&self) -> String {
         let mut md = format!(
