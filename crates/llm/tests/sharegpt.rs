@@ -69,10 +69,10 @@ fn the_packaged_file_holds_17671_conversations_and_61089_turns_up_to_its_cut() {
     );
 }
 
-/// SageSched never worse than FCFS where KV memory binds (issue 28's row): Qwen3-32B on one
-/// H800, ShareGPT at load 0.7 with Poisson arrivals, 10 000 turns after 10 000 warm ones. The
-/// hashed embedding keeps it fast (MiniLM would embed 20 000 prompts first); BENCHMARKS has the
-/// MiniLM figures.
+/// SageSched never worse than FCFS where KV memory binds (the operating-range study's
+/// memory-bound row): Qwen3-32B on one H800, ShareGPT at load 0.7 with Poisson arrivals, 10 000
+/// turns after 10 000 warm ones. The hashed embedding keeps it fast (MiniLM would embed 20 000
+/// prompts first); the benchmark record has the MiniLM figures.
 #[test]
 fn on_the_h800_at_load_0_7_sagesched_and_the_oracle_are_never_worse_than_fcfs() {
     use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
