@@ -23,9 +23,9 @@
 //!   `llamacpp:n_busy_slots_per_decode` × `llamacpp:n_decode_total`, both updated every step),
 //!   a window is [`WINDOW_S`] of that counter's growth, read at each scrape ([`Count`]). The
 //!   answers' own token counts measure only when answers end, so a window of tens of answers
-//!   whose lengths spread from 1 to hundreds of tokens measured a level to about ±10 %, wider
-//!   than the rule decides by; llama.cpp's `tokens_predicted_total` is no
-//!   better, as it too grows only when an answer ends.
+//!   whose lengths spread from 1 to hundreds of tokens measures a level more coarsely than the
+//!   rule decides by; llama.cpp's `tokens_predicted_total` is no better, as it too grows only
+//!   when an answer ends.
 //! - **Elsewhere**, a window is [`WINDOW_ANSWERS`] answers: the level times their output tokens
 //!   over their summed time from admission to end (with every slot busy, Little's law).
 //! - It steps down one at a time while the new level stays within [`WITHIN`] of the best level
