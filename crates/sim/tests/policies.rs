@@ -203,8 +203,8 @@ fn the_starvation_guard_gives_a_starved_queue_its_minimum_share_and_plain_hpf_do
     let low_share = |r: &SimResult| r.queue_work[1].0 as f64 / r.window.0 as f64;
     let guarded = run("hpf:min-share=0.1", &queues);
     let plain = run("hpf", &queues);
-    // About F of the device, as the policy's doc and the README say: it is let run for F of
-    // each window; the device time that buys is what it launches then.
+    // About F of the device, as the policy's doc and docs/reference/policies.md say: it is let
+    // run for F of each window; the device time that buys is what it launches then.
     assert!(
         (0.08..=0.13).contains(&low_share(&guarded)),
         "guarded low share {}",

@@ -2,7 +2,7 @@
 //! busy higher-priority one never runs; with the guard every ready queue is let run for at least
 //! the share F of each [`WINDOW`], at the higher ones' expense. It is off by default. The device
 //! time that buys is about F, not at least F: what the queue launches in its turn, less what the
-//! higher queue still had in flight (the simulator's test: 8–13 % for F = 0.1).
+//! higher queue still had in flight (the simulator's test checks a band around F).
 //!
 //! The rule is a latest start: in each window a queue is owed `F × WINDOW` of running time (its
 //! [`QueueView::service`], the time it was ready and allowed to run). A ready queue that fixed
