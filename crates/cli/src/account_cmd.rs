@@ -1,7 +1,7 @@
 //! `xsched account`: what every queue the daemon schedules went through, and the totals per
 //! process and per tenant (uid), from the accounting each client reports with its statistics
 //! (about once a second; in every mode, observe included). An operator sees only the queues
-//! the daemon lets them see (docs/DAEMON.md).
+//! the daemon lets them see (docs/guides/daemon.md, "Who may do what").
 
 use anyhow::Result;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};

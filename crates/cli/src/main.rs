@@ -143,7 +143,7 @@ enum Command {
         #[arg(long)]
         metrics_addr: Option<String>,
         /// The daemon's configuration (TOML: authority, socket permissions, limits; see
-        /// docs/DAEMON.md). Without one, the safe defaults apply.
+        /// docs/reference/config-files.md). Without one, the safe defaults apply.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
