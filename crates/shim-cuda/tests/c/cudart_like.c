@@ -1,8 +1,8 @@
 /* A program that reaches the CUDA driver the way the CUDA runtime (libcudart, and so PyTorch and
  * vLLM) does: it is not linked against libcuda at all; it dlopen()s the driver, looks up
  * cuGetProcAddress_v2 with dlsym on that handle, and gets every other entry point from it.
- * XSched's upstream issue 22 (vLLM on an A10) came from this shape. Written for xsched's tests,
- * never linked against xsched.
+ * A report against XSched upstream (vLLM on an A10) came from this shape. Written for xsched's
+ * tests, never linked against xsched.
  *
  *   cudart_like N ROUNDS handle|next VERSION   one JSON line: {"checksum": ...} of y after
  *       ROUNDS axpys on a stream; cuGetProcAddress_v2 is looked up with dlsym on the driver's
