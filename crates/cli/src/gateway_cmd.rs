@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use xsched_gateway::proxy::Uri;
+use xsched_gateway::upstream::Uri;
 use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, Router};
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
@@ -70,11 +70,11 @@ pub struct ServeArgs {
     /// Seconds an engine may take to send an answer's head (a 504 after; a complete answer
     /// comes whole, so this bounds a whole non-streamed generation). An engine that times out
     /// or refuses is ejected for a backoff (1 s doubling to 30 s), then probed back.
-    #[arg(long, default_value_t = xsched_gateway::proxy::TIMEOUTS.first_byte.as_secs_f64(),
+    #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.first_byte.as_secs_f64(),
           value_parser = seconds)]
     first_byte_timeout: f64,
     /// Seconds an engine may fall silent mid-answer (a stream then ends with an error event).
-    #[arg(long, default_value_t = xsched_gateway::proxy::TIMEOUTS.idle.as_secs_f64(),
+    #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.idle.as_secs_f64(),
           value_parser = seconds)]
     idle_timeout: f64,
     /// Client connections at once at most (lowered to what the descriptor limit allows; at the
@@ -151,7 +151,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         router: a.router,
         embedder: Some(embedder(a)?),
         history: usize::try_from(a.history).unwrap_or(usize::MAX),
-        timeouts: xsched_gateway::proxy::Timeouts {
+        timeouts: xsched_gateway::upstream::Timeouts {
             first_byte: Duration::from_secs_f64(a.first_byte_timeout),
             idle: Duration::from_secs_f64(a.idle_timeout),
         },

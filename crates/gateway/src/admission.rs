@@ -407,6 +407,7 @@ pub(crate) fn for_tests(
         max_waiting,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
+        knows_truth: false,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
     })

@@ -208,7 +208,7 @@ impl Engines {
             names,
             concurrency,
         });
-        let client = crate::proxy::client(1);
+        let client = crate::upstream::client(1);
         for (u, base) in engines.names.clone().into_iter().enumerate() {
             let (engines, admission, client) = (engines.clone(), admission.clone(), client.clone());
             tokio::spawn(async move {
@@ -292,7 +292,7 @@ impl Engines {
 }
 
 /// GET `url`: the body of a 200 within the timeout and size bound, else `None`.
-async fn get(client: &crate::proxy::UpstreamClient, url: &str) -> Option<Bytes> {
+async fn get(client: &crate::upstream::UpstreamClient, url: &str) -> Option<Bytes> {
     let uri: Uri = url.parse().ok()?;
     let request = hyper::Request::get(uri)
         .body(Full::new(Bytes::new()))

@@ -6,39 +6,45 @@
 //! limit, in the policy's order, passing requests and responses (streamed or not) through
 //! unchanged apart from that.
 //!
-//! The scheduling itself (the queue, its orders, the aging guard, admission, routers) is
-//! `xsched-llm-core`'s, the very code the engine simulator drives; the gateway keeps HTTP,
-//! streaming and timers.
+//! Every scheduling decision (the queue, its orders, the aging guard, admission, routers,
+//! eviction for a higher class, learned concurrency) is `xsched-llm-core`'s, the very code the
+//! engine simulator drives; the gateway turns HTTP and timer events into the core's inputs and
+//! its decisions into actions. Its parts:
 //!
-//! - [`request`]: what is checked of a request before it is queued (a 400 names the field).
-//! - [`classes`]: priority classes and tenants from headers, the body and a TOML file.
-//! - [`forecast`]: what is predicted of a request's text (embedding, history, prompt tokens).
-//! - [`admission`]: the core under a lock, and a waiter per queued request (bounded: a 429
-//!   past the bound).
-//! - [`health`]: upstreams that fail are ejected for a backoff and probed back.
-//! - [`engines`]: each engine's metrics and slots, scraped (stale or queueing = saturated).
-//! - [`body`]: a request body read within its bound (a clean 413 past it).
-//! - [`conns`]: client connections under a cap below the descriptor limit.
-//! - [`prefix`]: a prompt's block hashes, for the `prefix-affinity` router.
-//! - [`tally`]: an answer's tokens, counted as it passes, for the predictor.
-//! - [`proxy`]: forwarding to an upstream and streaming its answer back; the slot is freed when
-//!   the answer ends or the client goes away; timeouts, and a retry on a fresh connection.
-//! - [`server`]: the HTTP front and the configuration.
+//! - **HTTP**: [`server`] (binding, connections, the runtime), `routes` (a small handler per
+//!   route), [`error`] (one error type, turned into a response in one place), [`config`]
+//!   (checked whole before anything is bound), [`body`] (a body read within its bound),
+//!   [`conns`] (client connections under a cap below the descriptor limit).
+//! - **Requests**: [`request`] (what is checked of a body: a 400 names the field), [`classes`]
+//!   (classes and tenants from headers, the body and a TOML file), [`forecast`] (what is
+//!   predicted of a request's text), [`prefix`] (a prompt's block hashes for `prefix-affinity`).
+//! - **Scheduling**: [`admission`] (the core under a lock, a waiter per queued request, the
+//!   core's timers), [`life`] (one admitted request's life reported as it happens: its slot,
+//!   times, tokens and what is learned from its answer).
+//! - **Upstreams**: [`upstream`] (the engines, their clients, sending with one retry),
+//!   [`relay`] (an answer's body on its way back, ended on silence or eviction), [`health`]
+//!   (failing upstreams ejected for a backoff), [`engines`] (each engine's metrics and slots,
+//!   scraped), [`tally`] (an answer's tokens counted as it passes).
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 
 pub mod admission;
 pub mod body;
 pub mod classes;
+pub mod config;
 pub mod conns;
 pub mod engines;
+pub mod error;
 pub mod forecast;
 pub mod health;
+pub mod life;
 pub mod metrics;
 pub mod prefix;
-pub mod proxy;
+pub mod relay;
 pub mod request;
+mod routes;
 pub mod server;
 pub mod tally;
+pub mod upstream;
 
 pub use server::{Gateway, GatewayConfig, GatewayError, RunningGateway};
 pub use xsched_llm_core::{RequestPolicySpec, Router};

@@ -235,36 +235,49 @@ impl Metrics {
     pub fn render(&self, policy: &str, tenant_name: impl Fn(usize) -> String) -> String {
         let labels = format!("policy=\"{policy}\"");
         let mut out = String::new();
+        self.render_times(&mut out, &labels);
+        self.render_answers(&mut out, &labels);
+        self.render_bands(&mut out, &labels);
+        self.render_tenants(&mut out, &labels, tenant_name);
+        out
+    }
+
+    /// The latency histograms and the predictor's error.
+    fn render_times(&self, out: &mut String, labels: &str) {
         self.queue_wait.render(
-            &mut out,
+            out,
             "xsched_gateway_queue_wait_seconds",
             "time requests waited in the gateway's queue",
-            &labels,
+            labels,
         );
         self.ttft.render(
-            &mut out,
+            out,
             "xsched_gateway_ttft_seconds",
             "arrival to the first byte of the answer's body (a stream's first token)",
-            &labels,
+            labels,
         );
         self.ttlt.render(
-            &mut out,
+            out,
             "xsched_gateway_ttlt_seconds",
             "arrival to the end of the answer's body",
-            &labels,
+            labels,
         );
         self.own.render(
-            &mut out,
+            out,
             "xsched_gateway_own_seconds",
             "the gateway's own work on a request before forwarding it (checks, prediction, admission), less its wait for a slot",
-            &labels,
+            labels,
         );
         self.predictor_error.render(
-            &mut out,
+            out,
             "xsched_gateway_predictor_abs_error_tokens",
             "|predicted mean - actual| output tokens of answers learned from",
-            &labels,
+            labels,
         );
+    }
+
+    /// The predictor's signed error and the answers by status class.
+    fn render_answers(&self, out: &mut String, labels: &str) {
         let bias = self.predictor_bias_micro.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(
             out,
@@ -281,16 +294,20 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+    }
+
+    /// Each class band's latencies and counts.
+    fn render_bands(&self, out: &mut String, labels: &str) {
         for (band, b) in BANDS.iter().zip(&self.bands) {
             let l = format!("{labels},class=\"{band}\"");
             b.ttft.render(
-                &mut out,
+                out,
                 "xsched_gateway_class_ttft_seconds",
                 "arrival to the first byte of the answer's body, by class band",
                 &l,
             );
             b.ttlt.render(
-                &mut out,
+                out,
                 "xsched_gateway_class_ttlt_seconds",
                 "arrival to the end of the answer's body, by class band",
                 &l,
@@ -330,6 +347,15 @@ impl Metrics {
                 );
             }
         }
+    }
+
+    /// Each tenant served anything: its requests and output tokens.
+    fn render_tenants(
+        &self,
+        out: &mut String,
+        labels: &str,
+        tenant_name: impl Fn(usize) -> String,
+    ) {
         let _ = writeln!(
             out,
             "# HELP xsched_gateway_tenant_requests_total Requests admitted, by tenant.\n# TYPE xsched_gateway_tenant_requests_total counter\n# HELP xsched_gateway_tenant_output_tokens_total Output tokens served, by tenant (a stream's as they pass).\n# TYPE xsched_gateway_tenant_output_tokens_total counter"
@@ -348,7 +374,24 @@ impl Metrics {
                 "xsched_gateway_tenant_requests_total{{{l}}} {requests}\nxsched_gateway_tenant_output_tokens_total{{{l}}} {tokens}"
             );
         }
-        out
+    }
+}
+
+/// Each upstream's learned concurrency (`--learn-concurrency`), by name.
+pub fn render_learned(
+    out: &mut String,
+    policy: &str,
+    learned: impl Iterator<Item = (String, usize)>,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP xsched_gateway_upstream_learned_concurrency Requests admitted to the engine at once at most, learned from its throughput (--learn-concurrency).\n# TYPE xsched_gateway_upstream_learned_concurrency gauge"
+    );
+    for (name, limit) in learned {
+        let _ = writeln!(
+            out,
+            "xsched_gateway_upstream_learned_concurrency{{policy=\"{policy}\",upstream=\"{name}\"}} {limit}"
+        );
     }
 }
 

@@ -94,32 +94,8 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
     let Value::Object(fields) = value else {
         return Err(invalid("body", "expected a JSON object"));
     };
-    let (prompt, context_chars, previous_answer_chars, prefix) = match endpoint {
-        Endpoint::Chat => match fields.get("messages") {
-            Some(Value::Array(m)) if !m.is_empty() => {
-                if let Some(i) = m.iter().position(|v| !v.is_object()) {
-                    return Err(invalid("messages", format!("item {i} is not an object")));
-                }
-                conversation(m, prefix)
-            }
-            Some(Value::Array(_)) => return Err(invalid("messages", "must not be empty")),
-            Some(_) => return Err(invalid("messages", "expected an array of messages")),
-            None => return Err(invalid("messages", "missing")),
-        },
-        Endpoint::Completions => match fields.get("prompt") {
-            Some(p @ (Value::String(_) | Value::Array(_))) => {
-                let text = text_of(p);
-                let chars = text.chars().count();
-                let mut blocks = Blocks::default();
-                if prefix {
-                    blocks.push(text.as_bytes());
-                }
-                (text, chars, None, blocks.finish())
-            }
-            Some(_) => return Err(invalid("prompt", "expected a string or an array")),
-            None => return Err(invalid("prompt", "missing")),
-        },
-    };
+    let (prompt, context_chars, previous_answer_chars, prefix) =
+        context(endpoint, &fields, prefix)?;
     if let Some(m) = fields.get("model")
         && !m.is_string()
     {
@@ -130,19 +106,7 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(invalid("stream", "expected true or false")),
     };
-    // OpenAI's `max_completion_tokens` replaces the deprecated `max_tokens`; a client that sends
-    // both is bounded by the smaller.
-    let bound = |field: &'static str| match fields.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| invalid(field, "expected a whole number >= 0")),
-    };
-    let max_tokens = match (bound("max_tokens")?, bound("max_completion_tokens")?) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let max_tokens = output_bound(&fields)?;
     let choices = match fields.get("n") {
         None | Some(Value::Null) => 1,
         Some(v) => v
@@ -171,6 +135,59 @@ pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Ch
         ignore_eos,
         prefix,
     })
+}
+
+/// A chat's messages or a completion's prompt: the prompt's text, the context's characters,
+/// the previous answer's characters and the context's block hashes (when `prefix`).
+fn context(
+    endpoint: Endpoint,
+    fields: &serde_json::Map<String, Value>,
+    prefix: bool,
+) -> Result<(String, usize, Option<usize>, Prefix), Invalid> {
+    match endpoint {
+        Endpoint::Chat => match fields.get("messages") {
+            Some(Value::Array(m)) if !m.is_empty() => {
+                if let Some(i) = m.iter().position(|v| !v.is_object()) {
+                    return Err(invalid("messages", format!("item {i} is not an object")));
+                }
+                Ok(conversation(m, prefix))
+            }
+            Some(Value::Array(_)) => Err(invalid("messages", "must not be empty")),
+            Some(_) => Err(invalid("messages", "expected an array of messages")),
+            None => Err(invalid("messages", "missing")),
+        },
+        Endpoint::Completions => match fields.get("prompt") {
+            Some(p @ (Value::String(_) | Value::Array(_))) => {
+                let text = text_of(p);
+                let chars = text.chars().count();
+                let mut blocks = Blocks::default();
+                if prefix {
+                    blocks.push(text.as_bytes());
+                }
+                Ok((text, chars, None, blocks.finish()))
+            }
+            Some(_) => Err(invalid("prompt", "expected a string or an array")),
+            None => Err(invalid("prompt", "missing")),
+        },
+    }
+}
+
+/// The output bound asked for. OpenAI's `max_completion_tokens` replaces the deprecated
+/// `max_tokens`; a client that sends both is bounded by the smaller.
+fn output_bound(fields: &serde_json::Map<String, Value>) -> Result<Option<u64>, Invalid> {
+    let bound = |field: &'static str| match fields.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid(field, "expected a whole number >= 0")),
+    };
+    Ok(
+        match (bound("max_tokens")?, bound("max_completion_tokens")?) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+    )
 }
 
 /// The text of a message's `content` or a completion's `prompt`: a string, or an array of

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use xsched_gateway::GatewayConfig;
-use xsched_gateway::proxy::Timeouts;
+use xsched_gateway::upstream::Timeouts;
 
 mod support;
 use support::*;

@@ -19,6 +19,7 @@
 //!     max_waiting: 100,
 //!     service: ServiceModel::Measured(Rates::default()),
 //!     can_pause: false,
+//!     knows_truth: true,
 //!     fairness: Default::default(),
 //!     learn_concurrency: false,
 //! })

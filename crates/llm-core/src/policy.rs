@@ -41,6 +41,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use xsched_core::gittins::SizeDistribution;
 
 /// How the waiting queue is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,6 +281,25 @@ impl RequestPolicySpec {
     /// Whether it orders by predicted lengths (a driver must then predict every arrival).
     pub fn predicts(&self) -> bool {
         !matches!(self.source, Source::None)
+    }
+
+    /// What it orders a request by where its driver knows no truth but the answer length the
+    /// request states (a benchmark's `ignore_eos` with its bound, `stated`): under an oracle,
+    /// that length, or why a request stating none is refused; under any other policy, nothing
+    /// (its driver predicts, or the policy needs no length).
+    pub fn stated_lengths(&self, stated: Option<u32>) -> Result<Option<SizeDistribution>, String> {
+        if self.source != Source::Truth {
+            return Ok(None);
+        }
+        stated
+            .and_then(|n| SizeDistribution::point(f64::from(n.max(1))))
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "policy `{self}` orders by each request's stated answer length; send \
+                     `ignore_eos: true` with `max_tokens`"
+                )
+            })
     }
 
     /// The row this spec was built from (its defaults).

@@ -22,6 +22,7 @@ fn scheduler(concurrency: usize, eviction: Eviction) -> RequestScheduler {
         max_waiting: 1000,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
+        knows_truth: true,
         fairness: Fairness::with_eviction(eviction),
         learn_concurrency: false,
     })

@@ -27,6 +27,7 @@ fn scheduler(
         max_waiting,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
+        knows_truth: true,
         fairness,
         learn_concurrency: false,
     })

@@ -21,6 +21,7 @@ fn scheduler(concurrency: usize) -> RequestScheduler {
         max_waiting: 100_000,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: false,
+        knows_truth: true,
         fairness: Default::default(),
         learn_concurrency: true,
     })

@@ -24,6 +24,7 @@ fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
         max_waiting: 1000,
         service: ServiceModel::Measured(Rates::default()),
         can_pause: true,
+        knows_truth: true,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
     }
@@ -380,12 +381,26 @@ fn bad_inputs_and_configurations_are_refused_with_what_is_wrong() {
         RequestScheduler::new(config("fcfs", vec![limits(0, None)])).err(),
         Some(ConfigError::Zero(_))
     ));
-    let gateway = Config {
+    let gateway = |policy| Config {
         can_pause: false,
-        ..config("fastserve", vec![limits(1, None)])
+        knows_truth: false,
+        ..config(policy, vec![limits(1, None)])
     };
-    let err = RequestScheduler::new(gateway).expect_err("cannot pause");
+    let err = RequestScheduler::new(gateway("fastserve")).expect_err("cannot pause");
     assert!(err.to_string().contains("fastserve:preempt=off"), "{err}");
+    let err = RequestScheduler::new(gateway("sagesched-noise-0.5")).expect_err("no truth");
+    assert!(err.to_string().contains("noisy samples"), "{err}");
+    // The oracles take the length a request states, and refuse one that states none.
+    let oracle: RequestPolicySpec = "srpt-oracle".parse().expect("policy");
+    assert!(RequestScheduler::new(gateway("srpt-oracle")).is_ok());
+    assert_eq!(
+        oracle.stated_lengths(Some(40)).expect("stated"),
+        SizeDistribution::point(40.0)
+    );
+    let err = oracle.stated_lengths(None).expect_err("none stated");
+    assert!(err.contains("ignore_eos"), "{err}");
+    let fcfs: RequestPolicySpec = "fcfs".parse().expect("policy");
+    assert_eq!(fcfs.stated_lengths(None), Ok(None));
 }
 
 /// One engine of `concurrency` slots holding request 0 (predicted `first` tokens), then a new

@@ -108,6 +108,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
         max_waiting: usize::MAX,
         service: ServiceModel::Fit(engine.fit()),
         can_pause: false,
+        knows_truth: true,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
     }) else {

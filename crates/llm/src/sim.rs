@@ -136,7 +136,14 @@ fn noisy_truth(req: &Request, sigma: f64) -> SizeDistribution {
 
 /// The simulation: engines, the scheduler, what is predicted, what was measured.
 struct World<'a> {
+    cfg: &'a EngineConfig,
     requests: &'a [Request],
+    rules: &'a Rules,
+    /// Whether arrivals are predicted.
+    predicts: bool,
+    predict_ns: Vec<u64>,
+    /// Requests refused at arrival (larger than an engine's whole KV pool).
+    refused: u64,
     engines: Vec<Engine<'a>>,
     scheduler: RequestScheduler,
     oracle: Oracle,
@@ -149,7 +156,6 @@ struct World<'a> {
     admitted_at: Vec<f64>,
     /// Tokens each engine generated so far (its counter, for a concurrency learner).
     generated: Vec<f64>,
-    learn: bool,
     evicted: Vec<usize>,
     limits: Vec<(f64, usize, usize)>,
 }
@@ -257,7 +263,7 @@ impl World<'_> {
         }
         for &i in &events.finished {
             self.oracle.learn(&self.requests[i]);
-            if self.learn {
+            if self.rules.learn_concurrency {
                 let answered = Input::Answered {
                     engine: e,
                     output_tokens: self.requests[i].output_tokens,
@@ -267,7 +273,7 @@ impl World<'_> {
             }
             self.handle(now, Input::Done { id: i as u64 }, Some(i));
         }
-        if self.learn {
+        if self.rules.learn_concurrency {
             self.generated[e] += events.progressed.len() as f64;
             let tokens = self.generated[e];
             self.handle(now, Input::Generated { engine: e, tokens }, None);
@@ -329,52 +335,8 @@ fn run(
     rules: &Rules,
     requests: &[Request],
 ) -> Result<Run, SimError> {
-    let Runs {
-        cfg,
-        cluster,
-        history,
-        warm,
-    } = *runs;
-    let instances = cluster.instances.max(1);
-    let scheduler = RequestScheduler::new(Config {
-        policy,
-        engines: vec![cfg.limits(); instances],
-        router: cluster.router,
-        placement: cluster.placement,
-        max_waiting: usize::MAX,
-        service: ServiceModel::Fit(cfg.fit()),
-        can_pause: true,
-        fairness: rules.fairness.clone(),
-        learn_concurrency: rules.learn_concurrency,
-    })?;
-    let predicts = policy.predicts() || cluster.router.predicts();
-    let uses_history = matches!(policy.source, Source::History)
-        || (matches!(policy.source, Source::None) && predicts);
-    let mut oracle = Oracle {
-        source: policy.source,
-        history: (uses_history && history > 0).then(|| History::new(history)),
-    };
-    for r in warm {
-        oracle.learn(r);
-    }
-    let mut world = World {
-        requests,
-        engines: (0..instances).map(|_| Engine::new(cfg, requests)).collect(),
-        scheduler,
-        oracle,
-        admitted: Vec::with_capacity(requests.len()),
-        seen: vec![false; requests.len()],
-        scheduler_ns: vec![0; requests.len()],
-        shed: 0,
-        events: StepEvents::default(),
-        admitted_at: vec![0.0; requests.len()],
-        generated: vec![0.0; instances],
-        learn: rules.learn_concurrency,
-        evicted: Vec::new(),
-        limits: Vec::new(),
-    };
-    let mut predict_ns = Vec::with_capacity(requests.len());
-    let mut refused = 0;
+    let mut world = World::new(runs, policy, rules, requests)?;
+    let instances = world.engines.len();
     for e in 0..instances {
         let report = world.engines[e].report();
         world.handle(0.0, Input::Engine { engine: e, report }, None);
@@ -400,47 +362,118 @@ fn run(
             }
             _ if timer < arrival => world.timeout(timer),
             _ if next < requests.len() => {
-                let r = &requests[next];
-                for e in world.engines.iter_mut().filter(|e| !e.busy()) {
-                    e.wait_until(r.arrival);
-                }
-                if !cfg.holds(r.input_tokens, r.output_tokens) {
-                    refused += 1;
-                } else {
-                    let t = Instant::now();
-                    let lengths = predicts.then(|| world.oracle.lengths(r)).flatten();
-                    predict_ns.push(t.elapsed().as_nanos() as u64);
-                    let arrival = Arrival {
-                        id: next as u64,
-                        input_tokens: r.input_tokens,
-                        max_tokens: None,
-                        priority: rules.classes.get(next).copied().unwrap_or(0),
-                        tenant: 0,
-                        lengths,
-                        ttft_slo: rules.ttft_slo.get(next).copied().flatten(),
-                        // Every step's tokens are reported.
-                        reports_first_token: true,
-                        ..Default::default()
-                    };
-                    world.handle(r.arrival, Input::Arrived(arrival), Some(next));
-                }
+                world.arrive(next);
                 next += 1;
             }
             _ => break,
         }
     }
-    let mut stats = RunStats::default();
-    for e in world.engines {
-        stats.absorb(e.finish());
+    Ok(world.finish())
+}
+
+impl<'a> World<'a> {
+    /// The engines of `runs`, the scheduler for `policy` and `rules`, and the predictor.
+    fn new(
+        runs: &Runs<'a>,
+        policy: RequestPolicySpec,
+        rules: &'a Rules,
+        requests: &'a [Request],
+    ) -> Result<World<'a>, SimError> {
+        let Runs {
+            cfg,
+            cluster,
+            history,
+            warm,
+        } = *runs;
+        let instances = cluster.instances.max(1);
+        let scheduler = RequestScheduler::new(Config {
+            policy,
+            engines: vec![cfg.limits(); instances],
+            router: cluster.router,
+            placement: cluster.placement,
+            max_waiting: usize::MAX,
+            service: ServiceModel::Fit(cfg.fit()),
+            can_pause: true,
+            knows_truth: true,
+            fairness: rules.fairness.clone(),
+            learn_concurrency: rules.learn_concurrency,
+        })?;
+        let predicts = policy.predicts() || cluster.router.predicts();
+        let uses_history = matches!(policy.source, Source::History)
+            || (matches!(policy.source, Source::None) && predicts);
+        let mut oracle = Oracle {
+            source: policy.source,
+            history: (uses_history && history > 0).then(|| History::new(history)),
+        };
+        for r in warm {
+            oracle.learn(r);
+        }
+        Ok(World {
+            cfg,
+            requests,
+            rules,
+            predicts,
+            engines: (0..instances).map(|_| Engine::new(cfg, requests)).collect(),
+            scheduler,
+            oracle,
+            admitted: Vec::with_capacity(requests.len()),
+            seen: vec![false; requests.len()],
+            scheduler_ns: vec![0; requests.len()],
+            predict_ns: Vec::with_capacity(requests.len()),
+            refused: 0,
+            shed: 0,
+            events: StepEvents::default(),
+            admitted_at: vec![0.0; requests.len()],
+            generated: vec![0.0; instances],
+            evicted: Vec::new(),
+            limits: Vec::new(),
+        })
     }
-    stats.refused = refused;
-    stats.shed = world.shed;
-    Ok(Run {
-        stats,
-        admitted: world.admitted,
-        scheduler_ns: world.scheduler_ns,
-        predict_ns,
-        evicted: world.evicted,
-        limits: world.limits,
-    })
+
+    /// Request `next` arrives: predicted, and told to the scheduler (refused if it can never
+    /// fit an engine's KV pool).
+    fn arrive(&mut self, next: usize) {
+        let r = &self.requests[next];
+        for e in self.engines.iter_mut().filter(|e| !e.busy()) {
+            e.wait_until(r.arrival);
+        }
+        if !self.cfg.holds(r.input_tokens, r.output_tokens) {
+            self.refused += 1;
+            return;
+        }
+        let t = Instant::now();
+        let lengths = self.predicts.then(|| self.oracle.lengths(r)).flatten();
+        self.predict_ns.push(t.elapsed().as_nanos() as u64);
+        let arrival = Arrival {
+            id: next as u64,
+            input_tokens: r.input_tokens,
+            max_tokens: None,
+            priority: self.rules.classes.get(next).copied().unwrap_or(0),
+            tenant: 0,
+            lengths,
+            ttft_slo: self.rules.ttft_slo.get(next).copied().flatten(),
+            // Every step's tokens are reported.
+            reports_first_token: true,
+            ..Default::default()
+        };
+        self.handle(r.arrival, Input::Arrived(arrival), Some(next));
+    }
+
+    /// The run's outcome.
+    fn finish(self) -> Run {
+        let mut stats = RunStats::default();
+        for e in self.engines {
+            stats.absorb(e.finish());
+        }
+        stats.refused = self.refused;
+        stats.shed = self.shed;
+        Run {
+            stats,
+            admitted: self.admitted,
+            scheduler_ns: self.scheduler_ns,
+            predict_ns: self.predict_ns,
+            evicted: self.evicted,
+            limits: self.limits,
+        }
+    }
 }

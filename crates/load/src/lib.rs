@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use std::time::{Duration, Instant};
 use xsched_core::Nanos;
-use xsched_gateway::proxy::{UpstreamClient, Uri};
+use xsched_gateway::upstream::{UpstreamClient, Uri};
 use xsched_report::quantile;
 use xsched_workload::SeededRng;
 
@@ -121,8 +121,8 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     let client = Clients {
-        pooled: xsched_gateway::proxy::client(usize::MAX),
-        fresh: xsched_gateway::proxy::client(0),
+        pooled: xsched_gateway::upstream::client(usize::MAX),
+        fresh: xsched_gateway::upstream::client(0),
     };
     let mut rng = SeededRng::new(config.seed);
     let start = Instant::now();

@@ -42,6 +42,10 @@ pub struct Config {
     pub service: ServiceModel,
     /// Whether the driver can pause a running request (preemptive policies need it).
     pub can_pause: bool,
+    /// Whether the driver knows each request's true answer length (a simulator does): policies
+    /// that order by noisy samples of it need it. A driver that does not gives the oracles the
+    /// length a request states ([`RequestPolicySpec::stated_lengths`]).
+    pub knows_truth: bool,
     /// Tenants' shares and the shedding of sheddable classes.
     pub fairness: Fairness,
     /// Learn each engine's concurrency from its throughput (`learn.rs`): admission keeps within
@@ -159,6 +163,11 @@ pub enum ConfigError {
     /// A zero limit.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// A policy that needs the true lengths, for a driver that does not know them.
+    #[error(
+        "policy `{0}` orders by noisy samples of the true answer lengths, which only a simulation knows"
+    )]
+    NeedsTruth(String),
     /// A preemptive policy for a driver that cannot pause requests.
     #[error(
         "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"

@@ -75,7 +75,7 @@ impl RequestScheduler {
             .filter(|(_, j)| matches!(j.place, Place::Admitted | Place::Preempted))
             .filter_map(|(&v, j)| Some((j.admitted_seq, v, j.engine?)))
             .collect();
-        victims.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        victims.sort_unstable_by_key(|v| std::cmp::Reverse(v.0));
         victims.truncate(self.config.fairness.eviction.victims());
         for (_, victim, engine) in victims {
             if let Some(j) = self.jobs.get_mut(&victim) {

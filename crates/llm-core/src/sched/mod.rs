@@ -20,6 +20,7 @@
 mod config;
 mod displace;
 mod io;
+mod learning;
 
 pub use config::{
     Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
@@ -29,7 +30,7 @@ pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError};
 use crate::admit::{Headroom, Occupant, expected_peak};
 use crate::job::{Job, Place};
 use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
-use crate::learn::{Answer, Count, Learner};
+use crate::learn::Learner;
 use crate::order::{self, Rank};
 use crate::policy::{Admission, Order, RequestPolicySpec, Size};
 use crate::predict::{capped, prior};
@@ -118,6 +119,9 @@ impl RequestScheduler {
         if config.max_waiting == 0 {
             return Err(ConfigError::Zero("the queue bound"));
         }
+        if matches!(config.policy.source, crate::Source::Noisy(_)) && !config.knows_truth {
+            return Err(ConfigError::NeedsTruth(config.policy.to_string()));
+        }
         if config.policy.preemptive && !config.can_pause {
             return Err(ConfigError::CannotPause {
                 policy: config.policy.to_string(),
@@ -196,23 +200,6 @@ impl RequestScheduler {
         self.jobs.get(&id)?.deadline_at
     }
 
-    /// The concurrency learned for `engine` (`None`: not learned, or no such engine).
-    pub fn learned(&self, engine: usize) -> Option<usize> {
-        Some(self.engines.get(engine)?.learner.as_ref()?.limit())
-    }
-
-    /// A learner's new limit for `engine`, if any, told to the driver; whether there was one.
-    fn limit(&mut self, engine: usize, learned: Option<usize>) -> bool {
-        let Some(concurrency) = learned else {
-            return false;
-        };
-        self.decisions.push_back(Decision::Limit {
-            engine,
-            concurrency,
-        });
-        true
-    }
-
     /// The learned KV headroom of `engine`.
     pub fn headroom(&self, engine: usize) -> f64 {
         self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
@@ -233,105 +220,21 @@ impl RequestScheduler {
         self.clock = self.clock.max(now);
         match input {
             Input::Arrived(a) => return self.arrive(now, a),
-            Input::Progress { id, generated } => {
-                let mut first_token_of = None;
-                if let Some(j) = self.jobs.get_mut(&id) {
-                    let more = generated.saturating_sub(j.generated);
-                    self.counters
-                        .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
-                    if j.generated == 0 && generated > 0 && j.priority != 0 {
-                        first_token_of = j.engine;
-                    }
-                    j.generated = j.generated.max(generated);
-                    if j.place == Place::Preempted {
-                        j.place = Place::Admitted;
-                    }
-                }
-                if let Some(e) = first_token_of
-                    && self.config.fairness.sheddable_after_first_token
-                {
-                    // Sheddable requests held back for its prefill may go now.
-                    self.decide(now, Some(e));
-                }
-                return Ok(());
-            }
+            Input::Progress { id, generated } => self.progress(now, id, generated),
             Input::Done { id } => {
                 let engine = self.jobs.get(&id).and_then(|j| j.engine);
                 self.forget(id);
                 self.decide(now, engine);
-                return Ok(());
             }
-            Input::Prompt { id, tokens } => {
-                if let Some(j) = self.jobs.get_mut(&id) {
-                    if j.place != Place::Waiting || j.generated > 0 {
-                        // Charged at admission (only then): the difference now.
-                        self.counters
-                            .correct(j.tenant, f64::from(tokens) - f64::from(j.input));
-                    }
-                    j.input = tokens;
-                }
-                return Ok(());
-            }
-            Input::Preempted { id } => {
-                if let Some(j) = self.jobs.get_mut(&id)
-                    && j.place == Place::Admitted
-                {
-                    j.place = Place::Preempted;
-                    if let Some(e) = j.engine {
-                        self.engines[e].headroom.preempted();
-                    }
-                }
-                return Ok(());
-            }
-            Input::Engine { engine, report } => {
-                let e = self
-                    .engines
-                    .get_mut(engine)
-                    .ok_or(InputError::NoEngine(engine))?;
-                let bounded = report
-                    .slots
-                    .and_then(|slots| e.learner.as_mut()?.bound(slots));
-                e.report = report;
-                self.limit(engine, bounded);
-                self.decide(now, Some(engine));
-            }
+            Input::Prompt { id, tokens } => self.prompt(id, tokens),
+            Input::Preempted { id } => self.preempted(id),
+            Input::Engine { engine, report } => self.engine_report(now, engine, report)?,
             Input::Answered {
                 engine,
                 output_tokens,
                 service_s,
-            } => {
-                let backlog = self.waiting() > 0;
-                let e = self
-                    .engines
-                    .get_mut(engine)
-                    .ok_or(InputError::NoEngine(engine))?;
-                let answer = Answer {
-                    at: now,
-                    output_tokens,
-                    service_s,
-                    backlog,
-                };
-                let learned = e.learner.as_mut().and_then(|l| l.answered(answer));
-                if self.limit(engine, learned) {
-                    self.decide(now, Some(engine));
-                }
-            }
-            Input::Generated { engine, tokens } => {
-                let backlog = self.waiting() > 0;
-                let e = self
-                    .engines
-                    .get_mut(engine)
-                    .ok_or(InputError::NoEngine(engine))?;
-                let count = Count {
-                    at: now,
-                    tokens,
-                    backlog,
-                };
-                let learned = e.learner.as_mut().and_then(|l| l.counted(count));
-                if self.limit(engine, learned) {
-                    self.decide(now, Some(engine));
-                }
-            }
+            } => self.answered(now, engine, output_tokens, service_s)?,
+            Input::Generated { engine, tokens } => self.generated(now, engine, tokens)?,
             Input::Served(s) => self.service.learn(&s),
             Input::Availability { engine, up } => {
                 let e = self
@@ -345,6 +248,54 @@ impl RequestScheduler {
             }
         }
         Ok(())
+    }
+
+    /// Request `id` has generated `generated` tokens: its tenant's service, and (its first
+    /// token, above or below the standard class) what it held back may go.
+    fn progress(&mut self, now: f64, id: u64, generated: u32) {
+        let mut first_token_of = None;
+        if let Some(j) = self.jobs.get_mut(&id) {
+            let more = generated.saturating_sub(j.generated);
+            self.counters
+                .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
+            if j.generated == 0 && generated > 0 && j.priority != 0 {
+                first_token_of = j.engine;
+            }
+            j.generated = j.generated.max(generated);
+            if j.place == Place::Preempted {
+                j.place = Place::Admitted;
+            }
+        }
+        if let Some(e) = first_token_of
+            && self.config.fairness.sheddable_after_first_token
+        {
+            // Sheddable requests held back for its prefill may go now.
+            self.decide(now, Some(e));
+        }
+    }
+
+    /// The engine counted request `id`'s prompt as `tokens`.
+    fn prompt(&mut self, id: u64, tokens: u32) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if j.place != Place::Waiting || j.generated > 0 {
+                // Charged at admission (only then): the difference now.
+                self.counters
+                    .correct(j.tenant, f64::from(tokens) - f64::from(j.input));
+            }
+            j.input = tokens;
+        }
+    }
+
+    /// The engine preempted request `id` (its KV dropped): its engine's headroom learns.
+    fn preempted(&mut self, id: u64) {
+        if let Some(j) = self.jobs.get_mut(&id)
+            && j.place == Place::Admitted
+        {
+            j.place = Place::Preempted;
+            if let Some(e) = j.engine {
+                self.engines[e].headroom.preempted();
+            }
+        }
     }
 
     fn arrive(&mut self, now: f64, a: Arrival) -> Result<(), InputError> {

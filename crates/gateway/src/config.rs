@@ -1,0 +1,192 @@
+//! What the gateway serves ([`GatewayConfig`]), checked whole before anything is bound or
+//! started ([`GatewayConfig::check`]): the upstreams, the limits, and the scheduling core's
+//! configuration, which the core itself checks (a policy the gateway cannot run is refused
+//! there, with the reason).
+
+use crate::classes::Classes;
+use crate::upstream::{Timeouts, Uri};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use xsched_llm_core::service::{Rates, ServiceModel};
+use xsched_llm_core::{
+    Config, EngineLimits, Fairness, Placement, RequestPolicySpec, RequestScheduler, Router,
+};
+use xsched_llm_predict::embedding::Embedder;
+
+/// Client connections at once at most, by default.
+pub use crate::conns::MAX_CONNECTIONS;
+
+/// What the gateway serves.
+#[derive(Clone)]
+pub struct GatewayConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The engines (`http://host:port`).
+    pub upstreams: Vec<Uri>,
+    /// The policy (`xsched-llm-core`'s; those that pause running requests or order by noisy
+    /// samples of the truth are simulation-only and refused; the oracles order by each
+    /// request's stated length: [`crate::request::Checked::stated_length`]).
+    pub policy: RequestPolicySpec,
+    /// Requests in flight per upstream at most (configured; llama.cpp's server: its
+    /// `--parallel` slots).
+    pub concurrency: usize,
+    /// Each upstream's KV capacity in tokens, if known: expected-peak admission then keeps the
+    /// predicted KV of the requests in flight there within it.
+    pub kv_tokens: Option<u64>,
+    /// Requests waiting at most; past it, a 429.
+    pub max_waiting: usize,
+    /// Which upstream a request goes to.
+    pub router: Router,
+    /// The prompt embedding the predictor uses (both SageSched policies and the cost-aware
+    /// router predict; `None`: the built-in hashed n-grams).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Entries the predictor's history holds.
+    pub history: usize,
+    /// How long an upstream may take to answer.
+    pub timeouts: Timeouts,
+    /// Client connections at once at most (lowered to what the descriptor limit allows; at the
+    /// cap the oldest idle connection is closed for a new one).
+    pub max_connections: usize,
+    /// Priority classes and tenants (`classes.rs`; built-in ones by default).
+    pub classes: Arc<Classes>,
+    /// How often each engine's metrics and slots are read (`engines.rs`; `None`: never, and
+    /// `--concurrency` alone bounds admission).
+    pub scrape: Option<std::time::Duration>,
+    /// Learn each upstream's concurrency from its throughput, between 1 and `concurrency` (or
+    /// its slots, when lower; the core's `learn.rs`), instead of admitting `concurrency` always.
+    pub learn_concurrency: bool,
+}
+
+impl GatewayConfig {
+    /// `listen` in front of `upstreams`, first come first served to the least loaded, `concurrency`
+    /// in flight per upstream, at most 1024 waiting.
+    pub fn new(listen: SocketAddr, upstreams: Vec<Uri>, concurrency: usize) -> GatewayConfig {
+        GatewayConfig {
+            listen,
+            upstreams,
+            policy: RequestPolicySpec::FCFS,
+            concurrency,
+            kv_tokens: None,
+            max_waiting: 1024,
+            router: Router::LeastOutstanding,
+            embedder: None,
+            history: crate::forecast::HISTORY,
+            timeouts: crate::upstream::TIMEOUTS,
+            max_connections: MAX_CONNECTIONS,
+            classes: Arc::new(Classes::default()),
+            scrape: Some(crate::engines::SCRAPE_INTERVAL),
+            learn_concurrency: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayConfig")
+            .field("listen", &self.listen)
+            .field("upstreams", &self.upstreams)
+            .field("policy", &self.policy)
+            .field("concurrency", &self.concurrency)
+            .field("kv_tokens", &self.kv_tokens)
+            .field("max_waiting", &self.max_waiting)
+            .field("router", &self.router)
+            .field("embedder", &self.embedder.as_ref().map(|e| e.name()))
+            .field("history", &self.history)
+            .field("timeouts", &self.timeouts)
+            .field("max_connections", &self.max_connections)
+            .field("classes", &self.classes)
+            .field("scrape", &self.scrape)
+            .field("learn_concurrency", &self.learn_concurrency)
+            .finish()
+    }
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No upstream, or one that is not an `http://` URL.
+    #[error("upstream: {0}")]
+    Upstream(String),
+    /// A zero concurrency or queue bound.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A policy the gateway cannot run.
+    #[error("policy `{policy}`: {reason}")]
+    Policy {
+        /// The policy.
+        policy: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The listening socket or the runtime.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl GatewayConfig {
+    /// Check everything: the upstreams, every limit, and the core's configuration (built once
+    /// here, so a policy the gateway cannot run is refused before a socket is bound).
+    pub fn check(&self) -> Result<Config, GatewayError> {
+        if self.upstreams.is_empty() {
+            return Err(GatewayError::Upstream("at least one is needed".into()));
+        }
+        if let Some(u) = self
+            .upstreams
+            .iter()
+            .find(|u| u.scheme_str() != Some("http"))
+        {
+            return Err(GatewayError::Upstream(format!(
+                "`{u}` is not an http:// URL (https to an upstream is not supported)"
+            )));
+        }
+        let zero = [
+            (self.concurrency == 0, "concurrency"),
+            (self.max_waiting == 0, "the queue bound"),
+            (self.max_connections == 0, "the connection cap"),
+            (self.history == 0, "the predictor's history"),
+            (
+                self.timeouts.first_byte.is_zero() || self.timeouts.idle.is_zero(),
+                "an upstream timeout",
+            ),
+        ];
+        if let Some((_, what)) = zero.iter().find(|(z, _)| *z) {
+            return Err(GatewayError::Zero(what));
+        }
+        let core = self.core();
+        RequestScheduler::new(core.clone()).map_err(|e| GatewayError::Policy {
+            policy: self.policy.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(core)
+    }
+
+    /// The scheduling core's configuration.
+    fn core(&self) -> Config {
+        let limits = EngineLimits {
+            concurrency: self.concurrency,
+            kv_tokens: self.kv_tokens,
+            block_tokens: 16,
+        };
+        Config {
+            policy: self.policy,
+            engines: vec![limits; self.upstreams.len()],
+            router: self.router,
+            placement: Placement::WhenFree,
+            max_waiting: self.max_waiting,
+            service: ServiceModel::Measured(Rates::default()),
+            can_pause: false,
+            knows_truth: false,
+            fairness: Fairness {
+                weights: self.classes.weights(),
+                sheddable_waiting: self.classes.sheddable_waiting(),
+                ..Fairness::with_eviction(self.classes.eviction())
+            },
+            learn_concurrency: self.learn_concurrency,
+        }
+    }
+
+    /// Whether requests are predicted.
+    pub(crate) fn predicts(&self) -> bool {
+        self.policy.predicts() || self.router.predicts()
+    }
+}

@@ -1,0 +1,275 @@
+//! The HTTP part: each route a small handler returning `Result<_, ApiError>`.
+//!
+//! `POST /v1/chat/completions` and `POST /v1/completions` go through the same steps: the body
+//! is read within its bound, checked, classed (its class, tenant and TTFT deadline), refused
+//! early if the queue is full (before any prediction work), predicted, admitted by the core,
+//! and forwarded to the upstream the core chose; the answer is relayed back with the
+//! per-request object (`life.rs`) following it. `GET /v1/models` goes straight to the first
+//! upstream, `GET /metrics` is rendered here, and anything else is a 404.
+
+use crate::admission::{Refused, Slot};
+use crate::body;
+use crate::classes;
+use crate::error::{AnswerBody, ApiError, EVICTED};
+use crate::forecast::{Forecast, TOKENS_PER_CHAR};
+use crate::life::{Learning, Life, Timing};
+use crate::metrics;
+use crate::relay::{self, Origin};
+use crate::request::{self, Checked, Endpoint};
+use crate::server::{CLIENT_TIMEOUT, MAX_BODY, MAX_DRAIN, Shared};
+use crate::tally::Tally;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xsched_llm_core::{Arrival, SizeDistribution};
+
+/// Bodies up to this size are checked on the runtime's thread (tens of µs); larger ones on the
+/// blocking pool.
+const CHECK_INLINE_BYTES: usize = 64 << 10;
+
+/// Answer `req`.
+pub(crate) async fn route(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
+    let answered = match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/chat/completions") => complete(req, Endpoint::Chat, shared).await,
+        (&Method::POST, "/v1/completions") => complete(req, Endpoint::Completions, shared).await,
+        (&Method::GET, "/metrics") => Ok(metrics_page(shared)),
+        (&Method::GET, "/v1/models") => models(req, shared).await,
+        (_, path) => Err(ApiError::no_route(path)),
+    };
+    answered.unwrap_or_else(ApiError::into_response)
+}
+
+/// `GET /v1/models`: the first upstream's answer, passed through.
+async fn models(req: Request<Incoming>, shared: &Shared) -> Result<Response<AnswerBody>, ApiError> {
+    let (parts, _) = req.into_parts();
+    let answer = shared.upstreams.send(0, &parts, Bytes::new()).await?;
+    Ok(relay::relay(answer, origin(shared, 0), (), None))
+}
+
+/// `GET /metrics`: the gateway's own, its upstreams' health, engines and learned limits.
+fn metrics_page(shared: &Shared) -> Response<AnswerBody> {
+    let policy = shared.config.policy.to_string();
+    let label = format!("policy=\"{policy}\"");
+    let classes = &shared.config.classes;
+    let mut text = shared.metrics.render(&policy, |t| classes.tenant_name(t));
+    shared.upstreams.health().render(&mut text, &label);
+    if let Some(e) = &shared.engines {
+        e.render(&mut text, &label);
+    }
+    if shared.config.learn_concurrency {
+        let names = (0..shared.config.upstreams.len()).map(|u| shared.upstreams.name(u));
+        metrics::render_learned(&mut text, &policy, names.zip(shared.admission.learned()));
+    }
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(text))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+/// Upstream `u` as the relay reports it.
+fn origin(shared: &Shared, u: usize) -> Origin {
+    Origin {
+        health: shared.upstreams.health().clone(),
+        index: u,
+        name: shared.upstreams.name(u),
+        idle: shared.upstreams.idle(),
+    }
+}
+
+/// Who sent a request: its class, tenant and TTFT deadline.
+struct Who {
+    class: i32,
+    tenant: usize,
+    ttft_slo: Option<Duration>,
+}
+
+/// A completion: checked, classed, predicted, admitted, forwarded.
+async fn complete(
+    req: Request<Incoming>,
+    endpoint: Endpoint,
+    shared: &Arc<Shared>,
+) -> Result<Response<AnswerBody>, ApiError> {
+    let arrival = Instant::now();
+    let (parts, body) = req.into_parts();
+    let body = read_body(body).await?;
+    let read = Instant::now();
+    let checked = check(shared, endpoint, &body).await?;
+    let stated = shared
+        .config
+        .policy
+        .stated_lengths(checked.stated_length())
+        .map_err(|e| ApiError::invalid("ignore_eos", format!("ignore_eos: {e}")))?;
+    let who = classify(shared, &parts.headers, &checked)?;
+    let ticket = shared
+        .config
+        .classes
+        .open(who.tenant)
+        .map_err(ApiError::rate_limited)?;
+    if let Some(refused) = shared.admission.full(who.class) {
+        // Refused before its prompt is embedded: a flood costs no prediction work.
+        return Err(ApiError::rate_limited(refused.to_string()));
+    }
+    let forecast = predict(shared, &checked).await?;
+    let counts = counts(shared, &checked, &forecast, who.class);
+    let job = arrival_of(&checked, &who, arrival, stated, forecast.as_ref(), counts);
+    let placed_at = Instant::now();
+    let slot = admit(shared, job, who.class).await?;
+    let admitted = Instant::now();
+    shared.metrics.queued(admitted - arrival);
+    shared.metrics.tenant_request(who.tenant);
+    let upstream = slot.upstream();
+    let timing = Timing {
+        metrics: shared.metrics.clone(),
+        arrival,
+        band: metrics::band(who.class),
+        tenant: who.tenant,
+        ttft_slo: who.ttft_slo,
+    };
+    let learning = counts.then(|| Learning {
+        predictor: shared.forecaster.clone().zip(forecast),
+        admission: shared.admission.clone(),
+        tally: Tally::new(checked.stream),
+        admitted,
+        first_byte: None,
+    });
+    let life = Life::new(slot, timing, learning, ticket);
+    shared
+        .metrics
+        .own_time((placed_at - read) + admitted.elapsed());
+    forward(shared, upstream, &parts, body, life).await
+}
+
+/// The body, read within its bound and the client's time.
+async fn read_body(body: Incoming) -> Result<Bytes, ApiError> {
+    tokio::time::timeout(CLIENT_TIMEOUT, body::read(body, MAX_BODY, MAX_DRAIN))
+        .await
+        .map_err(|_| ApiError::body_timeout(CLIENT_TIMEOUT.as_secs()))?
+        .map_err(ApiError::from)
+}
+
+/// The body checked (a large one on the blocking pool: parsing megabytes takes milliseconds,
+/// and the runtime's one thread goes on passing other answers' events meanwhile).
+async fn check(shared: &Shared, endpoint: Endpoint, body: &Bytes) -> Result<Checked, ApiError> {
+    let hash = shared.config.router.needs_prefix();
+    if body.len() <= CHECK_INLINE_BYTES {
+        return Ok(request::check_hashing(endpoint, body, hash)?);
+    }
+    let big = body.clone();
+    let checked = tokio::task::spawn_blocking(move || request::check_hashing(endpoint, &big, hash))
+        .await
+        .map_err(|e| ApiError::internal(format!("checking the request: {e}")))?;
+    Ok(checked?)
+}
+
+/// The request's class, tenant and TTFT deadline, from its headers and body.
+fn classify(
+    shared: &Shared,
+    headers: &hyper::HeaderMap,
+    checked: &Checked,
+) -> Result<Who, ApiError> {
+    let classes = &shared.config.classes;
+    Ok(Who {
+        class: classes.class_of(headers, checked.priority)?,
+        ttft_slo: classes::ttft_slo_of(headers)?,
+        tenant: classes.tenant_of(headers)?,
+    })
+}
+
+/// What is predicted of the request, when the gateway predicts: embedding the prompt and
+/// scanning the history are CPU work, off the runtime's thread.
+async fn predict(shared: &Shared, checked: &Checked) -> Result<Option<Forecast>, ApiError> {
+    let Some(f) = &shared.forecaster else {
+        return Ok(None);
+    };
+    let (f, req) = (f.clone(), checked.clone());
+    tokio::task::spawn_blocking(move || f.forecast(&req))
+        .await
+        .map(Some)
+        .map_err(|e| ApiError::internal(format!("predicting the request: {e}")))
+}
+
+/// Whether the answer's tokens are counted as it passes. With several choices an answer's
+/// tokens are not one answer's length. Tenants that share by tokens need each answer's count;
+/// the predictor needs it too. So does learning each engine's concurrency from its throughput,
+/// and a request of a class other than the standard: its first token lets sheddable requests
+/// (back) onto its engine.
+fn counts(shared: &Shared, checked: &Checked, forecast: &Option<Forecast>, class: i32) -> bool {
+    checked.choices == 1
+        && (forecast.is_some()
+            || shared.config.classes.shared()
+            || shared.config.learn_concurrency
+            || class != 0)
+}
+
+/// What the core is told of the request.
+fn arrival_of(
+    checked: &Checked,
+    who: &Who,
+    arrival: Instant,
+    stated: Option<SizeDistribution>,
+    forecast: Option<&Forecast>,
+    counts: bool,
+) -> Arrival {
+    let estimated = ((checked.context_chars as f64 * TOKENS_PER_CHAR).round() as u32).max(1);
+    Arrival {
+        id: 0,
+        input_tokens: forecast.map_or(estimated, |f| f.input),
+        max_tokens: checked.output_bound(),
+        priority: who.class,
+        tenant: who.tenant,
+        lengths: stated.or_else(|| forecast.map(|f| f.lengths.clone())),
+        // Counted from its arrival, before its body was read, checked and predicted.
+        ttft_slo: who
+            .ttft_slo
+            .map(|d| d.saturating_sub(arrival.elapsed()).as_secs_f64()),
+        prefix: checked.prefix.clone(),
+        reports_first_token: checked.stream && counts,
+    }
+}
+
+/// Wait for the core to admit the request.
+async fn admit(shared: &Shared, job: Arrival, class: i32) -> Result<Slot, ApiError> {
+    shared.admission.admit(job).await.map_err(|e| {
+        if e == Refused::Shed {
+            shared.metrics.shed(metrics::band(class));
+        }
+        ApiError::from(e)
+    })
+}
+
+/// Send the admitted request to its upstream and relay the answer, with `life` following it;
+/// a request evicted before its answer began gets a 503 with `Retry-After`.
+async fn forward(
+    shared: &Shared,
+    u: usize,
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    mut life: Life,
+) -> Result<Response<AnswerBody>, ApiError> {
+    let mut eviction = life.eviction();
+    let sent = relay::unless_stopped(shared.upstreams.send(u, parts, body), &mut eviction).await;
+    let answer = match sent {
+        Some(Ok(answer)) => answer,
+        Some(Err(e)) => {
+            life.unanswered();
+            return Err(e);
+        }
+        // Evicted before its answer began: the request to the engine is dropped with its
+        // connection.
+        None => {
+            life.evicted();
+            return Err(ApiError::unavailable(EVICTED, true));
+        }
+    };
+    life.answered_with(answer.status());
+    Ok(relay::relay(answer, origin(shared, u), life, eviction))
+}
