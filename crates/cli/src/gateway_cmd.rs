@@ -83,8 +83,8 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
     /// A TOML file naming priority classes, tenants, their weights and limits (the defaults
-    /// need none: classes `critical` 100, `standard` 0, `sheddable` -1; README, "Classes and
-    /// tenants").
+    /// need none: classes `critical` 100, `standard` 0, `sheddable` -1; see
+    /// docs/guides/llm-gateway.md#classes-tenants-and-deadlines).
     #[arg(long, value_name = "FILE")]
     classes: Option<PathBuf>,
     /// Seconds between reads of each engine's metrics and slots (vLLM's, llama.cpp's, SGLang's

@@ -12,7 +12,7 @@
 //! | `priority` | higher `priority` first, then arrival | none | engine's | no |
 //! | `sagesched` | highest Gittins index of the predicted cost `O²/2 + I·O` over the quanta the scheduler can grant (see below) | history | KV peak | no |
 //! | `sagesched-time` | the same over the predicted time `a·I + b·O` (measured rates) | history | KV peak | no |
-//! | `sagesched-quanta` | the full Gittins index, every quantum, though the admission it orders cannot preempt (the rule before issue 28) | history | KV peak | no |
+//! | `sagesched-quanta` | the full Gittins index, every quantum, though the admission it orders cannot preempt (the earlier rule, kept to compare) | history | KV peak | no |
 //! | `sagesched-length` | as `sagesched` over the predicted output length | history | KV peak | no |
 //! | `sagesched-nohistory` | as `sagesched` | the prior alone | KV peak | no |
 //! | `sagesched-noaging` | as `sagesched`, no aging guard | history | KV peak | no |
@@ -31,9 +31,9 @@
 //! a running request (`:preempt=on`) may grant any quantum: the full index, given the service
 //! attained. One that admits a request to run to its end can grant only the whole request, and
 //! the index over that one quantum is `1 / E[S − a | S > a]`: shortest expected remaining size
-//! first, the optimal non-preemptive order for known size distributions. Measured on ShareGPT,
-//! the full index in non-preemptive admission (`sagesched-quanta`) was up to 10 % worse
-//! (docs/BENCHMARKS.md).
+//! first, the optimal non-preemptive order for known size distributions. The full index in
+//! non-preemptive admission (`sagesched-quanta`) ranks by quanta that admission never grants,
+//! and was worse where requests queue.
 //!
 //! `sagesched-noise-<σ>`: `sagesched` over ten samples of the true length × `exp(N(0, σ²))`
 //! (the prediction-quality study). Any name takes `:admit=engine|peak` and
