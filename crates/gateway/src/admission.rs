@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use xsched_llm_core::service::Served;
 use xsched_llm_core::{
     Arrival, Config, ConfigError, Decision, EngineReport, EvictReason, Input, RequestScheduler,
@@ -28,6 +28,9 @@ pub enum Refused {
     /// beside too many of its kind, or a higher class needed its place in a full queue.
     #[error("sheddable request shed: the engines are saturated; retry later")]
     Shed,
+    /// No upstream answers at all (each is hung or gone).
+    #[error("no upstream answers (each is silent: hung or gone); retry later")]
+    Silent,
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     Closed,
@@ -35,8 +38,8 @@ pub enum Refused {
 
 struct State {
     scheduler: RequestScheduler,
-    /// How each sheddable request still known is told the core evicted it.
-    evictors: HashMap<u64, oneshot::Sender<()>>,
+    /// How each request still known is told the core took it off its engine.
+    evictors: HashMap<u64, mpsc::UnboundedSender<Taken>>,
     /// Queued requests' wake-ups, by id.
     waiters: HashMap<u64, oneshot::Sender<Result<usize, Refused>>>,
     next_id: u64,
@@ -63,7 +66,10 @@ impl State {
         while let Some(d) = self.scheduler.poll_decision() {
             let (id, outcome) = match d {
                 Decision::Admit { id, engine } => (id, Ok(engine)),
-                // A waiting request is shed only to make room for a higher class.
+                Decision::Shed { id } if self.scheduler.none_responsive() => {
+                    (id, Err(Refused::Silent))
+                }
+                // Otherwise a waiting request is shed only to make room for a higher class.
                 Decision::Shed { id } if Some(id) != caller => (id, Err(Refused::Shed)),
                 Decision::Shed { id } => (id, Err(Refused::Full(self.scheduler.waiting()))),
                 Decision::Evict {
@@ -71,12 +77,22 @@ impl State {
                     reason: EvictReason::Displaced,
                     ..
                 } => {
-                    // Its answer is cut and its slot freed where it is forwarded (`proxy.rs`);
-                    // one that has just ended frees its slot anyway.
-                    if let Some(evict) = self.evictors.remove(&id) {
-                        tracing::debug!("request {id} evicted for a higher class");
-                        let _ = evict.send(());
-                    }
+                    // Its answer is cut and its slot freed where it is forwarded (`routes.rs`,
+                    // `relay.rs`); one that has just ended frees its slot anyway.
+                    tracing::debug!("request {id} evicted for a higher class");
+                    self.take(id, Taken::Displaced);
+                    continue;
+                }
+                Decision::Evict {
+                    id,
+                    engine,
+                    reason: EvictReason::Unresponsive,
+                } => {
+                    // It waits again: its next admission (or refusal) comes to this waiter.
+                    tracing::info!("request {id} taken back from silent upstream {engine}");
+                    let (tx, rx) = oneshot::channel();
+                    self.waiters.insert(id, tx);
+                    self.take(id, Taken::Requeued(rx));
                     continue;
                 }
                 // The gateway's configuration cannot pause (`can_pause: false`).
@@ -104,6 +120,23 @@ impl State {
         }
         mine
     }
+
+    /// Tell request `id`'s handler it was taken off its engine.
+    fn take(&mut self, id: u64, taken: Taken) {
+        if let Some(tx) = self.evictors.get(&id) {
+            let _ = tx.send(taken);
+        }
+    }
+}
+
+/// What the core did to an admitted request.
+#[derive(Debug)]
+pub enum Taken {
+    /// Evicted for a higher class: its answer is cut (its client told to retry).
+    Displaced,
+    /// Taken back from an engine that stopped answering before its answer began: its next
+    /// admission (the upstream) or refusal comes here.
+    Requeued(oneshot::Receiver<Result<usize, Refused>>),
 }
 
 /// The queue and the slots of every upstream.
@@ -157,19 +190,19 @@ impl RequestQueue {
             let mut st = self.lock();
             let id = st.next_id;
             st.next_id += 1;
-            // A sheddable request can be evicted from the moment it is admitted.
-            let evicted = sheddable.then(|| {
-                let (tx, rx) = oneshot::channel();
-                st.evictors.insert(id, tx);
-                rx
-            });
+            // A request can be taken off its engine from the moment it is admitted.
+            let (tx, evicted) = mpsc::unbounded_channel();
+            st.evictors.insert(id, tx);
             let arrived = Input::Arrived(Arrival { id, ..arrival });
             let decided = st.feed(self.now(), arrived, Some(id));
             match decided {
                 Some(Ok(upstream)) => return Ok(self.slot(id, upstream, evicted)),
                 Some(Err(e)) => {
                     st.evictors.remove(&id);
-                    return Err(if sheddable { Refused::Shed } else { e });
+                    return Err(match e {
+                        Refused::Full(_) if sheddable => Refused::Shed,
+                        e => e,
+                    });
                 }
                 None => {}
             }
@@ -206,7 +239,7 @@ impl RequestQueue {
         self: &Arc<Self>,
         id: u64,
         upstream: usize,
-        evicted: Option<oneshot::Receiver<()>>,
+        evicted: mpsc::UnboundedReceiver<Taken>,
     ) -> Slot {
         Slot {
             admission: self.clone(),
@@ -295,6 +328,15 @@ impl RequestQueue {
         });
     }
 
+    /// Upstream `upstream` stopped answering at all (`false`), or answers again: while silent
+    /// it is sent nothing, and the core takes back what it holds that has not begun answering.
+    pub fn responsive(&self, upstream: usize, responsive: bool) {
+        self.tell(Input::Responsive {
+            engine: upstream,
+            responsive,
+        });
+    }
+
     /// Request `id`'s answer had `output_tokens` (its tenant's service).
     fn progress(&self, id: u64, output_tokens: u32) {
         self.tell(Input::Progress {
@@ -339,14 +381,27 @@ pub struct Slot {
     admission: Arc<RequestQueue>,
     id: u64,
     upstream: usize,
-    /// Fires when a higher class evicts this (sheddable) request.
-    evicted: Option<oneshot::Receiver<()>>,
+    /// What the core does to it on its engine.
+    evicted: mpsc::UnboundedReceiver<Taken>,
 }
 
 impl Slot {
-    /// What fires when the request is evicted (a sheddable request's; taken once).
-    pub fn eviction(&mut self) -> Option<oneshot::Receiver<()>> {
-        self.evicted.take()
+    /// Whether the core took the request off its engine (`None` once nothing more can come).
+    pub fn poll_taken(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Taken>> {
+        self.evicted.poll_recv(cx)
+    }
+
+    /// The core admitted the request again, to `upstream`.
+    pub fn moved(&mut self, upstream: usize) {
+        self.upstream = upstream;
+    }
+
+    /// Its answer began reaching its client: it can no longer be taken back.
+    pub fn answering(&self) {
+        self.admission.tell(Input::Answering { id: self.id });
     }
 
     /// The upstream (an index into the gateway's list).

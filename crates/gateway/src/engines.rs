@@ -16,10 +16,14 @@
 //! - **Stale is saturated** (llm-d's rule): an engine whose metrics answered before and have not
 //!   for [`STALE_AFTER`] is sent nothing until they answer again. An engine with no metrics at
 //!   all (no `/metrics`, or none of the names above) is admitted by `--concurrency` alone.
+//! - **Silent is unresponsive**: an engine that gives no answer at all to its scrapes (not even
+//!   a 404) for [`SILENT_AFTER`] is hung or gone; the core is told, takes back the requests
+//!   there that have not begun answering and places them elsewhere (a hung engine costs them
+//!   seconds, not the first-byte timeout). It is told again when the engine answers.
 //! - Its KV usage, with `--kv-tokens`, is its free KV for admission.
 //! - Its count of generated tokens (vLLM's `vllm:generation_tokens_total`; llama.cpp's
 //!   `llamacpp:n_decode_total` × `llamacpp:n_busy_slots_per_decode`), with
-//!   `--learn-concurrency`, measures its throughput at each level (`concurrency.rs`).
+//!   `--learn-concurrency`, measures its throughput at each level (the core's `learn.rs`).
 //!
 //! Every scrape is bounded: [`SCRAPE_TIMEOUT`] and [`MAX_SCRAPE`] bytes.
 
@@ -39,6 +43,10 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Metrics that answered before and not for this long are stale (the engine counts as
 /// saturated).
 pub const STALE_AFTER: Duration = Duration::from_secs(3);
+/// An engine whose scrapes got no answer at all (no status, even a 404) for this long since its
+/// last one (or since scraping began) is silent: hung, or gone. The core sends it nothing and
+/// takes back the requests there whose answer has not begun.
+pub const SILENT_AFTER: Duration = Duration::from_secs(3);
 /// The most bytes of one scrape read.
 pub const MAX_SCRAPE: usize = 1 << 20;
 
@@ -175,6 +183,9 @@ struct Seen {
     last_ok: Option<Instant>,
     stale: bool,
     scrapes_failed: u64,
+    /// When it last answered a scrape at all, with any status.
+    last_alive: Option<Instant>,
+    silent: bool,
 }
 
 /// Every engine's scraped state.
@@ -182,6 +193,24 @@ pub struct Engines {
     names: Vec<String>,
     seen: Mutex<Vec<Seen>>,
     concurrency: usize,
+    kv_tokens: Option<u64>,
+    /// When scraping began (an engine that never answered is silent from then).
+    started: Instant,
+}
+
+/// What one scrape brought back.
+struct Scrape {
+    /// Whether the engine answered at all (any status).
+    alive: bool,
+    /// Its metrics, when they answered with figures the gateway reads.
+    scraped: Option<Scraped>,
+}
+
+/// What a scrape changes for the core.
+#[derive(Default)]
+struct Change {
+    report: Option<EngineReport>,
+    responsive: Option<bool>,
 }
 
 impl Engines {
@@ -207,57 +236,101 @@ impl Engines {
             seen: Mutex::new(vec![Seen::default(); names.len()]),
             names,
             concurrency,
+            kv_tokens,
+            started: Instant::now(),
         });
         let client = crate::upstream::client(1);
-        for (u, base) in engines.names.clone().into_iter().enumerate() {
+        for u in 0..engines.names.len() {
             let (engines, admission, client) = (engines.clone(), admission.clone(), client.clone());
-            tokio::spawn(async move {
-                let slots = get(&client, &format!("{base}/props"))
-                    .await
-                    .and_then(|b| slots_of(&b));
-                if let Some(s) = engines.lock().get_mut(u) {
-                    s.slots = slots;
-                }
-                if slots.is_some() {
-                    admission.report(u, report(Scraped::default(), false, slots, kv_tokens));
-                }
-                let mut tick = tokio::time::interval(interval);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tick.tick().await;
-                    let scraped = get(&client, &format!("{base}/metrics"))
-                        .await
-                        .map(|b| parse(&String::from_utf8_lossy(&b)))
-                        .filter(Scraped::any);
-                    let fed = {
-                        let mut all = engines.lock();
-                        let Some(s) = all.get_mut(u) else { return };
-                        match scraped {
-                            Some(scraped) => {
-                                s.scraped = scraped;
-                                s.last_ok = Some(Instant::now());
-                                s.stale = false;
-                                Some(report(scraped, false, s.slots, kv_tokens))
-                            }
-                            None => {
-                                s.scrapes_failed += 1;
-                                let stale = s.last_ok.is_some_and(|t| t.elapsed() >= STALE_AFTER);
-                                let flipped = stale && !s.stale;
-                                s.stale = stale;
-                                flipped.then(|| report(s.scraped, true, s.slots, kv_tokens))
-                            }
-                        }
-                    };
-                    if let Some(r) = fed {
-                        admission.report(u, r);
-                    }
-                    if let Some(tokens) = scraped.and_then(|s| s.generated) {
-                        admission.generated(u, tokens);
-                    }
-                }
-            });
+            tokio::spawn(async move { engines.scrape(u, &admission, &client, interval).await });
         }
         engines
+    }
+
+    /// Scrape engine `u` every `interval`, feeding `admission`, for as long as the runtime runs.
+    async fn scrape(
+        &self,
+        u: usize,
+        admission: &RequestQueue,
+        client: &crate::upstream::UpstreamClient,
+        interval: Duration,
+    ) {
+        let base = &self.names[u];
+        let slots = get(client, &format!("{base}/props"))
+            .await
+            .body
+            .and_then(|b| slots_of(&b));
+        if let Some(s) = self.lock().get_mut(u) {
+            s.slots = slots;
+        }
+        if slots.is_some() {
+            admission.report(u, report(Scraped::default(), false, slots, self.kv_tokens));
+        }
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let got = get(client, &format!("{base}/metrics")).await;
+            let scrape = Scrape {
+                alive: got.alive,
+                scraped: got
+                    .body
+                    .map(|b| parse(&String::from_utf8_lossy(&b)))
+                    .filter(Scraped::any),
+            };
+            let change = self.seen_scrape(u, &scrape);
+            if let Some(r) = change.report {
+                admission.report(u, r);
+            }
+            if let Some(responsive) = change.responsive {
+                admission.responsive(u, responsive);
+            }
+            if let Some(tokens) = scrape.scraped.and_then(|s| s.generated) {
+                admission.generated(u, tokens);
+            }
+        }
+    }
+
+    /// Record what a scrape of engine `u` brought back: what changes for the core.
+    fn seen_scrape(&self, u: usize, scrape: &Scrape) -> Change {
+        let mut all = self.lock();
+        let Some(s) = all.get_mut(u) else {
+            return Change::default();
+        };
+        let now = Instant::now();
+        if scrape.alive {
+            s.last_alive = Some(now);
+        }
+        let silent = now.duration_since(s.last_alive.unwrap_or(self.started)) >= SILENT_AFTER;
+        let responsive = (silent != s.silent).then_some(!silent);
+        if silent != s.silent {
+            tracing::warn!(
+                "upstream {}: {}",
+                self.names[u],
+                if silent {
+                    "silent (no answer to its scrapes): its requests not yet answering go elsewhere"
+                } else {
+                    "answers again"
+                }
+            );
+        }
+        s.silent = silent;
+        let report = match scrape.scraped {
+            Some(scraped) => {
+                s.scraped = scraped;
+                s.last_ok = Some(now);
+                s.stale = false;
+                Some(report(scraped, false, s.slots, self.kv_tokens))
+            }
+            None => {
+                s.scrapes_failed += 1;
+                let stale = s.last_ok.is_some_and(|t| t.elapsed() >= STALE_AFTER);
+                let flipped = stale && !s.stale;
+                s.stale = stale;
+                flipped.then(|| report(s.scraped, true, s.slots, self.kv_tokens))
+            }
+        };
+        Change { report, responsive }
     }
 
     /// Append the engines' figures to a metrics exposition (`labels` first in each).
@@ -291,24 +364,43 @@ impl Engines {
     }
 }
 
-/// GET `url`: the body of a 200 within the timeout and size bound, else `None`.
-async fn get(client: &crate::upstream::UpstreamClient, url: &str) -> Option<Bytes> {
-    let uri: Uri = url.parse().ok()?;
-    let request = hyper::Request::get(uri)
-        .body(Full::new(Bytes::new()))
-        .ok()?;
+/// What a GET brought back.
+struct Got {
+    /// Whether any answer came (any status) within the timeout.
+    alive: bool,
+    /// The body of a 200, within the size bound.
+    body: Option<Bytes>,
+}
+
+/// GET `url` within the timeout and size bound.
+async fn get(client: &crate::upstream::UpstreamClient, url: &str) -> Got {
+    let dead = || Got {
+        alive: false,
+        body: None,
+    };
+    let Ok(uri) = url.parse::<Uri>() else {
+        return dead();
+    };
+    let Ok(request) = hyper::Request::get(uri).body(Full::new(Bytes::new())) else {
+        return dead();
+    };
     let answer = tokio::time::timeout(SCRAPE_TIMEOUT, async {
-        let r = client.request(request).await.ok()?;
+        let Ok(r) = client.request(request).await else {
+            return dead();
+        };
         if !r.status().is_success() {
-            return None;
+            return Got {
+                alive: true,
+                body: None,
+            };
         }
-        Limited::new(r.into_body(), MAX_SCRAPE)
-            .collect()
-            .await
-            .ok()
-            .map(|b| b.to_bytes())
+        let body = Limited::new(r.into_body(), MAX_SCRAPE).collect().await;
+        Got {
+            alive: true,
+            body: body.ok().map(|b| b.to_bytes()),
+        }
     });
-    answer.await.ok().flatten()
+    answer.await.unwrap_or_else(|_| dead())
 }
 
 #[cfg(test)]

@@ -167,7 +167,7 @@ impl From<Refused> for ApiError {
     fn from(e: Refused) -> ApiError {
         match e {
             Refused::Full(_) => ApiError::rate_limited(e.to_string()),
-            Refused::Shed => ApiError::unavailable(e.to_string(), true),
+            Refused::Shed | Refused::Silent => ApiError::unavailable(e.to_string(), true),
             Refused::Closed => ApiError::unavailable(e.to_string(), false),
         }
     }

@@ -8,12 +8,14 @@
 //! that left: what passed is charged, and the tally decides whether the answer was whole (a
 //! client may close as soon as it has read a stream's `[DONE]`).
 
-use crate::admission::{RequestQueue, Slot};
+use crate::admission::{RequestQueue, Slot, Taken};
 use crate::forecast::{Forecast, Forecaster};
 use crate::metrics::Metrics;
 use crate::relay::{Ended, Watch};
 use crate::tally::Tally;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// When a request arrived, and where its answer's first and last byte are recorded.
@@ -80,9 +82,35 @@ impl Life {
         }
     }
 
-    /// What fires when the core evicts the request (a sheddable request's; taken once).
-    pub fn eviction(&mut self) -> Option<tokio::sync::oneshot::Receiver<()>> {
-        self.slot.as_mut()?.eviction()
+    /// The upstream the core admitted it to.
+    pub fn upstream(&self) -> Option<usize> {
+        self.slot.as_ref().map(Slot::upstream)
+    }
+
+    /// `future` (sending the request to its upstream), unless the core takes the request off
+    /// that engine first: `Err` says how.
+    pub async fn unless_taken<F: Future>(&mut self, future: F) -> Result<F::Output, Taken> {
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Some(slot) = &mut self.slot
+                && let Poll::Ready(Some(taken)) = slot.poll_taken(cx)
+            {
+                return Poll::Ready(Err(taken));
+            }
+            future.as_mut().poll(cx).map(Ok)
+        })
+        .await
+    }
+
+    /// The core admitted it again, to `upstream` (taken back from a silent engine).
+    pub fn moved(&mut self, upstream: usize) {
+        if let Some(slot) = &mut self.slot {
+            slot.moved(upstream);
+        }
+        // Its service there starts now.
+        if let Some(l) = &mut self.learning {
+            l.admitted = Instant::now();
+        }
     }
 
     /// The engine answered with `status`: an error is no answer to learn a length from.
@@ -183,6 +211,9 @@ impl Watch for Life {
                 t.metrics
                     .first_byte(t.band, t.arrival.elapsed(), t.ttft_slo);
             }
+            if let Some(slot) = &self.slot {
+                slot.answering();
+            }
         }
         let Some(l) = &mut self.learning else {
             return;
@@ -194,6 +225,21 @@ impl Watch for Life {
         // higher class's request there waits for its first.
         if passed >= self.charged.saturating_add(CHARGE_STEP) || (self.charged == 0 && passed > 0) {
             self.charge_passed();
+        }
+    }
+
+    fn stop(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(slot) = &mut self.slot else {
+            return false;
+        };
+        loop {
+            match slot.poll_taken(cx) {
+                Poll::Ready(Some(Taken::Displaced)) => return true,
+                // Taken back as its answer began: the answer goes on here; a new admission,
+                // should one come, finds nobody waiting and is freed at once.
+                Poll::Ready(Some(Taken::Requeued(_))) => continue,
+                Poll::Ready(None) | Poll::Pending => return false,
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! request sees that from its own side.
 //!
 //! A body that falls silent for the idle timeout is ended (a stream with an error event, any
-//! other body cut) and its upstream reported to [`Health`]; a body told to stop (a request
+//! other body cut) and its upstream reported to [`Health`]; a body its watcher stops (a request
 //! evicted for a higher class) ends the same way after what was already read.
 
 use crate::error::{AnswerBody, BodyError, EVICTED};
@@ -15,12 +15,11 @@ use http_body_util::BodyExt;
 use hyper::Response;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::CONTENT_TYPE;
-use std::future::Future;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// How an answer's body ended, for whoever follows the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +38,8 @@ pub enum Ended {
 pub trait Watch: Send + Sync + Unpin + 'static {
     /// A chunk of the answer passed (at `at`: the first one is its first byte).
     fn passed(&mut self, data: &[u8], at: Instant);
+    /// Whether the answer is to stop now (polled with the body; `cx` wakes it when it is).
+    fn stop(&mut self, cx: &mut Context<'_>) -> bool;
     /// The answer ended, `how`: called once at most (a body dropped first tells nobody).
     fn ended(self, how: Ended);
 }
@@ -46,6 +47,9 @@ pub trait Watch: Send + Sync + Unpin + 'static {
 /// Nobody follows (a request passed through unscheduled).
 impl Watch for () {
     fn passed(&mut self, _: &[u8], _: Instant) {}
+    fn stop(&mut self, _: &mut Context<'_>) -> bool {
+        false
+    }
     fn ended(self, _: Ended) {}
 }
 
@@ -62,13 +66,8 @@ pub struct Origin {
 }
 
 /// The client's answer: the upstream's head (hop-by-hop headers stripped) and its body relayed,
-/// told to `watch`; `stop` ends it early.
-pub fn relay<W: Watch>(
-    answer: Response<Incoming>,
-    from: Origin,
-    watch: W,
-    stop: Option<oneshot::Receiver<()>>,
-) -> Response<AnswerBody> {
+/// told to `watch`, which may stop it early.
+pub fn relay<W: Watch>(answer: Response<Incoming>, from: Origin, watch: W) -> Response<AnswerBody> {
     let (mut parts, body) = answer.into_parts();
     crate::upstream::strip_hop_by_hop(&mut parts.headers);
     let event_stream = parts
@@ -87,39 +86,8 @@ pub fn relay<W: Watch>(
         event_stream,
         from,
         gather: Gather::default(),
-        stop,
     };
     Response::from_parts(parts, relay.boxed())
-}
-
-/// `future`, unless `stop` fires first.
-pub async fn unless_stopped<F: Future>(
-    future: F,
-    stop: &mut Option<oneshot::Receiver<()>>,
-) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        if stopped(stop, cx) {
-            return Poll::Ready(None);
-        }
-        future.as_mut().poll(cx).map(Some)
-    })
-    .await
-}
-
-/// Whether `stop` fired (one whose sender is gone never will: it is dropped).
-fn stopped(stop: &mut Option<oneshot::Receiver<()>>, cx: &mut Context<'_>) -> bool {
-    let Some(rx) = stop else {
-        return false;
-    };
-    match Pin::new(rx).poll(cx) {
-        Poll::Ready(Ok(())) => true,
-        Poll::Ready(Err(_)) => {
-            *stop = None;
-            false
-        }
-        Poll::Pending => false,
-    }
 }
 
 /// How long an answer's body has been silent.
@@ -162,8 +130,6 @@ struct Relay<W: Watch> {
     from: Origin,
     /// What is taken from the engine and not yet passed on.
     gather: Gather,
-    /// Fires when the answer is to stop.
-    stop: Option<oneshot::Receiver<()>>,
 }
 
 impl<W: Watch> Relay<W> {
@@ -191,7 +157,6 @@ impl<W: Watch> Relay<W> {
     /// an error.
     fn cut(&mut self, how: Ended, why: String, code: u16) -> Polled {
         self.body = None;
-        self.stop = None;
         self.ended(how);
         if self.event_stream {
             let kind = if code == 503 {
@@ -261,7 +226,7 @@ impl<W: Watch> Body for Relay<W> {
         if let Some(stashed) = this.gather.stashed.take() {
             return Poll::Ready(stashed);
         }
-        if stopped(&mut this.stop, cx) {
+        if this.watch.as_mut().is_some_and(|w| w.stop(cx)) {
             return this.cut(Ended::Stopped, EVICTED.to_string(), 503);
         }
         loop {

@@ -7,7 +7,7 @@
 //! per-request object (`life.rs`) following it. `GET /v1/models` goes straight to the first
 //! upstream, `GET /metrics` is rendered here, and anything else is a 404.
 
-use crate::admission::{Refused, Slot};
+use crate::admission::{Refused, Slot, Taken};
 use crate::body;
 use crate::classes;
 use crate::error::{AnswerBody, ApiError, EVICTED};
@@ -46,7 +46,7 @@ pub(crate) async fn route(req: Request<Incoming>, shared: &Arc<Shared>) -> Respo
 async fn models(req: Request<Incoming>, shared: &Shared) -> Result<Response<AnswerBody>, ApiError> {
     let (parts, _) = req.into_parts();
     let answer = shared.upstreams.send(0, &parts, Bytes::new()).await?;
-    Ok(relay::relay(answer, origin(shared, 0), (), None))
+    Ok(relay::relay(answer, origin(shared, 0), ()))
 }
 
 /// `GET /metrics`: the gateway's own, its upstreams' health, engines and learned limits.
@@ -246,30 +246,49 @@ async fn admit(shared: &Shared, job: Arrival, class: i32) -> Result<Slot, ApiErr
     })
 }
 
-/// Send the admitted request to its upstream and relay the answer, with `life` following it;
-/// a request evicted before its answer began gets a 503 with `Retry-After`.
+/// Send the admitted request to its upstream and relay the answer, with `life` following it.
+/// A request evicted before its answer began gets a 503 with `Retry-After`; one taken back from
+/// an engine that stopped answering is sent where the core admits it next (or gets a 503 when
+/// no engine answers).
 async fn forward(
     shared: &Shared,
-    u: usize,
+    mut u: usize,
     parts: &hyper::http::request::Parts,
     body: Bytes,
     mut life: Life,
 ) -> Result<Response<AnswerBody>, ApiError> {
-    let mut eviction = life.eviction();
-    let sent = relay::unless_stopped(shared.upstreams.send(u, parts, body), &mut eviction).await;
-    let answer = match sent {
-        Some(Ok(answer)) => answer,
-        Some(Err(e)) => {
-            life.unanswered();
-            return Err(e);
+    loop {
+        let sent = life
+            .unless_taken(shared.upstreams.send(u, parts, body.clone()))
+            .await;
+        match sent {
+            Ok(Ok(answer)) => {
+                life.answered_with(answer.status());
+                return Ok(relay::relay(answer, origin(shared, u), life));
+            }
+            Ok(Err(e)) => {
+                life.unanswered();
+                return Err(e);
+            }
+            // The request to the engine is dropped with its connection.
+            Err(Taken::Displaced) => {
+                life.evicted();
+                return Err(ApiError::unavailable(EVICTED, true));
+            }
+            Err(Taken::Requeued(next)) => match next.await {
+                Ok(Ok(to)) => {
+                    life.moved(to);
+                    u = to;
+                }
+                Ok(Err(refused)) => {
+                    life.unanswered();
+                    return Err(refused.into());
+                }
+                Err(_) => {
+                    life.unanswered();
+                    return Err(Refused::Closed.into());
+                }
+            },
         }
-        // Evicted before its answer began: the request to the engine is dropped with its
-        // connection.
-        None => {
-            life.evicted();
-            return Err(ApiError::unavailable(EVICTED, true));
-        }
-    };
-    life.answered_with(answer.status());
-    Ok(relay::relay(answer, origin(shared, u), life, eviction))
+    }
 }

@@ -118,6 +118,67 @@ fn a_hung_engine_gets_a_504_and_is_ejected_while_the_healthy_one_serves() {
     });
 }
 
+/// An engine that accepts connections, reads each request and never answers anything (its
+/// metrics neither): hung.
+fn hung_engine(rt: &tokio::runtime::Runtime) -> SocketAddr {
+    raw_engine(rt, |mut s| async move {
+        while read_request(&mut s).await.is_some() {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    })
+}
+
+/// At the gateway's defaults (a first-byte timeout of minutes), a hung engine beside a healthy
+/// one costs the requests sent to it the seconds it takes to notice that the engine answers
+/// nothing (its scrapes unanswered for `SILENT_AFTER`): they are taken back, having returned
+/// nothing, and answered by the healthy engine.
+#[test]
+fn a_hung_engine_beside_a_healthy_one_costs_its_requests_seconds_not_minutes() {
+    let rt = runtime();
+    let hung = hung_engine(&rt);
+    let (healthy, seen) = start_engine(&rt);
+    let gw = serve(config(&[healthy, hung], 4));
+    let start = std::time::Instant::now();
+    rt.block_on(async {
+        let answers = futures((0..6).map(|i| {
+            post(
+                gw.addr(),
+                "/v1/chat/completions",
+                chat(&format!("h{i}"), 5, i % 2 == 0),
+            )
+        }))
+        .await;
+        assert!(answers.iter().all(|(s, _, _)| *s == 200), "{answers:?}");
+    });
+    let took = start.elapsed();
+    eprintln!("six requests beside a hung engine: all answered within {took:?} of its start");
+    // The six reached the healthy engine, each once.
+    let mut order = seen.order.lock().expect("order").clone();
+    order.sort();
+    assert_eq!(order, ["h0", "h1", "h2", "h3", "h4", "h5"]);
+    // Well under the first-byte timeout (300 s); the figure itself is a benchmark's.
+    assert!(took < Duration::from_secs(60), "{took:?}");
+    assert_eq!(gw.load(), (0, vec![0, 0]));
+}
+
+/// With every engine hung, the requests sent there are answered 503 with `Retry-After` once
+/// that is noticed, and so is every request after, at once, until an engine answers.
+#[test]
+fn with_every_engine_hung_requests_get_a_503_with_retry_after() {
+    let rt = runtime();
+    let gw = serve(config(&[hung_engine(&rt)], 4));
+    rt.block_on(async {
+        for _ in 0..2 {
+            let (status, headers, body) =
+                post_with(gw.addr(), "/v1/chat/completions", chat("a", 0, false), &[]).await;
+            assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+            assert!(headers.get("retry-after").is_some());
+            assert!(String::from_utf8_lossy(&body).contains("no upstream answers"));
+        }
+    });
+    assert_eq!(gw.load(), (0, vec![0]));
+}
+
 /// Run `calls` at once, their results in order.
 async fn futures<F: std::future::Future + Send + 'static>(
     calls: impl Iterator<Item = F>,

@@ -62,6 +62,8 @@ pub(crate) struct Job {
     /// The order of its latest admission among all admissions (eviction for a higher class
     /// takes the sheddable request admitted last).
     pub admitted_seq: u64,
+    /// Whether its answer has begun reaching its client (it can no longer be taken back).
+    pub answering: bool,
 }
 
 impl Job {
@@ -145,6 +147,7 @@ mod tests {
             prefix: Default::default(),
             reports_first_token: false,
             admitted_seq: 0,
+            answering: false,
         }
     }
 

@@ -282,7 +282,6 @@ impl<'a> Engine<'a> {
             self.swap_used -= u64::from(a.computed);
         }
         *a = Active::default();
-        self.stats.evicted += 1;
     }
 
     /// Preempt vLLM's default victim, the most recently admitted running request: drop its KV

@@ -57,6 +57,20 @@ pub struct Rules {
     pub classes: Vec<i32>,
     /// Each request's TTFT deadline in seconds, by id (beyond the list: none).
     pub ttft_slo: Vec<Option<f64>>,
+    /// An engine that hangs (`None`: none does).
+    pub hang: Option<Hang>,
+}
+
+/// An engine that stops at a moment and never steps again, as a hung engine process does, and
+/// how long its driver takes to notice (the gateway: its metrics unanswered that long).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hang {
+    /// The engine.
+    pub engine: usize,
+    /// When it hangs (s).
+    pub at: f64,
+    /// How long after that the scheduler is told it does not answer (s).
+    pub noticed_after: f64,
 }
 
 /// A run's outcome.
@@ -72,6 +86,8 @@ pub struct Run {
     pub predict_ns: Vec<u64>,
     /// Requests evicted for a higher class, in the order the scheduler evicted them.
     pub evicted: Vec<usize>,
+    /// Requests taken back from an engine that stopped answering, in that order.
+    pub reclaimed: Vec<usize>,
     /// Each learned concurrency the scheduler decided: when, for which engine, how many.
     pub limits: Vec<(f64, usize, usize)>,
 }
@@ -157,7 +173,10 @@ struct World<'a> {
     /// Tokens each engine generated so far (its counter, for a concurrency learner).
     generated: Vec<f64>,
     evicted: Vec<usize>,
+    reclaimed: Vec<usize>,
     limits: Vec<(f64, usize, usize)>,
+    /// Whether the hanging engine was noticed.
+    noticed: bool,
 }
 
 impl World<'_> {
@@ -203,6 +222,14 @@ impl World<'_> {
                 Decision::Evict {
                     id,
                     engine,
+                    reason: EvictReason::Unresponsive,
+                } => {
+                    self.engines[engine].abort(id as usize);
+                    self.reclaimed.push(id as usize);
+                }
+                Decision::Evict {
+                    id,
+                    engine,
                     reason: EvictReason::Displaced,
                 } => {
                     self.engines[engine].abort(id as usize);
@@ -227,11 +254,36 @@ impl World<'_> {
         }
     }
 
-    /// The scheduler's timer came due at `now`: idle engines wait until then, and its decisions
-    /// are carried out.
+    /// Whether engine `e` has hung (it steps no more).
+    fn hung(&self, e: usize) -> bool {
+        self.rules
+            .hang
+            .is_some_and(|h| h.engine == e && self.engines[e].now() >= h.at)
+    }
+
+    /// When the hung engine is noticed (infinite: never, or already).
+    fn notice_at(&self) -> f64 {
+        match self.rules.hang {
+            Some(h) if !self.noticed => h.at + h.noticed_after,
+            _ => f64::INFINITY,
+        }
+    }
+
+    /// A timer came due at `now` (the scheduler's, or noticing a hung engine): idle engines
+    /// wait until then, and the scheduler's decisions are carried out.
     fn timeout(&mut self, now: f64) {
         for e in self.engines.iter_mut().filter(|e| !e.busy()) {
             e.wait_until(now);
+        }
+        if let Some(h) = self.rules.hang
+            && now >= self.notice_at()
+        {
+            self.noticed = true;
+            let silent = Input::Responsive {
+                engine: h.engine,
+                responsive: false,
+            };
+            self.handle(now, silent, None);
         }
         self.scheduler.handle_timeout(now);
         let mut decisions = Vec::new();
@@ -344,11 +396,13 @@ fn run(
     let mut next = 0usize;
     loop {
         let arrival = requests.get(next).map_or(f64::INFINITY, |r| r.arrival);
-        // The scheduler's timer (a deadline's eviction) is an event like an arrival.
+        // The scheduler's timer (a deadline's eviction) and noticing a hung engine are events
+        // like an arrival.
         let timer = world.scheduler.poll_timeout().unwrap_or(f64::INFINITY);
+        let timer = timer.min(world.notice_at());
         let event = arrival.min(timer);
         let earliest = (0..instances)
-            .filter(|&e| world.engines[e].busy())
+            .filter(|&e| world.engines[e].busy() && !world.hung(e))
             .min_by(|&a, &b| world.engines[a].now().total_cmp(&world.engines[b].now()));
         match earliest {
             Some(e) if world.engines[e].now() <= event => {
@@ -426,7 +480,9 @@ impl<'a> World<'a> {
             admitted_at: vec![0.0; requests.len()],
             generated: vec![0.0; instances],
             evicted: Vec::new(),
+            reclaimed: Vec::new(),
             limits: Vec::new(),
+            noticed: false,
         })
     }
 
@@ -467,12 +523,14 @@ impl<'a> World<'a> {
         }
         stats.refused = self.refused;
         stats.shed = self.shed;
+        stats.evicted = self.evicted.len() as u64;
         Run {
             stats,
             admitted: self.admitted,
             scheduler_ns: self.scheduler_ns,
             predict_ns: self.predict_ns,
             evicted: self.evicted,
+            reclaimed: self.reclaimed,
             limits: self.limits,
         }
     }

@@ -136,3 +136,61 @@ fn learned_concurrency_converges_where_a_simulated_engines_throughput_stops_grow
     let fixed = simulate(&cfg, &Rules::default(), &requests);
     assert!(fixed.limits.is_empty());
 }
+
+#[test]
+fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
+    use xsched_llm::sim::Hang;
+    use xsched_llm_core::{Placement, Router};
+    // Engine 1 accepts requests and never runs them; it is noticed 3 s on (the gateway's
+    // metrics unanswered that long). Twenty short requests arrive 0.1 s apart, every other one
+    // routed to the silent engine until then.
+    let requests: Vec<Request> = (0..20).map(|i| req(i, 0.1 * i as f64, 10, 20)).collect();
+    let rules = Rules {
+        hang: Some(Hang {
+            engine: 1,
+            at: 0.0,
+            noticed_after: 3.0,
+        }),
+        ..Rules::default()
+    };
+    let cfg = engine(4);
+    let runs = Runs {
+        cfg: &cfg,
+        cluster: Cluster {
+            instances: 2,
+            router: Router::RoundRobin,
+            placement: Placement::WhenFree,
+        },
+        history: 100,
+        warm: &[],
+    };
+    let run = runs
+        .simulate(policy("fcfs"), &rules, &requests)
+        .expect("a valid run");
+    assert_eq!(run.stats.outcomes.len(), 20, "every request answered");
+    assert!(run.reclaimed.len() >= 4, "taken back: {:?}", run.reclaimed);
+    for o in &run.stats.outcomes {
+        let answered_at = requests[o.id].arrival + o.ttlt;
+        assert!(
+            answered_at < 5.0,
+            "request {} answered at {answered_at} s",
+            o.id
+        );
+    }
+    // Without noticing, those sent to the silent engine are never answered.
+    let unnoticed = Rules {
+        hang: Some(Hang {
+            noticed_after: f64::INFINITY,
+            ..rules.hang.expect("a hang")
+        }),
+        ..Rules::default()
+    };
+    let stuck = runs
+        .simulate(policy("fcfs"), &unnoticed, &requests)
+        .expect("a valid run");
+    assert!(
+        stuck.stats.outcomes.len() <= 16,
+        "{}",
+        stuck.stats.outcomes.len()
+    );
+}

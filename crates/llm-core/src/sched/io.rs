@@ -122,6 +122,22 @@ pub enum Input {
         /// Tokens generated since it started.
         tokens: f64,
     },
+    /// A request's answer has begun reaching its client (its first byte passed): it can no
+    /// longer be taken back from its engine ([`Input::Responsive`]).
+    Answering {
+        /// The request.
+        id: u64,
+    },
+    /// An engine stopped answering at all (its metrics and probes get no answer), or answers
+    /// again. Unresponsive, it is sent nothing, and the requests there whose answer has not
+    /// begun are taken back ([`EvictReason::Unresponsive`]) and placed on an engine that
+    /// answers, or shed if none does.
+    Responsive {
+        /// The engine.
+        engine: usize,
+        /// Whether it answers.
+        responsive: bool,
+    },
     /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
     /// (`up: true`); what runs there is not touched.
     Availability {
@@ -177,4 +193,9 @@ pub enum EvictReason {
     /// ([`Fairness::eviction`](crate::Fairness::eviction)): its driver ends it (its client is
     /// told to retry) and reports [`Input::Done`], which frees its slot.
     Displaced,
+    /// Its engine stopped answering and its answer has not begun: it waits again in the
+    /// scheduler's queue (first, by its rank) and is admitted to an engine that answers; its
+    /// driver drops the request to the silent engine. Nothing reached its client, so nothing is
+    /// sent twice.
+    Unresponsive,
 }

@@ -21,6 +21,7 @@ mod config;
 mod displace;
 mod io;
 mod learning;
+mod reclaim;
 
 pub use config::{
     Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
@@ -65,9 +66,16 @@ struct Engine {
     prefixes: PrefixCache,
     /// Its concurrency learner ([`Config::learn_concurrency`]).
     learner: Option<Learner>,
+    /// Whether it answers at all (`reclaim.rs`).
+    responsive: bool,
 }
 
 impl Engine {
+    /// Whether it may be sent requests: up, and answering.
+    fn serves(&self) -> bool {
+        self.up && self.responsive
+    }
+
     /// Requests it runs at once: its limit, or its slots where it reports fewer, or the
     /// learned limit where that is fewer still.
     fn concurrency(&self) -> usize {
@@ -151,6 +159,7 @@ impl RequestScheduler {
                 learner: config
                     .learn_concurrency
                     .then(|| Learner::new(limits.concurrency)),
+                responsive: true,
             })
             .collect();
         Ok(RequestScheduler {
@@ -235,6 +244,14 @@ impl RequestScheduler {
                 service_s,
             } => self.answered(now, engine, output_tokens, service_s)?,
             Input::Generated { engine, tokens } => self.generated(now, engine, tokens)?,
+            Input::Answering { id } => {
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    j.answering = true;
+                }
+            }
+            Input::Responsive { engine, responsive } => {
+                self.responsive(now, engine, responsive)?;
+            }
             Input::Served(s) => self.service.learn(&s),
             Input::Availability { engine, up } => {
                 let e = self
@@ -332,6 +349,7 @@ impl RequestScheduler {
             prefix: a.prefix.clone(),
             reports_first_token: a.reports_first_token,
             admitted_seq: 0,
+            answering: false,
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
@@ -349,23 +367,7 @@ impl RequestScheduler {
             .ttft_slo
             .and_then(|slo| Some(now + slo - self.service.slo_lead(job.input, slo)?));
         job.aged_at = earliest(guard, job.deadline_at);
-        if self.config.placement == Placement::AtArrival {
-            // Among the engines that are up (all of them if none is).
-            let up: Vec<usize> = (0..self.engines.len())
-                .filter(|&e| self.engines[e].up)
-                .collect();
-            let all: Vec<usize> = if up.is_empty() {
-                (0..self.engines.len()).collect()
-            } else {
-                up
-            };
-            let loads = self.loads(&job.prefix);
-            job.engine = self.config.router.pick(&all, &loads, &mut self.turn);
-            // Routed there: its predicted cost counts there from now.
-            if let Some(e) = job.engine {
-                self.engines[e].cost += job.routed_cost;
-            }
-        }
+        self.route_on_arrival(&mut job);
         let id = a.id;
         let engine = job.engine;
         self.jobs.insert(id, job);
@@ -379,10 +381,11 @@ impl RequestScheduler {
             return Ok(());
         }
         // Held only while another's prompt is prefilled, with a slot free: not saturated.
-        let shed = if a.priority < 0
+        // With no engine answering, nothing is held for one that may never answer.
+        let sheddable_saturated = a.priority < 0
             && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
-            && !self.slot_free(engine)
-        {
+            && !self.slot_free(engine);
+        let shed = if self.none_responsive() || sheddable_saturated {
             Some(id)
         } else if self.waiting() > self.config.max_waiting {
             // A higher class displaces the newest sheddable request of the lowest class.
@@ -396,6 +399,27 @@ impl RequestScheduler {
         }
         self.displace_on_arrival(id);
         Ok(())
+    }
+
+    /// Placed on arrival: route `job` now, among the engines that serve (all of them if none
+    /// does); its predicted cost counts there from now.
+    fn route_on_arrival(&mut self, job: &mut Job) {
+        if self.config.placement != Placement::AtArrival {
+            return;
+        }
+        let serving: Vec<usize> = (0..self.engines.len())
+            .filter(|&e| self.engines[e].serves())
+            .collect();
+        let all: Vec<usize> = if serving.is_empty() {
+            (0..self.engines.len()).collect()
+        } else {
+            serving
+        };
+        let loads = self.loads(&job.prefix);
+        job.engine = self.config.router.pick(&all, &loads, &mut self.turn);
+        if let Some(e) = job.engine {
+            self.engines[e].cost += job.routed_cost;
+        }
     }
 
     /// Whether running request `j` keeps sheddable requests off its engine
@@ -415,7 +439,7 @@ impl RequestScheduler {
 
     /// Whether `engine` (or, with `None`, any engine) is up with a slot free.
     fn slot_free(&self, engine: Option<usize>) -> bool {
-        let free = |e: &Engine| e.up && e.admitted.len() < e.concurrency();
+        let free = |e: &Engine| e.serves() && e.admitted.len() < e.concurrency();
         match engine {
             Some(e) => self.engines.get(e).is_some_and(free),
             None => self.engines.iter().any(free),
@@ -566,7 +590,7 @@ impl RequestScheduler {
             return false;
         };
         let engine = &self.engines[e];
-        if !engine.up {
+        if !engine.serves() {
             return false;
         }
         if job.priority < 0
