@@ -132,7 +132,7 @@ fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
                 .clone()
                 .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
                 .context("--embedding minilm needs --minilm-dir or XSCHED_MINILM_DIR")?;
-            let m = xsched_llm_predict::embedding::load_minilm(&dir)
+            let m = xsched_llm_predict::load::load_minilm(&dir)
                 .with_context(|| format!("loading MiniLM from {}", dir.display()))?;
             Ok(Arc::from(m))
         }

@@ -16,6 +16,17 @@ use xsched_llm_predict::embedding::Embedder;
 /// Client connections at once at most, by default.
 pub use crate::conns::MAX_CONNECTIONS;
 
+/// The largest request body read (bytes); larger is a 413.
+pub const MAX_BODY: usize = 4 << 20;
+/// How much of a body past [`MAX_BODY`] is read and dropped so that its client, still sending,
+/// gets its 413 rather than a reset connection; past this the connection is just closed.
+pub const MAX_DRAIN: usize = 64 << 20;
+/// The largest request head (request line and headers, bytes); larger is a 431.
+pub const MAX_HEAD: usize = 32 << 10;
+/// How long a client may take to send a request's headers (and how long an idle keep-alive
+/// connection stays open), and then its body (a 408 after).
+pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What the gateway serves.
 #[derive(Clone)]
 pub struct GatewayConfig {

@@ -43,6 +43,7 @@ pub mod relay;
 pub mod request;
 mod routes;
 pub mod server;
+mod shared;
 pub mod tally;
 pub mod upstream;
 

@@ -10,13 +10,14 @@
 use crate::admission::{Refused, Slot, Taken};
 use crate::body;
 use crate::classes;
+use crate::config::{CLIENT_TIMEOUT, MAX_BODY, MAX_DRAIN};
 use crate::error::{AnswerBody, ApiError, EVICTED};
 use crate::forecast::{Forecast, TOKENS_PER_CHAR};
 use crate::life::{Learning, Life, Timing};
 use crate::metrics;
 use crate::relay::{self, Origin};
 use crate::request::{self, Checked, Endpoint};
-use crate::server::{CLIENT_TIMEOUT, MAX_BODY, MAX_DRAIN, Shared};
+use crate::shared::Shared;
 use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::BodyExt;

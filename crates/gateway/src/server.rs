@@ -11,14 +11,12 @@
 //! blocking pool.
 
 use crate::admission::RequestQueue;
-pub use crate::config::{GatewayConfig, GatewayError, MAX_CONNECTIONS};
-use crate::conns::{self, BusyBody, Connections};
-use crate::engines::Engines;
+pub use crate::config::{
+    CLIENT_TIMEOUT, GatewayConfig, GatewayError, MAX_BODY, MAX_CONNECTIONS, MAX_DRAIN, MAX_HEAD,
+};
+use crate::conns::{self, BusyBody};
 use crate::error::AnswerBody;
-use crate::forecast::Forecaster;
-use crate::health::Health;
-use crate::metrics::Metrics;
-use crate::upstream::Upstreams;
+use crate::shared::Shared;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -28,70 +26,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Poll;
-use xsched_llm_predict::embedding::{Embedder, Hashed};
-
-/// The largest request body read (bytes); larger is a 413.
-pub const MAX_BODY: usize = 4 << 20;
-/// How much of a body past [`MAX_BODY`] is read and dropped so that its client, still sending,
-/// gets its 413 rather than a reset connection; past this the connection is just closed.
-pub const MAX_DRAIN: usize = 64 << 20;
-/// The largest request head (request line and headers, bytes); larger is a 431.
-pub const MAX_HEAD: usize = 32 << 10;
-/// How long a client may take to send a request's headers (and how long an idle keep-alive
-/// connection stays open), and then its body (a 408 after).
-pub const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// What every request's handling shares.
-pub(crate) struct Shared {
-    pub config: GatewayConfig,
-    pub metrics: Arc<Metrics>,
-    pub admission: Arc<RequestQueue>,
-    pub forecaster: Option<Arc<Forecaster>>,
-    pub upstreams: Upstreams,
-    pub connections: Arc<Connections>,
-    pub engines: Option<Arc<Engines>>,
-}
-
-impl Shared {
-    /// Everything requests share, for `config` in front of `admission`. Must be called in the
-    /// gateway's runtime (the engines' scrapers start there).
-    fn new(config: GatewayConfig, admission: Arc<RequestQueue>) -> Shared {
-        let metrics = Arc::new(Metrics::for_tenants(config.classes.max_tenants()));
-        let forecaster = config.predicts().then(|| {
-            let embedder = config
-                .embedder
-                .clone()
-                .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
-            Arc::new(Forecaster::new(embedder, config.history, metrics.clone()))
-        });
-        let names = (config.upstreams.iter())
-            .map(|u| u.to_string().trim_end_matches('/').to_string())
-            .collect();
-        let health = Health::new(admission.clone(), names);
-        let engines = config.scrape.filter(|d| !d.is_zero()).map(|every| {
-            Engines::spawn(
-                config.upstreams.clone(),
-                admission.clone(),
-                every,
-                config.concurrency,
-                config.kv_tokens,
-            )
-        });
-        let upstreams = Upstreams::new(config.upstreams.clone(), config.timeouts, health);
-        // An upstream connection a request in flight, and one more while it is retried.
-        let upstream_connections = 2 * config.upstreams.len() * config.concurrency;
-        let connections =
-            Connections::new(conns::cap(config.max_connections, upstream_connections));
-        Shared {
-            config,
-            metrics,
-            admission,
-            forecaster,
-            upstreams,
-            connections,
-            engines,
-        }
-    }
-}
 
 /// A gateway bound to its address, not yet serving.
 pub struct Gateway {

@@ -4,7 +4,6 @@
 //! committed; built with the `minilm` feature, `minilm.rs`). Results say which one produced
 //! them.
 
-use std::path::Path;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -93,21 +92,6 @@ pub enum EmbedError {
     NotBuilt,
 }
 
-/// all-MiniLM-L6-v2 from the model files in `dir`: built only with the `minilm` feature
-/// (candle and tokenizers are most of a cold build, so the default build leaves them out);
-/// without it, an error that says how to build it.
-pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, EmbedError> {
-    #[cfg(feature = "minilm")]
-    {
-        Ok(Box::new(crate::minilm::MiniLm::load(dir)?))
-    }
-    #[cfg(not(feature = "minilm"))]
-    {
-        let _ = dir;
-        Err(EmbedError::NotBuilt)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,19 +102,5 @@ mod tests {
         let n: f32 = a.iter().map(|x| x * x).sum();
         assert!((n - 1.0).abs() < 1e-5);
         assert_eq!(a, Hashed.embed("Write a poem about the sea"));
-    }
-
-    #[test]
-    fn a_missing_model_directory_is_a_clear_error() {
-        let err = load_minilm(Path::new("/nonexistent/minilm"))
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        let expected = if cfg!(feature = "minilm") {
-            "config.json"
-        } else {
-            "--features minilm"
-        };
-        assert!(err.contains(expected), "{err}");
     }
 }

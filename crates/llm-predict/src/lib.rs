@@ -11,9 +11,12 @@
 //!   the core's `Predictor`.
 //! - [`embed_cache`]: MiniLM's vectors kept between runs.
 //! - [`tokenize`]: token counts with a real tokenizer (MiniLM's WordPiece).
+//! - [`load`]: the MiniLM files loaded as an embedder or a token counter (with the `minilm`
+//!   feature; without it, an error that says how to build it).
 
 pub mod embed_cache;
 pub mod embedding;
+pub mod load;
 #[cfg(feature = "minilm")]
 pub mod minilm;
 pub mod predictor;

@@ -6,8 +6,6 @@
 //! not the served model's tokenizer: docs/BENCHMARKS.md compares its ShareGPT counts with the
 //! Llama-2 counts of the same conversations published by sarathi-serve.
 
-use std::path::Path;
-
 /// Counts tokens of many texts at once (a tokenizer may parallelize the batch).
 pub trait TokenCounter: Sync {
     /// What counts (for reports).
@@ -35,17 +33,4 @@ pub enum TokenizeError {
         "counting ShareGPT's tokens needs the MiniLM tokenizer, and this xsched was built without it; build it with `--features minilm` (cargo build --release --features minilm)"
     )]
     NotBuilt,
-}
-
-/// The WordPiece tokenizer of the MiniLM model directory `dir` (its `tokenizer.json`).
-pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, TokenizeError> {
-    #[cfg(feature = "minilm")]
-    {
-        Ok(Box::new(crate::minilm::WordPiece::load(dir)?))
-    }
-    #[cfg(not(feature = "minilm"))]
-    {
-        let _ = dir;
-        Err(TokenizeError::NotBuilt)
-    }
 }

@@ -55,21 +55,9 @@ pub struct EngineConfig {
     pub swap_tokens: u64,
 }
 
+/// The named presets (`EngineConfig::preset`) live in `presets.rs`, beside where each number
+/// comes from.
 impl EngineConfig {
-    /// Preset names (`crate::presets`).
-    pub const PRESETS: &'static [&'static str] = crate::presets::NAMES;
-
-    /// A preset: a model on a GPU at vLLM's server defaults (`crate::presets`, with where each
-    /// number comes from).
-    pub fn preset(name: &str) -> Option<EngineConfig> {
-        crate::presets::engine(name)
-    }
-
-    /// The CLI's default preset (Llama-3.1-8B on an A100-80G).
-    pub fn default_preset() -> EngineConfig {
-        crate::presets::default_engine()
-    }
-
     /// Its step-time fit, as the scheduler's service model takes it.
     pub fn fit(&self) -> StepFit {
         StepFit {

@@ -370,6 +370,22 @@ pub fn describe(name: &str) -> String {
     )
 }
 
+impl EngineConfig {
+    /// Preset names.
+    pub const PRESETS: &'static [&'static str] = NAMES;
+
+    /// A preset: a model on a GPU at vLLM's server defaults (this module, with where each
+    /// number comes from).
+    pub fn preset(name: &str) -> Option<EngineConfig> {
+        engine(name)
+    }
+
+    /// The CLI's default preset (Llama-3.1-8B on an A100-80G).
+    pub fn default_preset() -> EngineConfig {
+        default_engine()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use thiserror::Error;
 use xsched_llm_core::{Placement, RequestPolicySpec};
 use xsched_llm_predict::embed_cache;
-use xsched_llm_predict::embedding::{EmbedError, Embedder, Hashed, load_minilm};
-use xsched_llm_predict::tokenize::{TokenizeError, load_wordpiece};
+use xsched_llm_predict::embedding::{EmbedError, Embedder, Hashed};
+use xsched_llm_predict::load::{load_minilm, load_wordpiece};
+use xsched_llm_predict::tokenize::TokenizeError;
 use xsched_report::{Check, Report, Verdict, columns, round3};
 
 /// A prompt set: a prompt file of `../shared/data/llm`, or ShareGPT from its package.

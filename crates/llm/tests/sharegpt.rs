@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use xsched_llm::sharegpt;
-use xsched_llm_predict::tokenize::load_wordpiece;
+use xsched_llm_predict::load::load_wordpiece;
 
 fn skip_or_fail(why: String) -> Option<PathBuf> {
     assert!(

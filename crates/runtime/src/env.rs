@@ -2,9 +2,10 @@
 
 use crate::error::RuntimeError;
 use crate::mode::Mode;
-use crate::options::SchedulerMode;
+use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
 use crate::prompt::{RT_CONTROL, RT_CONTROL_VALUES, RtControl};
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::str::FromStr;
 use xsched_core::{CoreError, Hint, LaunchConfig, Level, Nanos, PolicySpec};
 
@@ -226,6 +227,59 @@ pub(crate) fn policy(lookup: Lookup) -> Result<Option<PolicySpec>, RuntimeError>
         .parse()
         .map_err(|e: CoreError| bad(POLICY, &v, e.to_string()))?;
     Ok(Some(spec))
+}
+
+/// The options read from the environment are built here, where its variables are parsed.
+impl RuntimeConfig {
+    /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY`, `XSCHED_SOCKET` and
+    /// `XSCHED_DAEMON_UID`; `XSCHED_RT_CONTROL` is checked too (the control threads read it).
+    pub fn from_env() -> Result<RuntimeConfig, RuntimeError> {
+        RuntimeConfig::from_lookup(&process_lookup)
+    }
+
+    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<RuntimeConfig, RuntimeError> {
+        let mut config = RuntimeConfig::default();
+        if let Some(mode) = scheduler_mode(lookup)? {
+            config.scheduler = mode;
+        }
+        if let Some(policy) = policy(lookup)? {
+            config.policy = policy;
+        }
+        config.socket = lookup(SOCKET).map(PathBuf::from);
+        config.daemon_uid = daemon_uid(lookup)?;
+        check_rt_control(lookup)?;
+        Ok(config)
+    }
+}
+
+impl QueueOptions {
+    /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
+    /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
+    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off) and
+    /// `XSCHED_MAX_PENDING`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
+    pub fn from_env() -> Result<QueueOptions, RuntimeError> {
+        QueueOptions::from_lookup(&process_lookup)
+    }
+
+    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<QueueOptions, RuntimeError> {
+        let mut options = QueueOptions::default();
+        for hint in hints(lookup)? {
+            options.hints.apply(hint)?;
+        }
+        options.level = level(lookup)?;
+        options.config = launch_config(lookup, options.config)?;
+        options.max_pending = max_pending(lookup)?;
+        Ok(match mode(lookup)? {
+            Some(mode) => mode.apply(options),
+            None => options,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -12,24 +12,13 @@
 use crate::clock;
 use crate::hwqueue::HwQueue;
 use crate::machine::SharedMachine;
+use crate::msg::Msg;
 use crate::refill::Deferral;
 use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use xsched_core::{CommandId, Nanos};
-
-/// A message to the launcher.
-pub(crate) enum Msg {
-    /// The backend finished `cmd` (a sync point, or anything while watched) at this time.
-    Synced(CommandId, Nanos),
-    /// Look at the hardware watermark now.
-    Observe,
-    /// Drop every pending command; the count goes back on the channel.
-    Cancel(Sender<usize>),
-    /// Drain what was submitted, then stop.
-    Close,
-}
 
 pub(crate) struct Launcher<H: HwQueue> {
     pub(crate) machine: Arc<SharedMachine<H>>,

@@ -16,7 +16,6 @@
 //! so is giving observe a launch limit (`XSCHED_THRESHOLD`, `XSCHED_BATCH`,
 //! `XSCHED_INFLIGHT_US`, `XSCHED_MAX_PENDING`) it would not use.
 
-use crate::options::QueueOptions;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -43,26 +42,6 @@ impl Mode {
             Mode::Observe => "observe",
             Mode::Cooperative => "cooperative",
             Mode::Preemptive => "preemptive",
-        }
-    }
-
-    /// `options` in this mode (hints kept).
-    pub fn apply(self, options: QueueOptions) -> QueueOptions {
-        let options = QueueOptions {
-            mode: Some(self),
-            ..options
-        };
-        match self {
-            Mode::Observe => QueueOptions {
-                level: Some(Level::Block),
-                config: LaunchConfig::UNBOUNDED,
-                ..options
-            },
-            Mode::Cooperative => options.with_level(Level::Block),
-            Mode::Preemptive => QueueOptions {
-                level: None,
-                ..options
-            },
         }
     }
 
@@ -166,6 +145,7 @@ impl FromStr for Mode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::QueueOptions;
 
     #[test]
     fn names_round_trip_and_others_are_refused() {

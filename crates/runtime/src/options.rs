@@ -1,7 +1,7 @@
 //! What a queue and a runtime are configured with, and their defaults.
 
-use crate::env;
 use crate::error::RuntimeError;
+use crate::mode::Mode;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use xsched_core::{Hint, LaunchConfig, Level, Nanos, PolicySpec, QueueHints};
@@ -62,31 +62,6 @@ impl Default for RuntimeConfig {
     }
 }
 
-impl RuntimeConfig {
-    /// Defaults overridden by `XSCHED_SCHEDULER`, `XSCHED_POLICY`, `XSCHED_SOCKET` and
-    /// `XSCHED_DAEMON_UID`; `XSCHED_RT_CONTROL` is checked too (the control threads read it).
-    pub fn from_env() -> Result<RuntimeConfig, RuntimeError> {
-        RuntimeConfig::from_lookup(&env::process_lookup)
-    }
-
-    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
-    pub fn from_lookup(
-        lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<RuntimeConfig, RuntimeError> {
-        let mut config = RuntimeConfig::default();
-        if let Some(mode) = env::scheduler_mode(lookup)? {
-            config.scheduler = mode;
-        }
-        if let Some(policy) = env::policy(lookup)? {
-            config.policy = policy;
-        }
-        config.socket = lookup(env::SOCKET).map(PathBuf::from);
-        config.daemon_uid = env::daemon_uid(lookup)?;
-        env::check_rt_control(lookup)?;
-        Ok(config)
-    }
-}
-
 /// Per-queue settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueOptions {
@@ -103,7 +78,7 @@ pub struct QueueOptions {
     /// run). `None` (the default): no bound.
     pub max_pending: Option<NonZeroUsize>,
     /// The rollout mode it was put in ([`Mode::apply`](crate::Mode::apply)), if any.
-    pub mode: Option<crate::Mode>,
+    pub mode: Option<Mode>,
 }
 
 impl Default for QueueOptions {
@@ -120,31 +95,6 @@ impl Default for QueueOptions {
 }
 
 impl QueueOptions {
-    /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
-    /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
-    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off) and
-    /// `XSCHED_MAX_PENDING`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
-    pub fn from_env() -> Result<QueueOptions, RuntimeError> {
-        QueueOptions::from_lookup(&env::process_lookup)
-    }
-
-    /// Like [`from_env`](Self::from_env) with another variable source (for tests).
-    pub fn from_lookup(
-        lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<QueueOptions, RuntimeError> {
-        let mut options = QueueOptions::default();
-        for hint in env::hints(lookup)? {
-            options.hints.apply(hint)?;
-        }
-        options.level = env::level(lookup)?;
-        options.config = env::launch_config(lookup, options.config)?;
-        options.max_pending = env::max_pending(lookup)?;
-        Ok(match env::mode(lookup)? {
-            Some(mode) => mode.apply(options),
-            None => options,
-        })
-    }
-
     /// The same options with one more hint (validated).
     pub fn with_hint(mut self, hint: Hint) -> Result<QueueOptions, RuntimeError> {
         self.hints.apply(hint)?;
@@ -183,6 +133,29 @@ impl QueueOptions {
             scheduled: false,
             max_pending: None,
             mode: None,
+        }
+    }
+}
+
+/// A mode's options live beside the options it sets.
+impl Mode {
+    /// `options` in this mode (hints kept).
+    pub fn apply(self, options: QueueOptions) -> QueueOptions {
+        let options = QueueOptions {
+            mode: Some(self),
+            ..options
+        };
+        match self {
+            Mode::Observe => QueueOptions {
+                level: Some(Level::Block),
+                config: LaunchConfig::UNBOUNDED,
+                ..options
+            },
+            Mode::Cooperative => options.with_level(Level::Block),
+            Mode::Preemptive => QueueOptions {
+                level: None,
+                ..options
+            },
         }
     }
 }

@@ -14,8 +14,8 @@
 use crate::clock;
 use crate::completion::DeferredWork;
 use crate::hwqueue::HwQueue;
-use crate::launcher::Msg;
 use crate::machine::SharedMachine;
+use crate::msg::Msg;
 use crossbeam_channel::Sender;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};

@@ -8,8 +8,10 @@
 //! its connections (`xsched-daemon`).
 
 use crate::clock;
+use crate::mode::Mode;
 use crate::prompt::CpuGuard;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,9 +27,23 @@ pub type Control = Box<dyn Fn(Operation) + Send>;
 /// Reads a queue's statistics (for the daemon's `xsched top`).
 pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
 
+/// One request to a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// Switch to this rollout mode.
+    Mode(Mode),
+    /// The queue's share of its tenant's bounds (`None`: no bound from the tenant).
+    Bounds {
+        /// Commands submitted but not launched.
+        max_pending: Option<NonZeroUsize>,
+        /// Device time launched but unfinished.
+        inflight: Option<Nanos>,
+    },
+}
+
 /// Carries out an operator's or the daemon's request to a queue (`xsched mode set`, a tenant's
 /// bounds).
-pub type Steerer = Arc<dyn Fn(crate::Steer) + Send + Sync>;
+pub type Steerer = Arc<dyn Fn(Steer) + Send + Sync>;
 
 /// A message to a scheduling thread (the local scheduler or the client agent).
 pub(crate) enum SchedMsg {

@@ -12,12 +12,7 @@
 //! (neither the launcher nor the waiter): only the completion of the lowest command anybody
 //! waits for is reported early.
 
-use crate::clock;
-use crate::completion::CompletionSink;
 use crate::error::CommandError;
-use crate::launcher::Msg;
-use crate::refill::Deferral;
-use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -157,11 +152,11 @@ impl Tracker {
     }
 
     /// Whether the completion of `cmd` must be reported even if it is no sync point.
-    fn wanted(&self, cmd: CommandId) -> bool {
+    pub(crate) fn wanted(&self, cmd: CommandId) -> bool {
         cmd.0 >= self.wanted.load(Ordering::SeqCst)
     }
 
-    fn record_hw_completion(&self, cmd: CommandId, result: Result<(), CommandError>) {
+    pub(crate) fn record_hw_completion(&self, cmd: CommandId, result: Result<(), CommandError>) {
         if let Err(e) = result {
             self.lock().failed.insert(cmd.0, e);
         }
@@ -209,7 +204,7 @@ impl Tracker {
 
     /// Whether `cmd` is the refill point (claimed: reported once). A plain load first, so the
     /// completions that are not it (nearly all) cost no read-modify-write.
-    fn refill_due(&self, cmd: CommandId) -> bool {
+    pub(crate) fn refill_due(&self, cmd: CommandId) -> bool {
         self.refill_at.load(Ordering::Acquire) == cmd.0
             && self
                 .refill_at
@@ -227,7 +222,7 @@ impl Tracker {
     /// launched command (nothing else covers it), or when commands wait for room and it ends a
     /// batch (so room is made a batch at a time, as batch points would). A later launched
     /// command always carries a synchronization point of its own that covers it.
-    fn tail_needed(&self, cmd: CommandId) -> bool {
+    pub(crate) fn tail_needed(&self, cmd: CommandId) -> bool {
         cmd.0 + 1 >= self.launched.load(Ordering::SeqCst)
             || (self.pending.load(Ordering::Relaxed) > 0
                 && (cmd.0 + 1).checked_rem(self.batch.load(Ordering::Relaxed)) == Some(0))
@@ -282,7 +277,7 @@ impl Tracker {
     }
 
     /// The backend measured `time` of device time for one more command.
-    fn add_device_time(&self, time: std::time::Duration) {
+    pub(crate) fn add_device_time(&self, time: std::time::Duration) {
         let ns = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
         self.device_ns.fetch_add(ns, Ordering::Relaxed);
         self.device_reported.store(true, Ordering::Relaxed);
@@ -403,40 +398,5 @@ impl Tracker {
     fn outcome_if_settled(&self, id: u64) -> Option<Result<(), CommandError>> {
         let o = self.lock();
         o.settled(id).then(|| o.outcome(id))
-    }
-}
-
-/// The completion sink of one XQueue: records, and wakes the launcher when it must look. The
-/// queue has two: one for tails (synchronization points only because nothing else was pending),
-/// which are observed only when no later command covers them (`Tracker::tail_needed`), and
-/// one for everything else.
-pub(crate) struct QueueSink {
-    pub(crate) tracker: std::sync::Arc<Tracker>,
-    pub(crate) launcher: Sender<Msg>,
-    pub(crate) tails: bool,
-    /// The queue's completion hook: where the backend runs one, synchronization points are
-    /// observed and refilled on the completing thread instead of waking the launcher.
-    pub(crate) deferral: std::sync::Arc<Deferral>,
-}
-
-impl CompletionSink for QueueSink {
-    fn complete(&self, cmd: CommandId, sync: bool, result: Result<(), CommandError>) {
-        self.tracker.record_hw_completion(cmd, result);
-        let sync = sync && (!self.tails || self.tracker.tail_needed(cmd));
-        let wanted = self.tracker.wanted(cmd);
-        if sync || wanted || self.tracker.refill_due(cmd) {
-            let at = clock::now();
-            // A completion somebody waits for (a waiter, or the launcher watching) goes to the
-            // launcher as before; the others, to the hook when the backend runs one.
-            if !wanted && self.deferral.defer(cmd, at) {
-                return;
-            }
-            // The launcher may be gone when a queue is torn down; nothing waits then.
-            let _ = self.launcher.send(Msg::Synced(cmd, at));
-        }
-    }
-
-    fn device_time(&self, _cmd: CommandId, time: std::time::Duration) {
-        self.tracker.add_device_time(time);
     }
 }

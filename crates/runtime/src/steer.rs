@@ -8,24 +8,11 @@ use crate::error::{HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::machine::SharedMachine;
 use crate::mode::{Mode, ModeCell};
+use crate::scheduler::Steer;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use xsched_core::{LaunchConfig, Level, Nanos, Operation};
-
-/// One request to a queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Steer {
-    /// Switch to this rollout mode.
-    Mode(Mode),
-    /// The queue's share of its tenant's bounds (`None`: no bound from the tenant).
-    Bounds {
-        /// Commands submitted but not launched.
-        max_pending: Option<NonZeroUsize>,
-        /// Device time launched but unfinished.
-        inflight: Option<Nanos>,
-    },
-}
 
 /// A queue's steering: its mode, its own launch config and bounds, and its tenant's shares.
 pub(crate) struct Steering<H: HwQueue> {

@@ -1,7 +1,8 @@
 //! A tiled f32 matrix multiply `C = A × B` (n × n), one tile per block of output rows.
 
 use crate::kernel::Kernel;
-use crate::kernels::{TileOutput, inputs};
+use crate::kernels::data::inputs;
+use crate::kernels::tile_output::TileOutput;
 
 /// `C = A × B` with deterministic inputs; each tile computes `rows_per_tile` rows of C.
 #[derive(Debug)]

@@ -1,7 +1,8 @@
 //! The vector kernel `y = a·x + y`, in chunks. Not idempotent, on purpose.
 
 use crate::kernel::Kernel;
-use crate::kernels::{TileOutput, inputs};
+use crate::kernels::data::inputs;
+use crate::kernels::tile_output::TileOutput;
 
 /// `y ← a·x + y` over `len` elements, one tile per `chunk` elements.
 #[derive(Debug)]

@@ -1,0 +1,66 @@
+//! What every request's handling shares: the configuration, the metrics, the core's queue,
+//! the predictor, the upstreams and the engines' scrapers, built once when the gateway binds.
+
+use crate::admission::RequestQueue;
+use crate::config::GatewayConfig;
+use crate::conns::{self, Connections};
+use crate::engines::Engines;
+use crate::forecast::Forecaster;
+use crate::health::Health;
+use crate::metrics::Metrics;
+use crate::upstream::Upstreams;
+use std::sync::Arc;
+use xsched_llm_predict::embedding::{Embedder, Hashed};
+
+/// What every request's handling shares.
+pub(crate) struct Shared {
+    pub config: GatewayConfig,
+    pub metrics: Arc<Metrics>,
+    pub admission: Arc<RequestQueue>,
+    pub forecaster: Option<Arc<Forecaster>>,
+    pub upstreams: Upstreams,
+    pub connections: Arc<Connections>,
+    pub engines: Option<Arc<Engines>>,
+}
+
+impl Shared {
+    /// Everything requests share, for `config` in front of `admission`. Must be called in the
+    /// gateway's runtime (the engines' scrapers start there).
+    pub(crate) fn new(config: GatewayConfig, admission: Arc<RequestQueue>) -> Shared {
+        let metrics = Arc::new(Metrics::for_tenants(config.classes.max_tenants()));
+        let forecaster = config.predicts().then(|| {
+            let embedder = config
+                .embedder
+                .clone()
+                .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
+            Arc::new(Forecaster::new(embedder, config.history, metrics.clone()))
+        });
+        let names = (config.upstreams.iter())
+            .map(|u| u.to_string().trim_end_matches('/').to_string())
+            .collect();
+        let health = Health::new(admission.clone(), names);
+        let engines = config.scrape.filter(|d| !d.is_zero()).map(|every| {
+            Engines::spawn(
+                config.upstreams.clone(),
+                admission.clone(),
+                every,
+                config.concurrency,
+                config.kv_tokens,
+            )
+        });
+        let upstreams = Upstreams::new(config.upstreams.clone(), config.timeouts, health);
+        // An upstream connection a request in flight, and one more while it is retried.
+        let upstream_connections = 2 * config.upstreams.len() * config.concurrency;
+        let connections =
+            Connections::new(conns::cap(config.max_connections, upstream_connections));
+        Shared {
+            config,
+            metrics,
+            admission,
+            forecaster,
+            upstreams,
+            connections,
+            engines,
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! The MiniLM model files loaded: its embedder and its WordPiece token counter, built only with
+//! the `minilm` feature (candle and tokenizers are most of a cold build, so the default build
+//! leaves them out); without it, an error that says how to build it.
+
+use crate::embedding::{EmbedError, Embedder};
+use crate::tokenize::{TokenCounter, TokenizeError};
+use std::path::Path;
+
+/// all-MiniLM-L6-v2 from the model files in `dir`: built only with the `minilm` feature
+/// (candle and tokenizers are most of a cold build, so the default build leaves them out);
+/// without it, an error that says how to build it.
+pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, EmbedError> {
+    #[cfg(feature = "minilm")]
+    {
+        Ok(Box::new(crate::minilm::MiniLm::load(dir)?))
+    }
+    #[cfg(not(feature = "minilm"))]
+    {
+        let _ = dir;
+        Err(EmbedError::NotBuilt)
+    }
+}
+
+/// The WordPiece tokenizer of the MiniLM model directory `dir` (its `tokenizer.json`).
+pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, TokenizeError> {
+    #[cfg(feature = "minilm")]
+    {
+        Ok(Box::new(crate::minilm::WordPiece::load(dir)?))
+    }
+    #[cfg(not(feature = "minilm"))]
+    {
+        let _ = dir;
+        Err(TokenizeError::NotBuilt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_model_directory_is_a_clear_error() {
+        let err = load_minilm(Path::new("/nonexistent/minilm"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let expected = if cfg!(feature = "minilm") {
+            "config.json"
+        } else {
+            "--features minilm"
+        };
+        assert!(err.contains(expected), "{err}");
+    }
+}
