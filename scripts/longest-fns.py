@@ -2,7 +2,8 @@
 """Lists the longest non-test functions of the workspace, or of one crate, by lines.
 
 A function runs from its `fn` line to the line of its closing brace; test code (`tests/`,
-`benches/`, `#[cfg(test)]` modules, `#[test]` functions) is left out. Braces inside strings,
+`benches/`, `#[cfg(test)]` modules inline or in their own files, `#[test]` functions) is left
+out. Braces inside strings,
 chars and comments are skipped, so the count is the source's, not a guess.
 
     python3 scripts/longest-fns.py                  # the ten longest in crates/
@@ -96,6 +97,21 @@ def functions(path):
         yield m.group(1), first, last - first + 1
 
 
+def test_only_files(base):
+    """Files declared as modules under `#[cfg(test)]` (`#[cfg(test)] mod fuzz_tests;`)."""
+    out = set()
+    for dirpath, dirs, files in os.walk(base):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            text = open(os.path.join(dirpath, f), encoding="utf-8").read()
+            here = dirpath if f in ("lib.rs", "main.rs", "mod.rs") else os.path.join(dirpath, f[:-3])
+            for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text):
+                out.add(os.path.join(here, m.group(1) + ".rs"))
+                out.add(os.path.join(here, m.group(1), "mod.rs"))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("crate", nargs="?", help="one crate under crates/ (default: all)")
@@ -105,11 +121,12 @@ def main():
     args = ap.parse_args()
     base = os.path.join(args.root, "crates", args.crate or "")
     found = []
+    skip = test_only_files(base)
     for dirpath, dirs, files in os.walk(base):
         dirs[:] = [d for d in dirs if d not in ("tests", "benches", "target")]
         for f in files:
-            if f.endswith(".rs"):
-                p = os.path.join(dirpath, f)
+            p = os.path.join(dirpath, f)
+            if f.endswith(".rs") and p not in skip:
                 rel = os.path.relpath(p, os.path.join(args.root, "crates"))
                 found += [(n, rel, line, name) for name, line, n in functions(p)]
     found.sort(key=lambda t: -t[0])

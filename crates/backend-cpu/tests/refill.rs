@@ -1,4 +1,4 @@
-//! Refill on the completing thread (issue 30): the CPU device runs an XQueue's completion hook
+//! Refill on the completing thread: the CPU device runs an XQueue's completion hook
 //! on the worker that completed a synchronization point, so the refill launches from there and
 //! the launcher thread is not woken; a backend whose hook fails leaves the refill to the
 //! launcher thread, and neither path changes a command's result or order.

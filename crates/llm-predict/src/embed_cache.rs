@@ -1,6 +1,6 @@
-//! A file of embeddings already computed, so that a sweep with MiniLM (about 20 ms a prompt on
-//! this project's 2-core VMs: 7 minutes for a 20 000-request ShareGPT run) pays for each
-//! prompt once per machine instead of once per run.
+//! A file of embeddings already computed, so that a sweep with MiniLM (tens of milliseconds a
+//! prompt on a small CPU: minutes for a ShareGPT run) pays for each prompt once per machine
+//! instead of once per run.
 //!
 //! Only an embedder that names a [`Embedder::cache_fingerprint`] is cached (the hashed
 //! embedding is cheaper to compute than to look up). The file, one per fingerprint

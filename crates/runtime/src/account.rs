@@ -1,6 +1,5 @@
 //! What one XQueue's commands went through, for the operator: the accounting an adoption starts
-//! from (issue 19; ../shared/docs/PAPERS.md §1, "What the editorial asks for": measure queue
-//! waits, misses and command lengths before changing anything), kept in every mode, observe
+//! from (measure queue waits, misses and command lengths before changing anything), kept in every mode, observe
 //! included, and the recent P99 `xsched top` shows.
 //!
 //! The [`Ledger`] lives under the queue's machine lock, which every event it counts already

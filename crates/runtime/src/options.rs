@@ -10,9 +10,8 @@ use xsched_core::{Hint, LaunchConfig, Level, Nanos, PolicySpec, QueueHints};
 ///
 /// With it, Level-1 preemption latency stays near `max(budget, T) + T` for long commands
 /// instead of `threshold × T`; short commands still keep several in flight, so the device never
-/// waits for the launcher. 500 µs keeps Level 1 near 1 ms for commands up to ~500 µs and costs
-/// 100 µs commands no throughput (see docs/BENCHMARKS.md, `xsched bench preempt` and
-/// `xsched bench overhead`).
+/// waits for the launcher. The default bounds Level-1 latency for long commands while short
+/// ones lose no throughput (`xsched bench preempt` and `xsched bench overhead` measure both).
 pub const DEFAULT_INFLIGHT_BUDGET: Nanos = Nanos::from_us(500);
 
 /// Who schedules a process's XQueues (`XSCHED_SCHEDULER`).

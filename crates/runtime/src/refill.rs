@@ -1,4 +1,4 @@
-//! Refill on the completing thread (issue 30): when the backend runs deferred completion work
+//! Refill on the completing thread: when the backend runs deferred completion work
 //! ([`HwQueue::set_completion_hook`]), the observation of a synchronization point and the
 //! launches it makes possible (the next commands up to the threshold) run on the thread that
 //! completed the command, right after it reported the completion, instead of costing the

@@ -4,7 +4,7 @@
 //! Why: an operation used to cost two thread wake-ups in this process (the link thread that
 //! reads the frame, then the agent that applies it). On a CPU device whose worker threads keep
 //! the cores busy, each wake-up can wait for a time slice, and the suspend that should demote
-//! this process's device threads waited for both (docs/BENCHMARKS.md, issue 30). Now the link
+//! this process's device threads waited for both. Now the link
 //! thread applies it: one wake-up.
 //!
 //! Order and staleness: the link thread applies operations in the daemon's order; the agent
