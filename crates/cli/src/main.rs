@@ -8,6 +8,8 @@ mod daemon_cmds;
 mod gateway_cmd;
 mod output;
 mod probe_cmd;
+#[cfg(test)]
+mod reference;
 mod report_cmd;
 
 use anyhow::{Context, Result};
