@@ -1,9 +1,12 @@
-//! The gateway as a driver of the scheduling core (`xsched-llm-core`): the [`RequestScheduler`] under a
-//! lock, fed the gateway's events with the time since it started, and a waiter per queued
-//! request that its admission wakes. The core owns the queue, the order, the aging guard, the
-//! engines' slots and the router; this module owns only what is async: a request waits here
-//! until the core admits it, then holds a [`Slot`] until its answer ends or its client goes
-//! away, and dropping the slot tells the core, which admits the next.
+//! The gateway as a driver of the scheduling core (`xsched-llm-core`): the [`RequestScheduler`]
+//! under a lock, fed the gateway's events with the time since it started, and a waiter per
+//! queued request that its admission wakes. The core owns every decision (the queue, the order,
+//! the aging guard, the engines' slots and learned limits, the router, eviction for a higher
+//! class, taking requests back from a silent engine); this module owns only what is async: a
+//! request waits here until the core admits it (firing the core's timers while it waits), then
+//! holds a [`Slot`] until its answer ends or its client goes away, and dropping the slot tells
+//! the core, which admits the next. What the core does to an admitted request on its engine
+//! reaches the request's handler as [`Taken`].
 //!
 //! A wait that is given up (its client went away) tells the core the request is done, which
 //! takes it out of the queue, or, if it was admitted in that instant, frees its slot: nothing
