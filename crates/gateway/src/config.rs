@@ -121,14 +121,10 @@ pub enum GatewayError {
     /// A zero concurrency or queue bound.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
-    /// A policy the gateway cannot run.
-    #[error("policy `{policy}`: {reason}")]
-    Policy {
-        /// The policy.
-        policy: String,
-        /// Why not.
-        reason: String,
-    },
+    /// A configuration the scheduling core refused (a policy the gateway cannot run names
+    /// itself and why).
+    #[error("{0}")]
+    Scheduler(#[from] xsched_llm_core::ConfigError),
     /// The listening socket or the runtime.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -164,10 +160,7 @@ impl GatewayConfig {
             return Err(GatewayError::Zero(what));
         }
         let core = self.core();
-        RequestScheduler::new(core.clone()).map_err(|e| GatewayError::Policy {
-            policy: self.policy.to_string(),
-            reason: e.to_string(),
-        })?;
+        RequestScheduler::new(core.clone())?;
         Ok(core)
     }
 

@@ -48,10 +48,7 @@ impl Gateway {
     /// Check `config` whole, then bind its address.
     pub fn bind(config: GatewayConfig) -> Result<Gateway, GatewayError> {
         let core = config.check()?;
-        let admission = RequestQueue::new(core).map_err(|e| GatewayError::Policy {
-            policy: config.policy.to_string(),
-            reason: e.to_string(),
-        })?;
+        let admission = RequestQueue::new(core)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .thread_name("xsched-gateway-blocking")
             .enable_all()
