@@ -123,7 +123,7 @@ pub enum GatewayError {
     Zero(&'static str),
     /// A configuration the scheduling core refused (a policy the gateway cannot run names
     /// itself and why).
-    #[error("{0}")]
+    #[error(transparent)]
     Scheduler(#[from] xsched_llm_core::ConfigError),
     /// The listening socket or the runtime.
     #[error("{0}")]
