@@ -5,10 +5,10 @@ Two `llama-server`s (SmolLM2-135M, `--slots` each) behind one gateway at its def
 (`least-outstanding`, first-byte timeout 300 s). The second engine is hung with SIGSTOP (the
 kernel still accepts its connections; nothing answers), then `--requests` chat requests (every
 other one streamed) are sent at once. Each request's status and the seconds from the hang to
-its answer are recorded, with a client timeout of `--client-timeout` s. Each binary given with
-`--xsched` runs in turn (A/B side by side in one run: the build before and after a change).
+its answer are recorded, with a client timeout of `--client-timeout` s. `--xsched` (the release
+build by default) and each `--compare` binary run in turn: A/B side by side in one run.
 
-Usage: python3 scripts/llm/hang-check.py --out DIR [--xsched BIN ...] [--requests 8]
+Usage: python3 scripts/llm/hang-check.py --out DIR [--compare BIN ...] [--requests 8]
 (XSCHED_LLAMA_SERVER names the engine; bash scripts/llama-server.sh builds it.)
 """
 
@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 
-from llmbench import ROOT, bench, engine_options
+from llmbench import bench, engine_options
 
 GATEWAY = "http://127.0.0.1:18191"
 HEALTHY, HUNG = 18192, 18193
@@ -75,12 +75,12 @@ def run(args, xsched, k):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     engine_options(ap, slots=4)
-    ap.add_argument("--xsched", action="append", dest="builds",
-                    help="an xsched binary, repeated to compare (default: the release build)")
+    ap.add_argument("--compare", action="append", default=[],
+                    help="another xsched binary run the same way after --xsched, repeated for more")
     ap.add_argument("--requests", type=int, default=8)
     ap.add_argument("--client-timeout", type=float, default=30.0)
     args = ap.parse_args()
-    builds = args.builds or [str(ROOT / "target/release/xsched")]
+    builds = [args.xsched] + args.compare
     args.engine = "llama-server"
     args.out.mkdir(parents=True, exist_ok=True)
     procs = bench.Procs()
