@@ -3,28 +3,17 @@
 //! with a TTFT deadline, only once its deadline's guard comes (the core's timer); the slot goes
 //! to it when the evicted request's driver reports it done.
 
-use xsched_llm_core::service::{Rates, ServiceModel};
+mod common;
+
 use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, EvictReason, Eviction, Fairness, Input, Placement,
-    RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
+    Arrival, Config, Decision, EvictReason, Eviction, Fairness, Input, RequestScheduler,
+    SizeDistribution,
 };
 
 fn scheduler(concurrency: usize, eviction: Eviction) -> RequestScheduler {
     RequestScheduler::new(Config {
-        policy: "fcfs".parse::<RequestPolicySpec>().expect("policy"),
-        engines: vec![EngineLimits {
-            concurrency,
-            kv_tokens: None,
-            block_tokens: 16,
-        }],
-        router: Router::LeastOutstanding,
-        placement: Placement::WhenFree,
-        max_waiting: 1000,
-        service: ServiceModel::Measured(Rates::default()),
-        can_pause: false,
-        knows_truth: true,
         fairness: Fairness::with_eviction(eviction),
-        learn_concurrency: false,
+        ..common::config("fcfs", 1, concurrency)
     })
     .expect("valid")
 }

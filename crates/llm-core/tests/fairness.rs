@@ -2,11 +2,12 @@
 //! overloaded engine equally by tokens (VTC), a higher class goes first, sheddable requests are
 //! shed and displaced, and one tenant and one class change nothing.
 
+mod common;
+
 use std::collections::BTreeMap;
-use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, Fairness, HIGH_CLASS_WINDOW, Input, Placement,
-    RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
+    Arrival, Config, Decision, Fairness, HIGH_CLASS_WINDOW, Input, RequestScheduler,
+    SizeDistribution,
 };
 
 fn scheduler(
@@ -16,20 +17,9 @@ fn scheduler(
     fairness: Fairness,
 ) -> RequestScheduler {
     RequestScheduler::new(Config {
-        policy: policy.parse::<RequestPolicySpec>().expect("policy"),
-        engines: vec![EngineLimits {
-            concurrency,
-            kv_tokens: None,
-            block_tokens: 16,
-        }],
-        router: Router::LeastOutstanding,
-        placement: Placement::WhenFree,
         max_waiting,
-        service: ServiceModel::Measured(Rates::default()),
-        can_pause: false,
-        knows_truth: true,
         fairness,
-        learn_concurrency: false,
+        ..common::config(policy, 1, concurrency)
     })
     .expect("valid")
 }

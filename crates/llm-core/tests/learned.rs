@@ -2,28 +2,17 @@
 //! whose throughput stops growing past two requests at once, it decides a limit of two and
 //! admits within it.
 
-use xsched_llm_core::service::{Rates, ServiceModel};
+mod common;
+
 use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, EngineReport, Input, Placement, RequestPolicySpec,
-    RequestScheduler, Router, SizeDistribution,
+    Arrival, Config, Decision, EngineReport, Input, RequestScheduler, SizeDistribution,
 };
 
 fn scheduler(concurrency: usize) -> RequestScheduler {
     RequestScheduler::new(Config {
-        policy: "fcfs".parse::<RequestPolicySpec>().expect("policy"),
-        engines: vec![EngineLimits {
-            concurrency,
-            kv_tokens: None,
-            block_tokens: 16,
-        }],
-        router: Router::LeastOutstanding,
-        placement: Placement::WhenFree,
         max_waiting: 100_000,
-        service: ServiceModel::Measured(Rates::default()),
-        can_pause: false,
-        knows_truth: true,
-        fairness: Default::default(),
         learn_concurrency: true,
+        ..common::config("fcfs", 1, concurrency)
     })
     .expect("valid")
 }

@@ -2,31 +2,14 @@
 //! not begun are taken back and placed on an engine that answers (or shed when none does), and
 //! the silent engine is sent nothing until it answers again.
 
-use xsched_llm_core::service::{Rates, ServiceModel};
-use xsched_llm_core::{
-    Arrival, Config, Decision, EngineLimits, EvictReason, Input, Placement, RequestPolicySpec,
-    RequestScheduler, Router,
-};
+mod common;
+
+use xsched_llm_core::{Arrival, Config, Decision, EvictReason, Input, RequestScheduler, Router};
 
 fn scheduler(engines: usize, concurrency: usize) -> RequestScheduler {
     RequestScheduler::new(Config {
-        policy: "fcfs".parse::<RequestPolicySpec>().expect("policy"),
-        engines: vec![
-            EngineLimits {
-                concurrency,
-                kv_tokens: None,
-                block_tokens: 16,
-            };
-            engines
-        ],
         router: Router::RoundRobin,
-        placement: Placement::WhenFree,
-        max_waiting: 1000,
-        service: ServiceModel::Measured(Rates::default()),
-        can_pause: false,
-        knows_truth: false,
-        fairness: Default::default(),
-        learn_concurrency: false,
+        ..common::config("fcfs", engines, concurrency)
     })
     .expect("valid")
 }

@@ -214,27 +214,20 @@ impl World<'_> {
                         self.admitted.push(i);
                     }
                 }
-                Decision::Evict {
-                    id,
-                    engine,
-                    reason: EvictReason::Paused,
-                } => self.engines[engine].pause(id as usize),
-                Decision::Evict {
-                    id,
-                    engine,
-                    reason: EvictReason::Unresponsive,
-                } => {
-                    self.engines[engine].abort(id as usize);
-                    self.reclaimed.push(id as usize);
-                }
-                Decision::Evict {
-                    id,
-                    engine,
-                    reason: EvictReason::Displaced,
-                } => {
-                    self.engines[engine].abort(id as usize);
-                    self.evicted.push(id as usize);
-                    displaced.push((id, engine));
+                Decision::Evict { id, engine, reason } => {
+                    let (i, e) = (id as usize, &mut self.engines[engine]);
+                    match reason {
+                        EvictReason::Paused => e.pause(i),
+                        EvictReason::Unresponsive => {
+                            e.abort(i);
+                            self.reclaimed.push(i);
+                        }
+                        EvictReason::Displaced => {
+                            e.abort(i);
+                            self.evicted.push(i);
+                            displaced.push((id, engine));
+                        }
+                    }
                 }
                 Decision::Shed { .. } => self.shed += 1,
                 Decision::Limit {

@@ -5,7 +5,7 @@
 //! [`Config::learn_concurrency`]: super::Config::learn_concurrency
 
 use super::{Decision, EngineReport, InputError, RequestScheduler};
-use crate::learn::{Answer, Count};
+use crate::learn::{Answer, Count, Learner};
 
 impl RequestScheduler {
     /// The concurrency learned for `engine` (`None`: not learned, or no such engine).
@@ -20,10 +20,7 @@ impl RequestScheduler {
         engine: usize,
         report: EngineReport,
     ) -> Result<(), InputError> {
-        let e = self
-            .engines
-            .get_mut(engine)
-            .ok_or(InputError::NoEngine(engine))?;
+        let e = self.engine_mut(engine)?;
         let bounded = report
             .slots
             .and_then(|slots| e.learner.as_mut()?.bound(slots));
@@ -47,15 +44,7 @@ impl RequestScheduler {
             service_s,
             backlog: self.waiting() > 0,
         };
-        let e = self
-            .engines
-            .get_mut(engine)
-            .ok_or(InputError::NoEngine(engine))?;
-        let learned = e.learner.as_mut().and_then(|l| l.answered(answer));
-        if self.limit(engine, learned) {
-            self.decide(now, Some(engine));
-        }
-        Ok(())
+        self.learn(now, engine, |l| l.answered(answer))
     }
 
     /// `engine`'s token counter read `tokens`.
@@ -70,11 +59,18 @@ impl RequestScheduler {
             tokens,
             backlog: self.waiting() > 0,
         };
-        let e = self
-            .engines
-            .get_mut(engine)
-            .ok_or(InputError::NoEngine(engine))?;
-        let learned = e.learner.as_mut().and_then(|l| l.counted(count));
+        self.learn(now, engine, |l| l.counted(count))
+    }
+
+    /// Feed `engine`'s learner, if it has one, and admit within a new limit at once.
+    fn learn(
+        &mut self,
+        now: f64,
+        engine: usize,
+        feed: impl FnOnce(&mut Learner) -> Option<usize>,
+    ) -> Result<(), InputError> {
+        let e = self.engine_mut(engine)?;
+        let learned = e.learner.as_mut().and_then(feed);
         if self.limit(engine, learned) {
             self.decide(now, Some(engine));
         }

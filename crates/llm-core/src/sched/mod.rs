@@ -254,10 +254,7 @@ impl RequestScheduler {
             }
             Input::Served(s) => self.service.learn(&s),
             Input::Availability { engine, up } => {
-                let e = self
-                    .engines
-                    .get_mut(engine)
-                    .ok_or(InputError::NoEngine(engine))?;
+                let e = self.engine_mut(engine)?;
                 e.up = up;
                 if up {
                     self.decide(now, Some(engine));
@@ -420,6 +417,13 @@ impl RequestScheduler {
         if let Some(e) = job.engine {
             self.engines[e].cost += job.routed_cost;
         }
+    }
+
+    /// Engine `engine`, or the error an input naming a wrong one gets.
+    fn engine_mut(&mut self, engine: usize) -> Result<&mut Engine, InputError> {
+        self.engines
+            .get_mut(engine)
+            .ok_or(InputError::NoEngine(engine))
     }
 
     /// Whether running request `j` keeps sheddable requests off its engine

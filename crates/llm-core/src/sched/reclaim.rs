@@ -17,16 +17,12 @@ impl RequestScheduler {
         engine: usize,
         responsive: bool,
     ) -> Result<(), InputError> {
-        let e = self
-            .engines
-            .get_mut(engine)
-            .ok_or(InputError::NoEngine(engine))?;
-        e.responsive = responsive;
+        self.engine_mut(engine)?.responsive = responsive;
         if responsive {
             self.decide(now, Some(engine));
             return Ok(());
         }
-        let taken: Vec<u64> = e
+        let taken: Vec<u64> = self.engines[engine]
             .admitted
             .iter()
             .copied()

@@ -1,0 +1,30 @@
+//! What the core's tests share: a configuration as the gateway's (one queue, measured service,
+//! no pausing, no truth), which each test changes where it needs to.
+
+#![allow(dead_code)]
+
+use xsched_llm_core::service::{Rates, ServiceModel};
+use xsched_llm_core::{Config, EngineLimits, Placement, RequestPolicySpec, Router};
+
+/// `policy` over `engines` engines of `concurrency` slots each, at most 1 000 waiting.
+pub fn config(policy: &str, engines: usize, concurrency: usize) -> Config {
+    Config {
+        policy: policy.parse::<RequestPolicySpec>().expect("policy"),
+        engines: vec![
+            EngineLimits {
+                concurrency,
+                kv_tokens: None,
+                block_tokens: 16,
+            };
+            engines
+        ],
+        router: Router::LeastOutstanding,
+        placement: Placement::WhenFree,
+        max_waiting: 1000,
+        service: ServiceModel::Measured(Rates::default()),
+        can_pause: false,
+        knows_truth: false,
+        fairness: Default::default(),
+        learn_concurrency: false,
+    }
+}
