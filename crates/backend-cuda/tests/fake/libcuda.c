@@ -76,11 +76,15 @@ static pthread_t device_thread;
 static FILE *logf;
 static struct fake_stream *last; /* the device's last stream, for round-robin */
 
+/* One line, whole: threads log at once (the stream workers, and callers' lookups), so the line
+ * and its newline are written under the stream's lock, never interleaved with another's. */
 static void say(const char *fmt, unsigned long long x, unsigned long long y) {
   if (!logf) return;
+  flockfile(logf);
   fprintf(logf, fmt, x, y);
   fputc('\n', logf);
   fflush(logf);
+  funlockfile(logf);
 }
 
 static void add_stream(struct fake_stream *s) { s->next_all = all_streams; all_streams = s; }
