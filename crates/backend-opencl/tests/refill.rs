@@ -235,6 +235,25 @@ fn policy(tid: libc::pid_t) -> Option<u32> {
 
 const SCHED_IDLE: u32 = 5;
 
+/// Submit batches of `n` commands, each run to the end with its results checked, until `done`
+/// (a callback thread has refilled: on a loaded machine the launcher may keep up through a
+/// whole batch), at most 10.
+fn batches_until(cl: &Cl, q: &XQueue<Watched>, n: usize, done: impl Fn() -> bool) {
+    for batch in 1..=10u64 {
+        let log = common::Log::new(cl, n);
+        let handles: Vec<CommandHandle> = (0..n as cl_uint)
+            .map(|tag| q.submit(record(cl, &log, tag)).expect("submit"))
+            .collect();
+        until_completed(q, batch * n as u64);
+        for h in &handles {
+            assert_eq!(h.wait(), Ok(()));
+        }
+        if done() {
+            return;
+        }
+    }
+}
+
 #[test]
 fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
     let Some(cl) = opencl() else { return };
@@ -246,23 +265,10 @@ fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
         eprintln!("skipped: Level 2 by thread priority is not offered here");
         return;
     }
-    // Batches of n commands until a callback thread has refilled (on a loaded machine the
-    // launcher may keep up through a whole batch), at most 10.
-    let mut refilled = Vec::new();
-    for batch in 1..=10u64 {
-        let log = common::Log::new(&cl, n);
-        let handles: Vec<CommandHandle> = (0..n as cl_uint)
-            .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
-            .collect();
-        until_completed(&q, batch * n as u64);
-        for h in &handles {
-            assert_eq!(h.wait(), Ok(()));
-        }
-        refilled = hw.callback_launchers(&test_name());
-        if !refilled.is_empty() {
-            break;
-        }
-    }
+    batches_until(&cl, &q, n, || {
+        !hw.callback_launchers(&test_name()).is_empty()
+    });
+    let refilled = hw.callback_launchers(&test_name());
     assert!(!refilled.is_empty(), "callback threads refilled");
     q.suspend()
         .expect("suspend: Level 2 holds the device's threads");
@@ -301,21 +307,7 @@ fn a_hold_that_begins_during_a_refill_spares_the_refilling_thread_until_the_refi
                 .expect("holder");
         });
     });
-    // Batches of n commands until a callback thread has refilled (on a loaded machine the
-    // launcher may keep up through a whole batch), at most 10.
-    for batch in 1..=10u64 {
-        let log = common::Log::new(&cl, n);
-        let handles: Vec<CommandHandle> = (0..n as cl_uint)
-            .map(|tag| q.submit(record(&cl, &log, tag)).expect("submit"))
-            .collect();
-        until_completed(&q, batch * n as u64);
-        for h in &handles {
-            assert_eq!(h.wait(), Ok(()));
-        }
-        if hw.probed.lock().expect("probed").is_some() {
-            break;
-        }
-    }
+    batches_until(&cl, &q, n, || hw.probed.lock().expect("probed").is_some());
     let (tid, during) = hw
         .probed
         .lock()
