@@ -468,6 +468,7 @@ pub(crate) fn for_tests(
         knows_truth: false,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
+        engine_order: None,
     })
     .expect("valid")
 }

@@ -186,6 +186,7 @@ impl GatewayConfig {
                 ..Fairness::with_eviction(self.classes.eviction())
             },
             learn_concurrency: self.learn_concurrency,
+            engine_order: None,
         }
     }
 

@@ -64,6 +64,8 @@ pub(crate) struct Job {
     pub admitted_seq: u64,
     /// Whether its answer has begun reaching its client (it can no longer be taken back).
     pub answering: bool,
+    /// Its virtual deadline, for an engine that orders (`sched/engine_order.rs`).
+    pub engine_key: f64,
 }
 
 impl Job {
@@ -86,6 +88,23 @@ impl Job {
         self.lengths
             .map(|o| self.size(unit, o))
             .unwrap_or_else(|| self.lengths.clone())
+    }
+
+    /// The reference request its rank is placed against for an engine that orders
+    /// (`sched/engine_order.rs`): as it, with a prompt and an answer of
+    /// [`REFERENCE_TOKENS`](crate::sched::REFERENCE_TOKENS) each.
+    pub fn reference(&self, order: Order) -> Job {
+        let n = crate::sched::REFERENCE_TOKENS;
+        let mut r = Job {
+            input: n,
+            lengths: SizeDistribution::point(f64::from(n)).unwrap_or_else(|| self.lengths.clone()),
+            generated: 0,
+            boosted_at: None,
+            ..self.clone()
+        };
+        r.first_mean = f64::from(n);
+        r.sizes = r.sizes_for(order);
+        r
     }
 
     /// Tokens it holds in KV once prefilled (prompt and generated).
@@ -148,6 +167,7 @@ mod tests {
             reports_first_token: false,
             admitted_seq: 0,
             answering: false,
+            engine_key: 0.0,
         }
     }
 

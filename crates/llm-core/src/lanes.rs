@@ -73,6 +73,22 @@ impl Counters {
         self.add(tenant, tokens);
     }
 
+    /// Where `tenant`'s counter stands between the least- and the most-served tenant's, from 0
+    /// to 1 (0 while every tenant is alike).
+    pub fn lead(&self, tenant: usize) -> f64 {
+        let (lo, hi) = self
+            .service
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &c| {
+                (lo.min(c), hi.max(c))
+            });
+        if hi > lo {
+            ((self.get(tenant) - lo) / (hi - lo)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
     fn add(&mut self, tenant: usize, tokens: f64) -> f64 {
         let w = self.weights.get(tenant).copied().unwrap_or(1.0);
         let c = self.slot(tenant);
@@ -209,6 +225,18 @@ mod tests {
         c.charge(1, 300.0);
         assert_eq!(l.first(&c), Some(1));
         assert_eq!(l.len(), 2);
+    }
+
+    #[test]
+    fn a_tenants_lead_is_where_it_stands_between_the_least_and_most_served() {
+        let mut c = Counters::new(&[1.0, 1.0, 2.0]);
+        assert_eq!(c.lead(0), 0.0);
+        c.charge(0, 100.0);
+        c.charge(1, 50.0);
+        c.charge(2, 100.0);
+        assert_eq!((c.lead(0), c.lead(1), c.lead(2)), (1.0, 0.0, 0.0));
+        // A tenant not seen yet counts as the least served.
+        assert_eq!(c.lead(7), 0.0);
     }
 
     #[test]

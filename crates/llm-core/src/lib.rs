@@ -22,6 +22,7 @@
 //!     knows_truth: true,
 //!     fairness: Default::default(),
 //!     learn_concurrency: false,
+//!     engine_order: None,
 //! })
 //! .expect("valid");
 //! let arrive = |id| Input::Arrived(Arrival { id, input_tokens: 10, ..Default::default() });
@@ -61,7 +62,8 @@ pub mod service;
 pub use policy::{Admission, Order, RequestPolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
-    AGING_FACTOR, Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason,
-    Eviction, Fairness, HIGH_CLASS_WINDOW, Input, InputError, Placement, RequestScheduler,
+    AGING_FACTOR, Arrival, CLASS_LIMIT, CLASS_SPAN_MS, Config, ConfigError, Decision, EngineLimits,
+    EngineOrder, EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input,
+    InputError, Placement, RequestScheduler, engine_priority,
 };
 pub use xsched_core::gittins::SizeDistribution;

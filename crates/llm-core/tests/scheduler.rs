@@ -27,6 +27,7 @@ fn config(policy: &str, engines: Vec<EngineLimits>) -> Config {
         knows_truth: true,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
+        engine_order: None,
     }
 }
 

@@ -26,7 +26,7 @@
 //! being the context tokens (KV) the decoding requests read, plus any swap traffic.
 
 use crate::Request;
-use std::collections::VecDeque;
+use crate::waiting::Waiting;
 use xsched_llm_core::cost::StepFit;
 use xsched_llm_core::{EngineLimits, EngineReport};
 
@@ -188,8 +188,9 @@ pub struct Engine<'a> {
     state: Vec<Active>,
     /// Requests holding KV, in admission order.
     running: Vec<usize>,
-    /// Requests sent or preempted and not yet running, first come first served.
-    queue: VecDeque<usize>,
+    /// Requests sent or preempted and not yet running (`waiting.rs`: vLLM's `fcfs` or
+    /// `priority`).
+    queue: Waiting,
     free: u32,
     /// Swap space in use (tokens).
     swap_used: u64,
@@ -211,7 +212,7 @@ impl<'a> Engine<'a> {
             requests,
             state: vec![Active::default(); requests.len()],
             running: Vec::new(),
-            queue: VecDeque::new(),
+            queue: Waiting::new(requests.len()),
             free: cfg.kv_blocks,
             swap_used: 0,
             swap_due_us: 0.0,
@@ -223,16 +224,17 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Request `i` is sent to the engine: it queues behind what was sent before.
-    pub fn accept(&mut self, i: usize) {
-        self.queue.push_back(i);
+    /// Request `i` is sent to the engine: it queues behind what was sent before, or, sent with
+    /// a `priority` (vLLM's `--scheduling-policy priority`), behind what has a lower number.
+    pub fn accept(&mut self, i: usize, priority: Option<i64>) {
+        self.queue.send(i, priority);
     }
 
     /// Pause running (or queued) request `i` at this step boundary: swap its KV out or drop
     /// it, whichever costs less (see the module docs).
     pub fn pause(&mut self, i: usize) {
         self.running.retain(|&r| r != i);
-        self.queue.retain(|&r| r != i);
+        self.queue.remove(i);
         let cfg = self.cfg;
         let a = &mut self.state[i];
         self.stats.pauses += 1;
@@ -263,7 +265,7 @@ impl<'a> Engine<'a> {
     /// told to retry): its KV, on the GPU or swapped out, is freed.
     pub fn abort(&mut self, i: usize) {
         self.running.retain(|&r| r != i);
-        self.queue.retain(|&r| r != i);
+        self.queue.remove(i);
         let a = &mut self.state[i];
         self.free += a.blocks;
         if a.swapped {
@@ -272,10 +274,17 @@ impl<'a> Engine<'a> {
         *a = Active::default();
     }
 
-    /// Preempt vLLM's default victim, the most recently admitted running request: drop its KV
-    /// and queue it first (un-batching it if it was batched). Which request it was.
-    fn preempt_newest(&mut self) -> Option<usize> {
-        let victim = self.running.pop()?;
+    /// Preempt vLLM's victim, the most recently admitted running request (`fcfs`) or the one of
+    /// the highest number, then latest sent (`priority`): drop its KV and queue it again
+    /// (un-batching it if it was batched). Which request it was, and where it ran.
+    fn preempt(&mut self) -> Option<(usize, usize)> {
+        let at = if self.queue.ordered() {
+            let queue = &self.queue;
+            (0..self.running.len()).max_by_key(|&k| queue.key(self.running[k]))?
+        } else {
+            self.running.len().checked_sub(1)?
+        };
+        let victim = self.running.remove(at);
         if let Some(pos) = self.batch.iter().position(|&(i, _)| i == victim) {
             self.budget += self.batch.swap_remove(pos).1;
         }
@@ -285,9 +294,9 @@ impl<'a> Engine<'a> {
         self.stats.wasted_tokens += u64::from(a.computed);
         a.blocks = 0;
         a.computed = 0;
-        self.queue.push_front(victim);
+        self.queue.requeue(victim);
         self.events.preempted.push(victim);
-        Some(victim)
+        Some((victim, at))
     }
 
     /// Give `i` the blocks for `tokens` more tokens; false if the pool has too few.
@@ -315,11 +324,17 @@ impl<'a> Engine<'a> {
             let mut scheduled = true;
             while !self.allocate(i, want) {
                 preempted = true;
-                // Victims come off the end, so `i` keeps its place until it is the victim.
-                if self.preempt_newest().is_none_or(|victim| victim == i) {
-                    scheduled = false;
-                    break;
+                match self.preempt() {
+                    Some((victim, _)) if victim == i => {}
+                    // A victim ahead of `i` moves it one place up.
+                    Some((_, at)) => {
+                        k -= usize::from(at < k);
+                        continue;
+                    }
+                    None => {}
                 }
+                scheduled = false;
+                break;
             }
             if !scheduled {
                 break;
@@ -334,7 +349,7 @@ impl<'a> Engine<'a> {
     /// Start queued requests in order while they fit (a swapped one needs its whole KV back).
     fn admit_queued(&mut self) {
         while self.running.len() < self.cfg.max_num_seqs && self.budget > 0 {
-            let Some(&i) = self.queue.front() else {
+            let Some(i) = self.queue.front() else {
                 break;
             };
             let a = self.state[i];

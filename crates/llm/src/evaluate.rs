@@ -111,6 +111,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
         knows_truth: true,
         fairness: xsched_llm_core::Fairness::default(),
         learn_concurrency: false,
+        engine_order: None,
     }) else {
         return 0.0;
     };

@@ -29,6 +29,7 @@ pub mod sharegpt;
 pub mod sim;
 pub mod study;
 pub mod trace;
+mod waiting;
 
 /// One request.
 #[derive(Clone, Debug, PartialEq)]

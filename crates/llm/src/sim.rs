@@ -19,8 +19,8 @@ use std::time::Instant;
 use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
-    Arrival, Config, Decision, EvictReason, Fairness, Input, Placement, RequestPolicySpec,
-    RequestScheduler, Router, SizeDistribution, Source,
+    Arrival, Config, Decision, EngineOrder, EvictReason, Fairness, Input, Placement,
+    RequestPolicySpec, RequestScheduler, Router, SizeDistribution, Source,
 };
 use xsched_llm_predict::predictor::History;
 
@@ -59,6 +59,9 @@ pub struct Rules {
     pub ttft_slo: Vec<Option<f64>>,
     /// An engine that hangs (`None`: none does).
     pub hang: Option<Hang>,
+    /// Order at the engines (`--order-at engine`): each runs vLLM's `priority` policy and is
+    /// sent every request at once with the scheduler's number (`None`: the scheduler's queue).
+    pub engine_order: Option<EngineOrder>,
 }
 
 /// An engine that stops at a moment and never steps again, as a hung engine process does, and
@@ -207,7 +210,7 @@ impl World<'_> {
                     if !e.busy() {
                         e.wait_until(now);
                     }
-                    e.accept(i);
+                    e.accept(i, self.scheduler.engine_priority(id));
                     self.admitted_at[i] = now;
                     if !self.seen[i] {
                         self.seen[i] = true;
@@ -444,6 +447,7 @@ impl<'a> World<'a> {
             knows_truth: true,
             fairness: rules.fairness.clone(),
             learn_concurrency: rules.learn_concurrency,
+            engine_order: rules.engine_order,
         })?;
         let predicts = policy.predicts() || cluster.router.predicts();
         let uses_history = matches!(policy.source, Source::History)

@@ -51,6 +51,10 @@ pub struct Config {
     /// Learn each engine's concurrency from its throughput (`learn.rs`): admission keeps within
     /// the learned limit, never above [`EngineLimits::concurrency`] or the engine's slots.
     pub learn_concurrency: bool,
+    /// Order at the engines (`engine_order.rs`): each is sent every request at once, up to what
+    /// it holds, with a number for its own priority queue (`None`: order in the scheduler's
+    /// queue, and admit within each engine's concurrency).
+    pub engine_order: Option<super::EngineOrder>,
 }
 
 /// Classes and tenants: requests wait in lanes, the highest class first, tenants within a class
@@ -168,6 +172,9 @@ pub enum ConfigError {
         "policy `{0}` orders by noisy samples of the true answer lengths, which only a simulation knows"
     )]
     NeedsTruth(String),
+    /// An engine-order horizon that is not a positive number of seconds.
+    #[error("the engine order's horizon must be a positive number of seconds, not {0}")]
+    Horizon(f64),
     /// A preemptive policy for a driver that cannot pause requests.
     #[error(
         "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"

@@ -138,6 +138,15 @@ pub enum Input {
         /// Whether it answers.
         responsive: bool,
     },
+    /// Whether an engine orders its own queue by the numbers it is sent (with
+    /// [`Config::engine_order`](crate::Config::engine_order) every engine starts so): one that
+    /// refused a number is ordered and admitted to by the scheduler from now.
+    EngineOrders {
+        /// The engine.
+        engine: usize,
+        /// Whether it orders.
+        orders: bool,
+    },
     /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
     /// (`up: true`); what runs there is not touched.
     Availability {

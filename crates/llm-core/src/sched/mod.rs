@@ -19,12 +19,16 @@
 
 mod config;
 mod displace;
+mod engine_order;
 mod io;
 mod learning;
 mod reclaim;
 
 pub use config::{
     Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
+};
+pub use engine_order::{
+    CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, REFERENCE_TOKENS, engine_priority,
 };
 pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError};
 
@@ -68,6 +72,8 @@ struct Engine {
     learner: Option<Learner>,
     /// Whether it answers at all (`reclaim.rs`).
     responsive: bool,
+    /// Whether it orders its own queue by the numbers it is sent (`engine_order.rs`).
+    orders: bool,
 }
 
 impl Engine {
@@ -124,6 +130,14 @@ impl RequestScheduler {
         if config.engines.iter().any(|e| e.concurrency == 0) {
             return Err(ConfigError::Zero("an engine's concurrency"));
         }
+        if let Some(o) = config.engine_order {
+            if o.holds == 0 {
+                return Err(ConfigError::Zero("what an engine that orders holds"));
+            }
+            if !(o.horizon_s.is_finite() && o.horizon_s > 0.0) {
+                return Err(ConfigError::Horizon(o.horizon_s));
+            }
+        }
         if config.max_waiting == 0 {
             return Err(ConfigError::Zero("the queue bound"));
         }
@@ -160,6 +174,7 @@ impl RequestScheduler {
                     .learn_concurrency
                     .then(|| Learner::new(limits.concurrency)),
                 responsive: true,
+                orders: config.engine_order.is_some(),
             })
             .collect();
         Ok(RequestScheduler {
@@ -209,6 +224,15 @@ impl RequestScheduler {
         self.jobs.get(&id)?.deadline_at
     }
 
+    /// The number request `id` is sent to its engine with, where that engine orders its own
+    /// queue by it (lower first; `engine_order.rs`); `None` where it does not, or `id` is not
+    /// admitted.
+    pub fn engine_priority(&self, id: u64) -> Option<i64> {
+        let j = self.jobs.get(&id)?;
+        let e = self.engines.get(j.engine?)?;
+        (j.place != Place::Waiting && e.orders).then(|| engine_priority(j.priority, j.engine_key))
+    }
+
     /// The learned KV headroom of `engine`.
     pub fn headroom(&self, engine: usize) -> f64 {
         self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
@@ -253,6 +277,11 @@ impl RequestScheduler {
                 self.responsive(now, engine, responsive)?;
             }
             Input::Served(s) => self.service.learn(&s),
+            Input::EngineOrders { engine, orders } => {
+                let can = self.config.engine_order.is_some();
+                self.engine_mut(engine)?.orders = orders && can;
+                self.decide(now, Some(engine));
+            }
             Input::Availability { engine, up } => {
                 let e = self.engine_mut(engine)?;
                 e.up = up;
@@ -347,6 +376,7 @@ impl RequestScheduler {
             reports_first_token: a.reports_first_token,
             admitted_seq: 0,
             answering: false,
+            engine_key: now,
         };
         self.arrivals += 1;
         job.sizes = job.sizes_for(spec.order);
@@ -364,6 +394,12 @@ impl RequestScheduler {
             .ttft_slo
             .and_then(|slo| Some(now + slo - self.service.slo_lead(job.input, slo)?));
         job.aged_at = earliest(guard, job.deadline_at);
+        if let Some(o) = self.config.engine_order {
+            let rank = |j: &Job| order::rank(spec.order, j, &self.service, spec.preemptive).major;
+            let place = engine_order::place(rank(&job), rank(&job.reference(spec.order)));
+            let lead = self.counters.lead(job.tenant);
+            job.engine_key = engine_order::virtual_deadline(&o, now, place, lead, job.deadline_at);
+        }
         self.route_on_arrival(&mut job);
         let id = a.id;
         let engine = job.engine;
@@ -596,6 +632,11 @@ impl RequestScheduler {
         let engine = &self.engines[e];
         if !engine.serves() {
             return false;
+        }
+        if engine.orders {
+            // The engine orders and batches; only what it holds is bounded.
+            let holds = self.config.engine_order.map_or(usize::MAX, |o| o.holds);
+            return engine.admitted.len() - paused.len() < holds;
         }
         if job.priority < 0
             && engine.admitted.iter().any(|a| {

@@ -26,5 +26,6 @@ pub fn config(policy: &str, engines: usize, concurrency: usize) -> Config {
         knows_truth: false,
         fairness: Default::default(),
         learn_concurrency: false,
+        engine_order: None,
     }
 }
