@@ -4,8 +4,9 @@
 //! Every field has a default that is safe on a shared machine, so no file is needed: only root
 //! and the daemon's own user may switch the policy, hint other users' processes or see them in
 //! `xsched top`; everyone else registers queues with priorities in -100..=100; the socket is
-//! mode 0600. A file names users and `@groups` to widen that. Unknown fields, users and groups
-//! are errors that name the field and line (a misspelt rule must not silently grant nothing).
+//! mode 0600. A file names users and `@groups` to widen that (by number where the daemon's
+//! machine has no such name: a container's tenants rarely have names in the daemon's image).
+//! Unknown fields, users and groups are errors that name the field and line (a misspelt rule must not silently grant nothing).
 //!
 //! ```toml
 //! [socket]
@@ -132,7 +133,8 @@ pub struct PriorityRule {
     pub max: i32,
 }
 
-/// `[authority]`: user names and `@group` names (root and the daemon's own user always may).
+/// `[authority]`: user names and `@group` names, or their numbers where the daemon's machine
+/// has no such name (root and the daemon's own user always may).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthorityConfig {
@@ -305,12 +307,22 @@ impl DaemonConfig {
 fn group_id(field: &str, name: &str) -> Result<u32, ConfigError> {
     match nix::unistd::Group::from_name(name) {
         Ok(Some(g)) => Ok(g.gid.as_raw()),
-        _ => Err(ConfigError::UnknownName {
+        _ => numeric(name).ok_or_else(|| ConfigError::UnknownName {
             field: field.into(),
             kind: "group",
             name: name.into(),
         }),
     }
+}
+
+/// A user or group given by its number, as `chown` takes it when no such name exists. A
+/// container's tenants usually have no names in the daemon's image (a pod's `runAsUser` is a
+/// number), so rules must be able to name them by id.
+fn numeric(name: &str) -> Option<u32> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
 }
 
 /// A set of users and groups, by id.
@@ -327,16 +339,15 @@ impl Who {
             if let Some(group) = name.strip_prefix('@') {
                 who.gids.push(group_id(field, group)?);
             } else {
-                match nix::unistd::User::from_name(name) {
-                    Ok(Some(u)) => who.uids.push(u.uid.as_raw()),
-                    _ => {
-                        return Err(ConfigError::UnknownName {
-                            field: field.into(),
-                            kind: "user",
-                            name: name.clone(),
-                        });
-                    }
-                }
+                let uid = match nix::unistd::User::from_name(name) {
+                    Ok(Some(u)) => Some(u.uid.as_raw()),
+                    _ => numeric(name),
+                };
+                who.uids.push(uid.ok_or_else(|| ConfigError::UnknownName {
+                    field: field.into(),
+                    kind: "user",
+                    name: name.clone(),
+                })?);
             }
         }
         Ok(who)
@@ -480,6 +491,37 @@ mod tests {
             a.priority_range(&peer(4242, &[])),
             Some(PriorityRange { min: 0, max: 5 })
         );
+    }
+
+    #[test]
+    fn rules_name_users_and_groups_without_names_by_number() {
+        let config = DaemonConfig::parse(
+            r#"
+            [[authority.priorities]]
+            who = ["4243"]
+            min = 0
+            max = 100
+            [[authority.priorities]]
+            who = ["@4244"]
+            min = -100
+            max = 0
+            "#,
+        )
+        .expect("valid");
+        let a = config.authority().expect("numbers need no names");
+        let range = |p: &Peer| a.priority_range(p).expect("not root");
+        assert_eq!(range(&peer(4243, &[])), PriorityRange { min: 0, max: 100 });
+        assert_eq!(
+            range(&peer(7, &[4244])),
+            PriorityRange { min: -100, max: 0 }
+        );
+        let refused = a
+            .check_priority(&peer(7, &[4244]), 10)
+            .expect_err("not its range");
+        assert!(refused.contains("-100..=0"), "{refused}");
+        for bad in ["-1", "12a", "+5", ""] {
+            assert!(numeric(bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

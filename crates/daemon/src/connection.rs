@@ -25,6 +25,11 @@ use xsched_sys::clock;
 use xsched_sys::prompt::CpuGuard;
 use xsched_sys::stamps;
 
+/// The pid `SO_PEERCRED` gives for a peer in a PID namespace the daemon's cannot see (a
+/// container's, when the daemon has a namespace of its own): shared by every such peer, so it
+/// names none of them.
+const UNSEEN_PID: u32 = 0;
+
 /// Serve one accepted connection until it ends.
 pub(crate) fn serve(
     shared: &Shared,
@@ -50,14 +55,25 @@ pub(crate) fn serve(
             return refuse(&stream, version_mismatch(version));
         }
         Ok(Some(other)) => {
-            return refuse(
-                &stream,
-                format!("the first frame must be Hello, not {}", kind(&other)),
+            let why = format!("the first frame must be Hello, not {}", kind(&other));
+            tracing::info!(
+                "client {} ({}, uid {}): {why}; refused",
+                peer.pid,
+                peer.name,
+                peer.uid
             );
+            return refuse(&stream, why);
         }
         Ok(None) => return,
         Err(e) => {
-            tracing::debug!("connection {conn}: no handshake: {e}");
+            // Logged like every connect and disconnect: one line per connection, bounded by
+            // the connection limits, so no new way to flood the log.
+            tracing::info!(
+                "connection {conn}: client {} ({}, uid {}): no handshake: {e}; refused",
+                peer.pid,
+                peer.name,
+                peer.uid
+            );
             return refuse(&stream, format!("no handshake: {e}"));
         }
     }
@@ -175,6 +191,15 @@ impl<'a> Session<'a> {
             .registry
             .add_client(conn, peer.clone(), outbox.clone());
         tracing::info!("client {} ({}) connected", peer.pid, peer.name);
+        if peer.pid == UNSEEN_PID {
+            tracing::warn!(
+                "client of uid {} connected from a PID namespace this daemon cannot see \
+                 (SO_PEERCRED pid 0): it is scheduled as any other, but `xsched top` shows it as \
+                 pid 0, `hint --pid`/`mode set --pid` cannot name it, and @group rules see only \
+                 its primary group; run the daemon in the host's PID namespace (hostPID)",
+                peer.uid
+            );
+        }
         Session {
             shared,
             conn,
@@ -372,6 +397,13 @@ impl<'a> Session<'a> {
         queue: Option<u32>,
         what: &str,
     ) -> Result<Vec<ProcessQueue>, Option<DaemonMsg>> {
+        if pid == UNSEEN_PID {
+            return Err(error(format!(
+                "{what} process 0 refused: pid 0 names no one process (every client in a PID \
+                 namespace this daemon cannot see has pid 0 here); run the daemon in the host's \
+                 PID namespace (hostPID) to tell them apart"
+            )));
+        }
         let authority = &self.shared.authority;
         let targets: Vec<_> = self
             .shared

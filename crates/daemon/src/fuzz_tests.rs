@@ -139,8 +139,8 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// One client: its session, the other end of its socket, what it ever registered.
-struct Client<'a> {
-    session: Option<Session<'a>>,
+pub(crate) struct Client<'a> {
+    pub(crate) session: Option<Session<'a>>,
     far_end: UnixStream,
     registered: BTreeSet<u32>,
 }
@@ -157,7 +157,12 @@ fn connect<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, c: usi
 }
 
 /// `peer` past its handshake on connection `conn`.
-fn join<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, peer: Peer) -> Client<'a> {
+pub(crate) fn join<'a>(
+    shared: &'a Shared,
+    admission: &Arc<Admission>,
+    conn: u64,
+    peer: Peer,
+) -> Client<'a> {
     let (near, far_end) = UnixStream::pair().expect("socket pair");
     far_end.set_nonblocking(true).expect("nonblocking");
     let admitted = admission
@@ -173,7 +178,7 @@ fn join<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, peer: Pee
 }
 
 /// Every frame waiting at a client's end.
-fn drain(client: &Client<'_>) -> Vec<DaemonMsg> {
+pub(crate) fn drain(client: &Client<'_>) -> Vec<DaemonMsg> {
     let mut got = Vec::new();
     while let Ok(Some(m)) = read_frame::<DaemonMsg>(&mut &client.far_end) {
         got.push(m);

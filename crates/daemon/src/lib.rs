@@ -24,6 +24,8 @@ mod peer;
 mod registry;
 mod server;
 mod shared;
+#[cfg(test)]
+mod unseen_pid_tests;
 
 pub use config::{
     Authority, AuthorityConfig, ConfigError, DaemonConfig, Limits, PriorityRange, PriorityRule,
