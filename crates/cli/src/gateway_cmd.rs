@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use xsched_gateway::upstream::Uri;
 use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, Router};
+use xsched_llm_core::EngineOrder;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// The gateway's prompt embedding.
@@ -17,6 +18,18 @@ enum GatewayEmbedding {
     Hashed,
     /// all-MiniLM-L6-v2 (the `minilm` feature and a model directory; milliseconds a prompt).
     Minilm,
+}
+
+/// Where requests are put in the policy's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum OrderAt {
+    /// In the gateway's own queue: requests wait there and are sent as engines have room
+    /// (--concurrency, the engines' metrics).
+    Gateway,
+    /// In each engine's own queue: every request is sent at once with the policy's number in
+    /// `priority` (start vLLM with --scheduling-policy priority); the gateway bounds only what
+    /// an engine holds (--engine-holds).
+    Engine,
 }
 
 /// `xsched llm serve`'s arguments.
@@ -102,6 +115,21 @@ pub struct ServeArgs {
     /// lower). It starts at the most and measures only while requests wait in the gateway.
     #[arg(long)]
     learn_concurrency: bool,
+    /// Where the policy's order acts: `gateway` (the gateway's queue) or `engine` (vLLM's own
+    /// priority queue, each request numbered: a virtual deadline that ages, the class first;
+    /// an engine that refuses numbers is ordered in the gateway's queue again, with a warning).
+    #[arg(long, value_enum, default_value = "gateway")]
+    order_at: OrderAt,
+    /// With --order-at engine: requests sent to one engine and not done, at most (running and
+    /// waiting there); past it they wait in the gateway.
+    #[arg(long, default_value_t = EngineOrder::default().holds as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    engine_holds: u64,
+    /// With --order-at engine: seconds by which a request the policy ranks last may be passed
+    /// by requests arriving after it (its number ages by this; see
+    /// docs/guides/llm-gateway.md#ordering-in-vllms-own-queue).
+    #[arg(long, default_value_t = EngineOrder::default().horizon_s, value_parser = seconds)]
+    engine_horizon: f64,
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -158,6 +186,10 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
         scrape: (!a.no_engine_metrics).then(|| Duration::from_secs_f64(a.engine_metrics_interval)),
         learn_concurrency: a.learn_concurrency,
+        engine_order: (a.order_at == OrderAt::Engine).then(|| EngineOrder {
+            holds: usize::try_from(a.engine_holds).unwrap_or(usize::MAX),
+            horizon_s: a.engine_horizon,
+        }),
         classes: Arc::new(match &a.classes {
             Some(path) => xsched_gateway::classes::Classes::load(path)?,
             None => xsched_gateway::classes::Classes::default(),
@@ -168,7 +200,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         .spawn()
         .context("serving")?;
     eprintln!(
-        "xsched gateway on http://{} -> {} (policy {}, router {}, {}{} in flight per engine)",
+        "xsched gateway on http://{} -> {} (policy {}, router {}, {}{} in flight per engine{})",
         gateway.addr(),
         a.upstream
             .iter()
@@ -182,7 +214,15 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         } else {
             ""
         },
-        a.concurrency
+        a.concurrency,
+        if a.order_at == OrderAt::Engine {
+            format!(
+                "; ordered in the engines' queues, at most {} held by each",
+                a.engine_holds
+            )
+        } else {
+            String::new()
+        }
     );
     gateway.wait();
     Ok(())

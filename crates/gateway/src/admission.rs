@@ -340,6 +340,26 @@ impl RequestQueue {
         });
     }
 
+    /// The number request `id` is sent to its engine with, where that engine orders its own
+    /// queue (`--order-at engine`).
+    fn engine_priority(&self, id: u64) -> Option<i64> {
+        self.lock().scheduler.engine_priority(id)
+    }
+
+    /// Upstream `upstream` refused a number: the core orders and admits to it from now.
+    /// Whether it was sent numbers until now (the first refusal).
+    fn refuses_numbers(&self, upstream: usize) -> bool {
+        let mut st = self.lock();
+        let was = st.scheduler.engine_orders(upstream);
+        let now = self.now();
+        let input = Input::EngineOrders {
+            engine: upstream,
+            orders: false,
+        };
+        st.feed(now, input, None);
+        was
+    }
+
     /// Request `id`'s answer had `output_tokens` (its tenant's service).
     fn progress(&self, id: u64, output_tokens: u32) {
         self.tell(Input::Progress {
@@ -410,6 +430,17 @@ impl Slot {
     /// The upstream (an index into the gateway's list).
     pub fn upstream(&self) -> usize {
         self.upstream
+    }
+
+    /// The number to send it with, where its upstream orders its own queue by one.
+    pub fn engine_priority(&self) -> Option<i64> {
+        self.admission.engine_priority(self.id)
+    }
+
+    /// Its upstream refused the number: it is ordered in the gateway's queue from now. Whether
+    /// this was the first refusal.
+    pub fn refuses_numbers(&self) -> bool {
+        self.admission.refuses_numbers(self.upstream)
     }
 
     /// Its answer had `output_tokens` so far: its tenant's share counts them.

@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
-    Config, EngineLimits, Fairness, Placement, RequestPolicySpec, RequestScheduler, Router,
+    Config, EngineLimits, EngineOrder, Fairness, Placement, RequestPolicySpec, RequestScheduler,
+    Router,
 };
 use xsched_llm_predict::embedding::Embedder;
 
@@ -66,6 +67,11 @@ pub struct GatewayConfig {
     /// Learn each upstream's concurrency from its throughput, between 1 and `concurrency` (or
     /// its slots, when lower; the core's `learn.rs`), instead of admitting `concurrency` always.
     pub learn_concurrency: bool,
+    /// Order at the engines (`--order-at engine`, `numbers.rs`): every request goes to its
+    /// engine at once, up to what the engine holds, with the core's number in `priority` for
+    /// the engine's own queue (vLLM's `--scheduling-policy priority`); `concurrency` then bounds
+    /// only an engine that refuses numbers. `None`: requests wait in the gateway's queue.
+    pub engine_order: Option<EngineOrder>,
 }
 
 impl GatewayConfig {
@@ -87,6 +93,7 @@ impl GatewayConfig {
             classes: Arc::new(Classes::default()),
             scrape: Some(crate::engines::SCRAPE_INTERVAL),
             learn_concurrency: false,
+            engine_order: None,
         }
     }
 }
@@ -186,7 +193,7 @@ impl GatewayConfig {
                 ..Fairness::with_eviction(self.classes.eviction())
             },
             learn_concurrency: self.learn_concurrency,
-            engine_order: None,
+            engine_order: self.engine_order,
         }
     }
 

@@ -38,6 +38,7 @@ pub mod forecast;
 pub mod health;
 pub mod life;
 pub mod metrics;
+pub mod numbers;
 pub mod prefix;
 pub mod relay;
 pub mod request;

@@ -87,6 +87,16 @@ impl Life {
         self.slot.as_ref().map(Slot::upstream)
     }
 
+    /// The number to send it with, where its upstream orders its own queue by one.
+    pub fn engine_priority(&self) -> Option<i64> {
+        self.slot.as_ref().and_then(Slot::engine_priority)
+    }
+
+    /// Its upstream refused the number (see [`Slot::refuses_numbers`]).
+    pub fn refuses_numbers(&self) -> bool {
+        self.slot.as_ref().is_some_and(Slot::refuses_numbers)
+    }
+
     /// `future` (sending the request to its upstream), unless the core takes the request off
     /// that engine first: `Err` says how.
     pub async fn unless_taken<F: Future>(&mut self, future: F) -> Result<F::Output, Taken> {

@@ -15,6 +15,7 @@ use crate::error::{AnswerBody, ApiError, EVICTED};
 use crate::forecast::{Forecast, TOKENS_PER_CHAR};
 use crate::life::{Learning, Life, Timing};
 use crate::metrics;
+use crate::numbers;
 use crate::relay::{self, Origin};
 use crate::request::{self, Checked, Endpoint};
 use crate::shared::Shared;
@@ -22,7 +23,7 @@ use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::{Method, Request, Response};
+use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_llm_core::{Arrival, SizeDistribution};
@@ -258,11 +259,34 @@ async fn forward(
     body: Bytes,
     mut life: Life,
 ) -> Result<Response<AnswerBody>, ApiError> {
+    let mut body = body;
     loop {
+        let number = life.engine_priority();
+        let sending = match number {
+            Some(n) => numbers::stamped(&body, Some(n))?,
+            None => body.clone(),
+        };
         let sent = life
-            .unless_taken(shared.upstreams.send(u, parts, body.clone()))
+            .unless_taken(shared.upstreams.send(u, parts, sending))
             .await;
         match sent {
+            Ok(Ok(answer)) if number.is_some() && answer.status() == StatusCode::BAD_REQUEST => {
+                let (status, kind, bytes) = numbers::read_error(answer).await;
+                if !numbers::refuses_numbers(&bytes) {
+                    // The engine's own refusal (a prompt beyond its window): passed on.
+                    life.unanswered();
+                    return Ok(numbers::passed_on(status, kind, bytes));
+                }
+                if life.refuses_numbers() {
+                    tracing::warn!(
+                        "upstream {} refuses `priority` (start vLLM with --scheduling-policy \
+                         priority for --order-at engine); its requests are ordered in the \
+                         gateway's queue from now",
+                        shared.upstreams.name(u)
+                    );
+                }
+                body = numbers::stamped(&body, None)?;
+            }
             Ok(Ok(answer)) => {
                 life.answered_with(answer.status());
                 return Ok(relay::relay(answer, origin(shared, u), life));

@@ -9,54 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use xsched_gateway::GatewayConfig;
 use xsched_gateway::upstream::Timeouts;
 
 mod support;
 use support::*;
-
-/// Read one HTTP/1.1 request (head and `content-length` body) from `s`; `None` at its end.
-async fn read_request(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = s.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some(buf[head_end..].to_vec())
-}
-
-/// A raw engine on its own port: `serve` runs each accepted connection.
-fn raw_engine<F, Fut>(rt: &tokio::runtime::Runtime, serve: F) -> SocketAddr
-where
-    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let listener = rt
-        .block_on(TcpListener::bind("127.0.0.1:0"))
-        .expect("engine port");
-    let addr = listener.local_addr().expect("addr");
-    rt.spawn(async move {
-        while let Ok((s, _)) = listener.accept().await {
-            tokio::spawn(serve(s));
-        }
-    });
-    addr
-}
 
 /// A complete JSON answer, kept alive.
 const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: keep-alive\r\n\r\n{\"ok\":true}";

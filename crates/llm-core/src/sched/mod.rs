@@ -233,6 +233,11 @@ impl RequestScheduler {
         (j.place != Place::Waiting && e.orders).then(|| engine_priority(j.priority, j.engine_key))
     }
 
+    /// Whether `engine` is sent numbers for its own queue (`engine_order.rs`).
+    pub fn engine_orders(&self, engine: usize) -> bool {
+        self.engines.get(engine).is_some_and(|e| e.orders)
+    }
+
     /// The learned KV headroom of `engine`.
     pub fn headroom(&self, engine: usize) -> f64 {
         self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
