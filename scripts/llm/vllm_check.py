@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Checks of a gateway in front of a real vLLM engine, with the official `openai` client.
+Prints one JSON line.
+
+  hangup GATEWAY ENGINE   a streamed request (1 500 tokens, ignore_eos) through the gateway,
+                          its client gone after 3 chunks: how long until the engine's own
+                          `vllm:num_requests_running` is back to 0 (vLLM aborted it)
+  order GATEWAY           four requests fill the engine's slots (--max-num-seqs 4), then seven
+                          wait, each stating its length (ignore_eos), sent together, and one
+                          more after 0.3 s, critical (`x-dynamo-request-priority: 100`): the
+                          order their first tokens came
+
+GATEWAY and ENGINE are base URLs (http://127.0.0.1:PORT).
+"""
+
+import json
+import sys
+import threading
+import time
+import urllib.request
+
+from openai import OpenAI
+
+MODEL = "smollm2"
+
+
+def running(engine):
+    text = urllib.request.urlopen(f"{engine}/metrics", timeout=5).read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:num_requests_running")
+    )
+
+
+def hangup(gateway, engine):
+    client = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=120)
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Tell me a very long story."}],
+        max_tokens=1500,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    chunks = 0
+    for _ in stream:
+        chunks += 1
+        if chunks == 3:
+            break
+    before = running(engine)
+    stream.close()
+    gone = time.monotonic()
+    while running(engine) > 0 and time.monotonic() - gone < 30:
+        time.sleep(0.05)
+    return {
+        "chunks": chunks,
+        "running_before": before,
+        "running_after": running(engine),
+        "aborted_after_s": round(time.monotonic() - gone, 3),
+    }
+
+
+def order(gateway):
+    client = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=300)
+    firsts = {}
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def one(tag, tokens, headers=None):
+        stream = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": f"Count to many ({tag})."}],
+            max_tokens=tokens,
+            stream=True,
+            extra_body={"ignore_eos": True},
+            extra_headers=headers or {},
+        )
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                with lock:
+                    firsts.setdefault(tag, time.monotonic() - start)
+
+    threads = []
+
+    def go(tag, tokens, headers=None):
+        t = threading.Thread(target=one, args=(tag, tokens, headers))
+        t.start()
+        threads.append(t)
+
+    # Fillers of distinct lengths: the slots free one at a time.
+    for k, n in enumerate([40, 50, 60, 70]):
+        go(f"fill{k}", n)
+    while len(firsts) < 4 and time.monotonic() - start < 60:
+        time.sleep(0.02)
+    for tag, n in [("n30", 30), ("n5", 5), ("n20", 20), ("n10", 10), ("n25", 25), ("n15", 15)]:
+        go(tag, n)
+    time.sleep(0.3)
+    go("critical", 30, {"x-dynamo-request-priority": "100"})
+    for t in threads:
+        t.join()
+    waited = sorted((t, tag) for tag, t in firsts.items() if not tag.startswith("fill"))
+    return {"first_tokens": [tag for _, tag in waited]}
+
+
+def main():
+    what = sys.argv[1]
+    if what == "hangup":
+        print(json.dumps(hangup(sys.argv[2], sys.argv[3])))
+    elif what == "order":
+        print(json.dumps(order(sys.argv[2])))
+    else:
+        sys.exit(f"unknown check {what}: hangup or order")
+
+
+if __name__ == "__main__":
+    main()
