@@ -20,7 +20,9 @@ TARBALL="$(bash deploy/podman/base.sh | tail -1)"
 # Import the base once per tarball: the label remembers which one.
 if [ "$(podman image inspect --format '{{index .Labels "xsched.base"}}' "$BASE" 2>/dev/null)" \
     != "$(stat -c %Y "$TARBALL")" ]; then
-  podman import --change "LABEL xsched.base=$(stat -c %Y "$TARBALL")" "$TARBALL" "$BASE" >/dev/null
+  podman import -q --change "LABEL xsched.base=$(stat -c %Y "$TARBALL")" \
+    --change "ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    "$TARBALL" "$BASE" >/dev/null
 fi
 
 CTX="$(mktemp -d)"

@@ -2,7 +2,8 @@
 """The Kubernetes shape run for real under podman, checked: the daemon's pod (the DaemonSet's
 template, hostPID, the hostPath socket) and the two example pods (each in its own PID
 namespace, with the shim, socket and XSCHED_* from their specs) on the CPU device, then what a
-cluster does to them and what a hostile pod sends. Exits 1 on the first failed check.
+cluster does to them, what a hostile pod sends, and a workload image with an older glibc than
+the build's. Prints every check and its figures; exits 1 if any failed.
 
 Needs the image (build-image.sh), root, podman and runc. The workloads are the CPU device's
 demo workers (`xsched worker`), so the workload image is the xsched image; the init
@@ -14,6 +15,7 @@ Usage: shape.py [--keep]   (--keep leaves the containers for a look afterwards)
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -45,6 +47,8 @@ GARBAGE = (
     'print $s "\\xff" x 64, "GET / HTTP/1.0\\r\\n\\r\\n"; shutdown($s, 1);'
     'local $/; $r = <$s>; $r =~ s/[^ -~]//g; print STDERR "daemon answered: $r\\n"\''
 )
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 failures = []
 
@@ -169,6 +173,33 @@ def bad_socket_dirs(node):
         )
 
 
+def old_glibc(node):
+    """A workload image whose glibc (Debian 11's 2.31) is older than the build's: the shim
+    cannot load, and ld.so stops every program of the container with a message naming the
+    shim and the missing version (the pod fails loudly; it never runs unscheduled)."""
+    base = subprocess.run(
+        ["bash", str(podman_env.ROOT / "deploy/podman/base.sh")],
+        env={**podman_env.ENV, "XSCHED_BASE_SUITE": "bullseye"},
+        capture_output=True, text=True, check=True, timeout=600,
+    ).stdout.splitlines()[-1]
+    image = "localhost/xsched-workload:bullseye"
+    podman("import", "--change", f"ENV=PATH={PATH}", base, image)
+    spec = node.tenants({"inference": "true", "training": "true"}, only=["xsched-training"])[0]
+    pod = node.variant(spec, "oldglibc", "echo the workload ran")
+    pod["spec"]["containers"][0]["image"] = image
+    node.play([pod], "oldglibc")
+    rc = node.wait_exit("oldglibc-training")
+    said = node.log("oldglibc-training")
+    line = next((l for l in said.splitlines() if "GLIBC_2.34" in l), said.strip())
+    check(
+        rc != 0 and "required by /opt/xsched/lib/libxsched_cuda.so" in line
+        and "the workload ran" not in said,
+        f"glibc 2.31 workload image: the container stops at once (exit {rc}): {line.strip()}",
+    )
+    rows = node.top()
+    check(uids(rows) == [1000, 1001], "nobody else disturbed")
+
+
 def kill_tenant(node):
     """The training pod killed: its queues leave at once."""
     pid = next(iter(node.worker_pids("xsched-training-training")))
@@ -261,12 +292,18 @@ def unseen_pids(node):
 
 def main():
     keep = "--keep" in sys.argv
+    # Leftovers of an interrupted run of this script (its own names only) would stop `kube play`.
+    for pod in ["xsched-daemon", "xsched-inference", "xsched-training", "garbage", "claimer",
+                "orphan-1000", "orphan-0", "oldglibc", "soak"]:
+        podman("pod", "rm", "-f", "-t", "0", pod, check=False)
+    podman("rm", "-f", "-t", "0", podman_env.DAEMON, check=False)
     node = Node(config_extra=RANGES)
     start = time.monotonic()
     try:
         shape(node)
         bad_input(node)
         bad_socket_dirs(node)
+        old_glibc(node)
         kill_tenant(node)
         restart_daemon(node)
         unseen_pids(node)
