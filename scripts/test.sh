@@ -97,6 +97,33 @@ XSCHED_VLLM_MODEL="$(echo "$VLLM_PATHS" | tail -1)"
 export XSCHED_VLLM_PYTHON XSCHED_VLLM_MODEL
 echo "vLLM at $XSCHED_VLLM_PYTHON, model at $XSCHED_VLLM_MODEL"
 
+step "the Kubernetes shape under podman (deploy/podman: the image built without a registry, run)"
+# Installs podman, runc, debootstrap and PyYAML on Debian. Builds the release binaries and the
+# image (the Debian base tarball is made once, about 30 s, and cached under ~/.cache/xsched),
+# then runs deploy/podman/shape.py (about 45 s): the daemon's pod and the example pods, bad
+# input, a tenant killed, the daemon killed and restarted, a daemon without hostPID. Needs
+# root (or sudo) for podman's hostPID and host folders; without podman it skips and says why,
+# except under CI, where it fails.
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 \
+    || ! command -v debootstrap >/dev/null 2>&1 || ! python3 -c "import yaml" 2>/dev/null; then
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq podman runc debootstrap python3-yaml
+  fi
+fi
+if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 \
+    && command -v debootstrap >/dev/null 2>&1 && python3 -c "import yaml" 2>/dev/null \
+    && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
+  cargo build --release --locked -p xsched-cli -p xsched-shim-cuda -p xsched-shim-opencl
+  $SUDO env XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" bash deploy/podman/build-image.sh
+  $SUDO python3 deploy/podman/shape.py
+elif [ "${CI:-}" = "true" ]; then
+  echo "CI needs podman, runc, debootstrap, PyYAML and root for the shape's test (apt-get install podman runc debootstrap python3-yaml)" >&2
+  exit 1
+else
+  echo "skipped: the shape's test needs podman, runc, debootstrap, PyYAML and root (apt-get install podman runc debootstrap python3-yaml)"
+fi
+
 step "format"
 cargo fmt --all --check
 
