@@ -102,7 +102,9 @@ class Node:
 
     def worker_pids(self, container):
         """Host pids of the `xsched` processes in `container`."""
-        out = podman("top", container, "hpid", "comm").stdout.splitlines()[1:]
+        # `podman top` fails when a process ends while it reads /proc: none seen this time.
+        r = podman("top", container, "hpid", "comm", check=False)
+        out = r.stdout.splitlines()[1:] if r.returncode == 0 else []
         return {int(p) for p, comm in (l.split(None, 1) for l in out) if comm.strip() == "xsched"}
 
     # Tenant pods.
