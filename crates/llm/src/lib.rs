@@ -23,6 +23,7 @@ pub mod data;
 pub mod engine;
 pub mod evaluate;
 pub mod experiment;
+pub mod measured;
 pub mod plot;
 pub mod presets;
 pub mod sharegpt;

@@ -41,6 +41,8 @@ pub enum Source {
     Derived,
     /// A judgement, or a formula fitted on other presets.
     Estimated,
+    /// Fitted from timings of the real engine here (`measured.rs`).
+    Measured,
 }
 
 impl Source {
@@ -50,6 +52,7 @@ impl Source {
             Source::Published => "published",
             Source::Derived => "derived",
             Source::Estimated => "estimated",
+            Source::Measured => "measured",
         }
     }
 }
@@ -171,6 +174,7 @@ pub const NAMES: &[&str] = &[
     "llama3.1-8b-h100",
     "llama3.1-8b-a40",
     "qwen3-32b-h800",
+    crate::measured::SMOLLM2_CPU,
 ];
 
 /// One line of a preset's provenance: what, its value, where it comes from and how.
@@ -345,7 +349,11 @@ impl Preset {
 
 /// The preset called `name`.
 pub fn engine(name: &str) -> Option<EngineConfig> {
-    PRESETS.iter().find(|p| p.name == name).map(Preset::config)
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .map(Preset::config)
+        .or_else(|| crate::measured::engine(name))
 }
 
 /// The default preset: Llama-3.1-8B on an A100-80G.
@@ -358,14 +366,18 @@ pub fn provenance(name: &str) -> Vec<Fact> {
     PRESETS
         .iter()
         .find(|p| p.name == name)
-        .map(Preset::facts)
-        .unwrap_or_default()
+        .map_or_else(|| crate::measured::provenance(name), Preset::facts)
 }
 
 /// The preset's model and GPU, for reports.
 pub fn describe(name: &str) -> String {
     PRESETS.iter().find(|p| p.name == name).map_or_else(
-        || name.to_string(),
+        || match name {
+            crate::measured::SMOLLM2_CPU => {
+                format!("{name} (SmolLM2-135M on vLLM's CPU build, 2 vCPUs, measured)")
+            }
+            _ => name.to_string(),
+        },
         |p| format!("{name} ({} on {})", p.model.name, p.gpu.name),
     )
 }

@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -182,7 +183,9 @@ fn find_vllm() -> Result<(PathBuf, PathBuf), String> {
             .ok_or(format!("{name} is not set (scripts/vllm.sh installs vLLM)"))
     };
     let (python, model) = (var("XSCHED_VLLM_PYTHON")?, var("XSCHED_VLLM_MODEL")?);
-    let client = Command::new("python3").args(["-c", "import openai"]).status();
+    let client = Command::new("python3")
+        .args(["-c", "import openai"])
+        .status();
     if !client.is_ok_and(|s| s.success()) {
         return Err("the openai client is missing".into());
     }
@@ -212,12 +215,40 @@ pub fn vllm_or_skip() -> Option<(PathBuf, PathBuf)> {
     }
 }
 
+/// A process group killed when dropped: vLLM's server runs its engine core and worker as
+/// child processes, which a kill of the server alone leaves running.
+pub struct KilledGroup(pub Child);
+
+impl Drop for KilledGroup {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let signal = |sig: &str| {
+            let _ = Command::new("kill").args([sig, "--", &group]).status();
+        };
+        signal("-TERM");
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        signal("-KILL");
+        let _ = self.0.wait();
+    }
+}
+
 /// vLLM's OpenAI server (`--max-num-seqs` `seqs`, a 2 048-token window, float32, 1 GiB of KV,
 /// the model served as `smollm2`) with `--scheduling-policy` `policy`, ready, and its port.
 /// Start-up takes about two minutes on two cores.
-pub fn vllm_server(python: &PathBuf, model: &PathBuf, seqs: u32, policy: &str) -> (Killed, u16) {
+pub fn vllm_server(
+    python: &PathBuf,
+    model: &PathBuf,
+    seqs: u32,
+    policy: &str,
+) -> (KilledGroup, u16) {
     let port = free_port();
-    let mut engine = Killed(
+    let mut engine = KilledGroup(
         Command::new(python)
             .args(["-m", "vllm.entrypoints.openai.api_server", "--model"])
             .arg(model)
@@ -231,6 +262,7 @@ pub fn vllm_server(python: &PathBuf, model: &PathBuf, seqs: u32, policy: &str) -
             ])
             .args(["--scheduling-policy", policy])
             .env("VLLM_CPU_KVCACHE_SPACE", "1")
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
