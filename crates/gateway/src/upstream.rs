@@ -104,8 +104,8 @@ impl Upstreams {
 
     /// Send `body` to upstream `u` like the client's request `parts` (its path, query and the
     /// headers that matter: content type, authorization, accept): its answer (head; the body
-    /// follows), a 502 saying why the upstream could not be reached, or a 504 when it sent no
-    /// answer in time. A failure is reported to the upstream's health.
+    /// follows), a 503 with `Retry-After` when nothing listens there, a 502 saying why it failed
+    /// otherwise, or a 504 when it sent no answer in time. A failure is reported to the upstream's health.
     pub async fn send(
         &self,
         u: usize,
@@ -177,6 +177,14 @@ impl Upstreams {
             None => Err(ApiError::bad_gateway(format!(
                 "upstream {base}: the request could not be built"
             ))),
+            // Nothing listens there (down, restarting, or not started yet): the client may
+            // retry, and the engine is ejected and probed back.
+            Some(Ok(Err(e))) if e.is_connect() => {
+                let why = format!("upstream {base} refuses connections (down or starting): {e}");
+                tracing::warn!("{why}");
+                self.health.failed(u, &why);
+                Err(ApiError::unavailable(why, true))
+            }
             Some(Ok(Err(e))) => {
                 let why = format!("upstream {base} failed: {e}");
                 tracing::warn!("{why}");

@@ -221,17 +221,20 @@ fn bad_input_gets_a_clear_answer_and_loses_nothing() {
         assert_eq!(waiting.await.expect("b").0, StatusCode::OK);
     });
     assert_eq!(*seen.order.lock().expect("order"), ["hold", "b"]);
-    // An engine that is not there: a 502 with the reason.
+    // An engine that is not there (down, or not started yet): a 503 with the reason and
+    // `Retry-After`.
     let dead: SocketAddr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
         l.local_addr().expect("addr")
     };
     let gw = gateway(&[dead], 1, 4);
     rt.block_on(async {
-        let (status, _, body) = post(gw.addr(), "/v1/chat/completions", chat("x", 1, false)).await;
-        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        let (status, headers, body) =
+            post_with(gw.addr(), "/v1/chat/completions", chat("x", 1, false), &[]).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(headers.contains_key("retry-after"));
         assert!(
-            String::from_utf8_lossy(&body).contains("upstream"),
+            String::from_utf8_lossy(&body).contains("refuses connections"),
             "{body:?}"
         );
     });
