@@ -5,6 +5,9 @@ Prints one JSON line.
   hangup GATEWAY ENGINE   a streamed request (1 500 tokens, ignore_eos) through the gateway,
                           its client gone after 3 chunks: how long until the engine's own
                           `vllm:num_requests_running` is back to 0 (vLLM aborted it)
+  toolong GATEWAY         a prompt beyond the engine's 2 048-token window, twice: each answer's
+                          status and message (the engine's 400, passed on), then whether a
+                          short request is still answered
   order GATEWAY           four requests fill the engine's slots (--max-num-seqs 4), then seven
                           wait, each stating its length (ignore_eos), sent together, and one
                           more after 0.3 s, critical (`x-dynamo-request-priority: 100`): the
@@ -17,6 +20,7 @@ import json
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 from openai import OpenAI
@@ -58,6 +62,24 @@ def hangup(gateway, engine):
         "running_after": running(engine),
         "aborted_after_s": round(time.monotonic() - gone, 3),
     }
+
+
+def toolong(gateway):
+    out = []
+    for _ in range(2):
+        body = json.dumps({"model": MODEL, "max_tokens": 4,
+                           "messages": [{"role": "user", "content": "word " * 5000}]}).encode()
+        req = urllib.request.Request(f"{gateway}/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                out.append({"status": r.status, "message": ""})
+        except urllib.error.HTTPError as e:
+            out.append({"status": e.code, "message": e.read().decode(errors="replace")[:300]})
+    client = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=120)
+    short = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi."}], max_tokens=4)
+    return {"too_long": out, "short_answered": bool(short.choices[0].message.content)}
 
 
 def order(gateway):
@@ -106,6 +128,8 @@ def main():
     what = sys.argv[1]
     if what == "hangup":
         print(json.dumps(hangup(sys.argv[2], sys.argv[3])))
+    elif what == "toolong":
+        print(json.dumps(toolong(sys.argv[2])))
     elif what == "order":
         print(json.dumps(order(sys.argv[2])))
     else:

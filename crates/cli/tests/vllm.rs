@@ -7,6 +7,7 @@
 //!   in its own queue;
 //! - vLLM's metrics scraped (its running and waiting requests, its KV use);
 //! - a client gone mid-stream makes vLLM abort the request (its running count back to 0);
+//! - vLLM's 400 for a prompt beyond its window reaches the client and frees the request's place;
 //! - with `--order-at engine`, vLLM's own queue starts the waiting requests in the policy's
 //!   order (the oracle's, by stated length) and a critical request before all of them.
 
@@ -48,6 +49,26 @@ fn the_gateway_in_front_of_vllm_answers_scrapes_aborts_and_orders_in_vllms_queue
         assert_eq!(gone["running_before"], 1.0, "{gone}");
         assert_eq!(gone["running_after"], 0.0, "vLLM aborted it: {gone}");
     }
+    // A prompt beyond the window: vLLM's 400, passed on; its place on the engine freed (the
+    // gateway holds at most one there, so a second and a short request would wait for ever).
+    let (_g, port) = engines::gateway(
+        engine_port,
+        &["--order-at", "engine", "--engine-holds", "1"],
+    );
+    let long = client(
+        "vllm_check.py",
+        &["toolong", &format!("http://127.0.0.1:{port}")],
+    );
+    for answer in long["too_long"].as_array().expect("answers") {
+        assert_eq!(answer["status"], 400, "{long}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("context")),
+            "vLLM's own message: {long}"
+        );
+    }
+    assert_eq!(long["short_answered"], true, "{long}");
     // Stated lengths order the oracle; a wide horizon keeps requests sent together in it.
     let (_g, port) = engines::gateway(
         engine_port,
