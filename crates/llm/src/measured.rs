@@ -17,7 +17,7 @@ use crate::presets::{Fact, Source};
 pub const SMOLLM2_CPU: &str = "smollm2-135m-cpu";
 
 /// The fit `[β0, β1, β2]` (µs): `vllm-sim-compare.py fit` on the run of 2026-12-05.
-const SMOLLM2_CPU_FIT: [f64; 3] = [34_037.4, 3_559.27, 6_432.3];
+const SMOLLM2_CPU_FIT: [f64; 3] = [35_561.9, 3_339.88, 5_659.0];
 
 /// The measured engine called `name`.
 pub fn engine(name: &str) -> Option<EngineConfig> {
@@ -81,7 +81,11 @@ pub fn provenance(name: &str) -> Vec<Fact> {
             f64::from(e.max_model_len),
             "--max-model-len 2048",
         ),
-        flag("swap_us_per_token", 0.0, "vLLM V1 preempts by recompute only"),
+        flag(
+            "swap_us_per_token",
+            0.0,
+            "vLLM V1 preempts by recompute only",
+        ),
         flag("swap_tokens", 0.0, "vLLM V1 preempts by recompute only"),
     ]
 }
