@@ -100,7 +100,7 @@ echo "vLLM at $XSCHED_VLLM_PYTHON, model at $XSCHED_VLLM_MODEL"
 step "the Kubernetes shape under podman (deploy/podman: the image built without a registry, run)"
 # Installs podman, runc, debootstrap and PyYAML on Debian. Builds the release binaries and the
 # image (the Debian base tarball is made once, about 30 s, and cached under ~/.cache/xsched),
-# then runs deploy/podman/shape.py (about 45 s): the daemon's pod and the example pods, bad
+# then runs deploy/podman/shape.py (30–60 s): the daemon's pod and the example pods, bad
 # input, a tenant killed, the daemon killed and restarted, a daemon without hostPID, a workload
 # image with an older glibc (Debian 11's base, made and cached the same way, once). Needs
 # root (or sudo) for podman's hostPID and host folders; without podman it skips and says why,

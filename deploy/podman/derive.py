@@ -30,6 +30,7 @@ is run with `sh -c`.
 
 import argparse
 import copy
+import shlex
 import sys
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def main():
     a = p.parse_args()
     if a.what == "daemon-run":
         argv, files = daemon_run(a.image, a.socket_dir, a.config_dir)
-        print(" ".join(argv), "#", sorted(files))
+        print("podman", shlex.join(argv), "#", "files for --config-dir:", sorted(files))
         return
     if a.what == "daemon":
         docs = daemon_pod(a.image, a.socket_dir)

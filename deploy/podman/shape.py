@@ -107,6 +107,12 @@ def shape(node):
             f"uid {uid}: pid(s) {[r['pid'] for r in mine]} are its worker's host pids "
             f"{sorted(pids[uid])}, priority {prio} from the annotation",
         )
+    # With hostPID the operator names a pod's process by its host pid, from the daemon's pod.
+    (pid,) = pids[1001] or {0}
+    for prio in (-5, 0):
+        podman("exec", podman_env.DAEMON, "xsched", "hint", "--pid", str(pid), "--priority", str(prio))
+        seen = [r["priority"] for r in node.top() if r["pid"] == pid]
+        check(seen == [prio], f"`xsched hint --pid {pid} --priority {prio}` in the daemon's pod: {seen}")
     return rows
 
 
