@@ -214,3 +214,30 @@ fn a_device_shut_down_gives_the_hook_back_and_every_command_still_settles() {
     assert!(failed_from.is_some(), "the shutdown failed the rest");
     assert!(!q.refill_stats().completion_hook, "the hook was given back");
 }
+
+/// A device queue smaller than the XQueue's threshold: launches wait for room on the device
+/// while the worker refills at synchronization points; every command runs once, in order, and
+/// nothing hangs (the refill never waits long for the queue's lock: the runtime's
+/// `try_observe_and_refill`, whose give-up is tested in `machine.rs`).
+#[test]
+fn a_device_queue_smaller_than_the_threshold_runs_every_command_once_in_order() {
+    let rt = app_runtime();
+    let dev = CpuDevice::with_capacity(1, 2).expect("device");
+    let hw = Watched::new(&dev, false);
+    let config = LaunchConfig::new(64, 4)
+        .expect("config")
+        .with_inflight_budget(None);
+    let q = rt
+        .create_queue(hw.clone(), QueueOptions::default().with_config(config))
+        .expect("queue");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let order = run_recorded(&q, 300);
+        let _ = tx.send((order, q.refill_stats()));
+    });
+    let (order, stats) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("every command ran within a minute");
+    assert_eq!(order, (0..300).collect::<Vec<_>>(), "in order, each once");
+    assert!(stats.completion_hook, "{stats:?}");
+}

@@ -29,6 +29,9 @@ use xsched_core::{
     CommandId, CommandMeta, Event, HwAction, LaunchConfig, LaunchMachine, Level, Nanos, Synced,
 };
 
+/// How long the completing thread tries for a queue's lock before it leaves a synchronization
+/// point to the launcher thread (`SharedMachine::try_observe_and_refill`).
+pub(crate) const REFILL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 /// The machine and the payloads of its pending commands, in the same order, with the
 /// submission times of the commands not yet observed complete.
 struct Queued<C> {
@@ -243,23 +246,41 @@ impl<H: HwQueue> SharedMachine<H> {
 
     /// What the launcher does for a synchronization point, at once and under one lock, on the
     /// thread that completed it (the backend's completion hook): observe it and launch what
-    /// it makes possible.
-    pub(crate) fn observe_and_refill(
+    /// it makes possible. Only if the queue's lock comes free within [`REFILL_LOCK_WAIT`];
+    /// `false` (nothing done) otherwise, and the caller hands the point to the launcher thread. The completing thread
+    /// must never wait for that lock: its holder may be launching into a full device queue,
+    /// waiting for the room only the completing thread makes.
+    pub(crate) fn try_observe_and_refill(
         &self,
         cmd: CommandId,
         completed_at: Option<Nanos>,
         now: Nanos,
-    ) {
+    ) -> bool {
+        self.hw.before_queue_lock();
+        let start = std::time::Instant::now();
+        let mut q = loop {
+            match self.queued.try_lock() {
+                Ok(q) => break q,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                // A submit holds it for microseconds; a launch into a full device queue holds
+                // it until this thread makes room.
+                Err(std::sync::TryLockError::WouldBlock) if start.elapsed() < REFILL_LOCK_WAIT => {
+                    std::thread::yield_now();
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return false,
+            }
+        };
         let observed = {
-            let mut q = self.lock();
             let observed = self.synced_locked(&mut q, cmd, completed_at, now);
             self.launch_locked(&mut q, now);
             self.publish(&q);
             observed
         };
+        drop(q);
         if let Some(observed) = observed {
             self.publish_observed(&observed);
         }
+        true
     }
 
     /// Change the machine's suspension with `f` and execute, under the lock, what it asks
@@ -422,5 +443,64 @@ impl<H: HwQueue> SharedMachine<H> {
             self.report_idle();
         }
         idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::completion::{Completion, CompletionSink};
+    use crate::shared::Tracker;
+    use crate::{CommandError, HwError};
+    use xsched_core::{Capabilities, CommandId, DeviceId, LaunchMachine, Level};
+
+    /// A queue that runs nothing.
+    struct Idle(Capabilities);
+
+    impl HwQueue for Idle {
+        type Command = ();
+        fn capabilities(&self) -> &Capabilities {
+            &self.0
+        }
+        fn device(&self) -> DeviceId {
+            DeviceId(0)
+        }
+        fn launch(&self, _: (), _: Completion) {}
+        fn synchronize(&self) -> Result<(), HwError> {
+            Ok(())
+        }
+    }
+
+    struct Nowhere;
+
+    impl CompletionSink for Nowhere {
+        fn complete(&self, _: CommandId, _: bool, _: Result<(), CommandError>) {}
+    }
+
+    #[test]
+    fn the_completing_threads_refill_gives_up_on_a_lock_held_longer_than_its_wait() {
+        let caps = Capabilities {
+            max_level: Level::Block,
+            native_arbitration: String::new(),
+            preemption_unit: String::new(),
+            keeps_state: false,
+            hardware_priority: false,
+        };
+        let options = crate::QueueOptions::default();
+        let machine = SharedMachine::new(
+            Arc::new(Idle(caps)),
+            LaunchMachine::new(options.config, Level::Block),
+            Arc::new(Tracker::new(Level::Block)),
+            [Arc::new(Nowhere), Arc::new(Nowhere)],
+            None,
+        );
+        // Held (as by a launch waiting for room on the device): it gives up, nothing done.
+        let held = machine.lock();
+        let start = std::time::Instant::now();
+        assert!(!machine.try_observe_and_refill(CommandId(1), None, Nanos(0)));
+        assert!(start.elapsed() >= REFILL_LOCK_WAIT);
+        drop(held);
+        // Free: it refills.
+        assert!(machine.try_observe_and_refill(CommandId(1), None, Nanos(0)));
     }
 }

@@ -213,18 +213,26 @@ impl<H: HwQueue> DeferredWork for Refill<H> {
             return;
         };
         let ran = catch_unwind(AssertUnwindSafe(|| {
-            machine.observe_and_refill(cmd, Some(at), clock::now());
+            machine.try_observe_and_refill(cmd, Some(at), clock::now())
         }));
-        if ran.is_ok() {
-            self.deferral.on_hook.fetch_add(1, Ordering::Relaxed);
-        } else {
-            // Observing again is harmless (an observed command is not observed twice), so the
-            // launcher redoes what the failed run may have left undone.
-            self.deferral.release(
-                Some(self.queue),
-                "the refill on the completing thread panicked",
-            );
-            let _ = self.deferral.launcher.send(Msg::Synced(cmd, at));
+        match ran {
+            Ok(true) => {
+                self.deferral.on_hook.fetch_add(1, Ordering::Relaxed);
+            }
+            // The queue's lock is held (an application thread submitting, or a launch waiting
+            // for room on the device, which this thread makes): the launcher observes it.
+            Ok(false) => {
+                let _ = self.deferral.launcher.send(Msg::Synced(cmd, at));
+            }
+            Err(_) => {
+                // Observing again is harmless (an observed command is not observed twice), so the
+                // launcher redoes what the failed run may have left undone.
+                self.deferral.release(
+                    Some(self.queue),
+                    "the refill on the completing thread panicked",
+                );
+                let _ = self.deferral.launcher.send(Msg::Synced(cmd, at));
+            }
         }
     }
 
