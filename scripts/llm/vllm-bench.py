@@ -5,8 +5,9 @@ distribution, so its module is called). Run it with vLLM's python (scripts/vllm.
 
   $XSCHED_VLLM_PYTHON scripts/llm/vllm-bench.py --out DIR [--requests 40] [--runs 3]
 
-One vLLM engine (`--scheduling-policy priority`, `--max-num-seqs` --seqs) and one gateway per
-arm in front of it, all up for the whole run:
+One vLLM engine (`--scheduling-policy priority`, `--max-num-seqs` --seqs, prefix caching off:
+every arm is sent the same prompts in turn, and a cache would serve the later arms' prompts
+from the earlier arms' KV) and one gateway per arm in front of it, all up for the whole run:
 
   fcfs      vLLM directly, every request's priority 0: vLLM's own first come first served
   engine    `xsched llm serve --policy sagesched --order-at engine` (vLLM's queue, numbered)
@@ -75,7 +76,7 @@ def start_vllm(args, log):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", args.model,
            "--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port),
            "--dtype", "float32", "--max-num-seqs", str(args.seqs), "--max-model-len", "2048",
-           "--scheduling-policy", "priority"]
+           "--scheduling-policy", "priority", "--no-enable-prefix-caching"]
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(args.kv_gib))
     # Its own session: its engine core and worker are its children, stopped with it.
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,

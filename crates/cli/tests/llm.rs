@@ -160,7 +160,8 @@ fn presets_say_where_each_number_comes_from() {
     let rows = doc["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 5 * 10, "five presets, ten numbers each");
     assert!(rows.iter().all(|r| {
-        ["published", "derived", "estimated", "measured"].contains(&r["source"].as_str().unwrap_or(""))
+        ["published", "derived", "estimated", "measured"]
+            .contains(&r["source"].as_str().unwrap_or(""))
             && r["how"].as_str().is_some_and(|h| !h.is_empty())
     }));
 }
