@@ -231,7 +231,13 @@ def main():
                     help="runs of fcfs straight and through a gateway at load 0.5 (its added TTFT, its CPU)")
     ap.add_argument("--capacity", type=float, help="requests per second (default: measured)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--render", action="store_true",
+                    help="only write DIR/table.md again from DIR/summary.json")
     args = ap.parse_args()
+    if args.render:
+        with open(os.path.join(args.out, "summary.json")) as f:
+            write_table(args, json.load(f))
+        return
     if not args.model:
         sys.exit("--model or XSCHED_VLLM_MODEL: the folder scripts/vllm.sh converted")
     os.makedirs(os.path.join(args.out, "results"), exist_ok=True)
@@ -349,21 +355,39 @@ def fit_alone(res):
 
 
 def write_table(args, table):
+    """DIR/table.md: per cell and arm, each run's mean TTLT, their average against FCFS's and
+    the oracle's, P99 TTLT and the longest relative wait (averaged over the runs)."""
     from collections import defaultdict
 
     by = defaultdict(list)
     for r in table["cells"]:
         by[(r["kind"], r["load"], r["arm"])].append(r)
     arms = args.arms.split(",")
-    lines = ["| arrivals | load | " + " | ".join(f"{a} mean TTLT (s)" for a in arms)
-             + " | " + " | ".join(f"{a} / fcfs" for a in arms if a != "fcfs") + " |",
-             "|---|---|" + "---|" * (2 * len(arms) - 1)]
+    avg = lambda rows, k: sum(r[k] for r in rows) / len(rows)
+    lines = ["| arrivals | load | arm | mean TTLT per run (s) | mean | / FCFS | / oracle | P99 TTLT (s) | longest relative wait |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for kind, load in sorted({(r["kind"], r["load"]) for r in table["cells"]}):
-        mean = {a: [r["mean_ttlt"] for r in by[(kind, load, a)]] for a in arms}
-        avg = {a: sum(v) / len(v) for a, v in mean.items() if v}
-        cells = [" / ".join(f"{v:.1f}" for v in mean[a]) for a in arms]
-        ratio = [f"{avg[a] / avg['fcfs']:.3f}" for a in arms if a != "fcfs" and a in avg and "fcfs" in avg]
-        lines.append(f"| {kind} | {load} | " + " | ".join(cells) + " | " + " | ".join(ratio) + " |")
+        fcfs, oracle = by[(kind, load, "fcfs")], by[(kind, load, "oracle")]
+        for arm in arms:
+            rows = by[(kind, load, arm)]
+            if not rows:
+                continue
+            m = avg(rows, "mean_ttlt")
+            vs = lambda base: f"{m / avg(base, 'mean_ttlt'):.3f}" if base else "-"
+            lines.append(
+                f"| {kind} | {load} | {arm} | "
+                + " / ".join(f"{r['mean_ttlt']:.2f}" for r in sorted(rows, key=lambda r: r["run"]))
+                + f" | {m:.2f} | {vs(fcfs)} | {vs(oracle)} | {avg(rows, 'p99_ttlt'):.2f} | "
+                f"{avg(rows, 'longest_relative_wait'):.1f} |")
+    if table.get("overhead"):
+        lines += ["", "| arm | P50 TTFT per run (s) | mean TTLT per run (s) | gateway CPU per request (ms) |",
+                  "|---|---|---|---|"]
+        for arm in ("fcfs", "fcfs-gateway"):
+            rows = [r for r in table["overhead"] if r["arm"] == arm]
+            cpu = [r["gateway_cpu_ms_per_request"] for r in rows if r.get("gateway_cpu_ms_per_request") is not None]
+            lines.append(f"| {arm} | " + " / ".join(f"{r['p50_ttft']:.3f}" for r in rows) + " | "
+                         + " / ".join(f"{r['mean_ttlt']:.2f}" for r in rows) + " | "
+                         + (" / ".join(f"{c:.2f}" for c in cpu) if cpu else "-") + " |")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
