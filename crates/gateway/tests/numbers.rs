@@ -71,6 +71,17 @@ fn stated(tag: &str, tokens: u64, priority: i64) -> String {
     .to_string()
 }
 
+/// Three small requests one after another: each answer's status and body.
+async fn three_requests(addr: SocketAddr) -> Vec<(hyper::StatusCode, bytes::Bytes)> {
+    let mut out = Vec::new();
+    for i in 0..3 {
+        let (status, _, body) =
+            post(addr, "/v1/chat/completions", chat(&i.to_string(), 5, false)).await;
+        out.push((status, body));
+    }
+    out
+}
+
 #[test]
 fn every_request_goes_at_once_numbered_in_the_policys_order() {
     let rt = runtime();
@@ -115,17 +126,9 @@ fn an_engine_refusing_numbers_gets_the_request_without_and_is_ordered_by_the_gat
         }
     });
     let gw = serve(at_engine(&[engine], "fcfs"));
-    rt.block_on(async {
-        for i in 0..3 {
-            let (status, _, body) = post(
-                gw.addr(),
-                "/v1/chat/completions",
-                chat(&i.to_string(), 5, false),
-            )
-            .await;
-            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-        }
-    });
+    for (status, body) in rt.block_on(three_requests(gw.addr())) {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
     let seen = seen.lock().expect("seen").clone();
     let numbered: Vec<bool> = seen.iter().map(|v| v.get("priority").is_some()).collect();
     // The first was refused once and sent again without; the rest went without.
@@ -147,21 +150,11 @@ fn an_engines_own_400_reaches_the_client_and_frees_the_slot() {
         }),
         ..at_engine(&[engine], "fcfs")
     });
-    rt.block_on(async {
-        // Holding one at most: each 400 must free its place for the next.
-        for i in 0..3 {
-            let (status, _, body) = post(
-                gw.addr(),
-                "/v1/chat/completions",
-                chat(&i.to_string(), 5, false),
-            )
-            .await;
-            assert_eq!(status, 400);
-            assert!(
-                String::from_utf8_lossy(&body).contains("maximum context length"),
-                "{body:?}"
-            );
-        }
-    });
+    // Holding one at most: each 400 must free its place for the next.
+    for (status, body) in rt.block_on(three_requests(gw.addr())) {
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("maximum context length"), "{text}");
+    }
     assert_eq!(seen.lock().expect("seen").len(), 3);
 }

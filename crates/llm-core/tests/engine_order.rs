@@ -5,8 +5,10 @@
 
 mod common;
 
+use common::admitted;
+
 use xsched_llm_core::{
-    Arrival, CLASS_SPAN_MS, Config, ConfigError, Decision, EngineOrder, Input, RequestScheduler,
+    Arrival, CLASS_SPAN_MS, Config, ConfigError, EngineOrder, Input, RequestScheduler,
     SizeDistribution,
 };
 
@@ -30,15 +32,6 @@ fn arrive(s: &mut RequestScheduler, now: f64, id: u64, class: i32, output: f64) 
         ..Default::default()
     };
     s.handle(now, Input::Arrived(a)).expect("arrives");
-}
-
-fn admitted(s: &mut RequestScheduler) -> Vec<u64> {
-    std::iter::from_fn(|| s.poll_decision())
-        .filter_map(|d| match d {
-            Decision::Admit { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::admitted;
+
 use std::collections::BTreeMap;
 use xsched_llm_core::{
     Arrival, Config, Decision, Fairness, HIGH_CLASS_WINDOW, Input, RequestScheduler,
@@ -271,16 +273,6 @@ fn a_prompt_the_engine_counted_replaces_its_estimate_in_the_tenants_share() {
         s.poll_decision(),
         Some(Decision::Admit { id: 1, engine: 0 })
     );
-}
-
-/// The requests admitted since the last look.
-fn admitted(s: &mut RequestScheduler) -> Vec<u64> {
-    std::iter::from_fn(|| s.poll_decision())
-        .filter_map(|d| match d {
-            Decision::Admit { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect()
 }
 
 /// With `sheddable_after_first_token`, a sheddable request waits while a critical request on

@@ -26,6 +26,7 @@ pub mod experiment;
 pub mod measured;
 pub mod plot;
 pub mod presets;
+pub mod provenance;
 pub mod sharegpt;
 pub mod sim;
 pub mod study;

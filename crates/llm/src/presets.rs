@@ -31,31 +31,7 @@
 //! could pause a running request) are reproducible at commit e928533.
 
 use crate::engine::EngineConfig;
-
-/// Where a number comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// Published (a paper's fit, a vendor's data sheet, vLLM's code).
-    Published,
-    /// Computed from published numbers by a stated formula.
-    Derived,
-    /// A judgement, or a formula fitted on other presets.
-    Estimated,
-    /// Fitted from timings of the real engine here (`measured.rs`).
-    Measured,
-}
-
-impl Source {
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::Published => "published",
-            Source::Derived => "derived",
-            Source::Estimated => "estimated",
-            Source::Measured => "measured",
-        }
-    }
-}
+pub use crate::provenance::{Fact, Source};
 
 /// A GPU's data-sheet facts.
 struct Gpu {
@@ -176,19 +152,6 @@ pub const NAMES: &[&str] = &[
     "qwen3-32b-h800",
     crate::measured::SMOLLM2_CPU,
 ];
-
-/// One line of a preset's provenance: what, its value, where it comes from and how.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fact {
-    /// The parameter.
-    pub what: &'static str,
-    /// Its value.
-    pub value: f64,
-    /// Published, derived or estimated.
-    pub source: Source,
-    /// From what.
-    pub how: String,
-}
 
 /// The β-relations of the module docs (fitted on the two published fits).
 const PREFILL_PER_PEAK: f64 = 1.0;

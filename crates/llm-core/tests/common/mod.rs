@@ -4,7 +4,9 @@
 #![allow(dead_code)]
 
 use xsched_llm_core::service::{Rates, ServiceModel};
-use xsched_llm_core::{Config, EngineLimits, Placement, RequestPolicySpec, Router};
+use xsched_llm_core::{
+    Config, Decision, EngineLimits, Placement, RequestPolicySpec, RequestScheduler, Router,
+};
 
 /// `policy` over `engines` engines of `concurrency` slots each, at most 1 000 waiting.
 pub fn config(policy: &str, engines: usize, concurrency: usize) -> Config {
@@ -28,4 +30,14 @@ pub fn config(policy: &str, engines: usize, concurrency: usize) -> Config {
         learn_concurrency: false,
         engine_order: None,
     }
+}
+
+/// The requests admitted since the last look.
+pub fn admitted(s: &mut RequestScheduler) -> Vec<u64> {
+    std::iter::from_fn(|| s.poll_decision())
+        .filter_map(|d| match d {
+            Decision::Admit { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect()
 }
