@@ -172,6 +172,18 @@ async fn check(shared: &Shared, endpoint: Endpoint, body: &Bytes) -> Result<Chec
     Ok(checked?)
 }
 
+/// `body` with its `priority` set to `number` or removed (`numbers.rs`); a large one on the
+/// blocking pool, as [`check`] reads it.
+async fn stamp(body: &Bytes, number: Option<i64>) -> Result<Bytes, ApiError> {
+    if body.len() <= CHECK_INLINE_BYTES {
+        return numbers::stamped(body, number);
+    }
+    let big = body.clone();
+    tokio::task::spawn_blocking(move || numbers::stamped(&big, number))
+        .await
+        .map_err(|e| ApiError::internal(format!("numbering the request: {e}")))?
+}
+
 /// The request's class, tenant and TTFT deadline, from its headers and body.
 fn classify(
     shared: &Shared,
@@ -263,7 +275,7 @@ async fn forward(
     loop {
         let number = life.engine_priority();
         let sending = match number {
-            Some(n) => numbers::stamped(&body, Some(n))?,
+            Some(n) => stamp(&body, Some(n)).await?,
             None => body.clone(),
         };
         let sent = life
@@ -285,7 +297,7 @@ async fn forward(
                         shared.upstreams.name(u)
                     );
                 }
-                body = numbers::stamped(&body, None)?;
+                body = stamp(&body, None).await?;
             }
             Ok(Ok(answer)) => {
                 life.answered_with(answer.status());

@@ -63,12 +63,18 @@ fn find() -> Result<(PathBuf, PathBuf), String> {
 /// The engine and model, `None` (the test skipped, saying why) outside CI when they are
 /// missing; under CI their absence fails the test.
 pub fn engine_or_skip() -> Option<(PathBuf, PathBuf)> {
-    match find() {
+    or_skip(find(), "llama-server, SmolLM2 and the openai client")
+}
+
+/// What was found, or `None` (the test skipped, saying why) outside CI; under CI, a failure
+/// naming what it `needs`.
+fn or_skip<T>(found: Result<T, String>, needs: &str) -> Option<T> {
+    match found {
         Ok(found) => Some(found),
         Err(why) => {
             assert!(
                 std::env::var("CI").is_err(),
-                "CI needs llama-server, SmolLM2 and the openai client (scripts/test.sh installs them): {why}"
+                "CI needs {needs} (scripts/test.sh installs them): {why}"
             );
             eprintln!("skipped: {why} (scripts/test.sh installs them)");
             None
@@ -202,17 +208,7 @@ fn find_vllm() -> Result<(PathBuf, PathBuf), String> {
 /// vLLM and its model, `None` (the test skipped, saying why) outside CI when they are missing;
 /// under CI their absence fails the test.
 pub fn vllm_or_skip() -> Option<(PathBuf, PathBuf)> {
-    match find_vllm() {
-        Ok(found) => Some(found),
-        Err(why) => {
-            assert!(
-                std::env::var("CI").is_err(),
-                "CI needs vLLM, its model and the openai client (scripts/test.sh installs them): {why}"
-            );
-            eprintln!("skipped: {why} (scripts/test.sh installs them)");
-            None
-        }
-    }
+    or_skip(find_vllm(), "vLLM, its model and the openai client")
 }
 
 /// A process group killed when dropped: vLLM's server runs its engine core and worker as

@@ -119,6 +119,9 @@ pub struct RequestScheduler {
     /// Waiting requests above the standard class that evict sheddable ones at a time (their
     /// TTFT deadline's guard), earliest first (`displace.rs`).
     displace_at: Vec<(f64, u64)>,
+    /// The reference request's rank for an engine that orders, and the rates it was ranked
+    /// with (`engine_order.rs`).
+    reference_rank: Option<(Option<(f64, f64)>, f64)>,
 }
 
 impl RequestScheduler {
@@ -192,6 +195,7 @@ impl RequestScheduler {
             high_class_until: f64::NEG_INFINITY,
             admissions: 0,
             displace_at: Vec::new(),
+            reference_rank: None,
         })
     }
 
@@ -401,7 +405,13 @@ impl RequestScheduler {
         job.aged_at = earliest(guard, job.deadline_at);
         if let Some(o) = self.config.engine_order {
             let rank = |j: &Job| order::rank(spec.order, j, &self.service, spec.preemptive).major;
-            let place = engine_order::place(rank(&job), rank(&job.reference(spec.order)));
+            // The reference's rank changes only with the rates a time order ranks by.
+            let reference = match self.reference_rank {
+                Some((rates, r)) if rates == job.rates => r,
+                _ => rank(&job.reference(spec.order)),
+            };
+            self.reference_rank = Some((job.rates, reference));
+            let place = engine_order::place(rank(&job), reference);
             let lead = self.counters.lead(job.tenant);
             job.engine_key = engine_order::virtual_deadline(&o, now, place, lead, job.deadline_at);
         }
