@@ -5,9 +5,12 @@
       the step-time fit from a vllm-bench.py run (DIR/results/alone.json: requests one at a
       time; DIR/results/capacity.json: all at once): β0, β1, β2 in µs, printed as JSON
   python3 scripts/llm/vllm-sim-compare.py compare DIR [--xsched BIN] [--engine PRESET]
+                                                      [--step-us fit|B0,B1,B2]
       every measured run of DIR replayed through the simulator (`xsched llm replay`: the same
       arrivals, prompts and lengths, the same policy in the same place) and the table of
-      measured against simulated mean and P99 TTLT per cell and arm (DIR/sim-table.md)
+      measured against simulated mean and P99 TTLT per cell and arm (DIR/sim-table.md);
+      `--step-us fit` replaces the preset's step time by DIR's own fit (the machine's speed
+      that day: a shared VM's speed moves between days)
 
 How the fit reads vLLM's own client's figures (as vidur profiles operators, from timings):
 one request alone decodes one token a step, so its median inter-token gap is β0 + β2; the
@@ -82,6 +85,8 @@ def replay(args, out, name, policy, order_at):
                                     "output_tokens": r["output_tokens"]}) + "\n")
     cmd = [args.xsched, "llm", "replay", "--requests", path, "--warm", warm, "--engine",
            args.engine, "--max-num-seqs", str(args.seqs), "--policy", policy, "--order-at", order_at]
+    if args.step_us:
+        cmd += ["--step-us", args.step_us]
     line = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[0]
     sim = json.loads(line)
     lat = sorted(res["latencies"])
@@ -91,6 +96,9 @@ def replay(args, out, name, policy, order_at):
 
 def compare(args):
     out = args.dir
+    if args.step_us == "fit":
+        args.step_us = ",".join(str(b) for b in fit(out, args.seqs)["beta_us"])
+        print(f"step time: {args.step_us} µs (this run's fit)", flush=True)
     rows = defaultdict(lambda: {"m_mean": [], "s_mean": [], "m_p99": [], "s_p99": []})
     for name in sorted(os.listdir(os.path.join(out, "results"))):
         parts = name[:-5].split("-")
@@ -127,6 +135,7 @@ def main():
     ap.add_argument("--seqs", type=int, default=8)
     ap.add_argument("--xsched", default=os.path.join(ROOT, "target", "release", "xsched"))
     ap.add_argument("--engine", default="smollm2-135m-cpu")
+    ap.add_argument("--step-us", help="`fit` (DIR's own) or B0,B1,B2 in µs; default: the preset's")
     args = ap.parse_args()
     if args.what == "fit":
         print(json.dumps(fit(args.dir, args.seqs)))

@@ -38,12 +38,31 @@ pub struct ReplayArgs {
     /// Its most requests at once (`--max-num-seqs`; default: the preset's).
     #[arg(long)]
     max_num_seqs: Option<usize>,
+    /// Its step time `β0,β1,β2` in µs (a step, a prompt token, a decoding request), fitted on
+    /// the machine the requests ran on (`scripts/llm/vllm-sim-compare.py fit DIR`); default:
+    /// the preset's.
+    #[arg(long, value_name = "B0,B1,B2", value_parser = parse_step_us)]
+    step_us: Option<[f64; 3]>,
     /// Policies, comma-separated.
     #[arg(long, default_value = "fcfs,sagesched,sagesched-oracle")]
     policy: String,
     /// Where the policy's order acts.
     #[arg(long, value_enum, default_value = "engine")]
     order_at: ReplayOrderAt,
+}
+
+/// Three finite, non-negative numbers, comma-separated.
+fn parse_step_us(text: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<f64> = text
+        .split(',')
+        .map(|p| p.trim().parse::<f64>().map_err(|e| format!("`{p}`: {e}")))
+        .collect::<Result<_, _>>()?;
+    match parts[..] {
+        [b0, b1, b2] if parts.iter().all(|b| b.is_finite() && *b >= 0.0) => Ok([b0, b1, b2]),
+        _ => Err(format!(
+            "three step-time terms in µs, each finite and not negative, were expected: `{text}`"
+        )),
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<Request>> {
@@ -92,6 +111,9 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
         .with_context(|| format!("no engine preset `{}`", a.engine))?;
     if let Some(n) = a.max_num_seqs {
         cfg.max_num_seqs = n.max(1);
+    }
+    if let Some(beta) = a.step_us {
+        cfg.beta_us = beta;
     }
     let rules = Rules {
         engine_order: (a.order_at == ReplayOrderAt::Engine).then(EngineOrder::default),

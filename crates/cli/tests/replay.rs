@@ -80,3 +80,36 @@ fn a_bad_line_is_refused_with_its_number() {
         "{err}"
     );
 }
+
+#[test]
+fn a_step_time_fitted_elsewhere_replaces_the_presets_and_a_bad_one_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(
+        &file,
+        "{\"arrival\": 0, \"input_tokens\": 40, \"output_tokens\": 5}\n",
+    )
+    .expect("write");
+    let mean = |step: &str| {
+        let out = replay(&file, &["--policy", "fcfs", "--step-us", step]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+        v["mean_ttlt"].as_f64().expect("mean")
+    };
+    // A step of a fixed length: one request's answer takes the same number of steps either way.
+    let (short, long) = (mean("10000,0,0"), mean("20000,0,0"));
+    assert!(
+        short > 0.0 && (long / short - 2.0).abs() < 1e-9,
+        "{short} {long}"
+    );
+    for bad in ["1,2", "1,-2,3", "1,x,3", "1,2,inf"] {
+        let out = replay(&file, &["--step-us", bad]);
+        assert!(!out.status.success(), "{bad} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--step-us"), "{bad}: {err}");
+    }
+}
