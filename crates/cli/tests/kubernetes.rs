@@ -3,8 +3,9 @@
 //! against `xsched serve --help` and the policy registry; the socket, as a file on the node,
 //! between the daemon and every pod; the ConfigMap against the daemon's own configuration
 //! parser; the pods' `XSCHED_*` variables against the runtime's names and parsers; `LD_PRELOAD`
-//! against the shims the workspace builds; and the priorities between the pods' annotations,
-//! what the Downward API hands the runtime, and the PriorityClasses.
+//! against the shims the workspace builds; the priorities between the pods' annotations, what
+//! the Downward API hands the runtime, and the PriorityClasses; and the image's layout between
+//! the Dockerfile (a registry's base) and the registry-free build (`deploy/podman`).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -684,4 +685,48 @@ fn priorities_come_from_the_annotation_and_agree_with_the_priority_classes() {
         inference > training,
         "inference {inference} must outrank training {training}"
     );
+}
+
+/// The files an image-building recipe's final stage installs: each `COPY`'s sources (their file
+/// names) put into its destination folder, as absolute paths.
+fn installed_by(recipe: &str) -> BTreeSet<String> {
+    let path = root().join(recipe);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{recipe}: {e}"));
+    let joined = text.replace("\\\n", " ");
+    let last_stage = joined
+        .rsplit_once("\nFROM ")
+        .map_or(joined.as_str(), |(_, stage)| stage);
+    let mut files = BTreeSet::new();
+    for line in last_stage.lines().filter(|l| l.starts_with("COPY ")) {
+        let words: Vec<&str> = line
+            .split_whitespace()
+            .skip(1)
+            .filter(|w| !w.starts_with("--"))
+            .collect();
+        let (dest, sources) = words.split_last().expect("COPY names a destination");
+        for source in sources {
+            let file = Path::new(source).file_name().and_then(|f| f.to_str());
+            let file = file.unwrap_or_else(|| panic!("{recipe}: COPY {source}"));
+            files.insert(if dest.ends_with('/') {
+                format!("{dest}{file}")
+            } else {
+                (*dest).to_string()
+            });
+        }
+    }
+    files
+}
+
+#[test]
+fn the_dockerfile_and_the_registry_free_build_install_the_same_files() {
+    let docker = installed_by("deploy/kubernetes/Dockerfile");
+    let podman = installed_by("deploy/podman/Containerfile");
+    assert_eq!(docker, podman, "the two images' layouts differ");
+    assert!(docker.contains("/usr/bin/xsched"), "{docker:?}");
+    for shim in shim_libraries() {
+        assert!(
+            docker.contains(&format!("/usr/lib/xsched/{shim}")),
+            "{shim} is not installed: {docker:?}"
+        );
+    }
 }
