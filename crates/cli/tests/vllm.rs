@@ -88,6 +88,7 @@ fn the_gateway_in_front_of_vllm_answers_scrapes_aborts_and_orders_in_vllms_queue
     assert_eq!(
         order["first_tokens"],
         serde_json::json!(["critical", "n5", "n10", "n15", "n20", "n25", "n30"]),
-        "vLLM's queue in the policy's order, the critical request first"
+        "vLLM's queue in the policy's order, the critical request first (requests begun in one \
+         engine step count as together): {order}"
     );
 }
