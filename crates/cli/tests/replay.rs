@@ -12,6 +12,19 @@ fn replay(file: &std::path::Path, extra: &[&str]) -> std::process::Output {
         .expect("xsched runs")
 }
 
+/// A successful replay's JSON lines, one per policy.
+fn runs(out: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
 #[test]
 fn a_recorded_burst_replays_under_each_policy_and_the_oracle_gains() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -28,19 +41,10 @@ fn a_recorded_burst_replays_under_each_policy_and_the_oracle_gains() {
         .collect();
     std::fs::write(&file, lines.join("\n")).expect("write");
     for order_at in ["engine", "gateway"] {
-        let out = replay(
+        let runs = runs(&replay(
             &file,
             &["--policy", "fcfs,sagesched-oracle", "--order-at", order_at],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let runs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect();
+        ));
         assert_eq!(runs.len(), 2);
         assert!(
             runs.iter()
