@@ -274,8 +274,13 @@ pub fn foreground(
     })
 }
 
-/// Run standalone, native, and xsched at each level; rows
-/// `{mode, level, p50_us, p99_us, p99_ratio, bg_device_share}`.
+/// Run standalone, native, and xsched at each level, interleaved in rounds; rows
+/// `{mode, level, p50_us, p99_us, p99_runs_ms, p99_ratio, bg_device_share}`.
+///
+/// Each round runs every mode once, starting one mode later than the round before, so no mode
+/// (standalone least of all: it is the baseline) always runs first, on a cold machine, or
+/// always after the same neighbour. Each mode's P99 pools all its rounds; the rounds' own P99s
+/// are the baseline's spread ([`fg_bg::Baseline`]).
 pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
     let modes = Mode::all(&p.levels);
     let rounds = p.rounds.clamp(1, p.requests.max(1));
@@ -283,23 +288,25 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
         requests: p.requests.div_ceil(rounds),
         ..p.clone()
     };
-    let mut merged: Vec<(Histogram<u64>, f64)> = modes
+    let mut merged: Vec<(Histogram<u64>, Vec<f64>, f64)> = modes
         .iter()
-        .map(|_| (xsched_report::new_histogram(), 0.0))
+        .map(|_| (xsched_report::new_histogram(), Vec::new(), 0.0))
         .collect();
     let total = modes.len() * rounds as usize;
-    for round in 0..rounds {
-        for (i, &mode) in modes.iter().enumerate() {
-            progress(round as usize * modes.len() + i, total);
+    for round in 0..rounds as usize {
+        for k in 0..modes.len() {
+            let i = (round + k) % modes.len();
+            progress(round * modes.len() + k, total);
             let r = run_mode(
                 &FgBgParams {
-                    seed: p.seed + u64::from(round),
+                    seed: p.seed + round as u64,
                     ..per_round.clone()
                 },
-                mode,
+                modes[i],
             )?;
-            let (h, share) = &mut merged[i];
+            let (h, runs, share) = &mut merged[i];
             let _ = h.add(&r.latency);
+            runs.push(pct_us(&r.latency, 0.99));
             *share += r.bg_device_share / f64::from(rounds);
         }
     }
@@ -308,64 +315,64 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
         "fg-bg (cpu device)",
         &modes
             .iter()
-            .zip(&merged)
-            .map(|(&m, (h, share))| ModeResult {
+            .zip(merged)
+            .map(|(&m, (h, runs_p99_us, share))| ModeResult {
                 mode: m,
-                p50_us: pct_us(h, 0.5),
-                p99_us: pct_us(h, 0.99),
-                bg_device_share: *share,
+                p50_us: pct_us(&h, 0.5),
+                p99_us: pct_us(&h, 0.99),
+                runs_p99_us,
+                bg_device_share: share,
             })
             .collect::<Vec<_>>(),
     ))
 }
 
 /// What one mode measured, for the report.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ModeResult {
     /// The mode.
     pub mode: Mode,
-    /// Foreground latency P50 (µs).
+    /// Foreground latency P50 (µs), over all its runs.
     pub p50_us: f64,
-    /// Foreground latency P99 (µs).
+    /// Foreground latency P99 (µs), over all its runs.
     pub p99_us: f64,
+    /// Each run's own P99 (µs), in the order they ran.
+    pub runs_p99_us: Vec<f64>,
     /// Fraction of the device the background got.
     pub bg_device_share: f64,
 }
 
-/// The rows `{device, mode, level, p50_us, p99_us, p99_ratio, bg_device_share}` and the Level-3
-/// check (standalone first).
+/// The rows `{device, mode, level, p50_us, p99_us, p99_runs_ms, p99_ratio, bg_device_share}`
+/// and the checks: the standalone baseline's steadiness, then the Level-3 target judged against
+/// it (standalone first in `results`).
 pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
+    let baseline = results
+        .iter()
+        .find(|r| r.mode == Mode::Standalone)
+        .map(|r| fg_bg::Baseline {
+            p99_us: r.p99_us,
+            runs_us: r.runs_p99_us.clone(),
+        });
     let mut rows = Vec::new();
-    let mut checks = Vec::new();
-    let mut standalone_p99 = 0.0;
+    let mut checks: Vec<_> = baseline.iter().map(|b| b.check("cpu")).collect();
     for r in results {
-        let (mode, p99) = (r.mode, r.p99_us);
-        if mode == Mode::Standalone {
-            standalone_p99 = p99;
-        }
-        let ratio = if standalone_p99 > 0.0 {
-            round3(p99 / standalone_p99)
-        } else {
-            0.0
+        let ratio = match &baseline {
+            Some(b) if b.p99_us > 0.0 => round3(r.p99_us / b.p99_us),
+            _ => 0.0,
         };
-        if mode == Mode::XSched(Level::Interrupt) {
-            checks.push(fg_bg::xsched_check(
-                "cpu",
-                Level::Interrupt,
-                false,
-                ratio,
-                CPU_INTERRUPT_MAX,
-            ));
+        if let (Mode::XSched(Level::Interrupt), Some(b)) = (r.mode, &baseline) {
+            checks.push(b.xsched_check("cpu", Level::Interrupt, ratio, CPU_INTERRUPT_MAX));
         }
         rows.push(cells(&[
             ("device", json!("cpu")),
-            ("mode", json!(mode.name())),
+            ("mode", json!(r.mode.name())),
             (
                 "level",
-                mode.level().map_or_else(none, |l| json!(l.number())),
+                r.mode.level().map_or_else(none, |l| json!(l.number())),
             ),
             ("p50_us", json!(r.p50_us)),
-            ("p99_us", json!(p99)),
+            ("p99_us", json!(r.p99_us)),
+            ("p99_runs_ms", json!(runs_ms(&r.runs_p99_us))),
             ("p99_ratio", json!(ratio)),
             ("bg_device_share", json!(round3(r.bg_device_share))),
         ]));
@@ -378,6 +385,7 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
             "level",
             "p50_us",
             "p99_us",
+            "p99_runs_ms",
             "p99_ratio",
             "bg_device_share",
         ]),
@@ -385,4 +393,13 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
         checks,
         events: None,
     }
+}
+
+/// Each run's P99 in milliseconds, two decimals, for the table: `2.31 2.45 2.60 2.38`.
+fn runs_ms(runs_us: &[f64]) -> String {
+    let ms: Vec<String> = runs_us
+        .iter()
+        .map(|us| format!("{:.2}", us / 1000.0))
+        .collect();
+    ms.join(" ")
 }

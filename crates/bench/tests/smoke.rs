@@ -35,7 +35,17 @@ fn fg_bg_reports_every_mode_with_ratios() {
     for r in &report.rows {
         assert!(number(r, "p50_us") > 0.0 && number(r, "p99_us") >= number(r, "p50_us"));
     }
-    assert_eq!(report.checks.len(), 1, "the Level-3 target is checked");
+    assert_eq!(
+        report.checks.len(),
+        2,
+        "the baseline's steadiness and the Level-3 target are checked"
+    );
+    let runs = report.rows[0]["p99_runs_ms"].as_str().expect("runs");
+    assert_eq!(
+        runs.split(' ').count(),
+        2,
+        "standalone measured in each round: {runs}"
+    );
 }
 
 #[test]

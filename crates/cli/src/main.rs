@@ -21,6 +21,7 @@ use xsched_bench::roles::Role;
 use xsched_bench::workers;
 use xsched_core::{Hint, Nanos, PolicySpec};
 use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
+use xsched_report::Report;
 use xsched_sim::{Scenario, profile};
 
 #[derive(Parser)]
@@ -103,6 +104,10 @@ enum Command {
         /// the demo starts and stops itself (both devices pinned to one core; CPU device only).
         #[arg(long)]
         processes: bool,
+        /// Exit non-zero unless every target was met: a missed target, or one the run could not
+        /// judge because its standalone baseline moved too much (a noisy machine), fails it.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -133,6 +138,10 @@ enum Command {
         /// theirs; other experiments have none).
         #[arg(long, value_name = "DIR")]
         plot: Option<PathBuf>,
+        /// Exit 0 even when a check is missed that the file does not list as a known miss
+        /// (`[[known_miss]]`), or a listed one is met; by default such a run fails.
+        #[arg(long)]
+        allow_misses: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -554,8 +563,15 @@ fn run(cli: Cli) -> Result<()> {
             device,
             requests,
             processes,
+            strict,
             output,
-        } => demo(device, requests, processes, output),
+        } => {
+            let report = demo(device, requests, processes, output)?;
+            if strict && !report.all_met() {
+                anyhow::bail!("--strict: {}", report.summary());
+            }
+            Ok(())
+        }
         Command::Bench {
             name,
             samples,
@@ -581,12 +597,29 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Report { run, output } => report_cmd::render(&run, &output),
         Command::Probe(args) => probe_cmd::run(&args),
-        Command::Sim { file, plot, output } => {
+        Command::Sim {
+            file,
+            plot,
+            allow_misses,
+            output,
+        } => {
             let scenario = Scenario::load(&file).context("loading scenario")?;
             let (report, figures) = output::run_with_progress(&scenario);
             let title = file.display().to_string();
             output::write_figures(plot.as_deref(), &figures, &title)?;
-            output::print_report(&title, &report, output.json)
+            output::print_report(&title, &report, output.json)?;
+            let surprises = scenario.surprises(&report);
+            let known = scenario.known_misses().len();
+            if !output.json && known > 0 {
+                println!("known misses: {known} (listed in the file, each with its reason)");
+            }
+            if surprises.is_empty() || allow_misses {
+                return Ok(());
+            }
+            anyhow::bail!(
+                "{title}: not what the file expects (--allow-misses to exit 0 anyway):\n  {}",
+                surprises.0.join("\n  ")
+            )
         }
         Command::Devices { output } => probe_cmd::devices(output.json),
         Command::Llm(args) => {
@@ -652,16 +685,16 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Result<()> {
+fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Result<Report> {
     let json = output.json;
-    match (device, processes) {
+    let (title, report) = match (device, processes) {
         (Device::Simulated(_), true) => anyhow::bail!("--processes runs on the CPU device only"),
         (Device::Cpu, true) => {
             let exe = std::env::current_exe().context("locating the xsched binary")?;
             let report =
                 output::with_progress(|tick| xsched_bench::two_process::run(&exe, requests, tick))
                     .context("running the two-process demo")?;
-            output::print_report("demo with two processes and the daemon", &report, json)
+            ("demo with two processes and the daemon".to_string(), report)
         }
         (Device::Cpu, false) => {
             let params = fg_bg::FgBgParams {
@@ -670,12 +703,14 @@ fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Resul
             };
             let report = output::with_progress(|tick| fg_bg::run(&params, tick))
                 .context("running the demo on the CPU device")?;
-            output::print_report("demo on the CPU device", &report, json)
+            ("demo on the CPU device".to_string(), report)
         }
         (Device::Simulated(key), false) => {
             let scenario = Scenario::demo(&key).context("building the demo scenario")?;
             let (report, _) = output::run_with_progress(&scenario);
-            output::print_report(&format!("demo on simulated {key}"), &report, json)
+            (format!("demo on simulated {key}"), report)
         }
-    }
+    };
+    output::print_report(&title, &report, json)?;
+    Ok(report)
 }

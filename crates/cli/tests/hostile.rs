@@ -168,16 +168,26 @@ fn a_stopped_daemon_releases_its_clients_and_takes_them_back() {
     let stopped = Instant::now();
     // bg's agent gives up on the silent daemon and runs bg unscheduled: it finishes.
     let bg_done = finished(bg);
+    let bg_took = stopped.elapsed();
     assert_eq!(bg_done["completed"], 300);
     eprintln!(
         "stopped daemon: the suspended worker finished its 300 commands (0.6 s of kernels, \
-         sharing the device with fg) {:?} after SIGSTOP",
-        stopped.elapsed()
+         sharing the device with fg) {bg_took:?} after SIGSTOP"
+    );
+    // What it needs: the agent's give-up (designed: 750 ms) and 0.6 s of kernels at half the
+    // device beside fg, about 2 s. An agent that never gave up would leave it suspended for
+    // good (`finished` would never return); 20 s is 10 times what it needs.
+    assert!(
+        bg_took < Duration::from_secs(20),
+        "the suspended worker finished only {bg_took:?} after SIGSTOP"
     );
     // The operator's top cannot be answered, but it says so in time rather than hanging.
     let started = Instant::now();
     let refused = support::top_by(Command::new(XSCHED), &sock).expect_err("no answer");
     let gave_up = started.elapsed();
+    // top gives up at its own answer timeout (5 s); beyond that it needs only to start (a few
+    // ms). 15 s leaves the start 10 s, over 100 times what it needs; a top that hung would
+    // never return (nextest's timeout would end it).
     assert!(
         gave_up < Duration::from_secs(15),
         "top hung for {gave_up:?}"

@@ -66,8 +66,12 @@ fn a_client_that_never_reads_is_cut_off_and_others_are_answered() {
             || deaf.read(&mut [0u8; 1]).map_or(true, |n| n == 0);
     }
     assert!(cut_off, "the client that never read was disconnected");
+    eprintln!("while a client never read, another's slowest answer took {slowest:?}");
+    // A daemon that blocked on the deaf client's full socket would answer nobody again (the
+    // loop above gives up after 60 s); one that does not answers in milliseconds (a few ms
+    // here, tens under a full test run on two cores). 10 s is over 100 times that.
     assert!(
-        slowest < Duration::from_secs(2),
+        slowest < Duration::from_secs(10),
         "another client waited {slowest:?} for an answer"
     );
     daemon.stop();

@@ -43,7 +43,9 @@ pub struct Check {
 }
 
 /// What a run shows about a [`Check`]'s target. A reported figure is neither met nor missed:
-/// every table and document says "reported", and it never fails a run.
+/// every table and document says "reported", and it never fails a run. An inconclusive one is
+/// neither either: the run's own baseline moved too much to judge the target (a noisy machine),
+/// and a strict run fails on it as on a miss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
@@ -53,6 +55,8 @@ pub enum Verdict {
     Missed,
     /// A figure shown for reference, with no target to meet.
     Reported,
+    /// The target could not be judged: what it is measured against was not steady in this run.
+    Inconclusive,
 }
 
 impl Verdict {
@@ -61,12 +65,14 @@ impl Verdict {
         if met { Verdict::Met } else { Verdict::Missed }
     }
 
-    /// The word tables print: `met`, `MISSED` (loud, as a failure should be) or `reported`.
+    /// The word tables print: `met`, `MISSED` (loud, as a failure should be), `reported` or
+    /// `TOO NOISY` (loud too: nothing was shown either way).
     pub fn word(self) -> &'static str {
         match self {
             Verdict::Met => "met",
             Verdict::Missed => "MISSED",
             Verdict::Reported => "reported",
+            Verdict::Inconclusive => "TOO NOISY",
         }
     }
 }
@@ -126,17 +132,28 @@ impl Report {
     }
 
     /// The line under a checks table: `2 of 3 targets met`, then `, 1 figure reported` when
-    /// there are reported figures (they are no targets, so they count neither way).
+    /// there are reported figures (they are no targets, so they count neither way), and
+    /// `, 1 not judged: the machine was too noisy` when some could not be judged (they count
+    /// among the targets, not among those met).
     pub fn summary(&self) -> String {
         let met = self.count(Verdict::Met);
-        let targets = met + self.count(Verdict::Missed);
+        let noisy = self.count(Verdict::Inconclusive);
+        let targets = met + self.count(Verdict::Missed) + noisy;
         let mut line = format!("{met} of {targets} targets met");
         match self.count(Verdict::Reported) {
             0 => {}
             1 => line.push_str(", 1 figure reported"),
             n => line.push_str(&format!(", {n} figures reported")),
         }
+        if noisy > 0 {
+            line.push_str(&format!(", {noisy} not judged: the machine was too noisy"));
+        }
         line
+    }
+
+    /// Whether every target was met: none missed and none left unjudged (what `--strict` asks).
+    pub fn all_met(&self) -> bool {
+        self.count(Verdict::Missed) == 0 && self.count(Verdict::Inconclusive) == 0
     }
 }
 
@@ -260,6 +277,23 @@ mod tests {
         assert_eq!(Verdict::Reported.word(), "reported");
         assert_eq!(Verdict::of(true), Verdict::Met);
         assert_eq!(Verdict::of(false).word(), "MISSED");
+    }
+
+    #[test]
+    fn an_inconclusive_check_is_a_target_neither_met_nor_missed_and_fails_all_met() {
+        let r = checked(&[Verdict::Met, Verdict::Inconclusive, Verdict::Reported]);
+        assert_eq!(
+            r.summary(),
+            "1 of 2 targets met, 1 figure reported, 1 not judged: the machine was too noisy"
+        );
+        assert!(!r.all_met());
+        assert!(checked(&[Verdict::Met, Verdict::Reported]).all_met());
+        assert!(!checked(&[Verdict::Missed]).all_met());
+        assert_eq!(
+            r.document("t")["checks"][1]["verdict"],
+            json!("inconclusive")
+        );
+        assert_eq!(Verdict::Inconclusive.word(), "TOO NOISY");
     }
 
     #[test]

@@ -39,7 +39,9 @@ fn an_unknown_field_lists_every_field_in_every_experiment() {
         let (line, msg) = error_of(&format!("experiment = \"{kind}\"\n\nbogus = 1\n"));
         assert_eq!(line, 3, "{kind}: {msg}");
         let list = msg
-            .strip_prefix("unknown field `bogus`, expected one of `experiment`, `seed`, `")
+            .strip_prefix(
+                "unknown field `bogus`, expected one of `experiment`, `seed`, `known_miss`, `",
+            )
             .unwrap_or_else(|| panic!("{kind}: {msg}"));
         assert!(
             list.ends_with('`') && !list.contains(" or ") && !list.contains("in `["),
@@ -50,14 +52,14 @@ fn an_unknown_field_lists_every_field_in_every_experiment() {
     let (_, msg) = error_of("experiment = \"multi-device\"\nbogus = 1\n");
     assert_eq!(
         msg,
-        "unknown field `bogus`, expected one of `experiment`, `seed`, `pairs`, `requests`"
+        "unknown field `bogus`, expected one of `experiment`, `seed`, `known_miss`, `pairs`, `requests`"
     );
     // An unknown table is an unknown field too, wherever it sits in the file.
     let (line, msg) = error_of("experiment = \"fg-bg\"\nrequests = 5\n\n[extra]\nx = 1\n");
     assert_eq!(line, 4);
     assert_eq!(
         msg,
-        "unknown field `extra`, expected one of `experiment`, `seed`, `devices`, `levels`, \
+        "unknown field `extra`, expected one of `experiment`, `seed`, `known_miss`, `devices`, `levels`, \
          `requests`, `budget_us`, `arrival`"
     );
 }
@@ -210,4 +212,29 @@ fn a_harvesting_study_names_its_bad_fields() {
         assert_eq!(l, line, "{msg}");
         assert!(msg.contains(field), "{msg}");
     }
+}
+
+#[test]
+fn a_known_miss_is_read_strictly_and_judged_against_the_run() {
+    let (_, msg) = error_of("experiment = \"multi-device\"\n[[known_miss]]\ncheck = \"x\"\n");
+    assert!(msg.contains("missing field `why`"), "{msg}");
+    let (_, msg) = error_of(
+        "experiment = \"multi-device\"\n[[known_miss]]\ncheck = \"x\"\nwhy = \"y\"\nnote = 1\n",
+    );
+    assert!(msg.contains("unknown field `note`"), "{msg}");
+    let scenario = xsched_sim::Scenario::parse(
+        "t.toml",
+        "experiment = \"multi-device\"\nrequests = 50\n[[known_miss]]\ncheck = \"no such check\"\nwhy = \"a typo\"\n",
+    )
+    .expect("parses");
+    assert_eq!(scenario.known_misses().len(), 1);
+    let report = scenario.run(&|_, _| {});
+    let surprises = scenario.surprises(&report);
+    assert!(
+        surprises
+            .0
+            .iter()
+            .any(|s| s.contains("names no check of this run")),
+        "{surprises:?}"
+    );
 }

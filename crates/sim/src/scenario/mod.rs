@@ -7,6 +7,7 @@ mod build;
 mod case_ai_pc;
 mod case_harvest;
 mod case_two_model;
+pub mod expect;
 mod fg_bg;
 mod hummingbird;
 mod multi_device;
@@ -48,9 +49,16 @@ pub enum ScenarioError {
     },
 }
 
-/// A parsed scenario, ready to run.
+/// A parsed scenario, ready to run: its experiment, and the misses its file expects.
 #[derive(Debug, Clone)]
-pub enum Scenario {
+pub struct Scenario {
+    experiment: Experiment,
+    known_misses: Vec<expect::KnownMiss>,
+}
+
+/// The experiment a scenario runs.
+#[derive(Debug, Clone)]
+enum Experiment {
     /// Foreground beside a saturating background.
     FgBg(fg_bg::FgBg),
     /// Preemption latency against command length.
@@ -93,6 +101,9 @@ pub(crate) struct Header {
     /// Seed of every random choice in the run.
     #[serde(default = "build::default_seed")]
     pub seed: u64,
+    /// The checks the docs say this scenario misses, each with its reason.
+    #[serde(default)]
+    pub known_miss: Vec<expect::KnownMiss>,
 }
 
 /// Where a value sits in the file, for error messages.
@@ -222,32 +233,31 @@ impl Scenario {
             .map_err(invalid)?;
         let ctx = Ctx { file, src, header };
         let kind = ctx.header.experiment.get_ref().as_str();
-        Ok(match kind {
-            "fg-bg" => Scenario::FgBg(fg_bg::FgBg::check(body(&ctx, doc)?, &ctx)?),
+        let experiment = match kind {
+            "fg-bg" => Experiment::FgBg(fg_bg::FgBg::check(body(&ctx, doc)?, &ctx)?),
             "preempt-latency" => {
-                Scenario::Preempt(preempt::Preempt::check(body(&ctx, doc)?, &ctx)?)
+                Experiment::Preempt(preempt::Preempt::check(body(&ctx, doc)?, &ctx)?)
             }
             "bandwidth" => {
-                Scenario::Bandwidth(bandwidth::Bandwidth::check(body(&ctx, doc)?, &ctx)?)
+                Experiment::Bandwidth(bandwidth::Bandwidth::check(body(&ctx, doc)?, &ctx)?)
             }
-            "overhead" => Scenario::Overhead(overhead::Overhead::check(body(&ctx, doc)?, &ctx)?),
+            "overhead" => Experiment::Overhead(overhead::Overhead::check(body(&ctx, doc)?, &ctx)?),
             "multi-device" => {
-                Scenario::MultiDevice(multi_device::MultiDevice::check(body(&ctx, doc)?, &ctx)?)
+                Experiment::MultiDevice(multi_device::MultiDevice::check(body(&ctx, doc)?, &ctx)?)
             }
             "hummingbird" => {
-                Scenario::Hummingbird(hummingbird::Hummingbird::check(body(&ctx, doc)?, &ctx)?)
+                Experiment::Hummingbird(hummingbird::Hummingbird::check(body(&ctx, doc)?, &ctx)?)
             }
             "case-ai-pc" => {
-                Scenario::CaseAiPc(Box::new(case_ai_pc::AiPc::check(body(&ctx, doc)?, &ctx)?))
+                Experiment::CaseAiPc(Box::new(case_ai_pc::AiPc::check(body(&ctx, doc)?, &ctx)?))
             }
-            "case-harvest" => Scenario::CaseHarvest(Box::new(case_harvest::Harvest::check(
+            "case-harvest" => Experiment::CaseHarvest(Box::new(case_harvest::Harvest::check(
                 body(&ctx, doc)?,
                 &ctx,
             )?)),
-            "case-two-model" => Scenario::CaseTwoModel(Box::new(case_two_model::TwoModel::check(
-                body(&ctx, doc)?,
-                &ctx,
-            )?)),
+            "case-two-model" => Experiment::CaseTwoModel(Box::new(
+                case_two_model::TwoModel::check(body(&ctx, doc)?, &ctx)?,
+            )),
             other => {
                 return Err(ctx.err(
                     ctx.header.experiment.span(),
@@ -257,7 +267,22 @@ impl Scenario {
                     ),
                 ));
             }
+        };
+        Ok(Scenario {
+            experiment,
+            known_misses: ctx.header.known_miss,
         })
+    }
+
+    /// The misses the file lists as known, each with its reason.
+    pub fn known_misses(&self) -> &[expect::KnownMiss] {
+        &self.known_misses
+    }
+
+    /// Where `report` (this scenario's run) departs from what the file expects: misses it does
+    /// not list, listed misses that were met or name no check ([`expect::surprises`]).
+    pub fn surprises(&self, report: &Report) -> expect::Surprises {
+        expect::surprises(report, &self.known_misses)
     }
 
     /// The built-in demo: fg-bg on one device, a few hundred requests.
@@ -277,16 +302,16 @@ impl Scenario {
         &self,
         tick: &(dyn Fn(usize, usize) + Sync),
     ) -> (Report, Vec<xsched_report::plot::Figure>) {
-        let report = match self {
-            Scenario::CaseAiPc(s) => return s.run(tick),
-            Scenario::CaseHarvest(s) => return s.run(tick),
-            Scenario::CaseTwoModel(s) => return s.run(tick),
-            Scenario::FgBg(s) => s.run(tick),
-            Scenario::Preempt(s) => s.run(tick),
-            Scenario::Bandwidth(s) => s.run(tick),
-            Scenario::Overhead(s) => s.run(tick),
-            Scenario::MultiDevice(s) => s.run(tick),
-            Scenario::Hummingbird(s) => s.run(tick),
+        let report = match &self.experiment {
+            Experiment::CaseAiPc(s) => return s.run(tick),
+            Experiment::CaseHarvest(s) => return s.run(tick),
+            Experiment::CaseTwoModel(s) => return s.run(tick),
+            Experiment::FgBg(s) => s.run(tick),
+            Experiment::Preempt(s) => s.run(tick),
+            Experiment::Bandwidth(s) => s.run(tick),
+            Experiment::Overhead(s) => s.run(tick),
+            Experiment::MultiDevice(s) => s.run(tick),
+            Experiment::Hummingbird(s) => s.run(tick),
         };
         (report, Vec::new())
     }
