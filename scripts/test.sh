@@ -116,8 +116,12 @@ if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 \
     && command -v debootstrap >/dev/null 2>&1 && python3 -c "import yaml" 2>/dev/null \
     && { [ -z "$SUDO" ] || sudo -n true 2>/dev/null; }; then
   cargo build --release --locked -p xsched-cli -p xsched-shim-cuda -p xsched-shim-opencl
-  $SUDO env XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" bash deploy/podman/build-image.sh
-  $SUDO python3 deploy/podman/shape.py
+  # Bounded well under CI's time: each podman call has its own limit, and a run that outlives
+  # these is stopped with SIGTERM, on which shape.py removes everything it made (then SIGKILL).
+  $SUDO env XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" \
+    timeout -k 30 900 bash deploy/podman/build-image.sh
+  $SUDO env XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}" \
+    timeout -k 60 900 python3 deploy/podman/shape.py
 elif [ "${CI:-}" = "true" ]; then
   echo "CI needs podman, runc, debootstrap, PyYAML and root for the shape's test (apt-get install podman runc debootstrap python3-yaml)" >&2
   exit 1
@@ -150,13 +154,21 @@ else
   cargo test --workspace --all-features --locked --no-fail-fast
 fi
 
-step "scenarios (every shipped scenario runs; figures in docs/BENCHMARKS.md)"
+step "scenarios (every shipped scenario meets its checks, but for the misses its file lists; figures in docs/RESULTS.md)"
 cargo build --release --locked -p xsched-cli
 for f in scenarios/*.toml; do
-  ./target/release/xsched sim "$f" --json > /dev/null
-  echo "ok  $f"
+  # `xsched sim` exits non-zero when a check misses that the file does not list under
+  # [[known_miss]], or a listed one is met; the table is printed then, the summary line always.
+  if ! out="$(timeout -k 10 300 ./target/release/xsched sim "$f")"; then
+    echo "$out"
+    echo "FAIL  $f" >&2
+    exit 1
+  fi
+  echo "ok    $f: $(echo "$out" | grep -E 'targets met|known misses' | paste -sd ';' -)"
 done
-./target/release/xsched demo --device gv100 > /dev/null
-echo "ok  demo (simulated gv100)"
-./target/release/xsched demo --requests 40 > /dev/null
-echo "ok  demo (cpu device, short)"
+timeout -k 10 300 ./target/release/xsched demo --device gv100 --strict > /dev/null
+echo "ok    demo (simulated gv100: every target met)"
+# Real threads on a shared machine: the run must work, its verdicts are the machine's (timing
+# claims live in the benchmarks), so no --strict here.
+timeout -k 10 300 ./target/release/xsched demo --requests 40 > /dev/null
+echo "ok    demo (cpu device, short)"

@@ -87,6 +87,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--requests", type=int, default=400)
     a = p.parse_args()
+    podman_env.exit_on_sigterm()
+    podman_env.recover_locks()
+    podman_env.sweep()
     node = Node()
     ratios = {}
     try:

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CONTAINERS_CONF="$PWD/deploy/podman/containers.conf"
+bash deploy/podman/locks.sh
 IMAGE="${XSCHED_IMAGE:-ghcr.io/xsched/xsched:latest}"
 BASE=localhost/xsched-base:bookworm
 

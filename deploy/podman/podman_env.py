@@ -5,7 +5,9 @@ with its timestamps. One job: run things; what to check is in shape.py and bench
 import json
 import os
 import re
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -20,16 +22,77 @@ CONF = ROOT / "deploy" / "podman" / "containers.conf"
 IMAGE = os.environ.get("XSCHED_IMAGE", derive.XSCHED_IMAGE)
 DAEMON = "xsched-daemon"
 ENV = {**os.environ, "CONTAINERS_CONF": str(CONF)}
+# Every pod and container these scripts make, and nothing else: `sweep` removes these only.
+PODS = [
+    "xsched-daemon", "xsched-inference", "xsched-training", "xsched-garbage", "xsched-claimer",
+    "xsched-orphan-1000", "xsched-orphan-0", "xsched-oldglibc", "xsched-soak",
+]
+CONTAINERS = [DAEMON, "xsched-bad-daemon-1000", "xsched-bad-daemon-0"]
+# The volume `kube play` makes from the daemon's ConfigMap.
+VOLUMES = ["xsched-config"]
 
 
 def podman(*args, check=True, timeout=120):
-    """`podman ARGS`; its output (stdout and stderr kept apart)."""
-    r = subprocess.run(
-        ["podman", *args], env=ENV, capture_output=True, text=True, timeout=timeout
-    )
+    """`podman ARGS`; its output (stdout and stderr kept apart). A podman that outlives its
+    timeout is killed and the call fails saying so; what it may have left half made is for
+    `sweep` (the scripts call it in their `finally`)."""
+    try:
+        r = subprocess.run(
+            ["podman", *args], env=ENV, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"podman {' '.join(args)}: no answer in {timeout} s") from e
     if check and r.returncode != 0:
         raise RuntimeError(f"podman {' '.join(args)}: {r.stderr.strip()}")
     return r
+
+
+def ours(name):
+    """Whether a container of this name is one these scripts make (a pod's containers are named
+    `POD-CONTAINER`)."""
+    return name in CONTAINERS or any(name == p or name.startswith(p + "-") for p in PODS)
+
+
+def exit_on_sigterm():
+    """A SIGTERM (a CI step's timeout, a `timeout` wrapper) ends the run through the callers'
+    `finally`, which sweeps up; a second one (a wrapper forwards the first) is ignored, so it
+    cannot cut that sweep short."""
+
+    def stop(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def recover_locks():
+    """podman's lock table made whole after a reboot podman did not notice (locks.sh says why);
+    call before any other podman command of a run."""
+    subprocess.run(["bash", str(ROOT / "deploy" / "podman" / "locks.sh")], env=ENV, check=True,
+                   timeout=120)
+
+
+def sweep():
+    """Remove every pod and container these scripts make, then whatever a killed podman left of
+    them in podman's storage: such a container is in no `podman ps -a` (podman's own records
+    lost it) yet holds its name, so the next `kube play` of the pod is refused ("the container
+    name ... is already in use") until `podman rm --storage` removes it. The same for an
+    orphaned pod's infra container (`<pod id>-infra`). And the ConfigMap's volume, so that no
+    record of these scripts outlives the run holding a lock number (locks.sh)."""
+    for pod in PODS:
+        podman("pod", "rm", "-f", "-t", "0", pod, check=False, timeout=60)
+    for c in CONTAINERS:
+        podman("rm", "-f", "-t", "0", c, check=False, timeout=60)
+    known = set(podman("ps", "-a", "--format", "{{.Names}}", check=False, timeout=60).stdout.split())
+    listed = podman("ps", "-a", "--external", "--format", "{{.ID}} {{.Names}}", check=False,
+                    timeout=60).stdout.splitlines()
+    for line in listed:
+        cid, _, name = line.partition(" ")
+        if name not in known and (ours(name) or name.endswith("-infra")):
+            podman("rm", "--storage", cid, check=False, timeout=60)
+            print(f"swept {name} ({cid}) from podman's storage", flush=True)
+    for volume in VOLUMES:
+        podman("volume", "rm", "-f", volume, check=False, timeout=60)
 
 
 def log_time(line):
@@ -164,6 +227,6 @@ class Node:
         self.pods = []
 
     def close(self):
-        self.remove_pods()
-        podman("rm", "-f", "-t", "0", DAEMON, check=False)
+        self.pods = []
+        sweep()
         subprocess.run(["rm", "-rf", str(self.dir)], check=False)

@@ -120,19 +120,19 @@ def bad_input(node):
     """Garbage on the socket and another tenant's priority: refused, nobody disturbed."""
     spec = {p["metadata"]["name"]: p for p in node.tenants({"inference": "true", "training": "true"})}
     t0 = time.time()
-    node.play([node.variant(spec["xsched-training"], "garbage", GARBAGE, uid=1002)], "garbage")
-    node.wait_exit("garbage-training")
-    said = node.log("garbage-training")
+    node.play([node.variant(spec["xsched-training"], "xsched-garbage", GARBAGE, uid=1002)], "xsched-garbage")
+    node.wait_exit("xsched-garbage-training")
+    said = node.log("xsched-garbage-training")
     check("no handshake" in said, f"garbage: the pod's stderr has the reason: {said.strip()}")
     line = node.wait_log(podman_env.DAEMON, "uid 1002.*no handshake", after=t0)
     check(True, f"garbage: the daemon's log says why: {line.strip()}")
 
     # A training-tenant pod (uid 1001) claiming the inference tenant's priority 10.
     t0 = time.time()
-    pod = node.variant(spec["xsched-training"], "claimer", FG.format(n=50), priority=10)
-    node.play([pod], "claimer")
-    node.wait_exit("claimer-training")
-    said = node.log("claimer-training")
+    pod = node.variant(spec["xsched-training"], "xsched-claimer", FG.format(n=50), priority=10)
+    node.play([pod], "xsched-claimer")
+    node.wait_exit("xsched-claimer-training")
+    said = node.log("xsched-claimer-training")
     check(
         "outside uid 1001's range -100..=0" in said,
         "claimer: the pod's stderr has the reason: "
@@ -155,19 +155,19 @@ def bad_socket_dirs(node):
         d.mkdir()
         d.chmod(mode)
         os.chown(d, owner, owner)
-        name = f"bad-daemon-{owner}"
+        name = f"xsched-bad-daemon-{owner}"
         node.start_daemon(socket_dir=d, name=name)
         time.sleep(1.0)
         said = node.log(name)
         podman("rm", "-f", "-t", "0", name, check=False)
         # A tenant on that node: it runs unscheduled and says why.
-        pod = node.variant(spec, f"orphan-{owner}", FG.format(n=20))
+        pod = node.variant(spec, f"xsched-orphan-{owner}", FG.format(n=20))
         for v in pod["spec"]["volumes"]:
             if v.get("hostPath", {}).get("path") == str(node.socket_dir):
                 v["hostPath"]["path"] = str(d)
-        node.play([pod], f"orphan-{owner}")
-        rc = node.wait_exit(f"orphan-{owner}-training")
-        orphan = next((l for l in node.log(f"orphan-{owner}-training").splitlines() if "unavailable" in l), "")
+        node.play([pod], f"xsched-orphan-{owner}")
+        rc = node.wait_exit(f"xsched-orphan-{owner}-training")
+        orphan = next((l for l in node.log(f"xsched-orphan-{owner}-training").splitlines() if "unavailable" in l), "")
         check(
             rc == 0 and "unscheduled" in orphan,
             f"socket folder {label}: a pod there runs unscheduled and says why: {orphan.strip()}",
@@ -191,11 +191,11 @@ def old_glibc(node):
     image = "localhost/xsched-workload:bullseye"
     podman("import", "--change", f"ENV=PATH={PATH}", base, image)
     spec = node.tenants({"inference": "true", "training": "true"}, only=["xsched-training"])[0]
-    pod = node.variant(spec, "oldglibc", "echo the workload ran")
+    pod = node.variant(spec, "xsched-oldglibc", "echo the workload ran")
     pod["spec"]["containers"][0]["image"] = image
-    node.play([pod], "oldglibc")
-    rc = node.wait_exit("oldglibc-training")
-    said = node.log("oldglibc-training")
+    node.play([pod], "xsched-oldglibc")
+    rc = node.wait_exit("xsched-oldglibc-training")
+    said = node.log("xsched-oldglibc-training")
     line = next((l for l in said.splitlines() if "GLIBC_2.34" in l), said.strip())
     check(
         rc != 0 and "required by /opt/xsched/lib/libxsched_cuda.so" in line
@@ -235,13 +235,13 @@ def restart_daemon(node):
     restart policy: every tenant registers again, and a tenant counting its commands' runs
     sees each once."""
     spec = {p["metadata"]["name"]: p for p in node.tenants({"inference": "true", "training": "true"})}
-    soak = node.variant(spec["xsched-training"], "soak", SOAK.format(n=20000))
-    node.play([soak], "soak")
+    soak = node.variant(spec["xsched-training"], "xsched-soak", SOAK.format(n=20000))
+    node.play([soak], "xsched-soak")
     rows, took = wait_rows(node, lambda r: uids(r) == [1000, 1001])
     check(took is not None, "a soak tenant (uid 1001) registered")
     before = node.host_pid(podman_env.DAEMON)
     t0 = time.time()
-    tenants = node.worker_pids("xsched-inference-inference") | node.worker_pids("soak-training")
+    tenants = node.worker_pids("xsched-inference-inference") | node.worker_pids("xsched-soak-training")
     os.kill(before, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and node.host_pid(podman_env.DAEMON) in (0, before):
@@ -264,8 +264,8 @@ def restart_daemon(node):
         f"restart policy); every tenant ({sorted(tenants)}) registered again "
         f"{back:.2f} s after the kill (daemon log)",
     )
-    node.wait_exit("soak-training")
-    r = node.report("soak-training")
+    node.wait_exit("xsched-soak-training")
+    r = node.report("xsched-soak-training")
     check(
         r["exactly_once"] == r["commands"] and r["never"] == 0 and r["more_than_once"] == 0,
         f"commands through the restart: {r['commands']} sent, {r['exactly_once']} once, "
@@ -307,11 +307,10 @@ def unseen_pids(node):
 
 def main():
     keep = "--keep" in sys.argv
-    # Leftovers of an interrupted run of this script (its own names only) would stop `kube play`.
-    for pod in ["xsched-daemon", "xsched-inference", "xsched-training", "garbage", "claimer",
-                "orphan-1000", "orphan-0", "oldglibc", "soak"]:
-        podman("pod", "rm", "-f", "-t", "0", pod, check=False)
-    podman("rm", "-f", "-t", "0", podman_env.DAEMON, check=False)
+    podman_env.exit_on_sigterm()
+    # Leftovers of an interrupted run (these scripts' own names only) would stop `kube play`.
+    podman_env.recover_locks()
+    podman_env.sweep()
     node = Node(config_extra=RANGES)
     start = time.monotonic()
     try:
