@@ -97,6 +97,11 @@ XSCHED_VLLM_MODEL="$(echo "$VLLM_PATHS" | tail -1)"
 export XSCHED_VLLM_PYTHON XSCHED_VLLM_MODEL
 echo "vLLM at $XSCHED_VLLM_PYTHON, model at $XSCHED_VLLM_MODEL"
 
+step "tinygrad (pinned, from PyPI, its own environment, cached) for the OpenCL shim's real-framework test"
+XSCHED_TINYGRAD_PYTHON="$(bash scripts/tinygrad.sh | tail -1)"
+export XSCHED_TINYGRAD_PYTHON
+echo "tinygrad at $XSCHED_TINYGRAD_PYTHON"
+
 step "the Kubernetes shape under podman (deploy/podman: the image built without a registry, run)"
 # Installs podman, runc, debootstrap and PyYAML on Debian. Builds the release binaries and the
 # image (the Debian base tarball is made once, about 30 s, and cached under ~/.cache/xsched),

@@ -12,6 +12,7 @@ mod probe_cmd;
 mod reference;
 mod replay_cmd;
 mod report_cmd;
+mod run_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -129,6 +130,24 @@ enum Command {
         soak: bench::SoakArgs,
         #[command(flatten)]
         output: Output,
+    },
+    /// Run a program unchanged with its OpenCL queues under xsched (the OpenCL shim stands in
+    /// for libOpenCL.so.1, however the program opens it).
+    Run {
+        /// XSCHED_PRIORITY for the program's queues (higher runs first under `hpf`).
+        #[arg(long, allow_hyphen_values = true)]
+        priority: Option<i32>,
+        /// XSCHED_LEVEL for the program's queues.
+        #[arg(long)]
+        level: Option<u8>,
+        /// Schedule through the daemon (XSCHED_SCHEDULER=global, at --socket).
+        #[arg(long)]
+        global: bool,
+        #[command(flatten)]
+        socket: Socket,
+        /// The program and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
     },
     /// Run a scenario file (see scenarios/).
     Sim {
@@ -622,6 +641,18 @@ fn run(cli: Cli) -> Result<()> {
             )
         }
         Command::Devices { output } => probe_cmd::devices(output.json),
+        Command::Run {
+            priority,
+            level,
+            global,
+            socket,
+            command,
+        } => run_cmd::run(&run_cmd::RunArgs {
+            priority,
+            level,
+            global: global.then(|| socket.path()),
+            command,
+        }),
         Command::Llm(args) => {
             match &args.command {
                 Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),

@@ -20,6 +20,7 @@
 //! Logs go to stderr, filtered by `XSCHED_LOG` (default `warn`).
 
 mod exports;
+mod forward;
 mod gate;
 mod state;
 
