@@ -20,11 +20,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "crates/shim-opencl/src/forward/list.rs"
-# What the shim exports itself (crates/shim-opencl/src/exports.rs).
+# What the shim exports itself (crates/shim-opencl/src/exports.rs, program_exports.rs).
 SCHEDULED = {
     "clCreateCommandQueue", "clCreateCommandQueueWithProperties", "clReleaseCommandQueue",
     "clEnqueueNDRangeKernel", "clEnqueueTask", "clEnqueueReadBuffer", "clEnqueueWriteBuffer",
     "clEnqueueCopyBuffer", "clEnqueueFillBuffer",
+    # What kernel slicing watches (crates/shim-opencl/src/program_exports.rs).
+    "clCreateProgramWithSource", "clBuildProgram", "clCreateKernel", "clSetKernelArg",
+    "clReleaseKernel", "clReleaseProgram", "clCreateProgramWithBinary", "clGetProgramInfo",
 }
 
 

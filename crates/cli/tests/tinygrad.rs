@@ -122,3 +122,29 @@ fn tinygrad_inference_beside_training_under_the_daemon_computes_what_it_does_nat
         assert_eq!(shimmed_train[key], native_train[key], "training {key}");
     }
 }
+
+#[test]
+fn tinygrad_with_kernel_slicing_computes_bit_identical_results_and_cuts_long_kernels() {
+    let Some(s) = setup() else { return };
+    let train = ["train", "8"];
+    let native = result(s.command(&train, None).spawn().expect("train"));
+    let socket = support::socket("tinygrad-sliced");
+    let _daemon = Daemon::start(&socket);
+    // tinygrad compiles here (CACHELEVEL=0: not from its disk cache), so the shim sees each
+    // kernel's source; a 200 µs budget cuts its matmuls.
+    let mut c = s.command(&train, Some((&socket, 0)));
+    c.env("XSCHED_SLICE_US", "200")
+        .env("CACHELEVEL", "0")
+        .env("XSCHED_LOG", "info");
+    let out = c.output().expect("runs");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sliced: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    let cut = log.matches(" cut into ").count();
+    assert!(cut >= 3, "kernels cut: {cut}\n{log}");
+    for key in ["loss", "losses", "weights"] {
+        assert_eq!(sliced[key], native[key], "training {key}, sliced");
+    }
+}

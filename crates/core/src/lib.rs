@@ -13,6 +13,7 @@
 //! - [`policy`]: the policies, one file each, behind one registry.
 //! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 //! - [`harvest`]: Hummingbird's idle-slice collector (the `slo-aware` policy's machine).
+//! - [`slice`]: whether and how finely to cut a long kernel launch into preemptible slices.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +29,7 @@ pub mod ids;
 pub mod level;
 pub mod policy;
 pub mod scheduler;
+pub mod slice;
 pub mod time;
 pub mod view;
 pub mod xqueue;

@@ -5,12 +5,14 @@
 //! Real entry points come from `cl3`, which opens `libOpenCL.so.1` and looks symbols up in that
 //! library and its dependencies only, so these exports never call themselves.
 //!
-//! The six enqueue exports differ only in their arguments and the real call, so one macro
-//! (`enqueue_export!`) writes the rest; a test holds every export to the Khronos signature.
+//! Five enqueue exports differ only in their arguments and the real call, so one macro
+//! (`enqueue_export!`) writes the rest; the kernel launch first offers itself to slicing. A test
+//! holds every export to the Khronos signature.
 
 #![allow(non_snake_case)]
 
 use crate::gate::{self, Call};
+use crate::slice;
 use crate::state::{self, shim};
 use cl3::error_codes::CL_SUCCESS;
 use cl3::types::{
@@ -58,7 +60,9 @@ pub unsafe extern "C" fn clCreateCommandQueue(
     properties: cl_command_queue_properties,
     errcode_ret: *mut cl_int,
 ) -> cl_command_queue {
-    // SAFETY: arguments passed on unchanged under the caller's contract.
+    let properties = properties | slice::profiling();
+    // SAFETY: arguments passed on unchanged under the caller's contract (profiling added where
+    // slicing measures launches).
     let result = unsafe { cl3::command_queue::create_command_queue(context, device, properties) };
     // SAFETY: `errcode_ret` under the caller's contract.
     unsafe { created(result, errcode_ret) }
@@ -75,7 +79,11 @@ pub unsafe extern "C" fn clCreateCommandQueueWithProperties(
     properties: *const cl_queue_properties,
     errcode_ret: *mut cl_int,
 ) -> cl_command_queue {
-    // SAFETY: arguments passed on unchanged under the caller's contract.
+    // SAFETY: the caller's zero-terminated list (or NULL), read to copy it.
+    let with_profiling = unsafe { slice::with_profiling(properties) };
+    let properties = with_profiling.as_ref().map_or(properties, |p| p.as_ptr());
+    // SAFETY: arguments passed on unchanged under the caller's contract (profiling added where
+    // slicing measures launches).
     let result = unsafe {
         cl3::command_queue::create_command_queue_with_properties(context, device, properties)
     };
@@ -139,18 +147,42 @@ macro_rules! enqueue_export {
     };
 }
 
-enqueue_export! {
-    /// `clEnqueueNDRangeKernel`, scheduled.
-    fn clEnqueueNDRangeKernel(
+/// `clEnqueueNDRangeKernel`, scheduled, and cut into slices where slicing is on and the launch
+/// is long (`slice`).
+///
+/// # Safety
+/// As the OpenCL specification requires of the caller.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clEnqueueNDRangeKernel(
+    queue: cl_command_queue,
+    kernel: cl_kernel,
+    work_dim: cl_uint,
+    global_work_offset: *const usize,
+    global_work_size: *const usize,
+    local_work_size: *const usize,
+    num_events: cl_uint,
+    wait_list: *const cl_event,
+    event: *mut cl_event,
+) -> cl_int {
+    let call = Call {
         queue,
-        kernel: cl_kernel,
-        work_dim: cl_uint,
-        global_work_offset: *const usize,
-        global_work_size: *const usize,
-        local_work_size: *const usize,
-    );
-    blocking: false;
-    real: |n, list| {
+        num_events,
+        wait_list,
+        event_out: event,
+        blocking: false,
+    };
+    let nd = slice::NdRange {
+        kernel,
+        work_dim,
+        offset: global_work_offset,
+        global: global_work_size,
+        local: local_work_size,
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    if let Some(status) = unsafe { slice::enqueue_kernel(&call, &nd) } {
+        return status;
+    }
+    let real = |n: cl_uint, list: *const cl_event| {
         // SAFETY: the application's arguments, unchanged, with a wait list of `n` events.
         unsafe {
             cl3::command_queue::enqueue_nd_range_kernel(
@@ -164,7 +196,9 @@ enqueue_export! {
                 list,
             )
         }
-    }
+    };
+    // SAFETY: the caller's pointers, as OpenCL allows.
+    unsafe { gate::enqueue(&call, &real) }
 }
 
 enqueue_export! {

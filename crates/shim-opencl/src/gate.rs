@@ -19,6 +19,7 @@ use xsched_interpose::{gated, guard};
 pub(crate) type Real<'a> = &'a dyn Fn(cl_uint, *const cl_event) -> Result<cl_event, cl_int>;
 
 /// One intercepted enqueue call's event arguments.
+#[derive(Clone, Copy)]
 pub(crate) struct Call {
     pub(crate) queue: cl_command_queue,
     pub(crate) num_events: cl_uint,
@@ -32,7 +33,7 @@ pub(crate) struct Call {
 ///
 /// # Safety
 /// `out` is NULL or valid for writing one event.
-unsafe fn give(event: Event, out: *mut cl_event) {
+pub(crate) unsafe fn give(event: Event, out: *mut cl_event) {
     if !out.is_null() {
         // SAFETY: non-null and writable by the caller's contract.
         unsafe { out.write(event.into_raw()) };
@@ -43,7 +44,7 @@ unsafe fn give(event: Event, out: *mut cl_event) {
 ///
 /// # Safety
 /// The call's pointers are as OpenCL allows (they are passed on unchanged).
-unsafe fn forward(call: &Call, real: Real<'_>) -> cl_int {
+pub(crate) unsafe fn forward(call: &Call, real: Real<'_>) -> cl_int {
     let event = match real(call.num_events, call.wait_list) {
         // SAFETY: the real enqueue handed us one reference.
         Ok(raw) => unsafe { Event::from_raw(raw) },

@@ -22,6 +22,8 @@
 mod exports;
 mod forward;
 mod gate;
+mod program_exports;
+mod slice;
 mod state;
 
 pub use exports::{

@@ -7,7 +7,6 @@ use opencl_sys::*;
 use std::ffi::{c_char, c_void};
 
 forward! {
-    fn clBuildProgram(program: cl_program, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, pfn_notify: Option<unsafe extern "C" fn(program: cl_program, user_data: *mut c_void)>, user_data: *mut c_void) -> cl_int;
     fn clCloneKernel(source_kernel: cl_kernel, errcode_ret: *mut cl_int) -> cl_kernel;
     fn clCompileProgram(program: cl_program, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, num_input_headers: cl_uint, input_headers: *const cl_program, header_include_names: *mut *const c_char, pfn_notify: Option<unsafe extern "C" fn(program: cl_program, user_data: *mut c_void)>, user_data: *mut c_void) -> cl_int;
     fn clCreateBuffer(context: cl_context, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void, errcode_ret: *mut cl_int) -> cl_mem;
@@ -26,13 +25,10 @@ forward! {
     fn clCreateImage2D(context: cl_context, flags: cl_mem_flags, image_format: *const cl_image_format, image_width: usize, image_height: usize, image_row_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut cl_int) -> cl_mem;
     fn clCreateImage3D(context: cl_context, flags: cl_mem_flags, image_format: *const cl_image_format, image_width: usize, image_height: usize, image_depth: usize, image_row_pitch: usize, image_slice_pitch: usize, host_ptr: *mut c_void, errcode_ret: *mut cl_int) -> cl_mem;
     fn clCreateImageWithProperties(context: cl_context, properties: *const cl_mem_properties, flags: cl_mem_flags, image_format: *const cl_image_format, image_desc: *const cl_image_desc, host_ptr: *mut c_void, errcode_ret: *mut cl_int) -> cl_mem;
-    fn clCreateKernel(program: cl_program, kernel_name: *const c_char, errcode_ret: *mut cl_int) -> cl_kernel;
     fn clCreateKernelsInProgram(program: cl_program, num_kernels: cl_uint, kernels: *mut cl_kernel, num_kernels_ret: *mut cl_uint) -> cl_int;
     fn clCreatePipe(context: cl_context, flags: cl_mem_flags, pipe_packet_size: cl_uint, pipe_max_packets: cl_uint, properties: *const cl_pipe_properties, errcode_ret: *mut cl_int) -> cl_mem;
-    fn clCreateProgramWithBinary(context: cl_context, num_devices: cl_uint, device_list: *const cl_device_id, lengths: *const usize, binaries: *mut *const ::core::ffi::c_uchar, binary_status: *mut cl_int, errcode_ret: *mut cl_int) -> cl_program;
     fn clCreateProgramWithBuiltInKernels(context: cl_context, num_devices: cl_uint, device_list: *const cl_device_id, kernel_names: *const c_char, errcode_ret: *mut cl_int) -> cl_program;
     fn clCreateProgramWithIL(context: cl_context, il: *const c_void, length: usize, errcode_ret: *mut cl_int) -> cl_program;
-    fn clCreateProgramWithSource(context: cl_context, count: cl_uint, strings: *mut *const c_char, lengths: *const usize, errcode_ret: *mut cl_int) -> cl_program;
     fn clCreateSampler(context: cl_context, normalized_coords: cl_bool, addressing_mode: cl_addressing_mode, filter_mode: cl_filter_mode, errcode_ret: *mut cl_int) -> cl_sampler;
     fn clCreateSamplerWithProperties(context: cl_context, sampler_properties: *const cl_sampler_properties, errcode_ret: *mut cl_int) -> cl_sampler;
     fn clCreateSubBuffer(buffer: cl_mem, flags: cl_mem_flags, buffer_create_type: cl_buffer_create_type, buffer_create_info: *const c_void, errcode_ret: *mut cl_int) -> cl_mem;
@@ -94,7 +90,6 @@ forward! {
     fn clGetPlatformIDs(num_entries: cl_uint, platforms: *mut cl_platform_id, num_platforms: *mut cl_uint) -> cl_int;
     fn clGetPlatformInfo(platform: cl_platform_id, param_name: cl_platform_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) -> cl_int;
     fn clGetProgramBuildInfo(program: cl_program, device: cl_device_id, param_name: cl_program_build_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) -> cl_int;
-    fn clGetProgramInfo(program: cl_program, param_name: cl_program_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) -> cl_int;
     fn clGetSamplerInfo(sampler: cl_sampler, param_name: cl_sampler_info, param_value_size: usize, param_value: *mut c_void, param_value_size_ret: *mut usize) -> cl_int;
     fn clGetSupportedImageFormats(context: cl_context, flags: cl_mem_flags, image_type: cl_mem_object_type, num_entries: cl_uint, image_formats: *mut cl_image_format, num_image_formats: *mut cl_uint) -> cl_int;
     fn clLinkProgram(context: cl_context, num_devices: cl_uint, device_list: *const cl_device_id, options: *const c_char, num_input_programs: cl_uint, input_programs: *const cl_program, pfn_notify: Option<unsafe extern "C" fn(program: cl_program, user_data: *mut c_void)>, user_data: *mut c_void, errcode_ret: *mut cl_int) -> cl_program;
@@ -102,9 +97,7 @@ forward! {
     fn clReleaseDevice(device: cl_device_id) -> cl_int;
     fn clReleaseDeviceEXT(device: cl_device_id) -> cl_int;
     fn clReleaseEvent(event: cl_event) -> cl_int;
-    fn clReleaseKernel(kernel: cl_kernel) -> cl_int;
     fn clReleaseMemObject(memobj: cl_mem) -> cl_int;
-    fn clReleaseProgram(program: cl_program) -> cl_int;
     fn clReleaseSampler(sampler: cl_sampler) -> cl_int;
     fn clRetainCommandQueue(command_queue: cl_command_queue) -> cl_int;
     fn clRetainContext(context: cl_context) -> cl_int;
@@ -121,7 +114,6 @@ forward! {
     fn clSetContextDestructorCallback(context: cl_context, pfn_notify: Option<unsafe extern "C" fn(context: cl_context, user_data: *mut c_void)>, user_data: *mut c_void) -> cl_int;
     fn clSetDefaultDeviceCommandQueue(context: cl_context, device: cl_device_id, command_queue: cl_command_queue) -> cl_int;
     fn clSetEventCallback(event: cl_event, command_exec_callback_type: cl_int, pfn_notify: Option<unsafe extern "C" fn(event: cl_event, event_command_status: cl_int, user_data: *mut c_void)>, user_data: *mut c_void) -> cl_int;
-    fn clSetKernelArg(kernel: cl_kernel, arg_index: cl_uint, arg_size: usize, arg_value: *const c_void) -> cl_int;
     fn clSetKernelArgSVMPointer(kernel: cl_kernel, arg_index: cl_uint, arg_value: *const c_void) -> cl_int;
     fn clSetKernelExecInfo(kernel: cl_kernel, param_name: cl_kernel_exec_info, param_value_size: usize, param_value: *const c_void) -> cl_int;
     fn clSetMemObjectDestructorCallback(memobj: cl_mem, pfn_notify: Option<unsafe extern "C" fn(memobj: cl_mem, user_data: *mut c_void)>, user_data: *mut c_void) -> cl_int;
@@ -139,7 +131,6 @@ mod tests {
     /// (checked when the test compiles).
     #[test]
     fn every_forwarder_has_the_khronos_type() {
-        let _: opencl_sys::cl_function_types::clBuildProgram_t = Some(super::clBuildProgram);
         let _: opencl_sys::cl_function_types::clCloneKernel_t = Some(super::clCloneKernel);
         let _: opencl_sys::cl_function_types::clCompileProgram_t = Some(super::clCompileProgram);
         let _: opencl_sys::cl_function_types::clCreateBuffer_t = Some(super::clCreateBuffer);
@@ -162,18 +153,13 @@ mod tests {
         let _: opencl_sys::cl_function_types::clCreateImage3D_t = Some(super::clCreateImage3D);
         let _: opencl_sys::cl_function_types::clCreateImageWithProperties_t =
             Some(super::clCreateImageWithProperties);
-        let _: opencl_sys::cl_function_types::clCreateKernel_t = Some(super::clCreateKernel);
         let _: opencl_sys::cl_function_types::clCreateKernelsInProgram_t =
             Some(super::clCreateKernelsInProgram);
         let _: opencl_sys::cl_function_types::clCreatePipe_t = Some(super::clCreatePipe);
-        let _: opencl_sys::cl_function_types::clCreateProgramWithBinary_t =
-            Some(super::clCreateProgramWithBinary);
         let _: opencl_sys::cl_function_types::clCreateProgramWithBuiltInKernels_t =
             Some(super::clCreateProgramWithBuiltInKernels);
         let _: opencl_sys::cl_function_types::clCreateProgramWithIL_t =
             Some(super::clCreateProgramWithIL);
-        let _: opencl_sys::cl_function_types::clCreateProgramWithSource_t =
-            Some(super::clCreateProgramWithSource);
         let _: opencl_sys::cl_function_types::clCreateSampler_t = Some(super::clCreateSampler);
         let _: opencl_sys::cl_function_types::clCreateSamplerWithProperties_t =
             Some(super::clCreateSamplerWithProperties);
@@ -268,7 +254,6 @@ mod tests {
         let _: opencl_sys::cl_function_types::clGetPlatformInfo_t = Some(super::clGetPlatformInfo);
         let _: opencl_sys::cl_function_types::clGetProgramBuildInfo_t =
             Some(super::clGetProgramBuildInfo);
-        let _: opencl_sys::cl_function_types::clGetProgramInfo_t = Some(super::clGetProgramInfo);
         let _: opencl_sys::cl_function_types::clGetSamplerInfo_t = Some(super::clGetSamplerInfo);
         let _: opencl_sys::cl_function_types::clGetSupportedImageFormats_t =
             Some(super::clGetSupportedImageFormats);
@@ -277,10 +262,8 @@ mod tests {
         let _: opencl_sys::cl_function_types::clReleaseDevice_t = Some(super::clReleaseDevice);
         let _: opencl_sys::clReleaseDeviceEXT_t = Some(super::clReleaseDeviceEXT);
         let _: opencl_sys::cl_function_types::clReleaseEvent_t = Some(super::clReleaseEvent);
-        let _: opencl_sys::cl_function_types::clReleaseKernel_t = Some(super::clReleaseKernel);
         let _: opencl_sys::cl_function_types::clReleaseMemObject_t =
             Some(super::clReleaseMemObject);
-        let _: opencl_sys::cl_function_types::clReleaseProgram_t = Some(super::clReleaseProgram);
         let _: opencl_sys::cl_function_types::clReleaseSampler_t = Some(super::clReleaseSampler);
         let _: opencl_sys::cl_function_types::clRetainCommandQueue_t =
             Some(super::clRetainCommandQueue);
@@ -302,7 +285,6 @@ mod tests {
             Some(super::clSetDefaultDeviceCommandQueue);
         let _: opencl_sys::cl_function_types::clSetEventCallback_t =
             Some(super::clSetEventCallback);
-        let _: opencl_sys::cl_function_types::clSetKernelArg_t = Some(super::clSetKernelArg);
         let _: opencl_sys::cl_function_types::clSetKernelArgSVMPointer_t =
             Some(super::clSetKernelArgSVMPointer);
         let _: opencl_sys::cl_function_types::clSetKernelExecInfo_t =

@@ -72,4 +72,20 @@ macro_rules! forward {
     )*};
 }
 
+/// The real loader's function `$name` as its Khronos function type `$ty` (an `Option` of the
+/// function pointer: `None` where the loader lacks it), looked up once.
+macro_rules! real_fn {
+    ($name:ident, $ty:ty) => {{
+        static SLOT: std::sync::OnceLock<$ty> = std::sync::OnceLock::new();
+        *SLOT.get_or_init(|| {
+            let address = $crate::forward::real::symbol(concat!(stringify!($name), "\0"))
+                .unwrap_or(std::ptr::null_mut());
+            // SAFETY: the loader's function of this name has the Khronos type `$ty`; a null
+            // address becomes `None` (an `Option` of a function pointer is a nullable pointer).
+            unsafe { std::mem::transmute::<*mut std::ffi::c_void, $ty>(address) }
+        })
+    }};
+}
+pub(crate) use real_fn;
+
 mod list;
