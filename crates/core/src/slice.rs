@@ -35,6 +35,30 @@ pub enum SlicePlan {
     },
 }
 
+/// How a launch over a grid of units (work-groups, or work-items where the kernel allows) runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridPlan {
+    /// In one piece, predicted to take `estimate` where the kernel ran before.
+    Whole {
+        /// The launch's predicted length.
+        estimate: Option<Nanos>,
+    },
+    /// Cut along dimension `dim` (the one with the most units) into `count` ranges of `each`
+    /// units of it (every other dimension whole; the last range may be shorter).
+    Cut {
+        /// The dimension cut.
+        dim: usize,
+        /// Units of `dim` per range.
+        each: u64,
+        /// Number of ranges.
+        count: u64,
+        /// Predicted length of one full range.
+        estimate: Nanos,
+        /// Predicted length of the whole launch.
+        whole: Nanos,
+    },
+}
+
 /// The slice planner of one process: each kernel's measured cost, and the budget.
 #[derive(Clone, Debug)]
 pub struct SlicePlanner {
@@ -76,6 +100,36 @@ impl SlicePlanner {
             groups: each,
             count: groups.div_ceil(each),
             estimate: Nanos(per_group.0.saturating_mul(each)),
+        }
+    }
+
+    /// A launch of `kernel` over a grid of `units` (per dimension, unused ones 1): whole, or cut
+    /// along its dimension with the most units into ranges that [`SlicePlanner::plan`] sizes.
+    pub fn plan_grid(&self, kernel: u64, units: [u64; 3]) -> GridPlan {
+        let total: u64 = units.iter().product();
+        let cost = |n: u64| self.per_group(kernel).map(|c| Nanos(c.0.saturating_mul(n)));
+        let whole = GridPlan::Whole {
+            estimate: cost(total),
+        };
+        let SlicePlan::Slices {
+            groups: per_slice, ..
+        } = self.plan(kernel, total)
+        else {
+            return whole;
+        };
+        let dim = (0..3).max_by_key(|&d| units[d]).unwrap_or(0);
+        let others = total / units[dim].max(1);
+        let each = (per_slice / others.max(1)).max(1);
+        let count = units[dim].div_ceil(each);
+        if count < 2 {
+            return whole;
+        }
+        GridPlan::Cut {
+            dim,
+            each,
+            count,
+            estimate: cost(each * others).unwrap_or_default(),
+            whole: cost(total).unwrap_or_default(),
         }
     }
 
@@ -156,6 +210,44 @@ mod tests {
         p.forget(1);
         assert_eq!(p.per_group(1), None);
         assert_eq!(p.plan(1, 100), SlicePlan::Whole);
+    }
+
+    #[test]
+    fn a_grid_is_cut_along_its_longest_dimension_whole_rows_at_a_time() {
+        let mut p = SlicePlanner::new(Nanos(100 * US));
+        assert_eq!(
+            p.plan_grid(3, [8, 64, 1]),
+            GridPlan::Whole { estimate: None },
+            "no history"
+        );
+        p.observe(3, 1, Nanos(10 * US));
+        // 8 groups a row of dimension 1 cost 80 us: one row fits the 100 us budget.
+        assert_eq!(
+            p.plan_grid(3, [8, 64, 1]),
+            GridPlan::Cut {
+                dim: 1,
+                each: 1,
+                count: 64,
+                estimate: Nanos(80 * US),
+                whole: Nanos(5_120 * US),
+            }
+        );
+        // Rows wider than the budget are still cut one row at a time.
+        assert!(matches!(
+            p.plan_grid(3, [64, 16, 1]),
+            GridPlan::Cut {
+                dim: 0,
+                each: 1,
+                count: 64,
+                ..
+            }
+        ));
+        assert_eq!(
+            p.plan_grid(3, [4, 2, 1]),
+            GridPlan::Whole {
+                estimate: Some(Nanos(80 * US))
+            }
+        );
     }
 
     proptest! {

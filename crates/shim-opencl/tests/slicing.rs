@@ -100,3 +100,29 @@ fn every_work_item_of_a_cut_launch_runs_once_with_its_whole_launch_ids() {
         );
     }
 }
+
+#[test]
+fn a_bad_slice_budget_is_said_once_and_the_program_runs_uncut() {
+    let Some((program, shim)) = setup() else {
+        return;
+    };
+    let args = shapes(4, 3);
+    for bad in ["fast", "-5", "1.5"] {
+        let out = Command::new(&program)
+            .args(&args)
+            .env("LD_PRELOAD", &shim)
+            .env("XSCHED_SLICE_US", bad)
+            .env("XSCHED_LOG", "info")
+            .output()
+            .expect("runs");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(checked(&out)["mismatches"], 0, "{bad}: {log}");
+        assert_eq!(
+            log.matches("XSCHED_SLICE_US").count(),
+            1,
+            "{bad}: said once: {log}"
+        );
+        assert!(log.contains("kernel slicing off"), "{bad}: {log}");
+        assert!(!log.contains(" cut into "), "{bad}: nothing cut: {log}");
+    }
+}

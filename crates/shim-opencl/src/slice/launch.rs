@@ -14,7 +14,7 @@ use crate::state::scheduled;
 use cl3::types::{cl_event, cl_int, cl_kernel};
 use std::sync::Arc;
 use xsched_backend_opencl::{Event, OclQueue, cl3};
-use xsched_core::slice::SlicePlan;
+use xsched_core::slice::GridPlan;
 use xsched_core::{CommandMeta, Nanos};
 use xsched_interpose::guard;
 use xsched_runtime::XQueue;
@@ -117,33 +117,25 @@ impl Slicing {
     }
 
     fn plan(&self, key: usize, program: &mut Program, kernel: &mut Kernel, shape: &Shape) -> Plan {
-        let planner = lock(&self.planner);
-        let estimate = |groups: usize| {
-            planner
-                .per_group(key as u64)
-                .map(|c| Nanos(c.0 * groups as u64))
-        };
         let independent = program.source.as_ref().is_ok_and(|t| t.items_independent);
-        let Some(groups) = shape.units(independent) else {
+        let Some(units) = shape.units(independent) else {
             return Plan::Whole(None);
         };
-        let total: usize = groups.iter().product();
-        let SlicePlan::Slices {
-            groups: per_slice, ..
-        } = planner.plan(key as u64, total as u64)
-        else {
-            return Plan::Whole(estimate(total));
-        };
-        let dim = (0..shape.dims).max_by_key(|&d| groups[d]).unwrap_or(0);
-        let others = total / groups[dim];
-        let each = (per_slice as usize / others).max(1);
-        let count = groups[dim].div_ceil(each);
-        let refusal = if !shape.offset_zero {
-            Some("a launch with a non-zero global offset".to_string())
-        } else if count < 2 {
-            return Plan::Whole(estimate(total));
-        } else {
+        let (dim, each, count, estimate, whole) =
+            match lock(&self.planner).plan_grid(key as u64, units.map(|u| u as u64)) {
+                GridPlan::Whole { estimate } => return Plan::Whole(estimate),
+                GridPlan::Cut {
+                    dim,
+                    each,
+                    count,
+                    estimate,
+                    whole,
+                } => (dim, each as usize, count as usize, estimate, whole),
+            };
+        let refusal = if shape.offset_zero {
             twin::kernel_twin(program, kernel).err()
+        } else {
+            Some("a launch with a non-zero global offset".to_string())
         };
         if let Some(why) = refusal {
             if !kernel.refusal_said {
@@ -151,13 +143,13 @@ impl Slicing {
                 let name = String::from_utf8_lossy(&kernel.name);
                 tracing::warn!("kernel {name} is long but runs whole: {why}");
             }
-            return Plan::Whole(estimate(total));
+            return Plan::Whole(Some(whole));
         }
         if !kernel.cut_said {
             kernel.cut_said = true;
             let name = String::from_utf8_lossy(&kernel.name);
             tracing::info!(
-                "kernel {name}: a launch of {total} work-groups cut into {count} ranges of {each} \
+                "kernel {name}: a launch of {units:?} units cut into {count} ranges of {each} \
                  along dimension {dim}"
             );
         }
@@ -167,9 +159,9 @@ impl Slicing {
                 dim,
                 each,
                 count,
-                estimate: estimate(each * others).unwrap_or_default(),
+                estimate,
             }),
-            _ => Plan::Whole(estimate(total)),
+            _ => Plan::Whole(Some(whole)),
         }
     }
 }

@@ -24,22 +24,32 @@ static SLICING: OnceLock<Option<Slicing>> = OnceLock::new();
 /// Slicing, if `XSCHED_SLICE_US` turns it on (a bad value is said once and turns it off).
 pub(crate) fn slicing() -> Option<&'static Slicing> {
     SLICING
-        .get_or_init(|| match budget_from_env() {
-            Ok(Some(budget)) => {
-                tracing::info!("xsched OpenCL shim: kernel slicing on, slices of at most {budget}");
-                Some(Slicing {
-                    planner: Mutex::new(SlicePlanner::new(budget)),
-                    programs: Mutex::new(HashMap::new()),
-                    kernels: Mutex::new(HashMap::new()),
-                })
-            }
-            Ok(None) => None,
-            Err(why) => {
-                tracing::error!("XSCHED_SLICE_US: {why}; kernel slicing off");
-                None
-            }
+        .get_or_init(|| {
+            std::env::var_os("XSCHED_SLICE_US")?;
+            // The shim's logging starts with it: a bad value must be said, not lost.
+            let _ = crate::state::shim();
+            from_env()
         })
         .as_ref()
+}
+
+/// Slicing as `XSCHED_SLICE_US` sets it.
+fn from_env() -> Option<Slicing> {
+    match budget_from_env() {
+        Ok(Some(budget)) => {
+            tracing::info!("xsched OpenCL shim: kernel slicing on, slices of at most {budget}");
+            Some(Slicing {
+                planner: Mutex::new(SlicePlanner::new(budget)),
+                programs: Mutex::new(HashMap::new()),
+                kernels: Mutex::new(HashMap::new()),
+            })
+        }
+        Ok(None) => None,
+        Err(why) => {
+            tracing::error!("XSCHED_SLICE_US: {why}; kernel slicing off");
+            None
+        }
+    }
 }
 
 /// The slice budget `XSCHED_SLICE_US` names (`None`: unset or 0, slicing off).
