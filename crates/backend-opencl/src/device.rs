@@ -6,6 +6,7 @@ use crate::error::OclError;
 use cl3::device::CL_DEVICE_TYPE_ALL;
 use cl3::types::cl_device_id;
 use opencl3::device::Device;
+use std::sync::Mutex;
 use xsched_core::{Capabilities, DeviceId, Level};
 
 /// OpenCL device `i` (in the order of all platforms' devices) is `DeviceId(FIRST_DEVICE_ID + i)`:
@@ -66,7 +67,17 @@ pub(crate) fn is_cpu(raw: cl_device_id) -> bool {
         .unwrap_or(false)
 }
 
+/// Held while this process lists devices. POCL 3.1 sets its devices up in the first
+/// `clGetDeviceIDs`, and a second thread's call at that moment can return devices not yet set
+/// up, whose first `clGetDeviceInfo` then crashes. One listing at a time, the second waits for
+/// the setup to end.
+static LISTING: Mutex<()> = Mutex::new(());
+
 fn all_raw() -> Result<Vec<cl_device_id>, OclError> {
+    // Nothing the lock guards can be left half-done by a panic.
+    let _one = LISTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let platforms =
         cl3::platform::get_platform_ids().map_err(|c| OclError::call("clGetPlatformIDs", c))?;
     let mut all = Vec::new();

@@ -4,12 +4,19 @@
 //! that cannot be registered gives the hook back and the launcher refills; no path changes a
 //! command's result or order, and a Level-2 hold still demotes the threads that refilled (one
 //! that begins during a refill, once the refill is over).
+//!
+//! Each test command waits on a gate (a user event) that opens only once its launch registered
+//! the callback, so its completion always comes from POCL's thread. Without the gate a command
+//! that ends before its callback is registered completes inside the launch (the hand-over
+//! path), and how often depends on the machine's load: on a busy CI machine every one did.
 
 mod common;
 
-use common::{Cl, SendKernel, app_runtime, enqueue, hw, late_record_kernel, opencl, read};
+use common::{Cl, SendKernel, app_runtime, enqueue, hw, opencl, read, record_kernel};
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use xsched_backend_opencl::cl3::event::CL_COMPLETE;
 use xsched_backend_opencl::cl3::types::cl_uint;
 use xsched_backend_opencl::{Event, OclCommand, OclQueue};
 use xsched_core::{Capabilities, DeviceId, LaunchConfig, Level};
@@ -90,6 +97,10 @@ impl HwQueue for Watched {
             *self.probed.lock().expect("probed") = Some((tid, policy));
         }
         self.inner.launch(cmd, done);
+        // The launch registered its callbacks: the commands it enqueued may run now.
+        for gate in GATES.with_borrow_mut(std::mem::take) {
+            gate.set_status(CL_COMPLETE).expect("open the gate");
+        }
     }
     fn synchronize(&self) -> Result<(), HwError> {
         self.inner.synchronize()
@@ -116,11 +127,21 @@ fn options() -> QueueOptions {
     QueueOptions::default().with_config(config)
 }
 
-/// A command appending `tag` to `log` after some busy work (tens of microseconds), so its
-/// callback usually runs on OpenCL's thread, not inside the launch that registered it.
+thread_local! {
+    /// The gates of the commands this thread's current launch enqueued (see the module docs).
+    static GATES: RefCell<Vec<Event>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A command appending `tag` to `log`, behind a gate that [`Watched::launch`] opens once the
+/// command's callback is registered.
 fn record(cl: &Cl, log: &common::Log, tag: cl_uint) -> OclCommand {
-    let kernel = SendKernel(late_record_kernel(cl, &log.log, &log.next, tag, 20_000));
-    OclCommand::Enqueue(Box::new(move |raw| enqueue(raw, &kernel.0, &[])))
+    let kernel = SendKernel(record_kernel(cl, &log.log, &log.next, tag));
+    let gate = Event::user(cl.context.get()).expect("gate");
+    OclCommand::Enqueue(Box::new(move |raw| {
+        let event = enqueue(raw, &kernel.0, &[gate.raw()]);
+        GATES.with_borrow_mut(|gates| gates.push(gate));
+        event
+    }))
 }
 
 /// Wait until the queue observed `n` completions, by polling its state: a waiter would ask the
@@ -133,12 +154,23 @@ fn until_completed<H: HwQueue>(q: &XQueue<H>, n: u64) {
     }
 }
 
+/// Taken by each test: a Level-2 hold demotes the whole process's device threads, so tests run
+/// in one process (`cargo test`; nextest gives each its own) must not overlap.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn test_name() -> String {
     std::thread::current().name().unwrap_or("").to_string()
 }
 
 #[test]
 fn sync_points_refill_on_the_callback_thread_in_order() {
+    let _alone = one_at_a_time();
     let Some(cl) = opencl() else { return };
     let n = 200;
     let log = common::Log::new(&cl, n);
@@ -174,6 +206,7 @@ fn sync_points_refill_on_the_callback_thread_in_order() {
 
 #[test]
 fn a_callback_that_cannot_be_registered_fails_its_command_and_gives_the_hook_back() {
+    let _alone = one_at_a_time();
     let Some(cl) = opencl() else { return };
     let n = 120;
     let log = common::Log::new(&cl, n);
@@ -256,6 +289,7 @@ fn batches_until(cl: &Cl, q: &XQueue<Watched>, n: usize, done: impl Fn() -> bool
 
 #[test]
 fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
+    let _alone = one_at_a_time();
     let Some(cl) = opencl() else { return };
     let n = 100;
     let rt = app_runtime();
@@ -289,6 +323,7 @@ fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
 
 #[test]
 fn a_hold_that_begins_during_a_refill_spares_the_refilling_thread_until_the_refill_ends() {
+    let _alone = one_at_a_time();
     let Some(cl) = opencl() else { return };
     let n = 40;
     let rt = app_runtime();

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 use xsched_backend_opencl::cl3::memory::CL_MEM_READ_WRITE;
-use xsched_backend_opencl::cl3::types::{CL_BLOCKING, cl_int, cl_uint, cl_ulong};
+use xsched_backend_opencl::cl3::types::{CL_BLOCKING, cl_int, cl_uint};
 use xsched_backend_opencl::{Event, OclQueue, cl3};
 use xsched_runtime::{Runtime, RuntimeConfig, SchedulerMode};
 
@@ -20,14 +20,6 @@ use opencl3::program::Program;
 const SOURCE: &str = r"
 __kernel void record(__global uint* log, __global uint* next, uint tag) {
     log[next[0]] = tag;
-    next[0] += 1;
-}
-__kernel void record_late(__global uint* log, __global uint* next, uint tag, ulong spins) {
-    ulong x = tag;
-    for (ulong i = 0; i < spins; i++) {
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-    }
-    log[next[0]] = tag + (uint)(x & 0);
     next[0] += 1;
 }";
 
@@ -115,26 +107,6 @@ pub fn record_kernel(
         kernel.set_arg(0, &log.get()).expect("arg 0");
         kernel.set_arg(1, &next.get()).expect("arg 1");
         kernel.set_arg(2, &tag).expect("arg 2");
-    }
-    kernel
-}
-
-/// A `record_late(log, next, tag, spins)` kernel: `record` after `spins` rounds of busy work,
-/// so it is still running when its callback is registered.
-pub fn late_record_kernel(
-    cl: &Cl,
-    log: &Buffer<cl_uint>,
-    next: &Buffer<cl_uint>,
-    tag: cl_uint,
-    spins: cl_ulong,
-) -> Kernel {
-    let kernel = Kernel::create(&cl.program, "record_late").expect("kernel");
-    // SAFETY: argument types match the kernel's signature (two buffers, a uint, a ulong).
-    unsafe {
-        kernel.set_arg(0, &log.get()).expect("arg 0");
-        kernel.set_arg(1, &next.get()).expect("arg 1");
-        kernel.set_arg(2, &tag).expect("arg 2");
-        kernel.set_arg(3, &spins).expect("arg 3");
     }
     kernel
 }
