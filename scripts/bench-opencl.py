@@ -33,7 +33,8 @@ followed by another Ready before any demotion counts as unmatched (its request e
 or the background was not running).
 
 --env KEY=VALUE (repeatable) adds a variable to the daemon's and the shimmed programs'
-environments (e.g. XSCHED_RT_CONTROL=1); --bin-dir DIR takes xsched and libxsched_opencl.so from
+environments (e.g. XSCHED_RT_CONTROL=1); --bg-env KEY=VALUE (repeatable) to the shimmed
+background's only (e.g. XSCHED_SLICE_US=250: slice the queue that gets preempted); --bin-dir DIR takes xsched and libxsched_opencl.so from
 DIR instead of target/release (a copy of another build, for before/after in one hour).
 
 Needs: cargo build --release -p xsched-cli -p xsched-shim-opencl, POCL, cc and the OpenCL
@@ -239,6 +240,8 @@ def main():
                       help="the submit-to-demotion latency from XSCHED_STAMPS (see above)")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="add to the daemon's and the shimmed programs' environments")
+    ap.add_argument("--bg-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="add to the shimmed background's environment only")
     ap.add_argument("--bin-dir", default=BIN, help="where xsched and libxsched_opencl.so are")
     only.add_argument("--pairs", type=int, metavar="N",
                       help="per bg kernel length, N pairs of fg standalone + native fg/bg + "
@@ -251,10 +254,11 @@ def main():
 
     xsched = os.path.join(args.bin_dir, "xsched")
     lib = os.path.join(args.bin_dir, "libxsched_opencl.so")
-    bad = [kv for kv in args.env if "=" not in kv or kv.startswith("=")]
+    bad = [kv for kv in args.env + args.bg_env if "=" not in kv or kv.startswith("=")]
     if bad:
-        ap.error(f"--env needs KEY=VALUE, got {bad[0]!r}")
+        ap.error(f"--env and --bg-env need KEY=VALUE, got {bad[0]!r}")
     extra = dict(kv.split("=", 1) for kv in args.env)
+    bg_extra = dict(kv.split("=", 1) for kv in args.bg_env)
     tmp = tempfile.mkdtemp(prefix="xsched-bench-ocl-")
     prog = os.path.join(tmp, "vecprog")
     subprocess.run(["cc", "-O2", "-Wno-deprecated-declarations", "-I", INCLUDE, "-o", prog, SOURCE,
@@ -271,7 +275,7 @@ def main():
     shim = {"LD_PRELOAD": lib, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock, **extra}
     modes = [
         ("native", {}, {}),
-        ("shim", {**shim, "XSCHED_PRIORITY": "10"}, {**shim, "XSCHED_PRIORITY": "0"}),
+        ("shim", {**shim, "XSCHED_PRIORITY": "10"}, {**shim, **bg_extra, "XSCHED_PRIORITY": "0"}),
     ]
     bg_works = [] if args.calls_only else [int(w) for w in args.bg_works.split(",")]
     paired = args.pairs is not None

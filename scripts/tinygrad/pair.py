@@ -6,6 +6,8 @@ foreground's P99 over its P99 alone and training's steps/s, for
   native      both, no xsched
   xsched      both under `xsched run --global` and the daemon (hpf: inference 10, training 0)
   sliced      the same with kernel slicing (XSCHED_SLICE_US)
+  held        xsched, the daemon's policy `hpf:hold=MS`: training stays suspended until
+              inference has been idle for MS (the host CPU's gaps between its kernels)
 
 and training alone natively and sliced (slicing's own cost). Prints every run as a JSON line,
 then the medians.
@@ -14,7 +16,8 @@ Needs target/release/xsched and target/release/libxsched_opencl.so
 (cargo build --release -p xsched-cli -p xsched-shim-opencl) and tinygrad (bash
 scripts/tinygrad.sh; its python in XSCHED_TINYGRAD_PYTHON or --python).
 
-Usage: pair.py [--rounds 3] [--requests 300] [--period-ms 10] [--slice-us 500]
+Usage: pair.py [--rounds 3] [--requests 300] [--period-ms 10] [--slice-us 500] [--hold-ms 3]
+              [--arms alone,native,xsched,sliced,held]
 """
 
 import argparse
@@ -37,7 +40,7 @@ def command(python, args, arm, socket, priority, slice_us):
     env = {**os.environ, "DEV": "CL", "XSCHED_OPENCL_SHIM": str(ROOT / "target/release/libxsched_opencl.so")}
     env.pop("XSCHED_SLICE_US", None)
     argv = [python, str(MLP), *args]
-    if arm in ("xsched", "sliced"):
+    if arm in ("xsched", "sliced", "held"):
         argv = [str(XSCHED), "run", "--global", "--socket", socket, "--priority", str(priority), "--", *argv]
         if arm == "sliced":
             env["XSCHED_SLICE_US"] = str(slice_us)
@@ -48,8 +51,17 @@ def last_json(text):
     return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
 
 
+def set_policy(arm, a, socket):
+    """The daemon's policy for `arm` (the hold only in `held`)."""
+    policy = f"hpf:hold={a.hold_ms}" if arm == "held" else "hpf"
+    subprocess.run([str(XSCHED), "policy", "set", "--socket", socket, policy], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def pair(python, arm, a, socket):
     """One run of `arm`: the foreground's result, and the background's (None when alone)."""
+    if arm in ("xsched", "sliced", "held"):
+        set_policy(arm, a, socket)
     bg = None
     if arm != "alone":
         argv, env = command(python, ["train-until-stdin-closes"], arm, socket, 0, a.slice_us)
@@ -78,6 +90,9 @@ def main():
     p.add_argument("--period-ms", type=float, default=10.0)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--slice-us", type=int, default=500)
+    p.add_argument("--hold-ms", type=float, default=3.0)
+    p.add_argument("--arms", default="alone,native,xsched,sliced,held")
+    p.add_argument("--no-train-alone", action="store_true", help="skip slicing's cost runs")
     p.add_argument("--python", default=os.environ.get("XSCHED_TINYGRAD_PYTHON", "python3"))
     a = p.parse_args()
     socket = tempfile.mktemp(prefix="xsched-pair-", suffix=".sock")
@@ -85,14 +100,14 @@ def main():
     time.sleep(0.5)
     runs = []
     try:
-        arms = ["alone", "native", "xsched", "sliced"]
+        arms = a.arms.split(",")
         for rnd in range(a.rounds):
             # Each round starts one arm later: no arm always runs first.
             for arm in arms[rnd % len(arms):] + arms[: rnd % len(arms)]:
                 r = {"round": rnd, **pair(a.python, arm, a, socket)}
                 print(json.dumps(r), flush=True)
                 runs.append(r)
-            for arm in (["native", "sliced"] if rnd % 2 == 0 else ["sliced", "native"]):
+            for arm in [] if a.no_train_alone else (["native", "sliced"] if rnd % 2 == 0 else ["sliced", "native"]):
                 r = {"round": rnd, **train_alone(a.python, arm, a, socket)}
                 print(json.dumps(r), flush=True)
                 runs.append(r)
@@ -109,11 +124,12 @@ def summarize(runs):
 
     alone = med("alone", "p99_ms")
     print("\nmedians of the rounds:")
-    for arm in ["alone", "native", "xsched", "sliced"]:
+    for arm in dict.fromkeys(r["arm"] for r in runs if not r["arm"].startswith("train-")):
         print(f"  {arm:8} P99 {med(arm, 'p99_ms'):8.2f} ms  {med(arm, 'p99_ms') / alone:5.2f}x alone"
               f"  training {med(arm, 'train_steps_per_s'):6.2f} steps/s")
     native, sliced = med("train-native", "steps_per_s"), med("train-sliced", "steps_per_s")
-    print(f"  training alone: native {native:.3f} steps/s, sliced {sliced:.3f} ({(1 - sliced / native) * 100:+.1f} % cost)")
+    if native == native:  # not NaN: the cost runs ran
+        print(f"  training alone: native {native:.3f} steps/s, sliced {sliced:.3f} ({(1 - sliced / native) * 100:+.1f} % cost)")
 
 
 if __name__ == "__main__":

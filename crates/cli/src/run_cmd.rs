@@ -1,10 +1,17 @@
 //! `xsched run [--priority N] [--global] -- CMD`: a program run unchanged with its OpenCL
-//! queues under xsched. The OpenCL shim stands in for `libOpenCL.so.1`: a folder holding
-//! `libOpenCL.so.1` and `libOpenCL.so` (links to the shim) goes first on `LD_LIBRARY_PATH`, so
-//! the program reaches the shim however it opens OpenCL: linked against it, `dlopen` by name
-//! (Python's ctypes, Java bindings) or looked up through a handle with `dlsym`. The shim finds
-//! the real loader by path itself. Then `CMD` replaces this process (its pid is the one
-//! `xsched top` shows, and its exit status is the command's).
+//! queues under xsched. Two ways in, both set, so no way of reaching OpenCL escapes:
+//!
+//! - the shim stands in for `libOpenCL.so.1`: a folder holding `libOpenCL.so.1` and
+//!   `libOpenCL.so` (links to the shim) goes first on `LD_LIBRARY_PATH`, for programs that
+//!   `dlopen` the loader by name (Python's ctypes: tinygrad; Java bindings) and look functions up
+//!   through the handle with `dlsym`, where a preloaded symbol is never seen;
+//! - the shim is preloaded (`LD_PRELOAD`), for programs linked against a loader of another name
+//!   that the library path cannot stand in for (PyPI's PyOpenCL bundles its own
+//!   `libOpenCL-<hash>.so.1`); its versioned references bind to the shim's definitions.
+//!
+//! Both name the same file, which the dynamic linker loads once. The shim finds the real loader
+//! by path itself. Then `CMD` replaces this process (its pid is the one `xsched top` shows, and
+//! its exit status is the command's).
 
 use anyhow::{Context, Result, bail};
 use std::ffi::OsString;
@@ -35,9 +42,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         bail!("no command given: xsched run [OPTIONS] -- CMD [ARGS...]");
     };
     let shim = find_shim()?;
+    splittable(&shim)?;
     let folder = stand_in_folder(&shim, &cache_root())?;
+    splittable(&folder)?;
     let mut cmd = Command::new(program);
-    cmd.args(rest).env("LD_LIBRARY_PATH", library_path(&folder));
+    cmd.args(rest)
+        .env(
+            "LD_LIBRARY_PATH",
+            search_path(&folder, "LD_LIBRARY_PATH", ":"),
+        )
+        .env("LD_PRELOAD", search_path(&shim, "LD_PRELOAD", " "));
     if let Some(p) = args.priority {
         cmd.env("XSCHED_PRIORITY", p.to_string());
     }
@@ -52,11 +66,23 @@ pub fn run(args: &RunArgs) -> Result<()> {
     Err(err).with_context(|| format!("running {}", Path::new(program).display()))
 }
 
-/// `folder` first, then whatever `LD_LIBRARY_PATH` held.
-fn library_path(folder: &Path) -> OsString {
-    let mut path = folder.as_os_str().to_owned();
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
-        path.push(":");
+/// Refuse a path that `LD_PRELOAD` or `LD_LIBRARY_PATH` would split in two.
+fn splittable(path: &Path) -> Result<()> {
+    let text = path.to_string_lossy();
+    if text.contains([' ', ':']) {
+        bail!(
+            "{text}: the dynamic linker splits paths at spaces and colons; put the shim (or \
+             XDG_CACHE_HOME) where the path has neither and name it in XSCHED_OPENCL_SHIM"
+        );
+    }
+    Ok(())
+}
+
+/// `first`, then whatever the variable `name` held (its entries separated by `sep`).
+fn search_path(first: &Path, name: &str, sep: &str) -> OsString {
+    let mut path = first.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os(name).filter(|o| !o.is_empty()) {
+        path.push(sep);
         path.push(old);
     }
     path
@@ -146,9 +172,23 @@ mod tests {
     }
 
     #[test]
-    fn the_folder_goes_first_on_the_library_path() {
-        let path = library_path(Path::new("/x/y"));
+    fn the_folder_and_the_shim_go_first_on_their_search_paths() {
+        let path = search_path(Path::new("/x/y"), "LD_LIBRARY_PATH", ":");
         assert!(path.to_string_lossy().starts_with("/x/y"), "{path:?}");
+        let preload = search_path(Path::new("/x/lib.so"), "XSCHED_TEST_UNSET_PRELOAD", " ");
+        assert_eq!(preload, "/x/lib.so");
+    }
+
+    #[test]
+    fn a_path_the_dynamic_linker_would_split_is_refused() {
+        for bad in ["/a b/libxsched_opencl.so", "/a:b/libxsched_opencl.so"] {
+            let err = splittable(Path::new(bad)).expect_err("refused").to_string();
+            assert!(
+                err.contains(bad) && err.contains("XSCHED_OPENCL_SHIM"),
+                "{err}"
+            );
+        }
+        assert!(splittable(Path::new("/a/b/libxsched_opencl.so")).is_ok());
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! nothing else changes. A test checks that every policy file here is a row.
 
 mod contract;
+mod hold;
 mod vtime;
 
 pub use contract::{Entry, Policy, Scope, serve_lowest_rank};
@@ -62,6 +63,7 @@ fn rows() -> impl Iterator<Item = &'static Entry> {
 pub use bandwidth::Bandwidth;
 pub use cfs::Cfs;
 pub use fcfs::Fcfs;
+pub use hold::{Held, MAX_HOLD};
 pub use hpf::{Hpf, HpfGlobal};
 pub use kedf::KEarliestDeadline;
 pub use laxity::Laxity;
@@ -249,6 +251,16 @@ mod tests {
             .unwrap_or_default();
         assert!(msg.contains("min-share") && msg.contains("0.5"), "{msg}");
         assert!(parse("hpf:share=0.1").is_err());
+        assert_eq!(built_name("hpf:hold=2.5"), Some("hpf"));
+        for bad in [
+            "hpf:hold=0",
+            "hpf:hold=-1",
+            "hpf:hold=1001",
+            "hpf:hold=soon",
+        ] {
+            let msg = parse(bad).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(msg.contains("hold=MS"), "{bad}: {msg}");
+        }
         let msg = parse("fcfs:7")
             .err()
             .map(|e| e.to_string())
@@ -278,6 +290,7 @@ mod tests {
             "hpf",
             "kedf:2",
             "hpf:min-share=0.1",
+            "hpf:hold=3",
             "quota:0.25",
             "slo-aware:between-requests",
         ] {
@@ -317,10 +330,11 @@ mod tests {
         assert!(msg.contains("test-lowest-id"), "{msg}");
     }
 
-    /// Every `.rs` file in this folder is a table row, except the files that are not policies.
+    /// Every `.rs` file in this folder is a table row, except the files that are not policies (a
+    /// hold-down wraps one).
     #[test]
     fn every_policy_file_is_a_row() {
-        const NOT_POLICIES: &[&str] = &["mod", "contract", "vtime"];
+        const NOT_POLICIES: &[&str] = &["mod", "contract", "hold", "vtime"];
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/policy");
         let mut files: Vec<String> = std::fs::read_dir(&dir)
             .expect("the policy folder")

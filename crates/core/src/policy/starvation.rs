@@ -11,6 +11,7 @@
 //! part of the window is owed no more than the window has left, so it cannot bank time.
 
 use super::contract::{Entry, Policy};
+use super::hold::Held;
 use super::hpf::Hpf;
 use crate::ids::QueueId;
 use crate::view::QueueView;
@@ -19,18 +20,28 @@ use crate::time::Nanos;
 /// The window over which each queue's minimum share is kept.
 pub const WINDOW: Nanos = Nanos::from_ms(100);
 
-/// `hpf`, plain or with its starvation guard (`hpf:min-share=F`).
+/// `hpf`, plain, with its starvation guard (`hpf:min-share=F`) or with a hold-down
+/// (`hpf:hold=MS`, `hold.rs`).
 pub(super) const ENTRIES: &[Entry] = &[Entry {
     name: "hpf",
-    argument: Some("min-share=F"),
+    argument: Some("min-share=F | hold=MS"),
     build: |arg| match arg {
         None => Ok(Box::new(Hpf::default())),
-        Some(arg) => arg
-            .strip_prefix("min-share=")
-            .and_then(|f| f.parse::<f64>().ok())
-            .and_then(Guarded::new)
-            .map(|g| Box::new(g) as Box<dyn Policy>)
-            .ok_or("takes `min-share=F` with 0 < F <= 0.5"),
+        Some(arg) => match arg.strip_prefix("hold=") {
+            Some(ms) => ms
+                .parse::<f64>()
+                .ok()
+                .filter(|ms| ms.is_finite() && *ms > 0.0)
+                .and_then(|ms| Held::new(Hpf::default(), Nanos((ms * 1e6) as u64)))
+                .map(|h| Box::new(h) as Box<dyn Policy>)
+                .ok_or("takes `hold=MS` with 0 < MS <= 1000 (milliseconds)"),
+            None => arg
+                .strip_prefix("min-share=")
+                .and_then(|f| f.parse::<f64>().ok())
+                .and_then(Guarded::new)
+                .map(|g| Box::new(g) as Box<dyn Policy>)
+                .ok_or("takes `min-share=F` with 0 < F <= 0.5, or `hold=MS`"),
+        },
     },
 }];
 
