@@ -34,8 +34,9 @@ or the background was not running).
 
 --env KEY=VALUE (repeatable) adds a variable to the daemon's and the shimmed programs'
 environments (e.g. XSCHED_RT_CONTROL=1); --bg-env KEY=VALUE (repeatable) to the shimmed
-background's only (e.g. XSCHED_SLICE_US=250: slice the queue that gets preempted); --bin-dir DIR takes xsched and libxsched_opencl.so from
-DIR instead of target/release (a copy of another build, for before/after in one hour).
+background's only (e.g. XSCHED_SLICE_US=250: slice the queue that gets preempted, or
+XSCHED_CPU_HOLD=yield); --policy P is the daemon's (default hpf; e.g. hpf:hold=15); --bin-dir
+DIR takes xsched and libxsched_opencl.so from DIR instead of target/release (a copy of another build, for before/after in one hour).
 
 Needs: cargo build --release -p xsched-cli -p xsched-shim-opencl, POCL, cc and the OpenCL
 headers (scripts/test.sh installs them).
@@ -242,6 +243,7 @@ def main():
                     help="add to the daemon's and the shimmed programs' environments")
     ap.add_argument("--bg-env", action="append", default=[], metavar="KEY=VALUE",
                     help="add to the shimmed background's environment only")
+    ap.add_argument("--policy", default="hpf", help="the daemon's policy (e.g. hpf:hold=15)")
     ap.add_argument("--bin-dir", default=BIN, help="where xsched and libxsched_opencl.so are")
     only.add_argument("--pairs", type=int, metavar="N",
                       help="per bg kernel length, N pairs of fg standalone + native fg/bg + "
@@ -269,7 +271,7 @@ def main():
     if args.demotion:
         extra["XSCHED_STAMPS"] = stamps
     daemon_log = open(os.path.join(tmp, "daemon.log"), "w+")
-    daemon = subprocess.Popen([xsched, "serve", "--socket", sock],
+    daemon = subprocess.Popen([xsched, "serve", "--socket", sock, "--policy", args.policy],
                               stderr=daemon_log, env=clean_env(extra))
     wait_for_socket(daemon, daemon_log, sock)
     shim = {"LD_PRELOAD": lib, "XSCHED_SCHEDULER": "global", "XSCHED_SOCKET": sock, **extra}

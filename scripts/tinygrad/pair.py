@@ -8,8 +8,10 @@ foreground's P99 over its P99 alone and training's steps/s, for
   sliced      the same with kernel slicing (XSCHED_SLICE_US)
   held        xsched, the daemon's policy `hpf:hold=MS`: training stays suspended until
               inference has been idle for MS (the host CPU's gaps between its kernels)
+  yield       held, and training's queue keeps launching while held, on idle CPU only
+              (XSCHED_CPU_HOLD=yield: its threads at SCHED_IDLE, its kernels still running)
 
-and training alone natively and sliced (slicing's own cost). Prints every run as a JSON line,
+and training alone natively, under xsched and sliced (slicing's own cost against both). Prints every run as a JSON line,
 then the medians.
 
 Needs target/release/xsched and target/release/libxsched_opencl.so
@@ -17,7 +19,7 @@ Needs target/release/xsched and target/release/libxsched_opencl.so
 scripts/tinygrad.sh; its python in XSCHED_TINYGRAD_PYTHON or --python).
 
 Usage: pair.py [--rounds 3] [--requests 300] [--period-ms 10] [--slice-us 500] [--hold-ms 3]
-              [--arms alone,native,xsched,sliced,held]
+              [--arms alone,native,xsched,sliced,held,yield]
 """
 
 import argparse
@@ -33,17 +35,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 XSCHED = ROOT / "target/release/xsched"
 MLP = ROOT / "scripts/tinygrad/mlp.py"
+SHIMMED = ("xsched", "sliced", "held", "yield")
 
 
 def command(python, args, arm, socket, priority, slice_us):
     """mlp.py ARGS as the arm runs it, and its environment."""
     env = {**os.environ, "DEV": "CL", "XSCHED_OPENCL_SHIM": str(ROOT / "target/release/libxsched_opencl.so")}
     env.pop("XSCHED_SLICE_US", None)
+    env.pop("XSCHED_CPU_HOLD", None)
     argv = [python, str(MLP), *args]
-    if arm in ("xsched", "sliced", "held"):
+    if arm in SHIMMED:
         argv = [str(XSCHED), "run", "--global", "--socket", socket, "--priority", str(priority), "--", *argv]
         if arm == "sliced":
             env["XSCHED_SLICE_US"] = str(slice_us)
+        if arm == "yield":
+            env["XSCHED_CPU_HOLD"] = "yield"
     return argv, env
 
 
@@ -53,14 +59,14 @@ def last_json(text):
 
 def set_policy(arm, a, socket):
     """The daemon's policy for `arm` (the hold only in `held`)."""
-    policy = f"hpf:hold={a.hold_ms}" if arm == "held" else "hpf"
+    policy = f"hpf:hold={a.hold_ms}" if arm in ("held", "yield") else "hpf"
     subprocess.run([str(XSCHED), "policy", "set", "--socket", socket, policy], check=True,
                    stdout=subprocess.DEVNULL)
 
 
 def pair(python, arm, a, socket):
     """One run of `arm`: the foreground's result, and the background's (None when alone)."""
-    if arm in ("xsched", "sliced", "held"):
+    if arm in SHIMMED:
         set_policy(arm, a, socket)
     bg = None
     if arm != "alone":
@@ -91,7 +97,7 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--slice-us", type=int, default=500)
     p.add_argument("--hold-ms", type=float, default=3.0)
-    p.add_argument("--arms", default="alone,native,xsched,sliced,held")
+    p.add_argument("--arms", default="alone,native,xsched,sliced,held,yield")
     p.add_argument("--no-train-alone", action="store_true", help="skip slicing's cost runs")
     p.add_argument("--python", default=os.environ.get("XSCHED_TINYGRAD_PYTHON", "python3"))
     a = p.parse_args()
@@ -107,7 +113,8 @@ def main():
                 r = {"round": rnd, **pair(a.python, arm, a, socket)}
                 print(json.dumps(r), flush=True)
                 runs.append(r)
-            for arm in [] if a.no_train_alone else (["native", "sliced"] if rnd % 2 == 0 else ["sliced", "native"]):
+            alone = ["native", "xsched", "sliced"]
+            for arm in [] if a.no_train_alone else alone[rnd % 3:] + alone[: rnd % 3]:
                 r = {"round": rnd, **train_alone(a.python, arm, a, socket)}
                 print(json.dumps(r), flush=True)
                 runs.append(r)
@@ -127,9 +134,12 @@ def summarize(runs):
     for arm in dict.fromkeys(r["arm"] for r in runs if not r["arm"].startswith("train-")):
         print(f"  {arm:8} P99 {med(arm, 'p99_ms'):8.2f} ms  {med(arm, 'p99_ms') / alone:5.2f}x alone"
               f"  training {med(arm, 'train_steps_per_s'):6.2f} steps/s")
-    native, sliced = med("train-native", "steps_per_s"), med("train-sliced", "steps_per_s")
+    native, shimmed, sliced = (med(f"train-{arm}", "steps_per_s") for arm in ("native", "xsched", "sliced"))
     if native == native:  # not NaN: the cost runs ran
-        print(f"  training alone: native {native:.3f} steps/s, sliced {sliced:.3f} ({(1 - sliced / native) * 100:+.1f} % cost)")
+        print(f"  training alone: native {native:.3f} steps/s, under xsched {shimmed:.3f}"
+              f" ({(1 - shimmed / native) * 100:+.1f} % cost), sliced {sliced:.3f}"
+              f" ({(1 - sliced / native) * 100:+.1f} % against native,"
+              f" {(1 - sliced / shimmed) * 100:+.1f} % against xsched unsliced)")
 
 
 if __name__ == "__main__":

@@ -418,3 +418,76 @@ fn observe_mode_changes_nothing_a_native_queue_would_get_and_cooperative_mode_is
         "a cooperative queue waits for the high-priority one"
     );
 }
+
+/// A Level-2 queue whose deactivation lowers its priority (`lowers`) or stops the device.
+struct Lowers {
+    caps: Capabilities,
+    lowers: bool,
+    deactivated: std::sync::atomic::AtomicBool,
+}
+
+impl HwQueue for Lowers {
+    type Command = ();
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    fn device(&self) -> DeviceId {
+        DeviceId(9)
+    }
+    fn launch(&self, _: (), done: Completion) {
+        done.complete(Ok(()));
+    }
+    fn synchronize(&self) -> Result<(), HwError> {
+        Ok(())
+    }
+    fn deactivation_only_lowers_priority(&self) -> bool {
+        self.lowers
+    }
+    fn deactivate(&self) -> Result<(), HwError> {
+        self.deactivated.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+    fn reactivate(&self) -> Result<(), HwError> {
+        self.deactivated.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_held_queue_keeps_launching_only_where_asked_and_deactivation_only_lowers_priority() {
+    for (lowers, yield_when_held) in [(true, true), (true, false), (false, true)] {
+        let rt = app_runtime();
+        let hw = Arc::new(Lowers {
+            caps: Capabilities {
+                max_level: Level::Deactivate,
+                ..level1_caps()
+            },
+            lowers,
+            deactivated: Default::default(),
+        });
+        let options = QueueOptions {
+            yield_when_held,
+            ..QueueOptions::default()
+        };
+        let q = rt.create_queue(hw.clone(), options).expect("queue");
+        q.suspend().expect("suspend");
+        assert!(hw.deactivated.load(Ordering::SeqCst), "held at Level 2");
+        let handles: Vec<_> = (0..5).map(|_| q.submit(()).expect("submit")).collect();
+        if lowers && yield_when_held {
+            for h in &handles {
+                h.wait()
+                    .expect("ran while held, on what the device left over");
+            }
+            assert!(hw.deactivated.load(Ordering::SeqCst), "still held");
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(
+                q.query().pending,
+                5,
+                "lowers {lowers}, yield {yield_when_held}"
+            );
+        }
+        q.resume().expect("resume");
+        q.wait_all().expect("all ran");
+    }
+}

@@ -17,7 +17,10 @@
 //! threads that were started while the process was demoted (they inherit `SCHED_IDLE`). The
 //! lock-taking threads are spared because a resume takes that lock: demoted, one preempted
 //! inside its critical section would hold the resume until the CPU fell idle (a priority
-//! inversion). A thread that takes it while demoted leaves `SCHED_IDLE` before it takes any
+//! inversion). They need sparing only inside it, though: an application thread that submits
+//! to a held queue lowers itself again when its submit returns ([`rejoin_hold`]) and is raised
+//! at its next lock, so a framework's host code between launches (tinygrad's Python) does not
+//! take the CPU from the process the hold is for. A thread that takes it while demoted leaves `SCHED_IDLE` before it takes any
 //! lock, the census's included. Left: a device thread completing a command records it under
 //! the queue's tracker lock, which a resume also takes briefly, and a callback thread demoted
 //! at the end of its refill releases the census lock (which a resume takes) at `SCHED_IDLE`;
@@ -184,21 +187,64 @@ impl Drop for Exemption {
 
 thread_local! {
     static EXEMPTION: Exemption = const { Exemption(std::cell::Cell::new(None)) };
+    /// Whether this exempt thread lowered itself after a submit ([`rejoin_hold`]) and may
+    /// still be in the census's demoted list.
+    static REJOINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Keep the calling thread at its own priority from now on (see the module docs); undoes its
-/// demotion if the process is demoted now. After the first call on a thread, one thread-local
-/// read.
+/// demotion if the process is demoted now. After the first call on a thread, two thread-local
+/// reads unless it rejoined a hold since its last lock.
 pub(crate) fn exempt_this_thread() {
     // A thread being torn down has no exemption left to take; it submits nothing more.
-    let _ = EXEMPTION.try_with(|e| {
-        if e.0.get().is_some() {
-            return;
+    let _ = EXEMPTION.try_with(|e| match e.0.get() {
+        Some(tid) => {
+            if REJOINED.try_with(|r| r.replace(false)).unwrap_or(false) {
+                leave_hold(tid);
+            }
         }
-        let tid = gettid();
-        e.0.set(Some(tid));
-        spare(tid);
+        None => {
+            let tid = gettid();
+            e.0.set(Some(tid));
+            spare(tid);
+        }
     });
+}
+
+/// After a submit, on the submitting (exempt) thread: while the process is held, its own host
+/// work between launches (a framework's Python, say) runs on idle CPU like the device's
+/// threads, until its next lock ([`exempt_this_thread`]) or the release, whichever is first.
+/// Exempt threads are spared only inside the lock, where a demoted holder would stall the
+/// resume; outside it they hold nothing a resume needs. One atomic read when not held.
+pub(crate) fn rejoin_hold() {
+    if !DEMOTED.load(Ordering::Acquire) {
+        return;
+    }
+    let Some(tid) = EXEMPTION.try_with(|e| e.0.get()).ok().flatten() else {
+        return; // never took a lock: demoted with the rest, or not ours
+    };
+    let mut c = census();
+    if !DEMOTED.load(Ordering::Acquire) || c.demoted.iter().any(|d| d.tid == tid) {
+        return;
+    }
+    c.demoted.reserve(1);
+    // Last, as in `spared_while`: at SCHED_IDLE this thread only releases the census lock.
+    if let Some(d) = demote(tid) {
+        c.demoted.push(d);
+        let _ = REJOINED.try_with(|r| r.set(true));
+    }
+}
+
+/// Undo [`rejoin_hold`] for `tid` (the caller), unless the release did already.
+fn leave_hold(tid: libc::pid_t) {
+    // Out of SCHED_IDLE first, so that this thread never holds the census lock demoted.
+    if policy_of(tid) == libc::SCHED_IDLE {
+        set_policy(tid, libc::SCHED_OTHER);
+    }
+    let mut c = census();
+    if let Some(i) = c.demoted.iter().position(|d| d.tid == tid) {
+        restore(c.demoted.swap_remove(i));
+    }
 }
 
 /// Run `f` (a refill on a device thread, which takes a queue's lock) at the thread's own

@@ -31,6 +31,13 @@ pub use event::Event;
 pub use queue::{EnqueueFn, Gate, OclCommand, OclQueue};
 pub use spin::{SpinKernel, Versions};
 
+/// After the calling thread submitted to an XQueue of this backend: while the process's CPU
+/// device is held (Level 2), the thread's own host work until its next submit runs on idle CPU
+/// too (`demote.rs`). One atomic read when nothing is held.
+pub fn after_submit() {
+    demote::rejoin_hold();
+}
+
 /// Whether this process may undo a demotion of its threads (`CAP_SYS_NICE`, or an `RLIMIT_NICE`
 /// that lets it return to its nice value), so that Level 2 by thread priority is offered on a
 /// CPU device (checked once per process; a child started alike gets the same answer).

@@ -260,6 +260,12 @@ impl HwQueue for OclQueue {
         }
     }
 
+    /// On a CPU device deactivating demotes the process's threads: what runs then runs on
+    /// idle CPU only.
+    fn deactivation_only_lowers_priority(&self) -> bool {
+        self.holds_by_priority
+    }
+
     /// Level 2 on a CPU device: the process's device threads run on idle CPU only.
     fn deactivate(&self) -> Result<(), HwError> {
         if !self.holds_by_priority {

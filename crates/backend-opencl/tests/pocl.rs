@@ -327,6 +327,19 @@ impl Submitter {
 }
 
 fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
+    submitter_then(name, queue, || {})
+}
+
+/// A submitter that does what the shim does after each submit (`after_submit`).
+fn rejoining_submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
+    submitter_then(name, queue, xsched_backend_opencl::after_submit)
+}
+
+fn submitter_then(
+    name: &str,
+    queue: &Arc<OclQueue>,
+    after: impl Fn() + Send + 'static,
+) -> Submitter {
     let (go, went) = std::sync::mpsc::channel::<()>();
     let (entered, done) = std::sync::mpsc::channel();
     // Weak, so the test still decides when the queue drops.
@@ -340,6 +353,7 @@ fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
             for () in went {
                 if let Some(queue) = queue.upgrade() {
                     queue.before_queue_lock();
+                    after();
                 }
                 if entered.send(()).is_err() {
                     break;
@@ -349,6 +363,39 @@ fn submitter(name: &str, queue: &Arc<OclQueue>) -> Submitter {
         .expect("spawn");
     done.recv().expect("the submitter started");
     Submitter { go, done }
+}
+
+#[test]
+fn a_thread_submitting_to_a_held_process_runs_its_own_code_at_idle_priority_until_the_release() {
+    let Some(cl) = opencl() else { return };
+    let cpu = xsched_backend_opencl::devices().expect("devices")[0].cpu;
+    if xsched_backend_opencl::capabilities(cpu).max_level < Level::Deactivate {
+        return; // Level 2 by thread priority not offered here (the test above says why)
+    }
+    let queue = hw(&cl);
+    let host = rejoining_submitter("host-code", &queue);
+    let idle = || {
+        thread_policies()
+            .iter()
+            .any(|(n, p)| n == "host-code" && *p == SCHED_IDLE)
+    };
+    host.submit();
+    assert!(!idle(), "nothing held: a submit changes nothing");
+    queue.deactivate().expect("deactivate");
+    assert!(!idle(), "a submitting thread is spared by the hold itself");
+    host.submit();
+    assert!(
+        idle(),
+        "after a submit to the held process: {:?}",
+        thread_policies()
+    );
+    host.submit();
+    assert!(idle(), "raised for its lock, lowered again after it");
+    queue.reactivate().expect("reactivate");
+    assert!(!idle(), "the release restores it: {:?}", thread_policies());
+    host.submit();
+    assert!(!idle(), "active again: a submit changes nothing");
+    drop(host);
 }
 
 #[test]

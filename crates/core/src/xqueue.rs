@@ -15,7 +15,8 @@
 //!
 //! Invariants (property-tested): every command completes exactly once and in submission order;
 //! in-flight never exceeds the threshold unless the queue is protected; a suspended machine
-//! launches nothing; resume loses nothing; whenever launching is blocked while commands are in
+//! launches nothing (unless it runs while deactivated, at Level 2 on hardware whose
+//! deactivation only lowers its priority); resume loses nothing; whenever launching is blocked while commands are in
 //! flight, a synchronization point is among them, so the driver always has something to wait
 //! on.
 
@@ -110,6 +111,10 @@ pub struct LaunchMachine {
     config: LaunchConfig,
     level: Level,
     suspended: bool,
+    /// A suspend at Level 2 keeps launching: the hardware's deactivation only lowers the
+    /// queue's priority (a CPU device whose threads run on idle CPU), so a held queue may
+    /// still use what the device has left over.
+    runs_while_deactivated: bool,
     closed: bool,
     protected: bool,
     pending: VecDeque<(CommandId, CommandMeta)>,
@@ -129,6 +134,7 @@ impl LaunchMachine {
             config,
             level,
             suspended: false,
+            runs_while_deactivated: false,
             closed: false,
             protected: false,
             pending: VecDeque::new(),
@@ -153,7 +159,18 @@ impl LaunchMachine {
 
     /// Whether [`poll_launch`](Self::poll_launch) would return a command now.
     pub fn can_launch(&self) -> bool {
-        !self.suspended && self.room_to_launch()
+        !self.stopped() && self.room_to_launch()
+    }
+
+    /// Suspended, and the suspend stops launching (see `runs_while_deactivated`).
+    fn stopped(&self) -> bool {
+        self.suspended && !(self.runs_while_deactivated && self.level == Level::Deactivate)
+    }
+
+    /// Keep launching while suspended at Level 2, for hardware whose deactivation only lowers
+    /// the queue's priority: the queue then takes only what the device leaves idle.
+    pub fn set_runs_while_deactivated(&mut self, on: bool) {
+        self.runs_while_deactivated = on;
     }
 
     /// The launch conditions other than suspension: work pending, below threshold and budget.
@@ -186,7 +203,7 @@ impl LaunchMachine {
     /// drained to the synchronization point at the end.
     pub fn refill_point(&self) -> Option<CommandId> {
         let budget = self.budget()?;
-        if self.suspended || self.pending.is_empty() || self.room_to_launch() {
+        if self.stopped() || self.pending.is_empty() || self.room_to_launch() {
             return None;
         }
         let mut left = self.inflight_estimate;
@@ -639,6 +656,26 @@ mod tests {
             assert_eq!(m.close(), r);
             assert_eq!(m.suspend(), HwAction::Nothing, "closed");
             assert!(!m.is_suspended());
+        }
+    }
+
+    #[test]
+    fn a_queue_running_while_deactivated_launches_only_at_level_2() {
+        for (level, launches) in [
+            (Level::Block, false),
+            (Level::Deactivate, true),
+            (Level::Interrupt, false),
+        ] {
+            let mut m = LaunchMachine::new(cfg(2, 1), level);
+            m.set_runs_while_deactivated(true);
+            for _ in 0..3 {
+                m.submit(cmd_of(1));
+            }
+            let _ = m.suspend();
+            assert!(m.is_suspended());
+            assert_eq!(m.can_launch(), launches, "{level:?}");
+            let n = std::iter::from_fn(|| m.poll_launch(Nanos::ZERO)).count();
+            assert_eq!(n, if launches { 2 } else { 0 }, "the threshold still holds");
         }
     }
 

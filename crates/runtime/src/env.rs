@@ -21,6 +21,7 @@ pub(crate) const THRESHOLD: &str = "XSCHED_THRESHOLD";
 pub(crate) const BATCH: &str = "XSCHED_BATCH";
 pub(crate) const INFLIGHT_US: &str = "XSCHED_INFLIGHT_US";
 pub(crate) const MAX_PENDING: &str = "XSCHED_MAX_PENDING";
+pub(crate) const CPU_HOLD: &str = "XSCHED_CPU_HOLD";
 pub(crate) const SCHEDULER: &str = "XSCHED_SCHEDULER";
 pub(crate) const POLICY: &str = "XSCHED_POLICY";
 pub(crate) const SOCKET: &str = "XSCHED_SOCKET";
@@ -47,6 +48,7 @@ pub const NAMES: &[&str] = &[
     BATCH,
     INFLIGHT_US,
     MAX_PENDING,
+    CPU_HOLD,
     RT_CONTROL,
     crate::stamps::STAMPS,
     LOG,
@@ -193,6 +195,16 @@ pub(crate) fn max_pending(lookup: Lookup) -> Result<Option<NonZeroUsize>, Runtim
     }
 }
 
+/// `XSCHED_CPU_HOLD`: whether a queue held at Level 2 on a device that is this machine's CPU
+/// stops launching (`stop`, the default) or keeps launching on idle CPU only (`yield`).
+pub(crate) fn yield_when_held(lookup: Lookup) -> Result<bool, RuntimeError> {
+    match lookup(CPU_HOLD).as_deref().map(str::trim) {
+        None | Some("stop") => Ok(false),
+        Some("yield") => Ok(true),
+        Some(v) => Err(bad(CPU_HOLD, v, "expected stop or yield")),
+    }
+}
+
 pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, RuntimeError> {
     let Some(v) = lookup(SCHEDULER) else {
         return Ok(None);
@@ -258,8 +270,8 @@ impl RuntimeConfig {
 impl QueueOptions {
     /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
     /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
-    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off) and
-    /// `XSCHED_MAX_PENDING`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
+    /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off),
+    /// `XSCHED_MAX_PENDING` and `XSCHED_CPU_HOLD`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
     pub fn from_env() -> Result<QueueOptions, RuntimeError> {
         QueueOptions::from_lookup(&process_lookup)
     }
@@ -275,6 +287,7 @@ impl QueueOptions {
         options.level = level(lookup)?;
         options.config = launch_config(lookup, options.config)?;
         options.max_pending = max_pending(lookup)?;
+        options.yield_when_held = yield_when_held(lookup)?;
         Ok(match mode(lookup)? {
             Some(mode) => mode.apply(options),
             None => options,
@@ -307,8 +320,10 @@ mod tests {
             (LEVEL, "2"),
             (THRESHOLD, "4"),
             (INFLIGHT_US, "0"),
+            (CPU_HOLD, "yield"),
         ]);
         let o = QueueOptions::from_lookup(&lookup).expect("valid");
+        assert!(o.yield_when_held);
         assert_eq!(o.hints.priority, 7);
         assert_eq!(o.hints.share, 3);
         assert_eq!(o.hints.time_slice, Some(Nanos::from_us(2000)));
@@ -357,6 +372,7 @@ mod tests {
             (DAEMON_UID, "xsched"),
             (MODE, "preempt"),
             (RT_CONTROL, "sometimes"),
+            (CPU_HOLD, "idle"),
         ] {
             let lookup = vars(&[(var, value)]);
             let err = QueueOptions::from_lookup(&lookup)

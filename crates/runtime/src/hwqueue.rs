@@ -41,6 +41,13 @@ pub trait HwQueue: Send + Sync + 'static {
     /// path). The default does nothing.
     fn before_queue_lock(&self) {}
 
+    /// Whether [`deactivate`](Self::deactivate) only lowers the queue's priority (commands
+    /// launched while deactivated still run, on what the device leaves idle), so a queue held
+    /// at Level 2 may keep launching when its options ask for it. The default: no.
+    fn deactivation_only_lowers_priority(&self) -> bool {
+        false
+    }
+
     /// Deferred completion work: keep `hook` and run it on the thread that reports this queue's
     /// completions, as [`CompletionHook`] describes, so the XQueue refills from there instead
     /// of waking its launcher thread at every synchronization point. Called once, before the

@@ -78,6 +78,11 @@ pub struct QueueOptions {
     pub max_pending: Option<NonZeroUsize>,
     /// The rollout mode it was put in ([`Mode::apply`](crate::Mode::apply)), if any.
     pub mode: Option<Mode>,
+    /// Keep launching while suspended at Level 2 where the backend's deactivation only lowers
+    /// the queue's priority ([`HwQueue::deactivation_only_lowers_priority`](crate::HwQueue)):
+    /// a held queue then runs on what the device leaves idle (`XSCHED_CPU_HOLD=yield`).
+    /// Default `false`: a held queue launches nothing (`stop`).
+    pub yield_when_held: bool,
 }
 
 impl Default for QueueOptions {
@@ -89,6 +94,7 @@ impl Default for QueueOptions {
             scheduled: true,
             max_pending: None,
             mode: None,
+            yield_when_held: false,
         }
     }
 }
@@ -132,6 +138,7 @@ impl QueueOptions {
             scheduled: false,
             max_pending: None,
             mode: None,
+            yield_when_held: false,
         }
     }
 }

@@ -126,9 +126,13 @@ impl<H: HwQueue> XQueue<H> {
                 deferral: deferral.clone(),
             })
         };
+        let mut launch = LaunchMachine::new(options.config, level);
+        launch.set_runs_while_deactivated(
+            options.yield_when_held && hw.deactivation_only_lowers_priority(),
+        );
         let machine = Arc::new(SharedMachine::new(
             hw.clone(),
-            LaunchMachine::new(options.config, level),
+            launch,
             tracker.clone(),
             [sink(false), sink(true)],
             scheduler.map(|s| s.link(id)),

@@ -180,6 +180,7 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
     };
     // SAFETY: the caller's pointers, as OpenCL allows.
     if let Some(status) = unsafe { slice::enqueue_kernel(&call, &nd) } {
+        xsched_backend_opencl::after_submit();
         return status;
     }
     let real = |n: cl_uint, list: *const cl_event| {

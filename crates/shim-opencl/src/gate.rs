@@ -107,7 +107,9 @@ pub(crate) unsafe fn enqueue(call: &Call, real: Real<'_>) -> cl_int {
                 Err(e) => (Err(e), None),
             };
             let status = gated::submit(&xqueue, gated, || made(forwarded()));
-            blocker.as_ref().map_or(status, wait)
+            let status = blocker.as_ref().map_or(status, wait);
+            xsched_backend_opencl::after_submit();
+            status
         },
         &forwarded,
     )

@@ -164,11 +164,7 @@ mod tests {
         let mut p = held();
         let fg_elsewhere = view(1, 1, 10, false);
         assert_eq!(
-            decide(
-                &mut p,
-                Nanos::ZERO,
-                &[fg_elsewhere, view(2, 0, 0, true)]
-            ),
+            decide(&mut p, Nanos::ZERO, &[fg_elsewhere, view(2, 0, 0, true)]),
             [true, true]
         );
         decide(
