@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use xsched_gateway::upstream::Uri;
-use xsched_gateway::{Gateway, GatewayConfig, RequestPolicySpec, Router};
+use xsched_gateway::{Epp, Gateway, GatewayConfig, RequestPolicySpec, Router};
 use xsched_llm_core::EngineOrder;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
@@ -167,9 +167,9 @@ fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
     }
 }
 
-/// Serve until killed.
-pub fn serve(a: &ServeArgs) -> Result<()> {
-    let config = GatewayConfig {
+/// The gateway's configuration from its arguments (the endpoint picker's too).
+fn gateway_config(a: &ServeArgs) -> Result<GatewayConfig> {
+    Ok(GatewayConfig {
         listen: a.listen,
         upstreams: a.upstream.clone(),
         policy: a.policy,
@@ -194,19 +194,43 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
             Some(path) => xsched_gateway::classes::Classes::load(path)?,
             None => xsched_gateway::classes::Classes::default(),
         }),
-    };
-    let gateway = Gateway::bind(config)
+    })
+}
+
+/// The engines, as the start-up line names them.
+fn upstreams(a: &ServeArgs) -> String {
+    let names: Vec<String> = a.upstream.iter().map(ToString::to_string).collect();
+    names.join(", ")
+}
+
+/// `xsched llm epp`: the gateway's decisions as an Envoy ext_proc endpoint picker, until killed.
+pub fn epp(a: &ServeArgs) -> Result<()> {
+    let epp = Epp::bind(gateway_config(a)?)
+        .with_context(|| format!("starting the endpoint picker on {}", a.listen))?
+        .spawn()
+        .context("serving")?;
+    eprintln!(
+        "xsched endpoint picker (Envoy ext_proc, gRPC) on {} for {} (policy {}, router {}, {} in flight per engine)",
+        epp.addr(),
+        upstreams(a),
+        a.policy,
+        a.router,
+        a.concurrency,
+    );
+    epp.wait();
+    Ok(())
+}
+
+/// Serve until killed.
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    let gateway = Gateway::bind(gateway_config(a)?)
         .with_context(|| format!("starting the gateway on {}", a.listen))?
         .spawn()
         .context("serving")?;
     eprintln!(
         "xsched gateway on http://{} -> {} (policy {}, router {}, {}{} in flight per engine{})",
         gateway.addr(),
-        a.upstream
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
+        upstreams(a),
         a.policy,
         a.router,
         if a.learn_concurrency {

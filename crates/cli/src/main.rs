@@ -385,6 +385,11 @@ enum LlmCommand {
     /// queues requests and admits them to unchanged engines (llama.cpp's server, vLLM) up to a
     /// concurrency limit each, in the policy's order; streamed answers pass through as sent.
     Serve(gateway_cmd::ServeArgs),
+    /// The same decisions behind Envoy: a Gateway API Inference Extension endpoint picker
+    /// (Envoy's ext_proc over gRPC, at --listen) that names the engine for each request and
+    /// holds requests while every engine is full; the proxy carries the bytes
+    /// (docs/guides/endpoint-picker.md).
+    Epp(gateway_cmd::ServeArgs),
     /// An open-loop load of ShareGPT prompts (Poisson arrivals, streaming chat completions
     /// with max_tokens capped) against any OpenAI-compatible server, engine or gateway: TTFT
     /// and TTLT.
@@ -656,6 +661,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Llm(args) => {
             match &args.command {
                 Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
+                Some(LlmCommand::Epp(epp)) => return gateway_cmd::epp(epp),
                 Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
                 Some(LlmCommand::Replay(replay)) => return replay_cmd::replay(replay),
                 None => {}

@@ -41,6 +41,8 @@ pub struct ApiError {
     pub retry: bool,
     /// Whether the connection is closed after it (a body left unread on it).
     pub close: bool,
+    /// The core's refusal it reports, if it is one (the endpoint picker answers by it).
+    pub refused: Option<Refused>,
 }
 
 impl ApiError {
@@ -52,6 +54,7 @@ impl ApiError {
             param: None,
             retry: false,
             close: false,
+            refused: None,
         }
     }
 
@@ -165,10 +168,14 @@ impl From<Unread> for ApiError {
 
 impl From<Refused> for ApiError {
     fn from(e: Refused) -> ApiError {
-        match e {
+        let error = match e {
             Refused::Full(_) => ApiError::rate_limited(e.to_string()),
             Refused::Shed | Refused::Silent => ApiError::unavailable(e.to_string(), true),
             Refused::Closed => ApiError::unavailable(e.to_string(), false),
+        };
+        ApiError {
+            refused: Some(e),
+            ..error
         }
     }
 }

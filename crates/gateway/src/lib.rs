@@ -25,6 +25,8 @@
 //!   [`relay`] (an answer's body on its way back, ended on silence or eviction), [`health`]
 //!   (failing upstreams ejected for a backoff), [`engines`] (each engine's metrics and slots,
 //!   scraped), [`tally`] (an answer's tokens counted as it passes).
+//! - [`epp`]: the same decisions behind Envoy, as a Gateway API Inference Extension endpoint
+//!   picker (`ext_proc` gRPC): the proxy carries the bytes, the picker names the endpoint.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 
 pub mod admission;
@@ -33,6 +35,7 @@ pub mod classes;
 pub mod config;
 pub mod conns;
 pub mod engines;
+pub mod epp;
 pub mod error;
 pub mod forecast;
 pub mod health;
@@ -48,5 +51,6 @@ mod shared;
 pub mod tally;
 pub mod upstream;
 
+pub use epp::{Epp, RunningEpp};
 pub use server::{Gateway, GatewayConfig, GatewayError, RunningGateway};
 pub use xsched_llm_core::{RequestPolicySpec, Router};

@@ -53,6 +53,21 @@ async fn models(req: Request<Incoming>, shared: &Shared) -> Result<Response<Answ
 
 /// `GET /metrics`: the gateway's own, its upstreams' health, engines and learned limits.
 fn metrics_page(shared: &Shared) -> Response<AnswerBody> {
+    let text = metrics_text(shared);
+    let mut r = Response::new(
+        http_body_util::Full::new(Bytes::from(text))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+/// The Prometheus page: queue wait, TTFT, TTLT, the predictor, upstreams' health and engines.
+pub(crate) fn metrics_text(shared: &Shared) -> String {
     let policy = shared.config.policy.to_string();
     let label = format!("policy=\"{policy}\"");
     let classes = &shared.config.classes;
@@ -65,16 +80,7 @@ fn metrics_page(shared: &Shared) -> Response<AnswerBody> {
         let names = (0..shared.config.upstreams.len()).map(|u| shared.upstreams.name(u));
         metrics::render_learned(&mut text, &policy, names.zip(shared.admission.learned()));
     }
-    let mut r = Response::new(
-        http_body_util::Full::new(Bytes::from(text))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
+    text
 }
 
 /// Upstream `u` as the relay reports it.
@@ -103,14 +109,34 @@ async fn complete(
     let arrival = Instant::now();
     let (parts, body) = req.into_parts();
     let body = read_body(body).await?;
+    let placed = place(shared, endpoint, &parts.headers, &body, arrival).await?;
+    forward(shared, placed.upstream, &parts, body, placed.life).await
+}
+
+/// A request the core admitted: the upstream it chose, and the request's life from here.
+pub(crate) struct Placed {
+    pub upstream: usize,
+    pub life: Life,
+}
+
+/// A completion's body (read whole, the request arrived at `arrival`) checked, classed,
+/// refused early if the queue is full, predicted and admitted: every decision the gateway and
+/// the endpoint picker (`epp`) make before a request goes to an engine.
+pub(crate) async fn place(
+    shared: &Arc<Shared>,
+    endpoint: Endpoint,
+    headers: &hyper::HeaderMap,
+    body: &Bytes,
+    arrival: Instant,
+) -> Result<Placed, ApiError> {
     let read = Instant::now();
-    let checked = check(shared, endpoint, &body).await?;
+    let checked = check(shared, endpoint, body).await?;
     let stated = shared
         .config
         .policy
         .stated_lengths(checked.stated_length())
         .map_err(|e| ApiError::invalid("ignore_eos", format!("ignore_eos: {e}")))?;
-    let who = classify(shared, &parts.headers, &checked)?;
+    let who = classify(shared, headers, &checked)?;
     let ticket = shared
         .config
         .classes
@@ -118,7 +144,7 @@ async fn complete(
         .map_err(ApiError::rate_limited)?;
     if let Some(refused) = shared.admission.full(who.class) {
         // Refused before its prompt is embedded: a flood costs no prediction work.
-        return Err(ApiError::rate_limited(refused.to_string()));
+        return Err(ApiError::from(refused));
     }
     let forecast = predict(shared, &checked).await?;
     let counts = counts(shared, &checked, &forecast, who.class);
@@ -147,7 +173,7 @@ async fn complete(
     shared
         .metrics
         .own_time((placed_at - read) + admitted.elapsed());
-    forward(shared, upstream, &parts, body, life).await
+    Ok(Placed { upstream, life })
 }
 
 /// The body, read within its bound and the client's time.

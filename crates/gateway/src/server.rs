@@ -39,27 +39,58 @@ pub struct RunningGateway {
     addr: SocketAddr,
     admission: Arc<RequestQueue>,
     upstreams: usize,
+    serving: ServingThread,
+}
+
+/// A server's own thread and what stops it: dropped, it stops the thread and joins it.
+pub(crate) struct ServingThread {
     /// Ends the serving thread's loop.
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServingThread {
+    /// Wait for the thread to end by itself (it serves until the process ends).
+    pub fn join(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServingThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.join();
+    }
+}
+
+/// `config` checked whole, the core's queue made, its address bound and what requests share
+/// built, in `runtime` (where the engines' scrapers start): the gateway's and the endpoint
+/// picker's start alike.
+pub(crate) fn bound(
+    config: GatewayConfig,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(Arc<Shared>, tokio::net::TcpListener), GatewayError> {
+    let core = config.check()?;
+    let admission = RequestQueue::new(core)?;
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
+    let _enter = runtime.enter();
+    Ok((Arc::new(Shared::new(config, admission)), listener))
 }
 
 impl Gateway {
     /// Check `config` whole, then bind its address.
     pub fn bind(config: GatewayConfig) -> Result<Gateway, GatewayError> {
-        let core = config.check()?;
-        let admission = RequestQueue::new(core)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .thread_name("xsched-gateway-blocking")
             .enable_all()
             .build()?;
-        let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
-        let shared = {
-            let _enter = runtime.enter();
-            Shared::new(config, admission)
-        };
+        let (shared, listener) = bound(config, &runtime)?;
         Ok(Gateway {
-            shared: Arc::new(shared),
+            shared,
             runtime,
             listener,
         })
@@ -99,8 +130,10 @@ impl Gateway {
             addr,
             admission,
             upstreams,
-            stop: Some(stop),
-            thread: Some(thread),
+            serving: ServingThread {
+                stop: Some(stop),
+                thread: Some(thread),
+            },
         })
     }
 }
@@ -123,20 +156,7 @@ impl RunningGateway {
 
     /// Serve until the process ends.
     pub fn wait(mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for RunningGateway {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.serving.join();
     }
 }
 

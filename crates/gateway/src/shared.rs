@@ -21,9 +21,16 @@ pub(crate) struct Shared {
     pub upstreams: Upstreams,
     pub connections: Arc<Connections>,
     pub engines: Option<Arc<Engines>>,
+    /// Each upstream as `host:port` (what the endpoint picker names to the proxy).
+    endpoints: Vec<String>,
 }
 
 impl Shared {
+    /// Each upstream as `host:port`, in the configuration's order.
+    pub(crate) fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
     /// Everything requests share, for `config` in front of `admission`. Must be called in the
     /// gateway's runtime (the engines' scrapers start there).
     pub(crate) fn new(config: GatewayConfig, admission: Arc<RequestQueue>) -> Shared {
@@ -53,7 +60,11 @@ impl Shared {
         let upstream_connections = 2 * config.upstreams.len() * config.concurrency;
         let connections =
             Connections::new(conns::cap(config.max_connections, upstream_connections));
+        let endpoints = (config.upstreams.iter())
+            .map(|u| u.authority().map_or_else(String::new, ToString::to_string))
+            .collect();
         Shared {
+            endpoints,
             config,
             metrics,
             admission,

@@ -536,11 +536,7 @@ fn the_oracle_admits_the_shortest_stated_length_first_and_refuses_a_request_stat
 /// Answers the gateway at `addr` has learned from (its predictor-error count).
 async fn learned(addr: SocketAddr, policy: &str) -> u64 {
     let (_, text) = get(addr, "/metrics").await;
-    let key = format!("xsched_gateway_predictor_abs_error_tokens_count{{policy=\"{policy}\"}} ");
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|l| l.strip_prefix(&key)?.parse().ok())
-        .unwrap_or(0)
+    learned_in(&String::from_utf8_lossy(&text), policy)
 }
 
 /// Wait until the gateway at `addr` has learned from `n` answers, failing after 30 s.
@@ -648,45 +644,10 @@ fn round_robin_alternates_engines_where_least_outstanding_takes_the_first_idle_o
     }
 }
 
-/// Prompts of a multiple of 4 characters (the gateway's token estimate, 0.25 a character, is
-/// then exact) and their true answer lengths.
-fn sequence() -> Vec<(String, u32)> {
-    let texts = [
-        ("say yes or no", 3),
-        ("write a long essay on the history of rome", 900),
-        ("list three colours", 40),
-        ("explain how a compiler works in detail", 200),
-        ("what is two plus two", 10),
-        ("write a story about a dragon and a knight", 600),
-        ("summarise this paragraph briefly", 80),
-        ("reply with ok", 5),
-    ];
-    texts
-        .into_iter()
-        .map(|(t, n)| {
-            let pad = (4 - t.len() % 4) % 4;
-            (format!("{t}{}", ".".repeat(pad)), n)
-        })
-        .collect()
-}
-
 #[test]
 fn the_gateway_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
-    use xsched_llm::Request;
-    use xsched_llm::engine::EngineConfig;
-    use xsched_llm::sim::{self, Cluster};
-    use xsched_llm_predict::embedding::{Embedder, Hashed};
-
     let prompts = sequence();
-    let arrival_order = [1usize, 5, 3, 7, 0, 2, 6, 4];
-    let with_tokens = |tag: &str, prompt: &str, tokens: u32| {
-        serde_json::json!({
-            "model": "m", "user": tag, "max_tokens": 4096, "ms": 0, "answer_tokens": tokens,
-            "prompt_tokens": prompt.len() / 4,
-            "messages": [{"role": "user", "content": prompt}],
-        })
-        .to_string()
-    };
+    let arrival_order = ARRIVAL_ORDER;
     // Through the gateway: teach it every prompt four times, one at a time, then hold its one
     // slot while the sequence queues, and release it.
     let rt = runtime();
@@ -718,50 +679,7 @@ fn the_gateway_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
     });
     let order = seen.order.lock().expect("order").clone();
     let through_gateway: Vec<String> = order[order.len() - arrival_order.len()..].to_vec();
-    // Through the simulator: the same history, the same arrivals behind a long request on an
-    // engine of one slot.
-    let request = |id: usize, arrival: f64, prompt: &str, input: u32, output: u32| Request {
-        id,
-        arrival,
-        prompt: prompt.to_string(),
-        input_tokens: input,
-        output_tokens: output,
-        previous_answer_tokens: None,
-        embedding: Hashed.embed(prompt),
-    };
-    let warm: Vec<Request> = (0..4)
-        .flat_map(|_| prompts.iter())
-        .enumerate()
-        .map(|(i, (p, n))| request(i, 0.0, p, (p.len() / 4) as u32, *n))
-        .collect();
-    let mut requests = vec![request(0, 0.0, "hi", 1, 2000)];
-    for (i, &k) in arrival_order.iter().enumerate() {
-        let (p, n) = &prompts[k];
-        requests.push(request(
-            i + 1,
-            0.001 * (i + 1) as f64,
-            p,
-            (p.len() / 4) as u32,
-            *n,
-        ));
-    }
-    let cfg = EngineConfig {
-        max_num_seqs: 1,
-        ..EngineConfig::preset("llama3.1-8b-a100").expect("preset")
-    };
-    let run = sim::simulate(
-        &cfg,
-        Cluster::SINGLE,
-        policy("sagesched-noaging"),
-        xsched_gateway::forecast::HISTORY,
-        &warm,
-        &requests,
-    )
-    .expect("run");
-    let through_simulator: Vec<String> = run.admitted[1..]
-        .iter()
-        .map(|&i| format!("q{}", arrival_order[i - 1]))
-        .collect();
+    let through_simulator = simulated_order(&prompts, &arrival_order);
     assert_eq!(through_gateway, through_simulator);
     // And the order is the predictions' (the two longest answers last), not the arrivals'.
     let mut last_two = through_simulator[6..].to_vec();

@@ -344,3 +344,94 @@ where
     });
     addr
 }
+
+/// The order the queued prompts of [`sequence`] arrive in (indices), in the parity tests.
+pub const ARRIVAL_ORDER: [usize; 8] = [1, 5, 3, 7, 0, 2, 6, 4];
+
+/// Prompts of a multiple of 4 characters (the gateway's token estimate, 0.25 a character, is
+/// then exact) and their true answer lengths.
+pub fn sequence() -> Vec<(String, u32)> {
+    let texts = [
+        ("say yes or no", 3),
+        ("write a long essay on the history of rome", 900),
+        ("list three colours", 40),
+        ("explain how a compiler works in detail", 200),
+        ("what is two plus two", 10),
+        ("write a story about a dragon and a knight", 600),
+        ("summarise this paragraph briefly", 80),
+        ("reply with ok", 5),
+    ];
+    texts
+        .into_iter()
+        .map(|(t, n)| {
+            let pad = (4 - t.len() % 4) % 4;
+            (format!("{t}{}", ".".repeat(pad)), n)
+        })
+        .collect()
+}
+
+/// The order the engine simulator admits `arrival_order`'s prompts (tagged `q<index>`) under
+/// `sagesched-noaging`: each prompt learned four times first, then the arrivals queued behind a
+/// long request on an engine of one slot. What the gateway and the endpoint picker must match.
+pub fn simulated_order(prompts: &[(String, u32)], arrival_order: &[usize]) -> Vec<String> {
+    use xsched_llm::Request;
+    use xsched_llm::engine::EngineConfig;
+    use xsched_llm::sim::{self, Cluster};
+    use xsched_llm_predict::embedding::{Embedder, Hashed};
+    let request = |id: usize, arrival: f64, prompt: &str, input: u32, output: u32| Request {
+        id,
+        arrival,
+        prompt: prompt.to_string(),
+        input_tokens: input,
+        output_tokens: output,
+        previous_answer_tokens: None,
+        embedding: Hashed.embed(prompt),
+    };
+    let warm: Vec<Request> = (0..4)
+        .flat_map(|_| prompts.iter())
+        .enumerate()
+        .map(|(i, (p, n))| request(i, 0.0, p, (p.len() / 4) as u32, *n))
+        .collect();
+    let mut requests = vec![request(0, 0.0, "hi", 1, 2000)];
+    for (i, &k) in arrival_order.iter().enumerate() {
+        let (p, n) = &prompts[k];
+        let arrival = 0.001 * (i + 1) as f64;
+        requests.push(request(i + 1, arrival, p, (p.len() / 4) as u32, *n));
+    }
+    let cfg = EngineConfig {
+        max_num_seqs: 1,
+        ..EngineConfig::preset("llama3.1-8b-a100").expect("preset")
+    };
+    let run = sim::simulate(
+        &cfg,
+        Cluster::SINGLE,
+        policy("sagesched-noaging"),
+        xsched_gateway::forecast::HISTORY,
+        &warm,
+        &requests,
+    )
+    .expect("run");
+    run.admitted[1..]
+        .iter()
+        .map(|&i| format!("q{}", arrival_order[i - 1]))
+        .collect()
+}
+
+/// A chat request tagged `tag` for `prompt` whose fake-engine answer counts `tokens` (and the
+/// prompt's exact estimate of a quarter token a character).
+pub fn with_tokens(tag: &str, prompt: &str, tokens: u32) -> String {
+    serde_json::json!({
+        "model": "m", "user": tag, "max_tokens": 4096, "ms": 0, "answer_tokens": tokens,
+        "prompt_tokens": prompt.len() / 4,
+        "messages": [{"role": "user", "content": prompt}],
+    })
+    .to_string()
+}
+
+/// Answers learned from, in a metrics page of `policy` (its predictor-error count).
+pub fn learned_in(page: &str, policy: &str) -> u64 {
+    let key = format!("xsched_gateway_predictor_abs_error_tokens_count{{policy=\"{policy}\"}} ");
+    page.lines()
+        .find_map(|l| l.strip_prefix(&key)?.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,158 @@
+//! `xsched llm epp`: the gateway's decisions behind Envoy, as a Gateway API Inference Extension
+//! endpoint picker (EPP). Users who serve at scale already run an Envoy-based proxy (kgateway,
+//! Istio, Envoy Gateway, GKE) in front of an InferencePool; the proxy asks an endpoint picker
+//! over Envoy's `ext_proc` gRPC which pod serves each request, and proxies the bytes itself.
+//! Here the picker is the gateway without its HTTP side: the same configuration, the same core
+//! under the same lock (`admission.rs`), the same engines' scrapers, the same path from a body
+//! to a decision (`routes::place`). So a request waits in the picker while every endpoint is
+//! full and leaves in the policy's order (SageSched's, or FCFS, classes, deadlines), although
+//! Envoy carries it.
+//!
+//! Parts: [`messages`] (building and reading the protocol's messages), `exchange` (one
+//! request's stream), and this file (the gRPC server: the `ExternalProcessor` service and the
+//! gRPC health services `liveness`, `readiness` and the ext_proc service's own name).
+
+mod exchange;
+pub mod messages;
+
+use crate::config::GatewayConfig;
+use crate::server::{GatewayError, ServingThread};
+use crate::shared::Shared;
+use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
+    ExternalProcessor, ExternalProcessorServer,
+};
+use envoy_types::pb::envoy::service::ext_proc::v3::{ProcessingRequest, ProcessingResponse};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status, Streaming};
+
+/// Answers a stream may have queued before it waits for Envoy to read them.
+const ANSWERS_QUEUED: usize = 16;
+
+/// The `ExternalProcessor` service over what every request shares.
+struct Picker {
+    shared: Arc<Shared>,
+}
+
+#[tonic::async_trait]
+impl ExternalProcessor for Picker {
+    type ProcessStream = ReceiverStream<Result<ProcessingResponse, Status>>;
+
+    async fn process(
+        &self,
+        request: Request<Streaming<ProcessingRequest>>,
+    ) -> Result<Response<Self::ProcessStream>, Status> {
+        let (out, answers) = tokio::sync::mpsc::channel(ANSWERS_QUEUED);
+        tokio::spawn(exchange::exchange(
+            self.shared.clone(),
+            request.into_inner(),
+            out,
+        ));
+        Ok(Response::new(ReceiverStream::new(answers)))
+    }
+}
+
+/// An endpoint picker bound to its address, not yet serving.
+pub struct Epp {
+    shared: Arc<Shared>,
+    runtime: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+}
+
+/// An endpoint picker serving on its own thread; dropping it stops it.
+pub struct RunningEpp {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    serving: ServingThread,
+}
+
+impl Epp {
+    /// Check `config` whole (its `upstreams` are the pool's endpoints, `http://host:port`,
+    /// scraped for their metrics), then bind its address for gRPC.
+    pub fn bind(config: GatewayConfig) -> Result<Epp, GatewayError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("xsched-epp")
+            .enable_all()
+            .build()?;
+        let (shared, listener) = crate::server::bound(config, &runtime)?;
+        Ok(Epp {
+            shared,
+            runtime,
+            listener,
+        })
+    }
+
+    /// Serve on a thread of its own until the returned handle is dropped.
+    pub fn spawn(self) -> std::io::Result<RunningEpp> {
+        let addr = self.listener.local_addr()?;
+        let kept = self.shared.clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (shared, listener, runtime) = (self.shared, self.listener, self.runtime);
+        let thread = std::thread::Builder::new()
+            .name("xsched-epp-serve".into())
+            .spawn(move || {
+                runtime.block_on(serve(shared, listener, stopped));
+                runtime.shutdown_background();
+            })?;
+        Ok(RunningEpp {
+            addr,
+            shared: kept,
+            serving: ServingThread {
+                stop: Some(stop),
+                thread: Some(thread),
+            },
+        })
+    }
+}
+
+/// The picker's gRPC server, with health, until `stopped`.
+async fn serve(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in ["liveness", "readiness"] {
+        health
+            .set_service_status(name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    health
+        .set_serving::<ExternalProcessorServer<Picker>>()
+        .await;
+    let served = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(ExternalProcessorServer::new(Picker { shared }))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            let _ = stopped.await;
+        })
+        .await;
+    if let Err(e) = served {
+        tracing::error!("the endpoint picker stopped: {e}");
+    }
+}
+
+impl RunningEpp {
+    /// The address it serves gRPC on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests that asked for an endpoint so far (admitted, waiting, refused or gone).
+    pub fn arrivals(&self) -> u64 {
+        self.shared.admission.arrivals()
+    }
+
+    /// The gateway's Prometheus page for the picker's requests (queue wait, TTFT, TTLT, the
+    /// predictor's learning, the engines' scraped state).
+    pub fn metrics(&self) -> String {
+        crate::routes::metrics_text(&self.shared)
+    }
+
+    /// Serve until the process is killed.
+    pub fn wait(mut self) {
+        self.serving.join();
+    }
+}
