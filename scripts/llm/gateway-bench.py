@@ -16,6 +16,9 @@ Phases (each can be skipped):
   the light-load one; at that rate every run against the engine directly, through the FCFS
   gateway and through the SageSched gateway (which learned from a warm-up of other prompts
   first, and goes on learning).
+  Targets `epp-fcfs` and `epp-sagesched` put `xsched llm epp` (the endpoint picker) behind
+  the example forwarding proxy `crates/gateway/examples/epp_proxy.rs` (what Envoy does with a
+  picker, where no Envoy can be installed) in the same runs, ordered against each other.
 - `cost`: the gateway's own cost in the same run: per prompt, a priming request, then the same
   request directly and through the gateway (order alternating), all alone; the paired
   differences of TTFT and TTLT, and the gateway's CPU time per 1000 requests from /proc.
@@ -169,6 +172,28 @@ def spread(values, fmt="{:.0f}"):
     return f"{fmt.format(m)} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
+def start_target(args, procs, target, port, engine):
+    """A gateway of policy `target` at `port`, or for `epp-POLICY` the endpoint picker there
+    behind the example forwarding proxy (what Envoy does) at port + 10: its URL and the
+    process whose CPU is the scheduler's."""
+    policy = target.removeprefix("epp-")
+    command = "epp" if target.startswith("epp-") else "serve"
+    p = procs.start([args.xsched, "llm", command, "--listen", f"127.0.0.1:{port}",
+                     "--upstream", engine, "--concurrency", "1", "--policy", policy,
+                     "--max-queue", "4096"], args.out / f"{command}-{policy}.log")
+    if command == "serve":
+        url = f"http://127.0.0.1:{port}"
+        wait_up(url, f"the {policy} gateway")
+        return url, p
+    time.sleep(1)
+    proxy = ROOT / "target/release/examples/epp_proxy"
+    procs.start([str(proxy), f"127.0.0.1:{port + 10}", f"127.0.0.1:{port}"],
+                args.out / f"proxy-{policy}.log")
+    url = f"http://127.0.0.1:{port + 10}"
+    wait_up(url, f"the {policy} picker's proxy")
+    return url, p
+
+
 def order_phase(args, procs):
     engine = "http://127.0.0.1:18081"
     procs.start(engine_command(args, 18081), args.out / "engine.log")
@@ -177,17 +202,13 @@ def order_phase(args, procs):
     policies = [t for t in args.targets if t != "direct"]
     if "fcfs" not in policies:
         policies.insert(0, "fcfs")  # the light-load pass and the rate search go through it
-    ports = {"fcfs": 18001, "sagesched": 18002, "sagesched-time": 18004}
+    ports = {"fcfs": 18001, "sagesched": 18002, "sagesched-time": 18004,
+             "epp-fcfs": 18021, "epp-sagesched": 18022}
     for policy in policies:
-        port = ports[policy]
-        p = procs.start([args.xsched, "llm", "serve", "--listen", f"127.0.0.1:{port}",
-                         "--upstream", engine, "--concurrency", "1", "--policy", policy,
-                         "--max-queue", "4096"], args.out / f"gateway-{policy}.log")
-        gateways[policy] = (f"http://127.0.0.1:{port}", p)
-        wait_up(gateways[policy][0], f"the {policy} gateway")
+        gateways[policy] = start_target(args, procs, policy, ports[policy], engine)
     # Prompts: [0, warm) teach SageSched; run r measures [warm + r·n, warm + (r+1)·n).
     n, warm = args.requests, args.warm
-    for policy in [p for p in policies if p != "fcfs"]:
+    for policy in [p for p in policies if p not in ("fcfs", "epp-fcfs")]:
         t = time.time()
         load(args, gateways[policy][0], args.out / f"warm-{policy}.jsonl", rate=1000,
              requests=warm, skip=0)
@@ -233,7 +254,7 @@ def order_phase(args, procs):
             f = figures(s, alone[r])
             rows[target].append(f)
             print(f"run {r} {target}: mean {f['mean']:.0f} ms, P99 {f['p99']:.0f} ms, longest relative wait {f['rel']:.2f}", flush=True)
-    for policy in [p for p in policies if p != "fcfs"]:
+    for policy in [p for p in policies if p != "fcfs" and not p.startswith("epp-")]:
         metrics = urllib.request.urlopen(gateways[policy][0] + "/metrics").read().decode()
         (args.out / f"{policy}-metrics.txt").write_text(metrics)
     print(f"\n### Ordering at {rate} req/s ({load_factor} of the measured capacity), {n} requests a run, max_tokens {args.max_tokens}\n")
@@ -244,9 +265,12 @@ def order_phase(args, procs):
         c = spread(cpu[target]) if target in cpu else "–"
         print(f"| {target} | {spread([f['mean'] for f in fs])} | {spread([f['p99'] for f in fs])} | "
               f"{spread([f['rel'] for f in fs], '{:.2f}')} | {spread([f['chunks'] for f in fs], '{:.1f}')} | {c} |")
-    for policy in [p for p in policies if p != "fcfs" and "fcfs" in rows]:
-        gains = [(1 - s["mean"] / f["mean"]) * 100 for s, f in zip(rows[policy], rows["fcfs"])]
-        print(f"\n{policy} against FCFS, mean TTLT, per run: {', '.join(f'{g:.1f} %' for g in gains)} better.")
+    for policy in [p for p in policies if p not in ("fcfs", "epp-fcfs")]:
+        base = "epp-fcfs" if policy.startswith("epp-") else "fcfs"
+        if base not in rows:
+            continue
+        gains = [(1 - s["mean"] / f["mean"]) * 100 for s, f in zip(rows[policy], rows[base])]
+        print(f"\n{policy} against {base}, mean TTLT, per run: {', '.join(f'{g:.1f} %' for g in gains)} better.")
     return engine
 
 
@@ -509,7 +533,10 @@ def main():
     ap.add_argument("--loads", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.8, 0.9],
                     help="rates to try, as fractions of the measured capacity")
     ap.add_argument("--targets", nargs="+", default=["direct", "fcfs", "sagesched", "sagesched-time"],
-                    choices=["direct", "fcfs", "sagesched", "sagesched-time"])
+                    choices=["direct", "fcfs", "sagesched", "sagesched-time", "epp-fcfs",
+                             "epp-sagesched"],
+                    help="epp-*: the endpoint picker behind the example forwarding proxy "
+                         "(cargo build --release -p xsched-gateway --example epp_proxy)")
     ap.add_argument("--rate", type=float, help="the loaded runs' rate (no search)")
     ap.add_argument("--alone-from", type=Path,
                     help="reuse an earlier --out's light-load pass (alone-R.jsonl)")

@@ -203,12 +203,28 @@ fn upstreams(a: &ServeArgs) -> String {
     names.join(", ")
 }
 
+/// `xsched llm epp`'s arguments: the gateway's, and where its metrics are served.
+#[derive(Args)]
+pub struct EppArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Serve the Prometheus metrics (the gateway's: queue wait, TTFT, TTLT, the predictor,
+    /// the engines) over HTTP at this address (e.g. 127.0.0.1:9090).
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+}
+
 /// `xsched llm epp`: the gateway's decisions as an Envoy ext_proc endpoint picker, until killed.
-pub fn epp(a: &ServeArgs) -> Result<()> {
-    let epp = Epp::bind(gateway_config(a)?)
-        .with_context(|| format!("starting the endpoint picker on {}", a.listen))?
-        .spawn()
-        .context("serving")?;
+pub fn epp(e: &EppArgs) -> Result<()> {
+    let a = &e.serve;
+    let mut bound = Epp::bind(gateway_config(a)?)
+        .with_context(|| format!("starting the endpoint picker on {}", a.listen))?;
+    if let Some(addr) = e.metrics_addr {
+        let at =
+            (bound.with_metrics(addr)).with_context(|| format!("serving metrics on {addr}"))?;
+        eprintln!("metrics at http://{at}/metrics");
+    }
+    let epp = bound.spawn().context("serving")?;
     eprintln!(
         "xsched endpoint picker (Envoy ext_proc, gRPC) on {} for {} (policy {}, router {}, {} in flight per engine)",
         epp.addr(),

@@ -389,7 +389,7 @@ enum LlmCommand {
     /// (Envoy's ext_proc over gRPC, at --listen) that names the engine for each request and
     /// holds requests while every engine is full; the proxy carries the bytes
     /// (docs/guides/endpoint-picker.md).
-    Epp(gateway_cmd::ServeArgs),
+    Epp(gateway_cmd::EppArgs),
     /// An open-loop load of ShareGPT prompts (Poisson arrivals, streaming chat completions
     /// with max_tokens capped) against any OpenAI-compatible server, engine or gateway: TTFT
     /// and TTLT.

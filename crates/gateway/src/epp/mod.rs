@@ -58,6 +58,7 @@ pub struct Epp {
     shared: Arc<Shared>,
     runtime: tokio::runtime::Runtime,
     listener: tokio::net::TcpListener,
+    metrics: Option<tokio::net::TcpListener>,
 }
 
 /// An endpoint picker serving on its own thread; dropping it stops it.
@@ -81,7 +82,17 @@ impl Epp {
             shared,
             runtime,
             listener,
+            metrics: None,
         })
+    }
+
+    /// Also serve the gateway's Prometheus page (`GET` any path) over HTTP at `addr`; the
+    /// address bound.
+    pub fn with_metrics(&mut self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+        let listener = self.runtime.block_on(tokio::net::TcpListener::bind(addr))?;
+        let bound = listener.local_addr()?;
+        self.metrics = Some(listener);
+        Ok(bound)
     }
 
     /// Serve on a thread of its own until the returned handle is dropped.
@@ -90,6 +101,9 @@ impl Epp {
         let kept = self.shared.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (shared, listener, runtime) = (self.shared, self.listener, self.runtime);
+        if let Some(metrics) = self.metrics {
+            runtime.spawn(metrics_page(metrics, shared.clone()));
+        }
         let thread = std::thread::Builder::new()
             .name("xsched-epp-serve".into())
             .spawn(move || {
@@ -131,6 +145,31 @@ async fn serve(
         .await;
     if let Err(e) = served {
         tracing::error!("the endpoint picker stopped: {e}");
+    }
+}
+
+/// Answer every HTTP request at `listener` with the metrics page.
+async fn metrics_page(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |_req| {
+                let page = crate::routes::metrics_text(&shared);
+                async move {
+                    let mut r =
+                        hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(page)));
+                    r.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    Ok::<_, std::convert::Infallible>(r)
+                }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
     }
 }
 
