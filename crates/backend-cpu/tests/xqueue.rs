@@ -157,10 +157,24 @@ fn level1_caps() -> Capabilities {
     }
 }
 
-/// A Level-1 queue that records which threads were about to take its lock.
+/// A queue that records which threads were about to take its lock and whether it is
+/// deactivated; at Level 2, its deactivation only lowers its priority where `lowers`.
 struct Entered {
     caps: Capabilities,
     threads: Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    lowers: bool,
+    deactivated: std::sync::atomic::AtomicBool,
+}
+
+impl Entered {
+    fn new(caps: Capabilities, lowers: bool) -> Entered {
+        Entered {
+            caps,
+            threads: Mutex::default(),
+            lowers,
+            deactivated: Default::default(),
+        }
+    }
 }
 
 impl HwQueue for Entered {
@@ -183,15 +197,23 @@ impl HwQueue for Entered {
             .expect("threads")
             .insert(std::thread::current().id());
     }
+    fn deactivation_only_lowers_priority(&self) -> bool {
+        self.lowers
+    }
+    fn deactivate(&self) -> Result<(), HwError> {
+        self.deactivated.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+    fn reactivate(&self) -> Result<(), HwError> {
+        self.deactivated.store(false, Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 #[test]
 fn the_backend_hears_every_application_thread_before_it_takes_the_queue_lock() {
     let rt = app_runtime();
-    let hw = Arc::new(Entered {
-        caps: level1_caps(),
-        threads: Mutex::new(std::collections::HashSet::new()),
-    });
+    let hw = Arc::new(Entered::new(level1_caps(), false));
     let q = Arc::new(
         rt.create_queue(hw.clone(), QueueOptions::default())
             .expect("queue"),
@@ -419,52 +441,15 @@ fn observe_mode_changes_nothing_a_native_queue_would_get_and_cooperative_mode_is
     );
 }
 
-/// A Level-2 queue whose deactivation lowers its priority (`lowers`) or stops the device.
-struct Lowers {
-    caps: Capabilities,
-    lowers: bool,
-    deactivated: std::sync::atomic::AtomicBool,
-}
-
-impl HwQueue for Lowers {
-    type Command = ();
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
-    }
-    fn device(&self) -> DeviceId {
-        DeviceId(9)
-    }
-    fn launch(&self, _: (), done: Completion) {
-        done.complete(Ok(()));
-    }
-    fn synchronize(&self) -> Result<(), HwError> {
-        Ok(())
-    }
-    fn deactivation_only_lowers_priority(&self) -> bool {
-        self.lowers
-    }
-    fn deactivate(&self) -> Result<(), HwError> {
-        self.deactivated.store(true, Ordering::SeqCst);
-        Ok(())
-    }
-    fn reactivate(&self) -> Result<(), HwError> {
-        self.deactivated.store(false, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 #[test]
 fn a_held_queue_keeps_launching_only_where_asked_and_deactivation_only_lowers_priority() {
     for (lowers, yield_when_held) in [(true, true), (true, false), (false, true)] {
         let rt = app_runtime();
-        let hw = Arc::new(Lowers {
-            caps: Capabilities {
-                max_level: Level::Deactivate,
-                ..level1_caps()
-            },
-            lowers,
-            deactivated: Default::default(),
-        });
+        let caps = Capabilities {
+            max_level: Level::Deactivate,
+            ..level1_caps()
+        };
+        let hw = Arc::new(Entered::new(caps, lowers));
         let options = QueueOptions {
             yield_when_held,
             ..QueueOptions::default()

@@ -8,10 +8,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use support::{Daemon, XSCHED, row_of, skip, top, wait_for};
+use support::{Daemon, XSCHED, last_json, skip};
 
 /// The test program, built here, and the OpenCL shim the workspace built.
 fn setup() -> Option<(PathBuf, PathBuf)> {
@@ -35,12 +34,6 @@ fn setup() -> Option<(PathBuf, PathBuf)> {
     }
 }
 
-fn last_json(text: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(text);
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
 #[test]
 fn a_program_that_dlopens_the_loader_is_scheduled_through_xsched_run() {
     let Some((program, shim)) = setup() else {
@@ -48,11 +41,11 @@ fn a_program_that_dlopens_the_loader_is_scheduled_through_xsched_run() {
     };
     let native = Command::new(&program).arg("50").output().expect("runs");
     assert!(native.status.success(), "{native:?}");
-    let native = last_json(&native.stdout);
+    let native = last_json(&String::from_utf8_lossy(&native.stdout));
 
     let socket = support::socket("run-dlopen");
     let _daemon = Daemon::start(&socket);
-    let mut child = Command::new(XSCHED)
+    let child = Command::new(XSCHED)
         .args(["run", "--priority", "7", "--global", "--socket"])
         .arg(&socket)
         .arg("--")
@@ -65,27 +58,14 @@ fn a_program_that_dlopens_the_loader_is_scheduled_through_xsched_run() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("xsched run starts");
-    let pid = child.id();
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert!(
-        first.contains("holding"),
-        "the program ran its launches: {first:?}"
-    );
     // The program replaced `xsched run`: its pid is the one the daemon sees.
-    wait_for(
-        || row_of(&top(&socket), pid).is_some_and(|r| r["priority"] == 7),
+    let shimmed = support::released_when_seen(
+        child,
+        r#"{"holding": true}"#,
+        &socket,
+        |r| r["priority"] == 7,
         "the program's queue in `xsched top` with priority 7",
     );
-    drop(child.stdin.take());
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let out = child.wait_with_output().expect("ends");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shimmed = last_json(rest.join("\n").as_bytes());
     assert_eq!(shimmed, native, "the same results as without xsched");
 }
 

@@ -9,10 +9,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use support::{Daemon, XSCHED, row_of, skip, top, wait_for};
+use support::{Daemon, XSCHED, last_json, skip};
 
 fn setup() -> Option<(PathBuf, PathBuf, PathBuf)> {
     let Some(python) = std::env::var_os("XSCHED_TINYGRAD_PYTHON").map(PathBuf::from) else {
@@ -21,11 +20,6 @@ fn setup() -> Option<(PathBuf, PathBuf, PathBuf)> {
     let shim = support::opencl_shim()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pyopencl/saxpy.py");
     Some((python, script, shim))
-}
-
-fn last_json(text: &str) -> serde_json::Value {
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[test]
@@ -43,7 +37,7 @@ fn pyopencl_with_its_own_loader_is_scheduled_through_xsched_run() {
 
     let socket = support::socket("run-pyopencl");
     let _daemon = Daemon::start(&socket);
-    let mut child = Command::new(XSCHED)
+    let child = Command::new(XSCHED)
         .args(["run", "--priority", "6", "--global", "--socket"])
         .arg(&socket)
         .arg("--")
@@ -56,25 +50,12 @@ fn pyopencl_with_its_own_loader_is_scheduled_through_xsched_run() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("xsched run starts");
-    let pid = child.id();
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert_eq!(first, "holding", "the program ran its launches");
-    wait_for(
-        || row_of(&top(&socket), pid).is_some_and(|r| r["priority"] == 6 && r["completed"] == 40),
+    let scheduled = support::released_when_seen(
+        child,
+        "holding",
+        &socket,
+        |r| r["priority"] == 6 && r["completed"] == 40,
         "PyOpenCL's queue in `xsched top`, priority 6, its 40 launches completed",
     );
-    drop(child.stdin.take());
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let out = child.wait_with_output().expect("ends");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        last_json(&rest.join("\n")),
-        native,
-        "the same result as without xsched"
-    );
+    assert_eq!(scheduled, native, "the same result as without xsched");
 }

@@ -260,6 +260,20 @@ fn bad_input_gets_a_clear_status_and_a_reset_stream_stalls_nobody() {
         let (status, reason) = garbage.refused().await;
         assert_eq!(status, 400, "{reason}");
 
+        // Over the body bound (4 MiB), in 1 MiB chunks as a proxy streams it: refused as it
+        // passes the bound, before its end.
+        let mut big = Stream::open(epp.addr()).await;
+        let headers = [(":method", "POST"), (":path", "/v1/chat/completions")];
+        big.send(Request::RequestHeaders(http_headers(&headers, false)), None)
+            .await;
+        let mib = vec![b' '; 1 << 20];
+        for _ in 0..5 {
+            big.send(Request::RequestBody(http_body(&mib, false)), None)
+                .await;
+        }
+        let (status, reason) = big.refused().await;
+        assert_eq!(status, 413, "{reason}");
+
         let subset = Metadata {
             filter_metadata: [(
                 SUBSET_NAMESPACE.to_string(),

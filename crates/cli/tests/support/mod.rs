@@ -247,3 +247,37 @@ pub fn opencl_shim() -> Option<PathBuf> {
         skip(&format!("{} not built", shim.display()))
     }
 }
+
+/// The last line of `text` as JSON (a program's result digest), or a panic showing `text`.
+pub fn last_json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A program started under `xsched run` that prints `started` as its first line once its
+/// launches are made, and holds until its input closes: wait until `row` (its row in `xsched top` at `socket`, found
+/// by its pid: `xsched run` execs it) holds, then release it; its result (the last JSON line it
+/// printed), after checking it ended well.
+pub fn released_when_seen(
+    mut child: Child,
+    started: &str,
+    socket: &Path,
+    row: impl Fn(&serde_json::Value) -> bool,
+    what: &str,
+) -> serde_json::Value {
+    use std::io::{BufRead, BufReader};
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert_eq!(first, started, "the program ran its launches");
+    wait_for(|| row_of(&top(socket), pid).is_some_and(|r| row(&r)), what);
+    drop(child.stdin.take());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().expect("ends");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    last_json(&rest.join("\n"))
+}
