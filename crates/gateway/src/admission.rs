@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 use xsched_llm_core::service::Served;
+use xsched_llm_core::watch::Scrape;
 use xsched_llm_core::{
-    Arrival, Config, ConfigError, Decision, EngineReport, EvictReason, Input, RequestScheduler,
+    Arrival, Config, ConfigError, Decision, EvictReason, Input, RequestScheduler, ShedReason,
 };
 
 /// Why a request was not admitted.
@@ -28,15 +29,44 @@ pub enum Refused {
     #[error("the gateway's queue is full ({0} requests waiting)")]
     Full(usize),
     /// A sheddable request (class below 0) while the engines are saturated: it would wait
-    /// beside too many of its kind, or a higher class needed its place in a full queue.
+    /// beside too many of its kind, a higher class needed its place in a full queue, or the
+    /// queue was full (the core's reason).
     #[error("sheddable request shed: the engines are saturated; retry later")]
-    Shed,
+    Shed(ShedReason),
     /// No upstream answers at all (each is hung or gone).
     #[error("no upstream answers (each is silent: hung or gone); retry later")]
     Silent,
+    /// Its tenant holds its `max_requests` requests waiting or in flight.
+    #[error("the tenant has its max_requests requests waiting or in flight")]
+    TenantLimit,
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     Closed,
+}
+
+impl Refused {
+    /// The core's `reason`, for a request of `class` while `waiting` requests wait.
+    fn of(reason: ShedReason, class: i32, waiting: usize) -> Refused {
+        match reason {
+            ShedReason::QueueFull if class >= 0 => Refused::Full(waiting),
+            ShedReason::QueueFull | ShedReason::Displaced | ShedReason::Saturated => {
+                Refused::Shed(reason)
+            }
+            ShedReason::NoEngine => Refused::Silent,
+            ShedReason::TenantLimit => Refused::TenantLimit,
+        }
+    }
+
+    /// The core's reason (`None`: the gateway is closing).
+    pub fn reason(self) -> Option<ShedReason> {
+        match self {
+            Refused::Full(_) => Some(ShedReason::QueueFull),
+            Refused::Shed(reason) => Some(reason),
+            Refused::Silent => Some(ShedReason::NoEngine),
+            Refused::TenantLimit => Some(ShedReason::TenantLimit),
+            Refused::Closed => None,
+        }
+    }
 }
 
 struct State {
@@ -55,7 +85,7 @@ impl State {
         &mut self,
         now: f64,
         input: Input,
-        caller: Option<u64>,
+        caller: Option<(u64, i32)>,
     ) -> Option<Result<usize, Refused>> {
         // Ids are the gateway's own counter and engines its own list: the core refuses neither.
         let fed = self.scheduler.handle(now, input);
@@ -64,17 +94,20 @@ impl State {
     }
 
     /// Carry out the core's decisions (see [`State::feed`]).
-    fn carry_out(&mut self, now: f64, caller: Option<u64>) -> Option<Result<usize, Refused>> {
+    fn carry_out(
+        &mut self,
+        now: f64,
+        caller: Option<(u64, i32)>,
+    ) -> Option<Result<usize, Refused>> {
         let mut mine = None;
         while let Some(d) = self.scheduler.poll_decision() {
             let (id, outcome) = match d {
                 Decision::Admit { id, engine } => (id, Ok(engine)),
-                Decision::Shed { id } if self.scheduler.none_responsive() => {
-                    (id, Err(Refused::Silent))
+                Decision::Shed { id, reason } => {
+                    let class = caller.filter(|c| c.0 == id).map_or(-1, |c| c.1);
+                    let waiting = self.scheduler.waiting();
+                    (id, Err(Refused::of(reason, class, waiting)))
                 }
-                // Otherwise a waiting request is shed only to make room for a higher class.
-                Decision::Shed { id } if Some(id) != caller => (id, Err(Refused::Shed)),
-                Decision::Shed { id } => (id, Err(Refused::Full(self.scheduler.waiting()))),
                 Decision::Evict {
                     id,
                     reason: EvictReason::Displaced,
@@ -111,7 +144,7 @@ impl State {
                     continue;
                 }
             };
-            if Some(id) == caller {
+            if caller.is_some_and(|c| c.0 == id) {
                 mine = Some(outcome);
             } else if let Some(tx) = self.waiters.remove(&id)
                 && tx.send(outcome).is_err()
@@ -146,14 +179,12 @@ pub enum Taken {
 pub struct RequestQueue {
     state: Mutex<State>,
     start: Instant,
-    max_waiting: usize,
     upstreams: usize,
 }
 
 impl RequestQueue {
     /// A scheduler for `config` in front of the upstreams.
     pub fn new(config: Config) -> Result<Arc<RequestQueue>, ConfigError> {
-        let max_waiting = config.max_waiting;
         let upstreams = config.engines.len();
         Ok(Arc::new(RequestQueue {
             state: Mutex::new(State {
@@ -163,7 +194,6 @@ impl RequestQueue {
                 next_id: 0,
             }),
             start: Instant::now(),
-            max_waiting,
             upstreams,
         }))
     }
@@ -179,6 +209,11 @@ impl RequestQueue {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// Seconds since the start: the time the core is fed.
+    pub fn now_s(&self) -> f64 {
+        self.now()
+    }
+
     /// The instant of `at` on the core's clock (seconds since the start).
     fn instant(&self, at: f64) -> tokio::time::Instant {
         let at = std::time::Duration::try_from_secs_f64(at).unwrap_or_default();
@@ -188,7 +223,7 @@ impl RequestQueue {
     /// Wait for a slot on some upstream, in the policy's order; the slot names the upstream.
     /// `arrival`'s id is the gateway's to set.
     pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
-        let sheddable = arrival.priority < 0;
+        let class = arrival.priority;
         let (id, mut rx, evicted) = {
             let mut st = self.lock();
             let id = st.next_id;
@@ -197,15 +232,12 @@ impl RequestQueue {
             let (tx, evicted) = mpsc::unbounded_channel();
             st.evictors.insert(id, tx);
             let arrived = Input::Arrived(Arrival { id, ..arrival });
-            let decided = st.feed(self.now(), arrived, Some(id));
+            let decided = st.feed(self.now(), arrived, Some((id, class)));
             match decided {
                 Some(Ok(upstream)) => return Ok(self.slot(id, upstream, evicted)),
                 Some(Err(e)) => {
                     st.evictors.remove(&id);
-                    return Err(match e {
-                        Refused::Full(_) if sheddable => Refused::Shed,
-                        e => e,
-                    });
+                    return Err(e);
                 }
                 None => {}
             }
@@ -252,12 +284,12 @@ impl RequestQueue {
         }
     }
 
-    /// `Some` when the queue holds its bound and a request of `class` arriving now would be
-    /// refused (none waiting that it may displace).
-    pub fn full(&self, class: i32) -> Option<Refused> {
+    /// Why the core would refuse a request of `class` from `tenant` arriving now (its tenant's
+    /// limit, no engine answering, a full queue), before its prompt is predicted.
+    pub fn refusal(&self, class: i32, tenant: usize) -> Option<Refused> {
         let st = self.lock();
-        let n = st.scheduler.waiting();
-        (n >= self.max_waiting && !st.scheduler.can_displace(class)).then_some(Refused::Full(n))
+        let reason = st.scheduler.refusal(class, tenant)?;
+        Some(Refused::of(reason, class, st.scheduler.waiting()))
     }
 
     /// Requests that asked for a slot so far (admitted, waiting, refused or gone).
@@ -287,12 +319,31 @@ impl RequestQueue {
         self.tell(Input::Served(served));
     }
 
-    /// Upstream `upstream`'s own report (its scraped metrics, `engines.rs`).
-    pub fn report(&self, upstream: usize, report: EngineReport) {
-        self.tell(Input::Engine {
+    /// What a scrape of upstream `upstream` brought back (`engines.rs`).
+    pub fn scraped(&self, upstream: usize, scrape: Scrape) {
+        self.tell(Input::Scraped {
             engine: upstream,
-            report,
+            scrape,
         });
+    }
+
+    /// A request to upstream `upstream` failed at the transport level (`health.rs`): the core
+    /// ejects it for a backoff.
+    pub fn failed(&self, upstream: usize) {
+        self.tell(Input::Failed { engine: upstream });
+    }
+
+    /// Upstream `upstream` answered a request (any status): its backoff starts over.
+    pub fn replied(&self, upstream: usize) {
+        self.tell(Input::Replied { engine: upstream });
+    }
+
+    /// What the core sees of each upstream from outside (metrics, ejection).
+    pub fn watched(&self) -> Vec<xsched_llm_core::watch::Watched> {
+        let st = self.lock();
+        (0..self.upstreams)
+            .filter_map(|u| st.scheduler.watched(u).copied())
+            .collect()
     }
 
     /// An answer of `output_tokens` from upstream `upstream`, `service_s` seconds after its
@@ -305,39 +356,12 @@ impl RequestQueue {
         });
     }
 
-    /// Upstream `upstream`'s count of the tokens it generated was read (`engines.rs`): the
-    /// core's concurrency learner measures by it.
-    pub fn generated(&self, upstream: usize, tokens: f64) {
-        self.tell(Input::Generated {
-            engine: upstream,
-            tokens,
-        });
-    }
-
     /// Each upstream's learned concurrency (empty when it is not learned).
     pub fn learned(&self) -> Vec<usize> {
         let st = self.lock();
         (0..self.upstreams)
             .filter_map(|u| st.scheduler.learned(u))
             .collect()
-    }
-
-    /// Take upstream `upstream` out of admission (`up: false`) or put it back: while out, the
-    /// core admits nothing there (what runs there is left alone).
-    pub fn availability(&self, upstream: usize, up: bool) {
-        self.tell(Input::Availability {
-            engine: upstream,
-            up,
-        });
-    }
-
-    /// Upstream `upstream` stopped answering at all (`false`), or answers again: while silent
-    /// it is sent nothing, and the core takes back what it holds that has not begun answering.
-    pub fn responsive(&self, upstream: usize, responsive: bool) {
-        self.tell(Input::Responsive {
-            engine: upstream,
-            responsive,
-        });
     }
 
     /// The number request `id` is sent to its engine with, where that engine orders its own
@@ -598,7 +622,12 @@ mod tests {
         let s2 = poll_admit(&a, 1.0, &mut cx).unwrap_or_else(|_| panic!("upstream 1"));
         assert_ne!(s1.upstream(), s2.upstream(), "the least loaded upstream");
         let waiting = poll_admit(&a, 1.0, &mut cx).expect_err("queued");
-        assert!(a.full(0).is_some());
+        assert_eq!(a.refusal(0, 0), Some(Refused::Full(1)));
+        assert_eq!(
+            a.refusal(-1, 0),
+            Some(Refused::Shed(ShedReason::QueueFull)),
+            "sheddable: shed"
+        );
         let mut refused = Box::pin(a.admit(arrival(1.0)));
         assert_eq!(
             refused.as_mut().poll(&mut cx).map(|r| r.err()),

@@ -161,8 +161,6 @@ struct Tenant {
     name: String,
     weight: f64,
     max_requests: Option<usize>,
-    /// Requests waiting or in flight.
-    open: AtomicUsize,
 }
 
 /// The classes and tenants a gateway serves.
@@ -238,7 +236,6 @@ impl Classes {
                 name: name.to_string(),
                 weight,
                 max_requests,
-                open: AtomicUsize::new(0),
             })
         };
         let mut tenants = Vec::new();
@@ -279,6 +276,12 @@ impl Classes {
     /// Each tenant's weight, by index (those known now; later ones weigh 1).
     pub fn weights(&self) -> Vec<f64> {
         self.lock_tenants().iter().map(|t| t.weight).collect()
+    }
+
+    /// Each tenant's `max_requests`, by index (tenants seen later have none): the scheduling
+    /// core refuses a request past it.
+    pub fn limits(&self) -> Vec<Option<usize>> {
+        self.lock_tenants().iter().map(|t| t.max_requests).collect()
     }
 
     /// How many sheddable requests may wait.
@@ -384,7 +387,6 @@ impl Classes {
             name: id.to_string(),
             weight: 1.0,
             max_requests: None,
-            open: AtomicUsize::new(0),
         }));
         by_name.insert(id.to_string(), tenants.len() - 1);
         self.known.store(tenants.len(), Ordering::Relaxed);
@@ -396,35 +398,6 @@ impl Classes {
         self.lock_tenants()
             .get(tenant)
             .map_or_else(|| OTHER_TENANT.to_string(), |t| t.name.clone())
-    }
-
-    /// Open a request for `tenant`: a ticket that closes it when dropped, or the limit it is
-    /// over (a 429 names it).
-    pub fn open(&self, tenant: usize) -> Result<Ticket, String> {
-        let Some(t) = self.lock_tenants().get(tenant).cloned() else {
-            return Err(format!("no tenant {tenant}"));
-        };
-        let before = t.open.fetch_add(1, Ordering::Relaxed);
-        if let Some(max) = t.max_requests
-            && before >= max
-        {
-            t.open.fetch_sub(1, Ordering::Relaxed);
-            return Err(format!(
-                "tenant `{}` has {max} requests waiting or in flight, its max_requests",
-                t.name
-            ));
-        }
-        Ok(Ticket(t))
-    }
-}
-
-/// One request of a tenant, open until dropped.
-#[derive(Debug)]
-pub struct Ticket(std::sync::Arc<Tenant>);
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -530,11 +503,7 @@ mod tests {
             .tenant_of(&headers(&[(TENANT_HEADER, "web")]))
             .expect("ok");
         assert_eq!(c.weights()[web], 3.0);
-        let first = c.open(nightly).expect("under its limit");
-        let e = c.open(nightly).expect_err("at its limit");
-        assert!(e.contains("`nightly`") && e.contains("max_requests"), "{e}");
-        drop(first);
-        assert!(c.open(nightly).is_ok(), "a closed request frees its place");
+        assert_eq!((c.limits()[nightly], c.limits()[web]), (Some(1), None));
     }
 
     #[test]

@@ -189,6 +189,7 @@ impl GatewayConfig {
             knows_truth: false,
             fairness: Fairness {
                 weights: self.classes.weights(),
+                tenant_limits: self.classes.limits(),
                 sheddable_waiting: self.classes.sheddable_waiting(),
                 ..Fairness::with_eviction(self.classes.eviction())
             },

@@ -6,24 +6,17 @@
 //! SGLang's `sglang:num_queue_reqs` and `sglang:token_usage`; and llama.cpp's slots
 //! (`total_slots` at `GET /props`).
 //!
-//! The rules:
-//! - **Concurrency from the engine's slots**: admission to an engine keeps within the smaller of
-//!   `--concurrency` and the slots it reports, so a gateway configured above an engine's
-//!   `--parallel` never queues requests inside the engine, where the policy cannot order them.
-//! - **An engine that queues is saturated**: while it reports requests waiting in its own queue
-//!   (it is shared with other clients, or was configured with fewer slots than it has), the
-//!   gateway sends it nothing more.
-//! - **Stale is saturated** (llm-d's rule): an engine whose metrics answered before and have not
-//!   for [`STALE_AFTER`] is sent nothing until they answer again. An engine with no metrics at
-//!   all (no `/metrics`, or none of the names above) is admitted by `--concurrency` alone.
-//! - **Silent is unresponsive**: an engine that gives no answer at all to its scrapes (not even
-//!   a 404) for [`SILENT_AFTER`] is hung or gone; the core is told, takes back the requests
-//!   there that have not begun answering and places them elsewhere (a hung engine costs them
-//!   seconds, not the first-byte timeout). It is told again when the engine answers.
-//! - Its KV usage, with `--kv-tokens`, is its free KV for admission.
-//! - Its count of generated tokens (vLLM's `vllm:generation_tokens_total`; llama.cpp's
-//!   `llamacpp:n_decode_total` × `llamacpp:n_busy_slots_per_decode`), with
-//!   `--learn-concurrency`, measures its throughput at each level (the core's `learn.rs`).
+//! What the gateway does with them: **concurrency from the engine's slots** (admission to an
+//! engine keeps within the smaller of `--concurrency` and the slots it reports, so a gateway
+//! configured above an engine's `--parallel` never queues requests inside the engine, where the
+//! policy cannot order them); every scrape, answered or not, goes to the scheduling core, which
+//! decides from it whether the engine is saturated (it queues requests itself), its metrics
+//! stale, or it silent (hung or gone: the requests there not yet answering are placed
+//! elsewhere), by the rules and times of `xsched_llm_core::watch`. Its KV usage, with
+//! `--kv-tokens`, is its free KV for admission; its count of generated tokens (vLLM's
+//! `vllm:generation_tokens_total`; llama.cpp's `llamacpp:n_decode_total` ×
+//! `llamacpp:n_busy_slots_per_decode`), with `--learn-concurrency`, measures its throughput at
+//! each level (the core's `learn.rs`). This module reads and logs; the core decides.
 //!
 //! Every scrape is bounded: [`SCRAPE_TIMEOUT`] and [`MAX_SCRAPE`] bytes.
 
@@ -33,44 +26,15 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::Uri;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-use xsched_llm_core::EngineReport;
+use std::time::Duration;
+use xsched_llm_core::watch::{EngineMetrics, Scrape};
 
 /// How often each engine's metrics are read by default.
 pub const SCRAPE_INTERVAL: Duration = Duration::from_millis(500);
 /// How long one scrape may take.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(1);
-/// Metrics that answered before and not for this long are stale (the engine counts as
-/// saturated).
-pub const STALE_AFTER: Duration = Duration::from_secs(3);
-/// An engine whose scrapes got no answer at all (no status, even a 404) for this long since its
-/// last one (or since scraping began) is silent: hung, or gone. The core sends it nothing and
-/// takes back the requests there whose answer has not begun.
-pub const SILENT_AFTER: Duration = Duration::from_secs(3);
 /// The most bytes of one scrape read.
 pub const MAX_SCRAPE: usize = 1 << 20;
-
-/// What an engine's metrics said (each summed over its label sets).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Scraped {
-    /// Requests waiting in the engine's own queue.
-    pub waiting: Option<f64>,
-    /// Requests it is running.
-    pub running: Option<f64>,
-    /// The fraction of its KV cache in use (0 to 1).
-    pub kv_used: Option<f64>,
-    /// Tokens it has generated since it started, counted at every step.
-    pub generated: Option<f64>,
-}
-
-impl Scraped {
-    fn any(&self) -> bool {
-        self.waiting.is_some()
-            || self.running.is_some()
-            || self.kv_used.is_some()
-            || self.generated.is_some()
-    }
-}
 
 /// Names read, by what they measure, in order of preference within each.
 const WAITING: [&str; 3] = [
@@ -101,7 +65,7 @@ const GENERATED: [&str; 3] = [
 
 /// Read Prometheus text: the names above, summed over label sets; a line that does not parse is
 /// skipped.
-pub fn parse(text: &str) -> Scraped {
+pub fn parse(text: &str) -> EngineMetrics {
     let mut sums: [Option<f64>; 12] = [None; 12];
     let names: Vec<&str> = WAITING
         .iter()
@@ -136,7 +100,7 @@ pub fn parse(text: &str) -> Scraped {
     }
     let first =
         |range: std::ops::Range<usize>| range.map(|k| sums[k]).find(Option::is_some).flatten();
-    Scraped {
+    EngineMetrics {
         waiting: first(0..3),
         running: first(3..6),
         kv_used: first(6..9).map(|v| v.min(1.0)),
@@ -153,73 +117,26 @@ pub fn slots_of(props: &[u8]) -> Option<usize> {
         .filter(|n| *n >= 1)
 }
 
-/// The report the core gets from what was scraped: saturated (`step_tokens` 0) when the
-/// metrics are stale or the engine queues requests itself.
-pub fn report(
-    scraped: Scraped,
-    stale: bool,
-    slots: Option<usize>,
-    kv_tokens: Option<u64>,
-) -> EngineReport {
-    let waiting = scraped.waiting.unwrap_or(0.0);
-    let saturated = stale || waiting >= 1.0;
-    EngineReport {
-        step_tokens: saturated.then_some(0),
-        kv_free_tokens: scraped
-            .kv_used
-            .zip(kv_tokens)
-            .map(|(used, cap)| ((1.0 - used) * cap as f64) as u64),
-        waiting: waiting as usize,
-        slots,
-    }
-}
-
-/// One engine as the gateway last saw it.
+/// What the driver remembers of one engine, to log changes once.
 #[derive(Clone, Copy, Debug, Default)]
-struct Seen {
-    scraped: Scraped,
-    slots: Option<usize>,
-    /// When its metrics last answered (`None`: never: no metrics).
-    last_ok: Option<Instant>,
-    stale: bool,
-    scrapes_failed: u64,
-    /// When it last answered a scrape at all, with any status.
-    last_alive: Option<Instant>,
+struct Said {
+    /// Whether its metrics were said to carry none of the names read.
+    unread: bool,
+    /// Whether it was said to be silent.
     silent: bool,
-    /// Whether its metrics were said to carry none of the names read (said once).
-    said_unread: bool,
 }
 
-/// Every engine's scraped state.
+/// Every engine's scrapes, fed to the core.
 pub struct Engines {
     names: Vec<String>,
-    seen: Mutex<Vec<Seen>>,
+    said: Mutex<Vec<Said>>,
     concurrency: usize,
-    kv_tokens: Option<u64>,
-    /// When scraping began (an engine that never answered is silent from then).
-    started: Instant,
-}
-
-/// What one scrape brought back.
-struct Scrape {
-    /// Whether the engine answered at all (any status).
-    alive: bool,
-    /// Its metrics, when they answered with figures the gateway reads.
-    scraped: Option<Scraped>,
-    /// Its metrics answered, with none of the names the gateway reads.
-    unread: bool,
-}
-
-/// What a scrape changes for the core.
-#[derive(Default)]
-struct Change {
-    report: Option<EngineReport>,
-    responsive: Option<bool>,
+    admission: Arc<RequestQueue>,
 }
 
 impl Engines {
-    fn lock(&self) -> MutexGuard<'_, Vec<Seen>> {
-        self.seen
+    fn lock(&self) -> MutexGuard<'_, Vec<Said>> {
+        self.said
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -230,128 +147,83 @@ impl Engines {
         admission: Arc<RequestQueue>,
         interval: Duration,
         concurrency: usize,
-        kv_tokens: Option<u64>,
     ) -> Arc<Engines> {
         let names: Vec<String> = uris
             .iter()
             .map(|u| u.to_string().trim_end_matches('/').to_string())
             .collect();
         let engines = Arc::new(Engines {
-            seen: Mutex::new(vec![Seen::default(); names.len()]),
+            said: Mutex::new(vec![Said::default(); names.len()]),
             names,
             concurrency,
-            kv_tokens,
-            started: Instant::now(),
+            admission,
         });
         let client = crate::upstream::client(1);
         for u in 0..engines.names.len() {
-            let (engines, admission, client) = (engines.clone(), admission.clone(), client.clone());
-            tokio::spawn(async move { engines.scrape(u, &admission, &client, interval).await });
+            let (engines, client) = (engines.clone(), client.clone());
+            tokio::spawn(async move { engines.scrape(u, &client, interval).await });
         }
         engines
     }
 
-    /// Scrape engine `u` every `interval`, feeding `admission`, for as long as the runtime runs.
-    async fn scrape(
-        &self,
-        u: usize,
-        admission: &RequestQueue,
-        client: &crate::upstream::UpstreamClient,
-        interval: Duration,
-    ) {
+    /// Scrape engine `u` every `interval`, feeding the core, for as long as the runtime runs.
+    async fn scrape(&self, u: usize, client: &crate::upstream::UpstreamClient, interval: Duration) {
         let base = &self.names[u];
-        let slots = get(client, &format!("{base}/props"))
-            .await
-            .body
-            .and_then(|b| slots_of(&b));
-        if let Some(s) = self.lock().get_mut(u) {
-            s.slots = slots;
-        }
-        if slots.is_some() {
-            admission.report(u, report(Scraped::default(), false, slots, self.kv_tokens));
-        }
+        let props = get(client, &format!("{base}/props")).await;
+        let slots = props.body.and_then(|b| slots_of(&b));
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
         loop {
             tick.tick().await;
             let got = get(client, &format!("{base}/metrics")).await;
             let parsed = got.body.map(|b| parse(&String::from_utf8_lossy(&b)));
             let scrape = Scrape {
-                alive: got.alive,
-                unread: parsed.is_some_and(|p| !p.any()),
-                scraped: parsed.filter(Scraped::any),
+                alive: got.alive || (first && props.alive),
+                metrics: parsed.filter(EngineMetrics::any),
+                slots: if first { slots } else { None },
             };
-            let change = self.seen_scrape(u, &scrape);
-            if let Some(r) = change.report {
-                admission.report(u, r);
-            }
-            if let Some(responsive) = change.responsive {
-                admission.responsive(u, responsive);
-            }
-            if let Some(tokens) = scrape.scraped.and_then(|s| s.generated) {
-                admission.generated(u, tokens);
-            }
+            first = false;
+            self.admission.scraped(u, scrape);
+            self.say(u, parsed.is_some_and(|p| !p.any()));
         }
     }
 
-    /// Record what a scrape of engine `u` brought back: what changes for the core.
-    fn seen_scrape(&self, u: usize, scrape: &Scrape) -> Change {
-        let mut all = self.lock();
-        let Some(s) = all.get_mut(u) else {
-            return Change::default();
+    /// Log what changed for engine `u` (its metrics `unread`: none of the names read).
+    fn say(&self, u: usize, unread: bool) {
+        let watched = self.admission.watched().get(u).copied().unwrap_or_default();
+        let mut said = self.lock();
+        let Some(s) = said.get_mut(u) else {
+            return;
         };
-        let now = Instant::now();
-        if scrape.alive {
-            s.last_alive = Some(now);
+        let name = &self.names[u];
+        if watched.silent() != s.silent {
+            s.silent = watched.silent();
+            if s.silent {
+                tracing::warn!(
+                    "upstream {name}: silent (no answer to its scrapes): its requests not yet answering go elsewhere"
+                );
+            } else {
+                tracing::warn!("upstream {name}: answers again");
+            }
         }
-        let silent = now.duration_since(s.last_alive.unwrap_or(self.started)) >= SILENT_AFTER;
-        let responsive = (silent != s.silent).then_some(!silent);
-        if silent != s.silent {
+        if unread && !s.unread {
+            s.unread = true;
             tracing::warn!(
-                "upstream {}: {}",
-                self.names[u],
-                if silent {
-                    "silent (no answer to its scrapes): its requests not yet answering go elsewhere"
-                } else {
-                    "answers again"
-                }
-            );
-        }
-        s.silent = silent;
-        if scrape.unread && !s.said_unread {
-            s.said_unread = true;
-            tracing::warn!(
-                "upstream {}: its /metrics answer none of the names the gateway reads \
+                "upstream {name}: its /metrics answer none of the names the gateway reads \
                  (vLLM's vllm:num_requests_waiting, llama.cpp's, SGLang's; renamed?): {}",
-                self.names[u],
-                if s.last_ok.is_some() {
+                if watched.metrics().is_some() {
                     "it counts as saturated once they have been missing for 3 s"
                 } else {
                     "--concurrency alone bounds what it is sent"
                 }
             );
         }
-        let report = match scrape.scraped {
-            Some(scraped) => {
-                s.scraped = scraped;
-                s.last_ok = Some(now);
-                s.stale = false;
-                Some(report(scraped, false, s.slots, self.kv_tokens))
-            }
-            None => {
-                s.scrapes_failed += 1;
-                let stale = s.last_ok.is_some_and(|t| t.elapsed() >= STALE_AFTER);
-                let flipped = stale && !s.stale;
-                s.stale = stale;
-                flipped.then(|| report(s.scraped, true, s.slots, self.kv_tokens))
-            }
-        };
-        Change { report, responsive }
     }
 
     /// Append the engines' figures to a metrics exposition (`labels` first in each).
     pub fn render(&self, out: &mut String, labels: &str) {
-        let seen = self.lock().clone();
+        let seen = self.admission.watched();
         let _ = writeln!(
             out,
             "# HELP xsched_gateway_upstream_concurrency Requests admitted to the engine at once at most (the smaller of --concurrency and its slots; with --learn-concurrency, the learned bound below it is xsched_gateway_upstream_learned_concurrency).\n# TYPE xsched_gateway_upstream_concurrency gauge\n# HELP xsched_gateway_upstream_waiting Requests waiting in the engine's own queue (its metrics).\n# TYPE xsched_gateway_upstream_waiting gauge\n# HELP xsched_gateway_upstream_running Requests the engine runs (its metrics).\n# TYPE xsched_gateway_upstream_running gauge\n# HELP xsched_gateway_upstream_kv_usage The engine's KV cache in use, 0 to 1 (its metrics).\n# TYPE xsched_gateway_upstream_kv_usage gauge\n# HELP xsched_gateway_upstream_metrics_stale 1 while the engine's metrics are stale (it is sent nothing).\n# TYPE xsched_gateway_upstream_metrics_stale gauge"
@@ -359,22 +231,23 @@ impl Engines {
         for (name, s) in self.names.iter().zip(&seen) {
             let l = format!("{labels},upstream=\"{name}\"");
             let c = s
-                .slots
+                .slots()
                 .map_or(self.concurrency, |n| n.clamp(1, self.concurrency));
+            let metrics = s.metrics().unwrap_or_default();
             let _ = writeln!(out, "xsched_gateway_upstream_concurrency{{{l}}} {c}");
             for (metric, v) in [
-                ("waiting", s.scraped.waiting),
-                ("running", s.scraped.running),
-                ("kv_usage", s.scraped.kv_used),
+                ("waiting", metrics.waiting),
+                ("running", metrics.running),
+                ("kv_usage", metrics.kv_used),
             ] {
-                if let Some(v) = v.filter(|_| s.last_ok.is_some()) {
+                if let Some(v) = v {
                     let _ = writeln!(out, "xsched_gateway_upstream_{metric}{{{l}}} {v}");
                 }
             }
             let _ = writeln!(
                 out,
                 "xsched_gateway_upstream_metrics_stale{{{l}}} {}",
-                u8::from(s.stale)
+                u8::from(s.stale())
             );
         }
     }
@@ -433,7 +306,7 @@ mod tests {
             vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n";
         assert_eq!(
             parse(vllm),
-            Scraped {
+            EngineMetrics {
                 waiting: Some(3.0),
                 running: Some(5.0),
                 kv_used: Some(0.25),
@@ -446,7 +319,7 @@ mod tests {
         let llama = "llamacpp:requests_processing 4\nllamacpp:requests_deferred 1\nllamacpp:n_tokens_max 38\n";
         assert_eq!(
             parse(llama),
-            Scraped {
+            EngineMetrics {
                 waiting: Some(1.0),
                 running: Some(4.0),
                 kv_used: None,
@@ -490,56 +363,5 @@ mod tests {
         assert_eq!(slots_of(br#"{"total_slots":4,"n_ctx":4096}"#), Some(4));
         assert_eq!(slots_of(br#"{"total_slots":0}"#), None);
         assert_eq!(slots_of(b"<html>"), None);
-    }
-
-    #[test]
-    fn metrics_without_a_name_read_are_said_once_and_known_ones_gone_go_stale() {
-        let engines = Engines {
-            names: vec!["http://e".into()],
-            seen: Mutex::new(vec![Seen::default()]),
-            concurrency: 4,
-            kv_tokens: None,
-            started: Instant::now(),
-        };
-        let renamed = Scrape {
-            alive: true,
-            scraped: None,
-            unread: true,
-        };
-        engines.seen_scrape(0, &renamed);
-        assert!(engines.lock()[0].said_unread);
-        // Never known: nothing changes for the core (--concurrency alone bounds it).
-        assert!(engines.seen_scrape(0, &renamed).report.is_none());
-        // Known once, then gone for longer than STALE_AFTER: saturated.
-        let known = Scrape {
-            alive: true,
-            scraped: Some(parse("vllm:num_requests_waiting 0\n")),
-            unread: false,
-        };
-        engines.seen_scrape(0, &known);
-        engines.lock()[0].last_ok = Instant::now().checked_sub(STALE_AFTER);
-        let change = engines.seen_scrape(0, &renamed);
-        assert_eq!(change.report.and_then(|r| r.step_tokens), Some(0));
-    }
-
-    #[test]
-    fn stale_or_queueing_engines_are_saturated() {
-        let idle = Scraped {
-            waiting: Some(0.0),
-            running: Some(2.0),
-            kv_used: Some(0.5),
-            generated: None,
-        };
-        let r = report(idle, false, Some(4), Some(1000));
-        assert_eq!(r.step_tokens, None, "free to admit");
-        assert_eq!(r.kv_free_tokens, Some(500));
-        assert_eq!(r.slots, Some(4));
-        assert_eq!(report(idle, true, None, None).step_tokens, Some(0), "stale");
-        let queueing = Scraped {
-            waiting: Some(2.0),
-            ..idle
-        };
-        let r = report(queueing, false, None, None);
-        assert_eq!((r.step_tokens, r.waiting), (Some(0), 2));
     }
 }

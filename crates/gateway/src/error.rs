@@ -20,6 +20,11 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 /// The body type of every answer the gateway gives.
 pub type AnswerBody = BoxBody<Bytes, BodyError>;
 
+/// The header a refusal by the scheduling core carries its reason in (`queue-full`,
+/// `displaced`, `saturated`, `no-engine`, `tenant-limit`), on the gateway's answers and the
+/// endpoint picker's immediate responses alike.
+pub const SHED_REASON: &str = "x-xsched-shed-reason";
+
 /// What an evicted request's client is told (a 503 with `Retry-After` before its answer
 /// began, an error event after).
 pub const EVICTED: &str =
@@ -133,6 +138,9 @@ impl ApiError {
         if self.close {
             headers.insert(CONNECTION, HeaderValue::from_static("close"));
         }
+        if let Some(reason) = self.refused.and_then(Refused::reason) {
+            headers.insert(SHED_REASON, HeaderValue::from_static(reason.name()));
+        }
         r
     }
 }
@@ -169,8 +177,8 @@ impl From<Unread> for ApiError {
 impl From<Refused> for ApiError {
     fn from(e: Refused) -> ApiError {
         let error = match e {
-            Refused::Full(_) => ApiError::rate_limited(e.to_string()),
-            Refused::Shed | Refused::Silent => ApiError::unavailable(e.to_string(), true),
+            Refused::Full(_) | Refused::TenantLimit => ApiError::rate_limited(e.to_string()),
+            Refused::Shed(_) | Refused::Silent => ApiError::unavailable(e.to_string(), true),
             Refused::Closed => ApiError::unavailable(e.to_string(), false),
         };
         ApiError {
@@ -183,10 +191,11 @@ impl From<Refused> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xsched_llm_core::ShedReason;
 
     #[test]
     fn each_refusal_has_its_status_and_headers() {
-        let shed = ApiError::from(Refused::Shed).into_response();
+        let shed = ApiError::from(Refused::Shed(ShedReason::Saturated)).into_response();
         assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             shed.headers().get(RETRY_AFTER).map(|v| v.as_bytes()),
@@ -194,6 +203,10 @@ mod tests {
         );
         let full = ApiError::from(Refused::Full(3)).into_response();
         assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            full.headers().get(SHED_REASON).map(|v| v.as_bytes()),
+            Some(&b"queue-full"[..])
+        );
         assert!(full.headers().get(RETRY_AFTER).is_none());
         let big = ApiError::from(Unread::TooLarge {
             limit: 1,

@@ -57,8 +57,6 @@ pub struct Life {
     slot: Option<Slot>,
     timing: Option<Timing>,
     learning: Option<Learning>,
-    /// Its place among its tenant's open requests, held until the answer ends.
-    _ticket: Option<crate::classes::Ticket>,
     first: bool,
     /// Output tokens its tenant has been charged for so far (a stream's, as they pass).
     charged: u32,
@@ -66,17 +64,11 @@ pub struct Life {
 
 impl Life {
     /// A request admitted to `slot`, timed by `timing`, learned from when `learning`.
-    pub fn new(
-        slot: Slot,
-        timing: Timing,
-        learning: Option<Learning>,
-        ticket: crate::classes::Ticket,
-    ) -> Life {
+    pub fn new(slot: Slot, timing: Timing, learning: Option<Learning>) -> Life {
         Life {
             slot: Some(slot),
             timing: Some(timing),
             learning,
-            _ticket: Some(ticket),
             first: false,
             charged: 0,
         }
@@ -130,7 +122,7 @@ impl Life {
         }
     }
 
-    /// Evicted before its answer began (its slot and ticket go with it).
+    /// Evicted before its answer began (its slot goes with it).
     pub fn evicted(self) {
         if let Some(t) = &self.timing {
             t.metrics.evicted(t.band);
@@ -139,7 +131,7 @@ impl Life {
     }
 
     /// No answer came (the upstream failed, or it was evicted first): nothing to time or learn;
-    /// its slot and ticket go with it.
+    /// its slot goes with it.
     pub fn unanswered(mut self) {
         self.timing = None;
         self.learning = None;
@@ -267,7 +259,7 @@ impl Watch for Life {
             }
         }
         self.last_byte();
-        // Dropped here: the slot admits the next request, the ticket frees its tenant's place.
+        // Dropped here: the slot admits the next request and frees its tenant's place.
     }
 }
 

@@ -109,7 +109,7 @@ async fn complete(
     let arrival = Instant::now();
     let (parts, body) = req.into_parts();
     let body = read_body(body).await?;
-    let placed = place(shared, endpoint, &parts.headers, &body, arrival).await?;
+    let placed = place(shared, endpoint, &parts.headers, &body, arrival, &[]).await?;
     forward(shared, placed.upstream, &parts, body, placed.life).await
 }
 
@@ -120,14 +120,16 @@ pub(crate) struct Placed {
 }
 
 /// A completion's body (read whole, the request arrived at `arrival`) checked, classed,
-/// refused early if the queue is full, predicted and admitted: every decision the gateway and
-/// the endpoint picker (`epp`) make before a request goes to an engine.
+/// refused early if the queue is full, predicted and admitted to one of `engines` (empty: any):
+/// every decision the gateway and the endpoint picker (`epp`) make before a request goes to an
+/// engine.
 pub(crate) async fn place(
     shared: &Arc<Shared>,
     endpoint: Endpoint,
     headers: &hyper::HeaderMap,
     body: &Bytes,
     arrival: Instant,
+    engines: &[usize],
 ) -> Result<Placed, ApiError> {
     let read = Instant::now();
     let checked = check(shared, endpoint, body).await?;
@@ -137,20 +139,16 @@ pub(crate) async fn place(
         .stated_lengths(checked.stated_length())
         .map_err(|e| ApiError::invalid("ignore_eos", format!("ignore_eos: {e}")))?;
     let who = classify(shared, headers, &checked)?;
-    let ticket = shared
-        .config
-        .classes
-        .open(who.tenant)
-        .map_err(ApiError::rate_limited)?;
-    if let Some(refused) = shared.admission.full(who.class) {
+    if let Some(refused) = shared.admission.refusal(who.class, who.tenant) {
         // Refused before its prompt is embedded: a flood costs no prediction work.
-        return Err(ApiError::from(refused));
+        return Err(refusal(shared, refused, &who));
     }
     let forecast = predict(shared, &checked).await?;
     let counts = counts(shared, &checked, &forecast, who.class);
-    let job = arrival_of(&checked, &who, arrival, stated, forecast.as_ref(), counts);
+    let mut job = arrival_of(&checked, &who, arrival, stated, forecast.as_ref(), counts);
+    job.engines = engines.to_vec();
     let placed_at = Instant::now();
-    let slot = admit(shared, job, who.class).await?;
+    let slot = admit(shared, job, &who).await?;
     let admitted = Instant::now();
     shared.metrics.queued(admitted - arrival);
     shared.metrics.tenant_request(who.tenant);
@@ -169,7 +167,7 @@ pub(crate) async fn place(
         admitted,
         first_byte: None,
     });
-    let life = Life::new(slot, timing, learning, ticket);
+    let life = Life::new(slot, timing, learning);
     shared
         .metrics
         .own_time((placed_at - read) + admitted.elapsed());
@@ -273,17 +271,37 @@ fn arrival_of(
             .map(|d| d.saturating_sub(arrival.elapsed()).as_secs_f64()),
         prefix: checked.prefix.clone(),
         reports_first_token: checked.stream && counts,
+        engines: Vec::new(),
     }
 }
 
 /// Wait for the core to admit the request.
-async fn admit(shared: &Shared, job: Arrival, class: i32) -> Result<Slot, ApiError> {
-    shared.admission.admit(job).await.map_err(|e| {
-        if e == Refused::Shed {
-            shared.metrics.shed(metrics::band(class));
+async fn admit(shared: &Shared, job: Arrival, who: &Who) -> Result<Slot, ApiError> {
+    let admitted = shared.admission.admit(job).await;
+    admitted.map_err(|e| refusal(shared, e, who))
+}
+
+/// The answer to the core's refusal of `who`'s request: a shed is counted, a tenant's limit
+/// named.
+fn refusal(shared: &Shared, e: Refused, who: &Who) -> ApiError {
+    match e {
+        Refused::Shed(_) => shared.metrics.shed(metrics::band(who.class)),
+        Refused::TenantLimit => {
+            let classes = &shared.config.classes;
+            let name = classes.tenant_name(who.tenant);
+            let max = classes.limits().get(who.tenant).copied().flatten();
+            let max = max.map_or_else(|| "its".to_string(), |m| m.to_string());
+            let message = format!(
+                "tenant `{name}` has {max} requests waiting or in flight, its max_requests"
+            );
+            return ApiError {
+                refused: Some(e),
+                ..ApiError::rate_limited(message)
+            };
         }
-        ApiError::from(e)
-    })
+        _ => {}
+    }
+    ApiError::from(e)
 }
 
 /// Send the admitted request to its upstream and relay the answer, with `life` following it.

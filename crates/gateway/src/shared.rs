@@ -52,7 +52,6 @@ impl Shared {
                 admission.clone(),
                 every,
                 config.concurrency,
-                config.kv_tokens,
             )
         });
         let upstreams = Upstreams::new(config.upstreams.clone(), config.timeouts, health);

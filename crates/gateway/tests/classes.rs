@@ -602,3 +602,74 @@ fn the_gateway_and_the_simulator_admit_and_evict_a_classed_sequence_alike() {
     let evicted: Vec<&str> = run.evicted.iter().map(|&i| names[i]).collect();
     assert_eq!(through_gateway_evicted, evicted);
 }
+
+/// The serving script (`support::SCRIPT`) through the gateway: engine A's metrics say it
+/// queues, so the first request goes to B and the rest wait or are refused for the core's
+/// reasons (a tenant at its limit, a sheddable request displaced from the full queue, the full
+/// queue); A's metrics clear and the waiting requests go there. The same decisions as the
+/// simulator's, fed the same scrapes (and the endpoint picker's, in `epp.rs`).
+#[test]
+fn the_gateway_and_the_simulator_decide_the_serving_script_alike() {
+    let rt = runtime();
+    let (a, seen_a) = start_engine(&rt);
+    let (b, seen_b) = start_engine(&rt);
+    *seen_a.metrics.lock().expect("page") = queueing(1);
+    *seen_b.metrics.lock().expect("page") = queueing(0);
+    let gw = serve(GatewayConfig {
+        classes: Arc::new(Classes::parse(SCRIPT_CLASSES).expect("valid")),
+        max_waiting: 2,
+        scrape: Some(std::time::Duration::from_millis(20)),
+        ..config(&[a, b], 1)
+    });
+    let addr = gw.addr();
+    let refused = rt.block_on(async {
+        let page =
+            || async { String::from_utf8_lossy(&get(addr, "/metrics").await.1).into_owned() };
+        while !reported_waiting(&page().await, a, 1) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let mut tasks = Vec::new();
+        for (tag, tenant, class) in SCRIPT {
+            let headers = script_headers(tenant, class);
+            let before = gw.arrivals();
+            let task = tokio::spawn(async move {
+                let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                post_with(addr, CHAT, chat(tag, 0, false), &h).await
+            });
+            // Settled: refused at once, or counted (waiting or admitted).
+            until(tag, || task.is_finished() || gw.arrivals() > before).await;
+            if tag == "hold" {
+                until("hold on its engine", || {
+                    seen_b.order.lock().expect("o").len() == 1
+                })
+                .await;
+            }
+            tasks.push((tag, task));
+        }
+        *seen_a.metrics.lock().expect("page") = queueing(0);
+        until("two served on A", || {
+            seen_a.order.lock().expect("o").len() == 2
+        })
+        .await;
+        seen_b.gate.add_permits(1);
+        let mut refused = Vec::new();
+        for (tag, task) in tasks {
+            let (status, headers, _) = task.await.expect("task");
+            if let Some(reason) = headers.get(xsched_gateway::error::SHED_REASON) {
+                let reason = reason.to_str().expect("ascii").to_string();
+                refused.push((tag.to_string(), reason));
+            } else {
+                assert_eq!(status, StatusCode::OK, "{tag}");
+            }
+        }
+        refused
+    });
+    let mut decided: std::collections::BTreeMap<String, String> = refused.into_iter().collect();
+    for (engine, seen) in [("A", &seen_a), ("B", &seen_b)] {
+        for tag in seen.order.lock().expect("order").iter() {
+            decided.insert(tag.clone(), engine.to_string());
+        }
+    }
+    assert_eq!(decided, simulated_decisions());
+    assert_eq!(decided, script_decided());
+}

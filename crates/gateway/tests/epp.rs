@@ -88,28 +88,20 @@ impl Stream {
     /// The endpoint named in the header, after checking the metadata names the same.
     async fn endpoint(&mut self) -> String {
         let r = self.next().await;
-        let Some(Response::RequestHeaders(h)) = &r.response else {
-            panic!("an endpoint first: {r:?}");
+        endpoint_of(&r)
+    }
+
+    /// The endpoint placed at, or the core's reason for refusing the request.
+    async fn decided(&mut self) -> Result<String, String> {
+        let r = self.next().await;
+        let Some(Response::ImmediateResponse(i)) = &r.response else {
+            return Ok(endpoint_of(&r));
         };
-        let set = &h
-            .response
-            .as_ref()
-            .expect("common")
-            .header_mutation
-            .as_ref()
-            .expect("set");
-        let header = set.set_headers[0].header.as_ref().expect("header");
-        assert_eq!(header.key, DESTINATION);
-        let value = String::from_utf8(header.raw_value.clone()).expect("utf-8");
-        let lb = &r.dynamic_metadata.as_ref().expect("metadata").fields["envoy.lb"];
-        let Some(Kind::StructValue(lb)) = &lb.kind else {
-            panic!("envoy.lb: {lb:?}");
-        };
-        assert_eq!(
-            lb.fields[DESTINATION].kind,
-            Some(Kind::StringValue(value.clone()))
-        );
-        value
+        let headers = &i.headers.as_ref().expect("headers").set_headers;
+        let shed = (headers.iter().filter_map(|h| h.header.as_ref()))
+            .find(|h| h.key == xsched_gateway::error::SHED_REASON)
+            .map(|h| String::from_utf8_lossy(&h.raw_value).to_string());
+        Err(shed.expect("the core's reason"))
     }
 
     /// The body passed back, to its end.
@@ -166,6 +158,44 @@ impl Stream {
         )
         .await;
         assert_eq!(self.body().await, text.as_bytes());
+    }
+}
+
+/// The endpoint a response names in the header, after checking the metadata names the same.
+fn endpoint_of(r: &ProcessingResponse) -> String {
+    let Some(Response::RequestHeaders(h)) = &r.response else {
+        panic!("an endpoint first: {r:?}");
+    };
+    let set = &h
+        .response
+        .as_ref()
+        .expect("common")
+        .header_mutation
+        .as_ref()
+        .expect("set");
+    let header = set.set_headers[0].header.as_ref().expect("header");
+    assert_eq!(header.key, DESTINATION);
+    let value = String::from_utf8(header.raw_value.clone()).expect("utf-8");
+    let lb = &r.dynamic_metadata.as_ref().expect("metadata").fields["envoy.lb"];
+    let Some(Kind::StructValue(lb)) = &lb.kind else {
+        panic!("envoy.lb: {lb:?}");
+    };
+    assert_eq!(
+        lb.fields[DESTINATION].kind,
+        Some(Kind::StringValue(value.clone()))
+    );
+    value
+}
+
+/// The proxy's subset hint: `endpoints`, one comma-separated string.
+fn subset_hint(endpoints: &str) -> Metadata {
+    let hint = Value {
+        kind: Some(Kind::StringValue(endpoints.into())),
+    };
+    let fields = [(SUBSET_KEY.to_string(), hint)].into();
+    Metadata {
+        filter_metadata: [(SUBSET_NAMESPACE.to_string(), Struct { fields })].into(),
+        ..Metadata::default()
     }
 }
 
@@ -274,22 +304,7 @@ fn bad_input_gets_a_clear_status_and_a_reset_stream_stalls_nobody() {
         let (status, reason) = big.refused().await;
         assert_eq!(status, 413, "{reason}");
 
-        let subset = Metadata {
-            filter_metadata: [(
-                SUBSET_NAMESPACE.to_string(),
-                Struct {
-                    fields: [(
-                        SUBSET_KEY.to_string(),
-                        Value {
-                            kind: Some(Kind::StringValue("10.9.9.9:8000".into())),
-                        },
-                    )]
-                    .into(),
-                },
-            )]
-            .into(),
-            ..Metadata::default()
-        };
+        let subset = subset_hint("10.9.9.9:8000");
         let mut elsewhere = Stream::open(epp.addr()).await;
         elsewhere
             .request(&chat("x", 10, false), &[], Some(subset))
@@ -315,6 +330,29 @@ fn bad_input_gets_a_clear_status_and_a_reset_stream_stalls_nobody() {
             "10.0.0.1:8000",
             "the reset one left its place"
         );
+    });
+}
+
+/// A request the proxy limits to a subset is admitted by the core only there: it waits for
+/// its endpoint's slot while another endpoint is free, and holds no slot elsewhere.
+#[test]
+fn a_subset_hint_is_honoured_by_the_core_and_takes_no_slot_elsewhere() {
+    let rt = runtime();
+    let epp = picker(&["10.0.0.1:8000", "10.0.0.2:8000"], 1, |_| {});
+    rt.block_on(async {
+        let second = || Some(subset_hint("10.0.0.2:8000"));
+        let mut first = Stream::open(epp.addr()).await;
+        first.request(&chat("a", 10, false), &[], second()).await;
+        assert_eq!(first.endpoint().await, "10.0.0.2:8000");
+        first.body().await;
+        let mut waits = Stream::open(epp.addr()).await;
+        waits.request(&chat("b", 10, false), &[], second()).await;
+        until("it waits", || epp.arrivals() == 2).await;
+        // The free endpoint is still free: a request without a hint is placed there at once.
+        let free = Stream::placed(epp.addr(), "c").await;
+        drop(free);
+        first.answer("{}").await;
+        assert_eq!(waits.endpoint().await, "10.0.0.2:8000");
     });
 }
 
@@ -414,4 +452,85 @@ fn the_picker_and_the_simulator_admit_the_same_sequence_in_the_same_order() {
     });
     // The gateway's own test (`gateway.rs`) checks it against the same simulated order.
     assert_eq!(order, simulated_order(&prompts, &ARRIVAL_ORDER));
+}
+
+/// The serving script (`support::SCRIPT`) through the picker, which scrapes the two fake
+/// engines' metrics as the gateway does: the same endpoints and the same refusals, for the
+/// same reasons, as the simulator's and the gateway's (`classes.rs`).
+#[test]
+fn the_picker_and_the_simulator_decide_the_serving_script_alike() {
+    use support::{
+        SCRIPT, SCRIPT_CLASSES, queueing, reported_waiting, script_decided, script_headers,
+        simulated_decisions, start_engine,
+    };
+    let rt = runtime();
+    let (a, seen_a) = start_engine(&rt);
+    let (b, seen_b) = start_engine(&rt);
+    *seen_a.metrics.lock().expect("page") = queueing(1);
+    *seen_b.metrics.lock().expect("page") = queueing(0);
+    let endpoints = [a.to_string(), b.to_string()];
+    let names: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    let epp = picker(&names, 1, |c| {
+        c.classes =
+            Arc::new(xsched_gateway::classes::Classes::parse(SCRIPT_CLASSES).expect("valid"));
+        c.max_waiting = 2;
+        c.scrape = Some(Duration::from_millis(20));
+        c.policy = policy("fcfs");
+    });
+    let addr = epp.addr();
+    let decided = rt.block_on(async {
+        until("A's queue seen", || reported_waiting(&epp.metrics(), a, 1)).await;
+        let (release, held) = tokio::sync::oneshot::channel::<()>();
+        let mut held = Some(held);
+        let mut tasks = Vec::new();
+        for (tag, tenant, class) in SCRIPT {
+            let headers = script_headers(tenant, class);
+            let before = epp.arrivals();
+            let hold = if tag == "hold" { held.take() } else { None };
+            let task = tokio::spawn(async move {
+                let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let mut s = Stream::open(addr).await;
+                s.request(&chat(tag, 0, false), &h, None).await;
+                let decided = s.decided().await;
+                if decided.is_ok() {
+                    s.body().await;
+                    if let Some(hold) = hold {
+                        hold.await.expect("released");
+                    }
+                    s.answer("{}").await;
+                }
+                decided
+            });
+            // Settled: refused at once, or counted (waiting or placed).
+            until(tag, || task.is_finished() || epp.arrivals() > before).await;
+            tasks.push((tag, task));
+        }
+        *seen_a.metrics.lock().expect("page") = queueing(0);
+        let placed_on_a = |tasks: &[(&str, tokio::task::JoinHandle<_>)]| {
+            tasks
+                .iter()
+                .filter(|(t, task)| *t != "hold" && task.is_finished())
+                .count()
+        };
+        until("all but hold settled", || {
+            placed_on_a(&tasks) == SCRIPT.len() - 1
+        })
+        .await;
+        release.send(()).expect("hold waits");
+        let mut decided = std::collections::BTreeMap::new();
+        for (tag, task) in tasks {
+            // The endpoint first, its fallbacks after it.
+            let first = |e: &str| e.split(',').next().unwrap_or_default().to_string();
+            let d = match task.await.expect("task").map(|e| first(&e)) {
+                Ok(endpoint) if endpoint == endpoints[0] => "A".to_string(),
+                Ok(endpoint) if endpoint == endpoints[1] => "B".to_string(),
+                Ok(endpoint) => panic!("{tag} placed at {endpoint}, not in the pool"),
+                Err(reason) => reason,
+            };
+            decided.insert(tag.to_string(), d);
+        }
+        decided
+    });
+    assert_eq!(decided, simulated_decisions());
+    assert_eq!(decided, script_decided());
 }

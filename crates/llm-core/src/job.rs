@@ -59,6 +59,8 @@ pub(crate) struct Job {
     pub boosted_at: Option<u32>,
     /// Whether its first token will be reported (`Arrival::reports_first_token`).
     pub reports_first_token: bool,
+    /// The engines it may go to (`Arrival::engines`; empty: any).
+    pub engines: Vec<usize>,
     /// The order of its latest admission among all admissions (eviction for a higher class
     /// takes the sheddable request admitted last).
     pub admitted_seq: u64,
@@ -69,6 +71,14 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// Those of `engines` it may go to.
+    pub fn allowed(&self, mut engines: Vec<usize>) -> Vec<usize> {
+        if !self.engines.is_empty() {
+            engines.retain(|e| self.engines.contains(e));
+        }
+        engines
+    }
+
     /// The size of `o` output tokens in `unit`.
     pub fn size(&self, unit: Size, o: f64) -> f64 {
         match (unit, self.rates) {
@@ -165,6 +175,7 @@ mod tests {
             boosted_at: None,
             prefix: Default::default(),
             reports_first_token: false,
+            engines: Vec::new(),
             admitted_seq: 0,
             answering: false,
             engine_key: 0.0,

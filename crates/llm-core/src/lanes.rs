@@ -140,6 +140,21 @@ impl Lanes {
             let c = counters.slot(tenant);
             *c = c.max(floor);
         }
+        self.put_back(id, class, tenant, rank, seq, aged_at);
+    }
+
+    /// Queue `id` as [`Lanes::push`] does, without lifting its tenant: it was waiting all along
+    /// (set aside for a moment).
+    pub fn put_back(
+        &mut self,
+        id: u64,
+        class: i32,
+        tenant: usize,
+        rank: Rank,
+        seq: u64,
+        aged_at: Option<f64>,
+    ) {
+        self.remove(id);
         let lane = (Reverse(class), tenant);
         self.lanes
             .entry(lane)

@@ -44,6 +44,7 @@
 //! - [`predict`]: the predictor interface (features in, an output-length distribution out).
 //! - [`service`]: service times from a step-time fit or measured from answers.
 //! - [`cost`]: SageSched's cost `O²/2 + I·O` and the step-time fit.
+//! - [`watch`]: engines seen from outside: saturated, stale, silent, ejected.
 
 pub mod admit;
 pub mod cost;
@@ -58,12 +59,13 @@ mod queue;
 pub mod route;
 mod sched;
 pub mod service;
+pub mod watch;
 
 pub use policy::{Admission, Order, RequestPolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
     AGING_FACTOR, Arrival, CLASS_LIMIT, CLASS_SPAN_MS, Config, ConfigError, Decision, EngineLimits,
     EngineOrder, EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input,
-    InputError, Placement, RequestScheduler, engine_priority,
+    InputError, Placement, RequestScheduler, ShedReason, engine_priority,
 };
 pub use xsched_core::gittins::SizeDistribution;

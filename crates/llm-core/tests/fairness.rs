@@ -8,7 +8,7 @@ use common::admitted;
 
 use std::collections::BTreeMap;
 use xsched_llm_core::{
-    Arrival, Config, Decision, Fairness, HIGH_CLASS_WINDOW, Input, RequestScheduler,
+    Arrival, Config, Decision, Fairness, HIGH_CLASS_WINDOW, Input, RequestScheduler, ShedReason,
     SizeDistribution,
 };
 
@@ -181,7 +181,10 @@ fn sheddable_requests_are_shed_beside_too_many_of_their_kind_and_displaced_by_hi
     s.handle(0.0, arrival(3, -1, 0)).expect("new");
     assert_eq!(
         s.poll_decision(),
-        Some(Decision::Shed { id: 3 }),
+        Some(Decision::Shed {
+            id: 3,
+            reason: ShedReason::Saturated
+        }),
         "a third sheddable one"
     );
     // Fill the queue with standard requests; the next standard one displaces the newest
@@ -192,15 +195,27 @@ fn sheddable_requests_are_shed_beside_too_many_of_their_kind_and_displaced_by_hi
     s.handle(0.0, arrival(6, 0, 0)).expect("new");
     assert_eq!(
         s.poll_decision(),
-        Some(Decision::Shed { id: 2 }),
+        Some(Decision::Shed {
+            id: 2,
+            reason: ShedReason::Displaced
+        }),
         "the newest sheddable one"
     );
     s.handle(0.0, arrival(7, 0, 0)).expect("new");
-    assert_eq!(s.poll_decision(), Some(Decision::Shed { id: 1 }));
+    assert_eq!(
+        s.poll_decision(),
+        Some(Decision::Shed {
+            id: 1,
+            reason: ShedReason::Displaced
+        })
+    );
     s.handle(0.0, arrival(8, 0, 0)).expect("new");
     assert_eq!(
         s.poll_decision(),
-        Some(Decision::Shed { id: 8 }),
+        Some(Decision::Shed {
+            id: 8,
+            reason: ShedReason::QueueFull
+        }),
         "no sheddable one left: the arrival is refused"
     );
     assert_eq!(s.waiting(), 4);

@@ -4,7 +4,9 @@
 
 mod common;
 
-use xsched_llm_core::{Arrival, Config, Decision, EvictReason, Input, RequestScheduler, Router};
+use xsched_llm_core::{
+    Arrival, Config, Decision, EvictReason, Input, RequestScheduler, Router, ShedReason,
+};
 
 fn scheduler(engines: usize, concurrency: usize) -> RequestScheduler {
     RequestScheduler::new(Config {
@@ -80,7 +82,16 @@ fn with_no_engine_answering_they_are_shed() {
         engine: 0,
         reason: EvictReason::Unresponsive,
     };
-    assert_eq!(decisions(&mut s), [evict, Decision::Shed { id: 0 }]);
+    assert_eq!(
+        decisions(&mut s),
+        [
+            evict,
+            Decision::Shed {
+                id: 0,
+                reason: ShedReason::NoEngine
+            }
+        ]
+    );
     assert_eq!(s.outstanding(0), 1, "1 generated tokens there: it stays");
     assert_eq!(
         s.handle(2.0, silent(7, false)),

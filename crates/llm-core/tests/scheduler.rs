@@ -4,7 +4,8 @@ use proptest::prelude::*;
 use xsched_llm_core::service::{Rates, Served, ServiceModel};
 use xsched_llm_core::{
     Arrival, Config, ConfigError, Decision, EngineLimits, EngineReport, EvictReason, Input,
-    InputError, Placement, RequestPolicySpec, RequestScheduler, Router, SizeDistribution,
+    InputError, Placement, RequestPolicySpec, RequestScheduler, Router, ShedReason,
+    SizeDistribution,
 };
 
 fn limits(concurrency: usize, kv_tokens: Option<u64>) -> EngineLimits {
@@ -191,7 +192,10 @@ fn past_its_bound_the_queue_sheds_the_newcomer() {
         decisions(&mut s),
         [
             Decision::Admit { id: 0, engine: 0 },
-            Decision::Shed { id: 3 }
+            Decision::Shed {
+                id: 3,
+                reason: ShedReason::QueueFull
+            }
         ]
     );
     assert_eq!(s.waiting(), 2);

@@ -20,7 +20,7 @@ use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
     Arrival, Config, Decision, EngineOrder, EvictReason, Fairness, Input, Placement,
-    RequestPolicySpec, RequestScheduler, Router, SizeDistribution, Source,
+    RequestPolicySpec, RequestScheduler, Router, ShedReason, SizeDistribution, Source,
 };
 use xsched_llm_predict::predictor::History;
 
@@ -57,6 +57,14 @@ pub struct Rules {
     pub classes: Vec<i32>,
     /// Each request's TTFT deadline in seconds, by id (beyond the list: none).
     pub ttft_slo: Vec<Option<f64>>,
+    /// Each request's tenant, by id (beyond the list: 0).
+    pub tenants: Vec<usize>,
+    /// The queue's bound (`None`: unbounded).
+    pub max_waiting: Option<usize>,
+    /// What a driver sees of the engines from outside (scrapes of their metrics, transport
+    /// failures, answers), each fed at its time as the gateway feeds it, sorted by time: the
+    /// core's rules for saturation, staleness, silence and ejection run on them.
+    pub outside: Vec<(f64, Input)>,
     /// An engine that hangs (`None`: none does).
     pub hang: Option<Hang>,
     /// Order at the engines (`--order-at engine`): each runs vLLM's `priority` policy and is
@@ -93,6 +101,9 @@ pub struct Run {
     pub reclaimed: Vec<usize>,
     /// Each learned concurrency the scheduler decided: when, for which engine, how many.
     pub limits: Vec<(f64, usize, usize)>,
+    /// Each request's first decision, in the order they were made: the engine it was first
+    /// admitted to, or why it was shed.
+    pub decided: Vec<(usize, Result<usize, ShedReason>)>,
 }
 
 /// Why a run could not start.
@@ -180,6 +191,9 @@ struct World<'a> {
     limits: Vec<(f64, usize, usize)>,
     /// Whether the hanging engine was noticed.
     noticed: bool,
+    decided: Vec<(usize, Result<usize, ShedReason>)>,
+    /// The next of the rules' `outside` inputs to feed.
+    next_outside: usize,
 }
 
 impl World<'_> {
@@ -215,6 +229,7 @@ impl World<'_> {
                     if !self.seen[i] {
                         self.seen[i] = true;
                         self.admitted.push(i);
+                        self.decided.push((i, Ok(engine)));
                     }
                 }
                 Decision::Evict { id, engine, reason } => {
@@ -232,7 +247,14 @@ impl World<'_> {
                         }
                     }
                 }
-                Decision::Shed { .. } => self.shed += 1,
+                Decision::Shed { id, reason } => {
+                    self.shed += 1;
+                    let i = id as usize;
+                    if !self.seen[i] {
+                        self.seen[i] = true;
+                        self.decided.push((i, Err(reason)));
+                    }
+                }
                 Decision::Limit {
                     engine,
                     concurrency,
@@ -258,11 +280,17 @@ impl World<'_> {
     }
 
     /// When the hung engine is noticed (infinite: never, or already).
-    fn notice_at(&self) -> f64 {
+    fn hang_noticed_at(&self) -> f64 {
         match self.rules.hang {
             Some(h) if !self.noticed => h.at + h.noticed_after,
             _ => f64::INFINITY,
         }
+    }
+
+    /// When the hung engine is noticed or the next input from outside comes (infinite: never).
+    fn notice_at(&self) -> f64 {
+        let outside = self.rules.outside.get(self.next_outside);
+        (self.hang_noticed_at()).min(outside.map_or(f64::INFINITY, |(at, _)| *at))
     }
 
     /// A timer came due at `now` (the scheduler's, or noticing a hung engine): idle engines
@@ -272,7 +300,7 @@ impl World<'_> {
             e.wait_until(now);
         }
         if let Some(h) = self.rules.hang
-            && now >= self.notice_at()
+            && now >= self.hang_noticed_at()
         {
             self.noticed = true;
             let silent = Input::Responsive {
@@ -280,6 +308,12 @@ impl World<'_> {
                 responsive: false,
             };
             self.handle(now, silent, None);
+        }
+        while let Some((at, input)) = self.rules.outside.get(self.next_outside)
+            && *at <= now
+        {
+            self.next_outside += 1;
+            self.handle(now, input.clone(), None);
         }
         self.scheduler.handle_timeout(now);
         let mut decisions = Vec::new();
@@ -441,7 +475,7 @@ impl<'a> World<'a> {
             engines: vec![cfg.limits(); instances],
             router: cluster.router,
             placement: cluster.placement,
-            max_waiting: usize::MAX,
+            max_waiting: rules.max_waiting.unwrap_or(usize::MAX),
             service: ServiceModel::Fit(cfg.fit()),
             can_pause: true,
             knows_truth: true,
@@ -480,6 +514,8 @@ impl<'a> World<'a> {
             reclaimed: Vec::new(),
             limits: Vec::new(),
             noticed: false,
+            decided: Vec::new(),
+            next_outside: 0,
         })
     }
 
@@ -502,7 +538,7 @@ impl<'a> World<'a> {
             input_tokens: r.input_tokens,
             max_tokens: None,
             priority: self.rules.classes.get(next).copied().unwrap_or(0),
-            tenant: 0,
+            tenant: self.rules.tenants.get(next).copied().unwrap_or(0),
             lengths,
             ttft_slo: self.rules.ttft_slo.get(next).copied().flatten(),
             // Every step's tokens are reported.
@@ -529,6 +565,7 @@ impl<'a> World<'a> {
             evicted: self.evicted,
             reclaimed: self.reclaimed,
             limits: self.limits,
+            decided: self.decided,
         }
     }
 }

@@ -194,3 +194,44 @@ fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
         stuck.stats.outcomes.len()
     );
 }
+
+#[test]
+fn an_engine_that_failed_is_sent_nothing_for_its_backoff_then_gets_requests_again() {
+    use xsched_llm_core::watch::FIRST_EJECTION_S;
+    use xsched_llm_core::{Input, Placement, Router};
+    // A request to engine 0 failed at 0.05 s (as the gateway reports a refused connection):
+    // the core ejects it for its first backoff; the requests arriving 0.1 s apart go to engine
+    // 1 until then, and round robin over both after.
+    let requests: Vec<Request> = (0..20).map(|i| req(i, 0.1 * i as f64, 10, 5)).collect();
+    let rules = Rules {
+        outside: vec![(0.05, Input::Failed { engine: 0 })],
+        ..Rules::default()
+    };
+    let cfg = engine(8);
+    let runs = Runs {
+        cfg: &cfg,
+        cluster: Cluster {
+            instances: 2,
+            router: Router::RoundRobin,
+            placement: Placement::WhenFree,
+        },
+        history: 100,
+        warm: &[],
+    };
+    let run = runs
+        .simulate(policy("fcfs"), &rules, &requests)
+        .expect("a valid run");
+    let back_at = 0.05 + FIRST_EJECTION_S;
+    for &(i, decided) in &run.decided {
+        let at = requests[i].arrival;
+        let engine = decided.expect("admitted");
+        if at > 0.05 && at < back_at {
+            assert_eq!(engine, 1, "request {i} at {at} s");
+        }
+    }
+    let after: Vec<usize> = (run.decided.iter())
+        .filter(|(i, _)| requests[*i].arrival >= back_at)
+        .filter_map(|(_, d)| d.ok())
+        .collect();
+    assert!(after.contains(&0) && after.contains(&1), "{after:?}");
+}

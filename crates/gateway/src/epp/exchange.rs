@@ -179,15 +179,16 @@ impl Exchange {
         };
         let body = Bytes::from(std::mem::take(&mut self.body));
         let endpoint = (self.headers.as_ref()).and_then(|h| completion(&m::header(h, ":path")?));
+        let only = if subset.is_some() {
+            eligible.clone()
+        } else {
+            Vec::new()
+        };
         let chosen = match endpoint {
-            Some(endpoint) => match self.admit(endpoint, &body, inbound).await? {
+            Some(endpoint) => match self.admit(endpoint, &body, &only, inbound).await? {
                 Ok(Placed { upstream, life }) => {
                     self.life = Some(life);
-                    if eligible.contains(&upstream) {
-                        upstream
-                    } else {
-                        first
-                    }
+                    upstream
                 }
                 Err(e) => {
                     let why = e.message.clone();
@@ -218,10 +219,12 @@ impl Exchange {
         &mut self,
         endpoint: Endpoint,
         body: &Bytes,
+        only: &[usize],
         inbound: &mut Streaming<ProcessingRequest>,
     ) -> Result<Result<Placed, ApiError>, Gone> {
         let headers = self.headers.as_ref().map(m::header_map).unwrap_or_default();
-        let placing = routes::place(&self.shared, endpoint, &headers, body, self.arrival);
+        let arrival = self.arrival;
+        let placing = routes::place(&self.shared, endpoint, &headers, body, arrival, only);
         let mut placing = std::pin::pin!(placing);
         loop {
             tokio::select! {
@@ -291,7 +294,7 @@ fn completion(path: &str) -> Option<Endpoint> {
 /// own status otherwise (400 for a body that is not a request).
 fn refusal(e: ApiError, why: &str) -> ProcessingResponse {
     let status = match e.refused {
-        Some(Refused::Full(_) | Refused::Shed) => 429,
+        Some(Refused::Full(_) | Refused::Shed(_) | Refused::TenantLimit) => 429,
         Some(Refused::Silent | Refused::Closed) => 503,
         None => e.status.as_u16(),
     };
@@ -302,7 +305,8 @@ fn refusal_with(status: u16, e: ApiError, why: &str) -> ProcessingResponse {
     let body = serde_json::json!({
         "error": {"message": e.message, "type": e.kind, "param": e.param}
     });
-    m::immediate(status, why, body.to_string().into_bytes())
+    let shed = e.refused.and_then(Refused::reason).map(|r| r.name());
+    m::immediate(status, why, shed, body.to_string().into_bytes())
 }
 
 async fn send(out: &Out, r: ProcessingResponse) -> Result<(), Gone> {

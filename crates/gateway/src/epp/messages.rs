@@ -143,18 +143,25 @@ pub fn trailers(request: bool) -> ProcessingResponse {
 }
 
 /// The proxy answers the client itself with `status`, `reason` in [`REASON`] and `body`.
-pub fn immediate(status: u16, reason: &str, body: Vec<u8>) -> ProcessingResponse {
+pub fn immediate(
+    status: u16,
+    reason: &str,
+    shed: Option<&str>,
+    body: Vec<u8>,
+) -> ProcessingResponse {
     // A header value cannot hold a line break; the body has the whole message.
     let reason: String = reason.chars().filter(|c| !c.is_control()).collect();
+    let mut set_headers = vec![
+        set(REASON, &reason),
+        set("content-type", "application/json"),
+    ];
+    set_headers.extend(shed.map(|s| set(crate::error::SHED_REASON, s)));
     respond(Response::ImmediateResponse(ImmediateResponse {
         status: Some(HttpStatus {
             code: i32::from(status),
         }),
         headers: Some(HeaderMutation {
-            set_headers: vec![
-                set(REASON, &reason),
-                set("content-type", "application/json"),
-            ],
+            set_headers,
             remove_headers: Vec::new(),
         }),
         body,
@@ -376,7 +383,7 @@ mod tests {
 
     #[test]
     fn an_immediate_response_carries_its_status_and_a_one_line_reason() {
-        let r = immediate(429, "full\nqueue", b"{}".to_vec());
+        let r = immediate(429, "full\nqueue", Some("queue-full"), b"{}".to_vec());
         let Some(Response::ImmediateResponse(i)) = &r.response else {
             panic!("immediate");
         };

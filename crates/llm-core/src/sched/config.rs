@@ -63,6 +63,10 @@ pub struct Config {
 pub struct Fairness {
     /// Each tenant's weight in its share of service (a tenant beyond the list weighs 1).
     pub weights: Vec<f64>,
+    /// Each tenant's most requests waiting or running at once (`None`, or a tenant beyond the
+    /// list: no limit); an arrival past it is shed ([`ShedReason::TenantLimit`](
+    /// crate::ShedReason::TenantLimit)).
+    pub tenant_limits: Vec<Option<usize>>,
     /// A sheddable arrival that cannot be admitted at once is shed while this many sheddable
     /// requests wait already (`usize::MAX`: never for that reason).
     pub sheddable_waiting: usize,
@@ -135,6 +139,7 @@ impl Default for Fairness {
     fn default() -> Fairness {
         Fairness {
             weights: Vec::new(),
+            tenant_limits: Vec::new(),
             sheddable_waiting: usize::MAX,
             sheddable_apart: false,
             sheddable_after_first_token: false,

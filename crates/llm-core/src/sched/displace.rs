@@ -44,7 +44,8 @@ impl RequestScheduler {
     /// When the scheduler next needs [`handle_timeout`](RequestScheduler::handle_timeout), on the
     /// clock it is fed (`None`: no timer is armed).
     pub fn poll_timeout(&self) -> Option<f64> {
-        self.displace_at.first().map(|&(t, _)| t)
+        let displace = self.displace_at.first().map(|&(t, _)| t);
+        super::earliest(displace, self.next_readmission())
     }
 
     /// The clock reached `now`: requests whose deadline's guard has come and that still wait
@@ -52,6 +53,7 @@ impl RequestScheduler {
     /// RequestScheduler::handle).
     pub fn handle_timeout(&mut self, now: f64) {
         self.clock = self.clock.max(now);
+        self.readmit_due(now);
         let due = self.displace_at.partition_point(|&(t, _)| t <= now);
         let due: Vec<u64> = self.displace_at.drain(..due).map(|(_, id)| id).collect();
         for id in due {

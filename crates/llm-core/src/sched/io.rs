@@ -3,6 +3,7 @@
 
 use crate::prefix::Prefix;
 use crate::service::Served;
+use crate::watch::Scrape;
 use xsched_core::gittins::SizeDistribution;
 
 /// Why an input was refused (nothing changed).
@@ -43,6 +44,9 @@ pub struct Arrival {
     /// answer whose events are counted): only then may it hold other sheddable requests back
     /// while it waits for it ([`Fairness::sheddable_after_first_token`]).
     pub reports_first_token: bool,
+    /// The engines it may be admitted to (empty: any): a proxy's subset hint, which the
+    /// endpoint picker passes on. It waits, in its place, until one of them fits.
+    pub engines: Vec<usize>,
 }
 
 /// What an engine reports of its next step.
@@ -147,7 +151,26 @@ pub enum Input {
         /// Whether it orders.
         orders: bool,
     },
-    /// An engine is taken out of admission (`up: false`: it failed, e.g. timed out) or put back
+    /// What a scrape of an engine's metrics (and slots) brought back (`crate::watch`): it may
+    /// be saturated, its metrics stale, or it silent.
+    Scraped {
+        /// The engine.
+        engine: usize,
+        /// What came back.
+        scrape: Scrape,
+    },
+    /// A request to an engine failed at the transport level (refused, dropped, no first byte in
+    /// time): it is ejected for a backoff (`crate::watch`).
+    Failed {
+        /// The engine.
+        engine: usize,
+    },
+    /// An engine answered a request (any status: it is alive); its backoff starts over.
+    Replied {
+        /// The engine.
+        engine: usize,
+    },
+    /// An engine is taken out of admission by its operator (`up: false`) or put back
     /// (`up: true`); what runs there is not touched.
     Availability {
         /// The engine.
@@ -176,11 +199,12 @@ pub enum Decision {
         /// Why, and what becomes of it.
         reason: EvictReason,
     },
-    /// Refuse the request: the queue holds its bound, a sheddable request was displaced by a
-    /// higher class's arrival, or (sheddable) it would wait beside too many of its kind.
+    /// Refuse the request, for `reason`.
     Shed {
         /// The request.
         id: u64,
+        /// Why.
+        reason: ShedReason,
     },
     /// The engine's learned concurrency changed ([`Config::learn_concurrency`](
     /// crate::Config::learn_concurrency)); admission keeps within it from now.
@@ -207,4 +231,34 @@ pub enum EvictReason {
     /// driver drops the request to the silent engine. Nothing reached its client, so nothing is
     /// sent twice.
     Unresponsive,
+}
+
+/// Why a request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShedReason {
+    /// The queue holds its bound ([`Config::max_waiting`](crate::Config::max_waiting)).
+    QueueFull,
+    /// A waiting sheddable request, displaced from a full queue by a higher class.
+    Displaced,
+    /// A sheddable request while the engines are saturated: it would wait beside more of its
+    /// kind than [`Fairness::sheddable_waiting`](crate::Fairness::sheddable_waiting).
+    Saturated,
+    /// No engine answers at all (each is hung or gone).
+    NoEngine,
+    /// Its tenant holds its limit of requests waiting or running
+    /// ([`Fairness::tenant_limits`](crate::Fairness::tenant_limits)).
+    TenantLimit,
+}
+
+impl ShedReason {
+    /// A short name, for logs, headers and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShedReason::QueueFull => "queue-full",
+            ShedReason::Displaced => "displaced",
+            ShedReason::Saturated => "saturated",
+            ShedReason::NoEngine => "no-engine",
+            ShedReason::TenantLimit => "tenant-limit",
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod displace;
 mod engine_order;
 mod io;
 mod learning;
+mod outside;
 mod reclaim;
 
 pub use config::{
@@ -30,7 +31,7 @@ pub use config::{
 pub use engine_order::{
     CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, REFERENCE_TOKENS, engine_priority,
 };
-pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError};
+pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError, ShedReason};
 
 use crate::admit::{Headroom, Occupant, expected_peak};
 use crate::job::{Job, Place};
@@ -42,6 +43,7 @@ use crate::predict::{capped, prior};
 use crate::prefix::PrefixCache;
 use crate::route::EngineLoad;
 use crate::service::ServiceModel;
+use crate::watch::Watched;
 use std::collections::{BTreeMap, VecDeque};
 
 /// The aging guard: a request still waiting this many times its predicted time alone on an
@@ -74,12 +76,14 @@ struct Engine {
     responsive: bool,
     /// Whether it orders its own queue by the numbers it is sent (`engine_order.rs`).
     orders: bool,
+    /// What is seen of it from outside: metrics, failures, ejection (`outside.rs`).
+    watch: Watched,
 }
 
 impl Engine {
-    /// Whether it may be sent requests: up, and answering.
+    /// Whether it may be sent requests: up, answering, and not ejected.
     fn serves(&self) -> bool {
-        self.up && self.responsive
+        self.up && self.responsive && self.watch.ejected_until().is_none()
     }
 
     /// Requests it runs at once: its limit, or its slots where it reports fewer, or the
@@ -178,6 +182,7 @@ impl RequestScheduler {
                     .then(|| Learner::new(limits.concurrency)),
                 responsive: true,
                 orders: config.engine_order.is_some(),
+                watch: Watched::default(),
             })
             .collect();
         Ok(RequestScheduler {
@@ -260,8 +265,12 @@ impl RequestScheduler {
     /// Feed what happened at `now` (seconds on the driver's clock).
     pub fn handle(&mut self, now: f64, input: Input) -> Result<(), InputError> {
         self.clock = self.clock.max(now);
+        self.readmit_due(now);
         match input {
             Input::Arrived(a) => return self.arrive(now, a),
+            Input::Scraped { engine, scrape } => self.scraped(now, engine, scrape)?,
+            Input::Failed { engine } => self.failed(now, engine)?,
+            Input::Replied { engine } => self.engine_mut(engine)?.watch.replied(),
             Input::Progress { id, generated } => self.progress(now, id, generated),
             Input::Done { id } => {
                 let engine = self.jobs.get(&id).and_then(|j| j.engine);
@@ -354,6 +363,12 @@ impl RequestScheduler {
         if self.jobs.contains_key(&a.id) {
             return Err(InputError::Duplicate(a.id));
         }
+        if self.at_tenant_limit(a.tenant) {
+            let reason = ShedReason::TenantLimit;
+            self.decisions
+                .push_back(Decision::Shed { id: a.id, reason });
+            return Ok(());
+        }
         if a.priority > 0 {
             self.high_class_until = now + HIGH_CLASS_WINDOW;
         }
@@ -383,6 +398,7 @@ impl RequestScheduler {
             boosted_at: None,
             prefix: a.prefix.clone(),
             reports_first_token: a.reports_first_token,
+            engines: a.engines,
             admitted_seq: 0,
             answering: false,
             engine_key: now,
@@ -433,17 +449,23 @@ impl RequestScheduler {
         let sheddable_saturated = a.priority < 0
             && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
             && !self.slot_free(engine);
-        let shed = if self.none_responsive() || sheddable_saturated {
-            Some(id)
+        let shed = if self.none_responsive() {
+            Some((id, ShedReason::NoEngine))
+        } else if sheddable_saturated {
+            Some((id, ShedReason::Saturated))
         } else if self.waiting() > self.config.max_waiting {
             // A higher class displaces the newest sheddable request of the lowest class.
-            Some(self.lanes_of(engine).displaceable(a.priority).unwrap_or(id))
+            Some(match self.lanes_of(engine).displaceable(a.priority) {
+                Some(other) => (other, ShedReason::Displaced),
+                None => (id, ShedReason::QueueFull),
+            })
         } else {
             None
         };
-        if let Some(shed) = shed {
+        if let Some((shed, reason)) = shed {
             self.forget(shed);
-            self.decisions.push_back(Decision::Shed { id: shed });
+            self.decisions
+                .push_back(Decision::Shed { id: shed, reason });
         }
         self.displace_on_arrival(id);
         Ok(())
@@ -455,14 +477,11 @@ impl RequestScheduler {
         if self.config.placement != Placement::AtArrival {
             return;
         }
-        let serving: Vec<usize> = (0..self.engines.len())
+        let allowed = job.allowed((0..self.engines.len()).collect());
+        let serving: Vec<usize> = (allowed.iter().copied())
             .filter(|&e| self.engines[e].serves())
             .collect();
-        let all: Vec<usize> = if serving.is_empty() {
-            (0..self.engines.len()).collect()
-        } else {
-            serving
-        };
+        let all: Vec<usize> = if serving.is_empty() { allowed } else { serving };
         let loads = self.loads(&job.prefix);
         job.engine = self.config.router.pick(&all, &loads, &mut self.turn);
         if let Some(e) = job.engine {
@@ -520,6 +539,12 @@ impl RequestScheduler {
 
     /// Put waiting `id` in its queue at its current rank.
     fn enqueue(&mut self, id: u64) {
+        self.enqueue_as(id, true);
+    }
+
+    /// Put waiting `id` in its queue at its current rank, its tenant lifted if it is new
+    /// (`arriving`), or not (put back after being set aside).
+    fn enqueue_as(&mut self, id: u64, arriving: bool) {
         let Some(j) = self.jobs.get(&id) else {
             return;
         };
@@ -534,7 +559,11 @@ impl RequestScheduler {
             (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
             _ => &mut self.queue,
         };
-        lanes.push(id, class, tenant, rank, seq, aged_at, &mut self.counters);
+        if arriving {
+            lanes.push(id, class, tenant, rank, seq, aged_at, &mut self.counters);
+        } else {
+            lanes.put_back(id, class, tenant, rank, seq, aged_at);
+        }
     }
 
     /// Drop `id` from wherever it is.
@@ -591,7 +620,24 @@ impl RequestScheduler {
         match self.config.placement {
             Placement::WhenFree => {
                 self.queue.promote(now);
-                while self.serve_shared(now, engine) {}
+                // A head limited to some engines (a proxy's subset) that fit it not holds back
+                // no one who may go elsewhere: it is set aside for the round, keeping its place.
+                let mut aside = Vec::new();
+                loop {
+                    if self.serve_shared(now, engine) {
+                        continue;
+                    }
+                    match self.queue.first(&self.counters) {
+                        Some(id) if self.jobs.get(&id).is_some_and(|j| !j.engines.is_empty()) => {
+                            self.queue.remove(id);
+                            aside.push(id);
+                        }
+                        _ => break,
+                    }
+                }
+                for id in aside {
+                    self.enqueue_as(id, false);
+                }
             }
             Placement::AtArrival => {
                 if let Some(e) = engine.filter(|&e| e < self.engines.len()) {
@@ -612,6 +658,10 @@ impl RequestScheduler {
             (Some(p), Some(o)) if p != o => return false,
             (Some(e), _) | (None, Some(e)) => vec![e],
             (None, None) => (0..self.engines.len()).collect(),
+        };
+        let eligible = match self.jobs.get(&id) {
+            Some(j) => j.allowed(eligible),
+            None => eligible,
         };
         // The router's favourite that has room (asking engines in its order of preference).
         let prefix = self.jobs.get(&id).map_or(&[][..], |j| &j.prefix);

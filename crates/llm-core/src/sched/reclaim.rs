@@ -6,7 +6,7 @@
 //! waiting are shed (their clients told to retry), and so is each arrival until one answers.
 //! What has begun answering is left to finish or fail there.
 
-use super::{Decision, EvictReason, InputError, Placement, RequestScheduler};
+use super::{Decision, EvictReason, InputError, Placement, RequestScheduler, ShedReason};
 use crate::job::Place;
 
 impl RequestScheduler {
@@ -54,7 +54,8 @@ impl RequestScheduler {
             .collect();
         for id in waiting {
             self.forget(id);
-            self.decisions.push_back(Decision::Shed { id });
+            let reason = ShedReason::NoEngine;
+            self.decisions.push_back(Decision::Shed { id, reason });
         }
     }
 
