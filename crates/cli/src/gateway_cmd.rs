@@ -90,6 +90,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.idle.as_secs_f64(),
           value_parser = seconds)]
     idle_timeout: f64,
+    /// Seconds a client may take to send a request's headers, and then its body (a 408 after;
+    /// the endpoint picker: from a request's headers to its body's end).
+    #[arg(long, default_value_t = xsched_gateway::config::CLIENT_TIMEOUT.as_secs_f64(),
+          value_parser = seconds)]
+    client_timeout: f64,
     /// Client connections at once at most (lowered to what the descriptor limit allows; at the
     /// cap the oldest idle connection is closed for a new one).
     #[arg(long, default_value_t = xsched_gateway::server::MAX_CONNECTIONS as u64,
@@ -184,6 +189,7 @@ fn gateway_config(a: &ServeArgs) -> Result<GatewayConfig> {
             idle: Duration::from_secs_f64(a.idle_timeout),
         },
         max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
+        client_timeout: Duration::from_secs_f64(a.client_timeout),
         scrape: (!a.no_engine_metrics).then(|| Duration::from_secs_f64(a.engine_metrics_interval)),
         learn_concurrency: a.learn_concurrency,
         engine_order: (a.order_at == OrderAt::Engine).then(|| EngineOrder {

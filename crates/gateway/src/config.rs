@@ -72,6 +72,9 @@ pub struct GatewayConfig {
     /// the engine's own queue (vLLM's `--scheduling-policy priority`); `concurrency` then bounds
     /// only an engine that refuses numbers. `None`: requests wait in the gateway's queue.
     pub engine_order: Option<EngineOrder>,
+    /// How long a client may take to send a request's headers, and then its body (a 408 after;
+    /// [`CLIENT_TIMEOUT`] by default).
+    pub client_timeout: std::time::Duration,
 }
 
 impl GatewayConfig {
@@ -94,6 +97,7 @@ impl GatewayConfig {
             scrape: Some(crate::engines::SCRAPE_INTERVAL),
             learn_concurrency: false,
             engine_order: None,
+            client_timeout: CLIENT_TIMEOUT,
         }
     }
 }
@@ -115,6 +119,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("classes", &self.classes)
             .field("scrape", &self.scrape)
             .field("learn_concurrency", &self.learn_concurrency)
+            .field("client_timeout", &self.client_timeout)
             .finish()
     }
 }

@@ -80,13 +80,13 @@ impl ApiError {
     }
 
     /// A 408: the body did not come in time.
-    pub fn body_timeout(seconds: u64) -> ApiError {
+    pub fn body_timeout(within: std::time::Duration) -> ApiError {
         ApiError {
             param: Some("body"),
             ..ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "invalid_request_error",
-                format!("body: not sent within {seconds} s"),
+                format!("body: not sent within {} s", within.as_secs_f64()),
             )
         }
     }

@@ -10,7 +10,7 @@
 use crate::admission::{Refused, Slot, Taken};
 use crate::body;
 use crate::classes;
-use crate::config::{CLIENT_TIMEOUT, MAX_BODY, MAX_DRAIN};
+use crate::config::{MAX_BODY, MAX_DRAIN};
 use crate::error::{AnswerBody, ApiError, EVICTED};
 use crate::forecast::{Forecast, TOKENS_PER_CHAR};
 use crate::life::{Learning, Life, Timing};
@@ -108,7 +108,7 @@ async fn complete(
 ) -> Result<Response<AnswerBody>, ApiError> {
     let arrival = Instant::now();
     let (parts, body) = req.into_parts();
-    let body = read_body(body).await?;
+    let body = read_body(body, shared.config.client_timeout).await?;
     let placed = place(shared, endpoint, &parts.headers, &body, arrival, &[]).await?;
     forward(shared, placed.upstream, &parts, body, placed.life).await
 }
@@ -175,10 +175,10 @@ pub(crate) async fn place(
 }
 
 /// The body, read within its bound and the client's time.
-async fn read_body(body: Incoming) -> Result<Bytes, ApiError> {
-    tokio::time::timeout(CLIENT_TIMEOUT, body::read(body, MAX_BODY, MAX_DRAIN))
+async fn read_body(body: Incoming, within: Duration) -> Result<Bytes, ApiError> {
+    tokio::time::timeout(within, body::read(body, MAX_BODY, MAX_DRAIN))
         .await
-        .map_err(|_| ApiError::body_timeout(CLIENT_TIMEOUT.as_secs()))?
+        .map_err(|_| ApiError::body_timeout(within))?
         .map_err(ApiError::from)
 }
 

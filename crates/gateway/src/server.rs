@@ -12,7 +12,7 @@
 
 use crate::admission::RequestQueue;
 pub use crate::config::{
-    CLIENT_TIMEOUT, GatewayConfig, GatewayError, MAX_BODY, MAX_CONNECTIONS, MAX_DRAIN, MAX_HEAD,
+    GatewayConfig, GatewayError, MAX_BODY, MAX_CONNECTIONS, MAX_DRAIN, MAX_HEAD,
 };
 use crate::conns::{self, BusyBody};
 use crate::error::AnswerBody;
@@ -180,6 +180,7 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             }
         };
         let shared = shared.clone();
+        let within = shared.config.client_timeout;
         let occupant = Arc::new(room.occupy());
         tokio::spawn(async move {
             let on = occupant.clone();
@@ -189,7 +190,7 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
             });
             let connection = http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(CLIENT_TIMEOUT)
+                .header_read_timeout(within)
                 // A head past it is a 431 (hyper's answer to a full read buffer before the head
                 // ends); bodies are read through the buffer in pieces.
                 .max_buf_size(MAX_HEAD)

@@ -534,3 +534,89 @@ fn the_picker_and_the_simulator_decide_the_serving_script_alike() {
     assert_eq!(decided, simulated_decisions());
     assert_eq!(decided, script_decided());
 }
+
+/// A client that never ends its body gets a 408 at the client timeout, and one that goes away
+/// mid-body leaves nothing behind; neither holds up a request beside it.
+#[test]
+fn a_body_that_never_ends_gets_a_408_and_one_cut_short_leaves_nothing() {
+    let rt = runtime();
+    let epp = picker(&["10.0.0.1:8000"], 1, |c| {
+        c.client_timeout = Duration::from_millis(300);
+    });
+    rt.block_on(async {
+        let headers = [(":method", "POST"), (":path", "/v1/chat/completions")];
+        let mut endless = Stream::open(epp.addr()).await;
+        endless
+            .send(Request::RequestHeaders(http_headers(&headers, false)), None)
+            .await;
+        endless
+            .send(Request::RequestBody(http_body(b"{\"model\":", false)), None)
+            .await;
+        let cut = Stream::open(epp.addr()).await;
+        cut.send(Request::RequestHeaders(http_headers(&headers, false)), None)
+            .await;
+        cut.send(Request::RequestBody(http_body(b"{\"mod", false)), None)
+            .await;
+        drop(cut);
+        // Beside them, a whole request is placed, answered, and frees the one slot.
+        let mut beside = Stream::placed(epp.addr(), "beside").await;
+        beside.answer("{}").await;
+        let (status, reason) = endless.refused().await;
+        assert_eq!(status, 408, "{reason}");
+        assert!(reason.contains("did not end within 0.3 s"), "{reason}");
+        let next = Stream::placed(epp.addr(), "next").await;
+        drop(next);
+        assert_eq!(epp.arrivals(), 2, "only the whole requests were placed");
+    });
+}
+
+/// An endpoint whose metrics answered and then stop is stale after 3 s (llm-d's rule, the
+/// core's `watch.rs`): it is sent nothing until they answer again.
+#[test]
+fn an_endpoint_whose_metrics_go_stale_is_sent_nothing_until_they_answer() {
+    use support::{queueing, reported_waiting, start_engine};
+    let rt = runtime();
+    let (a, seen_a) = start_engine(&rt);
+    let (b, seen_b) = start_engine(&rt);
+    *seen_a.metrics.lock().expect("page") = queueing(0);
+    *seen_b.metrics.lock().expect("page") = queueing(0);
+    let endpoints = [a.to_string(), b.to_string()];
+    let names: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+    let epp = picker(&names, 4, |c| c.scrape = Some(Duration::from_millis(20)));
+    let first = |e: String| e.split(',').next().unwrap_or_default().to_string();
+    rt.block_on(async {
+        until("both scraped", || {
+            let page = epp.metrics();
+            reported_waiting(&page, a, 0) && reported_waiting(&page, b, 0)
+        })
+        .await;
+        *seen_a.metrics.lock().expect("page") = None; // a 404 from now
+        let stale = "xsched_gateway_upstream_metrics_stale";
+        until("stale after 3 s", || {
+            (epp.metrics().lines())
+                .any(|l| l.starts_with(stale) && l.contains(&endpoints[0]) && l.ends_with(" 1"))
+        })
+        .await;
+        for tag in ["x", "y", "z"] {
+            let mut s = Stream::open(epp.addr()).await;
+            s.request(&chat(tag, 10, false), &[], None).await;
+            assert_eq!(
+                first(s.endpoint().await),
+                endpoints[1],
+                "{tag}: not the stale one"
+            );
+            s.body().await;
+            s.answer("{}").await;
+        }
+        *seen_a.metrics.lock().expect("page") = queueing(0);
+        until("fresh again", || {
+            (epp.metrics().lines())
+                .any(|l| l.starts_with(stale) && l.contains(&endpoints[0]) && l.ends_with(" 0"))
+        })
+        .await;
+        // Both idle: the least loaded, the first, is the fresh-again one.
+        let mut s = Stream::open(epp.addr()).await;
+        s.request(&chat("back", 10, false), &[], None).await;
+        assert_eq!(first(s.endpoint().await), endpoints[0]);
+    });
+}

@@ -9,7 +9,7 @@
 
 use super::messages as m;
 use crate::admission::Refused;
-use crate::config::{CLIENT_TIMEOUT, MAX_BODY};
+use crate::config::MAX_BODY;
 use crate::error::ApiError;
 use crate::life::Life;
 use crate::relay::{Ended, Watch};
@@ -53,19 +53,16 @@ pub(crate) async fn exchange(
             inbound.message().await
         } else {
             // Until its body ends, a request is the client's to finish within the client's time.
-            match tokio::time::timeout(CLIENT_TIMEOUT, inbound.message()).await {
+            let within = x.shared.config.client_timeout;
+            match tokio::time::timeout(within, inbound.message()).await {
                 Ok(next) => next,
                 Err(_) => {
                     let why = format!(
                         "the request's body did not end within {} s",
-                        CLIENT_TIMEOUT.as_secs()
+                        within.as_secs_f64()
                     );
-                    let _ = out
-                        .send(Ok(refusal(
-                            ApiError::body_timeout(CLIENT_TIMEOUT.as_secs()),
-                            &why,
-                        )))
-                        .await;
+                    let refused = refusal(ApiError::body_timeout(within), &why);
+                    let _ = out.send(Ok(refused)).await;
                     return;
                 }
             }

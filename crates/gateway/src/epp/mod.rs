@@ -184,6 +184,12 @@ impl RunningEpp {
         self.shared.admission.arrivals()
     }
 
+    /// How many requests wait, and how many are in flight on each endpoint.
+    pub fn load(&self) -> (usize, Vec<usize>) {
+        let endpoints = self.shared.config.upstreams.len();
+        self.shared.admission.load(endpoints)
+    }
+
     /// The gateway's Prometheus page for the picker's requests (queue wait, TTFT, TTLT, the
     /// predictor's learning, the engines' scraped state).
     pub fn metrics(&self) -> String {

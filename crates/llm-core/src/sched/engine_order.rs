@@ -52,17 +52,29 @@ pub fn engine_priority(class: i32, key_s: f64) -> i64 {
 }
 
 /// Where `rank` stands against `reference` (the rank of a request of [`REFERENCE_TOKENS`] in
-/// and out): `r / (r + reference)`, from 0 (far better) through 0.5 (alike) towards 1 (far
-/// worse); 0.5 where both are 0 (FCFS's ranks). A fixed monotone map, so requests keep the
-/// policy's order whenever they arrive, however the mix of requests changes. A negative rank
-/// (a Gittins index, negated: the higher the better) is placed as its inverse.
+/// and out): `g(r) / (g(r) + g(reference))` with `g(r) = r + √(r² + 1)` (that is `e^asinh r`),
+/// from 0 (far better) through 0.5 (alike) towards 1 (far worse). `g` is positive and strictly
+/// increasing over every real rank, so the map keeps the policy's order whatever the ranks'
+/// signs (the `priority` order's `-priority`, a Gittins index negated) and however the mix of
+/// requests changes; for ranks far above 1 (SageSched's token costs) it is `r / (r + reference)`
+/// within a part in `r²`.
 pub(super) fn place(rank: f64, reference: f64) -> f64 {
-    let positive = |r: f64| if r < 0.0 { -1.0 / r } else { r };
-    let (r, m) = (positive(rank), positive(reference));
-    if !r.is_finite() {
+    // e^asinh r, without cancellation for negative r.
+    let g = |r: f64| {
+        let root = r.hypot(1.0);
+        if r < 0.0 { 1.0 / (root - r) } else { r + root }
+    };
+    if rank.is_nan() || rank == f64::INFINITY {
         return 1.0;
     }
-    if r + m > 0.0 { r / (r + m) } else { 0.5 }
+    if rank == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    let (r, m) = (g(rank), g(reference));
+    if !m.is_finite() {
+        return 0.0;
+    }
+    if r.is_finite() { r / (r + m) } else { 1.0 }
 }
 
 /// A request's virtual deadline (see the module docs).
@@ -97,11 +109,48 @@ mod tests {
     #[test]
     fn a_rank_is_placed_against_the_reference() {
         assert_eq!(place(10.0, 10.0), 0.5);
-        assert_eq!(place(30.0, 10.0), 0.75);
+        assert!(
+            (place(3000.0, 1000.0) - 0.75).abs() < 1e-6,
+            "r / (r + m) for large ranks"
+        );
         assert_eq!(place(0.0, 0.0), 0.5);
         assert_eq!(place(f64::INFINITY, 1.0), 1.0);
+        assert_eq!(place(f64::NEG_INFINITY, 1.0), 0.0);
         // A negated index: the higher index (better) is placed lower.
         assert!(place(-1.0, -0.5) < 0.5 && place(-0.1, -0.5) > 0.5);
+        // The `priority` order's ranks, -priority, against the standard class's 0.
+        let (p5, p0, m5) = (place(-5.0, 0.0), place(0.0, 0.0), place(5.0, 0.0));
+        assert!(p5 < p0 && p0 < m5, "priority 5, 0, -5: {p5} {p0} {m5}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the signs and magnitudes, a better rank is never placed after a worse one
+        /// (beyond a rounding of the last bit), and the engine's number keeps that order for
+        /// requests of one class arriving together (beyond a millisecond's rounding).
+        #[test]
+        fn the_rank_to_place_map_is_monotone_for_every_rank(
+            a in -1e12f64..1e12,
+            b in -1e12f64..1e12,
+            small in -10.0f64..10.0,
+            reference in -1e9f64..1e9,
+            arrival in 0.0f64..1e6,
+            class in -2000i32..2000,
+        ) {
+            let o = EngineOrder::default();
+            for (x, y) in [(a, b), (small, b), (a, small), (small, small * 0.5)] {
+                let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+                let (p, q) = (place(lo, reference), place(hi, reference));
+                proptest::prop_assert!(
+                    p <= q + 1e-12,
+                    "{lo} at {p}, {hi} at {q} (reference {reference})"
+                );
+                proptest::prop_assert!((0.0..=1.0).contains(&p) && (0.0..=1.0).contains(&q));
+                let key = |pl| virtual_deadline(&o, arrival, pl, 0.0, None);
+                proptest::prop_assert!(
+                    engine_priority(class, key(p)) <= engine_priority(class, key(q)) + 1
+                );
+            }
+        }
     }
 
     #[test]
