@@ -12,6 +12,10 @@ Prints one JSON line.
                           wait, each stating its length (ignore_eos), sent together, and one
                           more after 0.3 s, critical (`x-dynamo-request-priority: 100`): the
                           order their first tokens came
+  classes GATEWAY         the slots filled as for order, then six requests of ten tokens,
+                          50 ms apart, alternating class -5 (sheddable) and 0
+                          (`x-dynamo-request-priority`), the -5 one first: the order their
+                          first tokens came
 
 GATEWAY and ENGINE are base URLs (http://127.0.0.1:PORT).
 """
@@ -87,14 +91,18 @@ def toolong(gateway):
 STEP_TIE = 0.025
 
 
-def order(gateway):
-    client = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=300)
-    firsts = {}
-    lock = threading.Lock()
-    start = time.monotonic()
+class Firsts:
+    """Streamed requests through a gateway, each in a thread: when each one's first token came."""
 
-    def one(tag, tokens, headers=None):
-        stream = client.chat.completions.create(
+    def __init__(self, gateway):
+        self.client = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0, timeout=300)
+        self.firsts = {}
+        self.lock = threading.Lock()
+        self.start = time.monotonic()
+        self.threads = []
+
+    def one(self, tag, tokens, headers):
+        stream = self.client.chat.completions.create(
             model=MODEL,
             messages=[{"role": "user", "content": f"Count to many ({tag})."}],
             max_tokens=tokens,
@@ -104,42 +112,60 @@ def order(gateway):
         )
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
-                with lock:
-                    firsts.setdefault(tag, time.monotonic() - start)
+                with self.lock:
+                    self.firsts.setdefault(tag, time.monotonic() - self.start)
 
-    threads = []
-
-    def go(tag, tokens, headers=None):
-        t = threading.Thread(target=one, args=(tag, tokens, headers))
+    def go(self, tag, tokens, headers=None):
+        t = threading.Thread(target=self.one, args=(tag, tokens, headers))
         t.start()
-        threads.append(t)
+        self.threads.append(t)
 
-    # Fillers of distinct lengths: the slots free one at a time.
-    for k, n in enumerate([40, 50, 60, 70]):
-        go(f"fill{k}", n)
-    while len(firsts) < 4 and time.monotonic() - start < 60:
-        time.sleep(0.02)
+    def fill(self):
+        """Fillers of distinct lengths take the four slots (they free one at a time)."""
+        for k, n in enumerate([40, 50, 60, 70]):
+            self.go(f"fill{k}", n)
+        while len(self.firsts) < 4 and time.monotonic() - self.start < 60:
+            time.sleep(0.02)
+
+    def ordered(self, rank):
+        """The waiting requests by first token. Requests vLLM admits in one step have their
+        first tokens in that step's output: which the client reads first is a race between its
+        threads, not vLLM's order. Such requests (first tokens closer than STEP_TIE, under half
+        of a decode step here) are one group, listed by `rank`; vLLM's order across steps is
+        what is checked."""
+        for t in self.threads:
+            t.join()
+        waited = sorted((t, tag) for tag, t in self.firsts.items() if not tag.startswith("fill"))
+        groups = []
+        for t, tag in waited:
+            if groups and t - groups[-1][-1][0] < STEP_TIE:
+                groups[-1].append((t, tag))
+            else:
+                groups.append([(t, tag)])
+        ordered = [tag for g in groups for tag in sorted((tag for _, tag in g), key=rank)]
+        return {"first_tokens": ordered,
+                "same_step": [[tag for _, tag in g] for g in groups if len(g) > 1],
+                "first_token_s": {tag: round(t, 3) for t, tag in waited}}
+
+
+def order(gateway):
+    f = Firsts(gateway)
+    f.fill()
     for tag, n in [("n30", 30), ("n5", 5), ("n20", 20), ("n10", 10), ("n25", 25), ("n15", 15)]:
-        go(tag, n)
+        f.go(tag, n)
     time.sleep(0.3)
-    go("critical", 30, {"x-dynamo-request-priority": "100"})
-    for t in threads:
-        t.join()
-    # Requests vLLM admits in one step have their first tokens in that step's output: which the
-    # client reads first is a race between its threads, not vLLM's order. Such requests (first
-    # tokens closer than STEP_TIE, under half of a decode step here) are one group, listed in
-    # the policy's order; vLLM's order across steps is what is checked.
-    waited = sorted((t, tag) for tag, t in firsts.items() if not tag.startswith("fill"))
-    rank = lambda tag: 0 if tag == "critical" else int(tag[1:])
-    groups = []
-    for t, tag in waited:
-        if groups and t - groups[-1][-1][0] < STEP_TIE:
-            groups[-1].append((t, tag))
-        else:
-            groups.append([(t, tag)])
-    ordered = [tag for g in groups for tag in sorted((tag for _, tag in g), key=rank)]
-    return {"first_tokens": ordered, "same_step": [[tag for _, tag in g] for g in groups if len(g) > 1],
-            "first_token_s": {tag: round(t, 3) for t, tag in waited}}
+    f.go("critical", 30, {"x-dynamo-request-priority": "100"})
+    return f.ordered(lambda tag: 0 if tag == "critical" else int(tag[1:]))
+
+
+def classes(gateway):
+    f = Firsts(gateway)
+    f.fill()
+    for tag in ["s0", "a0", "s1", "a1", "s2", "a2"]:
+        priority = "-5" if tag.startswith("s") else "0"
+        f.go(tag, 10, {"x-dynamo-request-priority": priority})
+        time.sleep(0.05)
+    return f.ordered(lambda tag: (tag[0] == "s", tag))
 
 
 def main():
@@ -150,8 +176,10 @@ def main():
         print(json.dumps(toolong(sys.argv[2])))
     elif what == "order":
         print(json.dumps(order(sys.argv[2])))
+    elif what == "classes":
+        print(json.dumps(classes(sys.argv[2])))
     else:
-        sys.exit(f"unknown check {what}: hangup or order")
+        sys.exit(f"unknown check {what}: hangup, toolong, order or classes")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@
 //! - a client gone mid-stream makes vLLM abort the request (its running count back to 0);
 //! - vLLM's 400 for a prompt beyond its window reaches the client and frees the request's place;
 //! - with `--order-at engine`, vLLM's own queue starts the waiting requests in the policy's
-//!   order (the oracle's, by stated length) and a critical request before all of them.
+//!   order (the oracle's, by stated length) and a critical request before all of them;
+//! - under the `priority` policy at the engine, classes of both signs keep their order: the
+//!   standard class's requests start before sheddable ones (class -5) sent before them.
 
 mod engines;
 
@@ -90,5 +92,20 @@ fn the_gateway_in_front_of_vllm_answers_scrapes_aborts_and_orders_in_vllms_queue
         serde_json::json!(["critical", "n5", "n10", "n15", "n20", "n25", "n30"]),
         "vLLM's queue in the policy's order, the critical request first (requests begun in one \
          engine step count as together): {order}"
+    );
+    // Classes 0 and -5 under the `priority` policy, ordered in vLLM's queue by the numbers
+    // the core sends (every rank's place monotone, whatever its sign).
+    let (_g, port) = engines::gateway(
+        engine_port,
+        &["--policy", "priority", "--order-at", "engine"],
+    );
+    let classes = client(
+        "vllm_check.py",
+        &["classes", &format!("http://127.0.0.1:{port}")],
+    );
+    assert_eq!(
+        classes["first_tokens"],
+        serde_json::json!(["a0", "a1", "a2", "s0", "s1", "s2"]),
+        "class 0 before class -5, each in arrival order: {classes}"
     );
 }

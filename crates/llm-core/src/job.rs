@@ -4,6 +4,10 @@
 use crate::policy::{Order, Size};
 use xsched_core::gittins::SizeDistribution;
 
+/// The reference request a rank is placed against, for an engine that orders: this many
+/// prompt tokens and as many answer tokens (the prior's median answer).
+pub const REFERENCE_TOKENS: u32 = 256;
+
 /// Where a request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
@@ -101,10 +105,10 @@ impl Job {
     }
 
     /// The reference request its rank is placed against for an engine that orders
-    /// (`sched/engine_order.rs`): as it, with a prompt and an answer of
-    /// [`REFERENCE_TOKENS`](crate::sched::REFERENCE_TOKENS) each.
+    /// (`sched/engine_order.rs`): as it, with a prompt and an answer of [`REFERENCE_TOKENS`]
+    /// each.
     pub fn reference(&self, order: Order) -> Job {
-        let n = crate::sched::REFERENCE_TOKENS;
+        let n = REFERENCE_TOKENS;
         let mut r = Job {
             input: n,
             lengths: SizeDistribution::point(f64::from(n)).unwrap_or_else(|| self.lengths.clone()),

@@ -17,7 +17,20 @@
 //!   answer (even an error status: the engine is alive) resets the doubling. The last engine in
 //!   service is never ejected: a request is better sent to it than refused.
 
-use crate::sched::EngineReport;
+/// What an engine reports of its next step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineReport {
+    /// Prompt tokens it can start for new requests in its next step (`None`: unlimited; 0: it
+    /// starts none, e.g. while requests sent earlier have not started).
+    pub step_tokens: Option<u32>,
+    /// Free KV tokens (`None`: unknown).
+    pub kv_free_tokens: Option<u64>,
+    /// Requests waiting in its own queue.
+    pub waiting: usize,
+    /// Requests it runs at once at most, when it says (llama.cpp's slots): admission keeps
+    /// within the smaller of this and the configured concurrency.
+    pub slots: Option<usize>,
+}
 
 /// Metrics that answered before and not for this long are stale (seconds).
 pub const STALE_AFTER_S: f64 = 3.0;

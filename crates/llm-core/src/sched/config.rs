@@ -74,10 +74,10 @@ pub struct Fairness {
     /// class (class above 0), so such a request has the engine without sheddable company.
     pub sheddable_apart: bool,
     /// Sheddable requests are not admitted to an engine while a request above the standard class
-    /// there waits for its first token (known from [`Input::Progress`]), so no sheddable prompt
+    /// there waits for its first token (known from [`Input::Progress`](super::Input::Progress)), so no sheddable prompt
     /// is prefilled in the same batch as its own; and, while requests above the standard class
     /// are about (one arrived within [`HIGH_CLASS_WINDOW`]), nor while another sheddable request
-    /// there whose first token will be reported ([`Arrival::reports_first_token`]) waits for it:
+    /// there whose first token will be reported ([`Arrival::reports_first_token`](super::Arrival::reports_first_token)) waits for it:
     /// sheddable prompts are then prefilled one at a time, so a request above them that arrives
     /// waits behind at most one (an engine cannot stop a batch it has begun).
     pub sheddable_after_first_token: bool,

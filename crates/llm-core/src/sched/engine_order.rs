@@ -37,9 +37,6 @@ impl Default for EngineOrder {
 pub const CLASS_SPAN_MS: i64 = 1_000_000_000_000;
 /// Classes beyond ±this map like it (so the numbers stay within 64 bits).
 pub const CLASS_LIMIT: i32 = 1000;
-/// The reference request a rank is placed against: this many prompt tokens and as many
-/// answer tokens (the prior's median answer).
-pub const REFERENCE_TOKENS: u32 = 256;
 
 /// The engine's number for a request of `class` with virtual deadline `key_s` (seconds on the
 /// scheduler's clock): `-class · CLASS_SPAN_MS + key in ms`, lower first.
@@ -51,7 +48,7 @@ pub fn engine_priority(class: i32, key_s: f64) -> i64 {
     -class * CLASS_SPAN_MS + ms
 }
 
-/// Where `rank` stands against `reference` (the rank of a request of [`REFERENCE_TOKENS`] in
+/// Where `rank` stands against `reference` (the rank of a request of [`REFERENCE_TOKENS`](crate::job::REFERENCE_TOKENS) in
 /// and out): `g(r) / (g(r) + g(reference))` with `g(r) = r + √(r² + 1)` (that is `e^asinh r`),
 /// from 0 (far better) through 0.5 (alike) towards 1 (far worse). `g` is positive and strictly
 /// increasing over every real rank, so the map keeps the policy's order whatever the ranks'

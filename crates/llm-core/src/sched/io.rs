@@ -3,6 +3,7 @@
 
 use crate::prefix::Prefix;
 use crate::service::Served;
+pub use crate::watch::EngineReport;
 use crate::watch::Scrape;
 use xsched_core::gittins::SizeDistribution;
 
@@ -34,7 +35,7 @@ pub struct Arrival {
     pub lengths: Option<SizeDistribution>,
     /// Seconds from its arrival to its first token that its client asked for (llm-d's
     /// `x-llm-d-slo-ttft-ms`): once waiting leaves less slack than its first token takes
-    /// alone ([`ServiceModel::slo_lead`]: half the deadline while that is unmeasured), it goes
+    /// alone ([`ServiceModel::slo_lead`](crate::service::ServiceModel::slo_lead): half the deadline while that is unmeasured), it goes
     /// before every request of its class that has not reached its own deadline or aging guard.
     pub ttft_slo: Option<f64>,
     /// Its prompt's prefix, as hashes of whole blocks, each chaining the ones before it
@@ -42,26 +43,11 @@ pub struct Arrival {
     pub prefix: Prefix,
     /// Whether its driver reports its first token as it comes ([`Input::Progress`]; a streamed
     /// answer whose events are counted): only then may it hold other sheddable requests back
-    /// while it waits for it ([`Fairness::sheddable_after_first_token`]).
+    /// while it waits for it ([`Fairness::sheddable_after_first_token`](crate::Fairness::sheddable_after_first_token)).
     pub reports_first_token: bool,
     /// The engines it may be admitted to (empty: any): a proxy's subset hint, which the
     /// endpoint picker passes on. It waits, in its place, until one of them fits.
     pub engines: Vec<usize>,
-}
-
-/// What an engine reports of its next step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineReport {
-    /// Prompt tokens it can start for new requests in its next step (`None`: unlimited; 0: it
-    /// starts none, e.g. while requests sent earlier have not started).
-    pub step_tokens: Option<u32>,
-    /// Free KV tokens (`None`: unknown).
-    pub kv_free_tokens: Option<u64>,
-    /// Requests waiting in its own queue.
-    pub waiting: usize,
-    /// Requests it runs at once at most, when it says (llama.cpp's slots): admission keeps
-    /// within the smaller of this and the configured concurrency.
-    pub slots: Option<usize>,
 }
 
 /// What happened.

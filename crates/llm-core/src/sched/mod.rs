@@ -28,9 +28,7 @@ mod reclaim;
 pub use config::{
     Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
 };
-pub use engine_order::{
-    CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, REFERENCE_TOKENS, engine_priority,
-};
+pub use engine_order::{CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, engine_priority};
 pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError, ShedReason};
 
 use crate::admit::{Headroom, Occupant, expected_peak};
