@@ -5,11 +5,19 @@ A file imports another when it names an item defined there: through a `use` (bra
 `crate::`, `super::`, `self::` and child-module paths resolved) or a path written inline
 (`crate::policy::NAMES`); a name re-exported with `pub use` is followed to the file that
 defines it, and a `pub use` is itself an import of that file. Test code (`#[cfg(test)]`
-modules, `tests/`) is left out. A circle (a strongly connected set of two or more files) means
-none of its files can be read, tested or moved without the others.
+modules, inline or in files of their own, and `tests/`) is left out. A circle (a strongly
+connected set of two or more files) means none of its files can be read, tested or moved
+without the others.
+
+Files are checked, and so are rooms as `farm-studio look` draws them: a module folder
+(`src/sched/`, its `mod.rs` and every file under it) is one room, any other file a room of its
+own. Two files can each stand clear of the other and still tie their folders in a loop (a file
+reads a name a folder's file defines, while the folder's `mod.rs` reads that file): that is a
+circle too.
 
     python3 scripts/import-circles.py core bench cli daemon   # exit 1 if any circle
     python3 scripts/import-circles.py --all                    # every crate, report only
+    python3 scripts/import-circles.py --root DIR NAME...       # crates under DIR (fixtures)
 """
 
 import argparse
@@ -18,6 +26,8 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates")
+
+TEST_MOD_DECL = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+[a-z_][a-z0-9_]*\s*;")
 
 MOD_DECL = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([a-z_][a-z0-9_]*)\s*;", re.M)
 USE_STMT = re.compile(r"^\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", re.M)
@@ -40,7 +50,7 @@ def strip_tests_and_comments(text):
             j += 1
         i = j
     out.append(text[i:])
-    return "".join(out)
+    return TEST_MOD_DECL.sub("", "".join(out))
 
 
 def expand_use(tree):
@@ -162,6 +172,25 @@ class Crate:
         return edges
 
 
+def rooms(src, edges):
+    """`edges` between rooms: a module folder under `src` (its `mod.rs` and every file below
+    it) is one room, named by the folder; any other file is its own."""
+
+    def room(f):
+        rel = os.path.relpath(f, src)
+        top = rel.split(os.sep)[0]
+        return os.path.join(src, top) + os.sep if os.sep in rel else f
+
+    out = {}
+    for f, targets in edges.items():
+        out.setdefault(room(f), set()).update(room(t) for t in targets)
+    for r, targets in out.items():
+        targets.discard(r)
+        for t in targets:
+            out.setdefault(t, set())
+    return out
+
+
 def circles(edges):
     """Tarjan's strongly connected components of two or more files."""
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
@@ -195,33 +224,62 @@ def circles(edges):
     return out
 
 
+def found(root, name):
+    """The kinds of circle (`files`, `rooms`) in crate `name` under `root`."""
+    src = os.path.join(root, name, "src")
+    edges = Crate(src).arrows()
+    kinds = {"files"} if circles(edges) else set()
+    return kinds | ({"rooms"} if circles(rooms(src, edges)) else set())
+
+
+def self_test():
+    """Each fixture crate (scripts/fixtures/import-circles/README.md) seen as it must be."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "import-circles")
+    want = {"files": {"files", "rooms"}, "rooms": {"rooms"}, "testmod": set(), "clean": set()}
+    bad = [f"{n}: {sorted(found(root, n))}, not {sorted(w)}" for n, w in want.items()
+           if found(root, n) != w]
+    for b in bad:
+        print(f"self-test FAILED  {b}", file=sys.stderr)
+    if not bad:
+        print(f"self-test ok ({len(want)} fixture crates)")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("crates", nargs="*", help="crate folders under crates/ that must have no circle")
     ap.add_argument("--all", action="store_true", help="report every crate's circles, fail on none")
+    ap.add_argument("--root", default=ROOT, help="the folder the crates are in (default: crates/)")
+    ap.add_argument("--self-test", action="store_true", help="check the checker on its fixtures")
     args = ap.parse_args()
-    names = sorted(os.listdir(ROOT)) if args.all else args.crates
+    if args.self_test:
+        return self_test()
+    root = args.root
+    names = sorted(os.listdir(root)) if args.all else args.crates
     if not names:
         ap.error("name crates (core bench ...) or --all")
     found = False
     for name in names:
-        src = os.path.join(ROOT, name, "src")
+        src = os.path.join(root, name, "src")
         if not os.path.isdir(src):
             print(f"no crate at crates/{name}", file=sys.stderr)
             return 2
         crate = Crate(src)
         edges = crate.arrows()
-        cs = circles(edges)
-        rel = lambda f: os.path.relpath(f, os.path.join(ROOT, ".."))
-        if not cs:
-            print(f"ok      crates/{name}: {len(crate.files)} files, no circle")
+        by_room = rooms(src, edges)
+        found_here = [("files", edges, c) for c in circles(edges)]
+        same = [set(c) for _, _, c in found_here]
+        found_here += [("rooms", by_room, c) for c in circles(by_room) if set(c) not in same]
+        rel = lambda f: os.path.relpath(f, os.path.join(root, ".."))
+        if not found_here:
+            print(f"ok      {os.path.basename(root)}/{name}: {len(crate.files)} files, no circle")
             continue
         found = True
-        for c in cs:
-            print(f"CIRCLE  crates/{name}: {len(c)} files")
+        for kind, graph, c in found_here:
+            print(f"CIRCLE  {os.path.basename(root)}/{name}: {len(c)} {kind}")
             members = set(c)
             for f in c:
-                for t in sorted(edges[f] & members):
+                for t in sorted(graph[f] & members):
                     print(f"          {rel(f)} -> {rel(t)}")
     return 1 if found and not args.all else 0
 
