@@ -137,7 +137,7 @@ pub struct ServeArgs {
     engine_horizon: f64,
 }
 
-fn seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() && v <= 86_400.0 => Ok(v),
         _ => Err(format!(

@@ -49,6 +49,11 @@ pub struct ReplayArgs {
     /// Where the policy's order acts.
     #[arg(long, value_enum, default_value = "engine")]
     order_at: ReplayOrderAt,
+    /// With --order-at engine: seconds by which a request the policy ranks last may be passed
+    /// by requests arriving after it (as `xsched llm serve --engine-horizon`).
+    #[arg(long, default_value_t = EngineOrder::default().horizon_s,
+          value_parser = crate::gateway_cmd::seconds)]
+    engine_horizon: f64,
 }
 
 /// Three finite, non-negative numbers, comma-separated.
@@ -116,7 +121,10 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
         cfg.beta_us = beta;
     }
     let rules = Rules {
-        engine_order: (a.order_at == ReplayOrderAt::Engine).then(EngineOrder::default),
+        engine_order: (a.order_at == ReplayOrderAt::Engine).then(|| EngineOrder {
+            horizon_s: a.engine_horizon,
+            ..EngineOrder::default()
+        }),
         ..Rules::default()
     };
     let runs = Runs {
