@@ -17,6 +17,7 @@
 //! that can take the head now (the gateway); [`Placement::AtArrival`] routes each request on
 //! arrival and keeps a queue per engine (each engine orders its own requests).
 
+mod arrival;
 mod config;
 mod displace;
 mod engine_order;
@@ -36,8 +37,7 @@ use crate::job::{Job, Place};
 use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
 use crate::learn::Learner;
 use crate::order::{self, Rank};
-use crate::policy::{Admission, Order, RequestPolicySpec, Size};
-use crate::predict::{capped, prior};
+use crate::policy::{Admission, RequestPolicySpec};
 use crate::prefix::PrefixCache;
 use crate::route::EngineLoad;
 use crate::service::ServiceModel;
@@ -370,81 +370,51 @@ impl RequestScheduler {
         if a.priority > 0 {
             self.high_class_until = now + HIGH_CLASS_WINDOW;
         }
-        let spec = self.config.policy;
-        let lengths = capped(a.lengths.unwrap_or_else(prior), a.max_tokens);
-        let first_mean = lengths.mean();
-        let unit = match spec.order {
-            Order::Gittins(Size::Time) => Size::Time,
-            _ => Size::Cost,
-        };
-        let mut job = Job {
-            seq: self.arrivals,
-            arrival: now,
-            input: a.input_tokens,
-            priority: a.priority,
-            tenant: a.tenant,
-            sizes: lengths.clone(),
-            lengths,
-            rates: self.service.linear_rates(),
-            first_mean,
-            generated: 0,
-            engine: None,
-            place: Place::Waiting,
-            aged_at: None,
-            deadline_at: None,
-            routed_cost: 0.0,
-            boosted_at: None,
-            prefix: a.prefix.clone(),
-            reports_first_token: a.reports_first_token,
-            engines: a.engines,
-            admitted_seq: 0,
-            answering: false,
-            engine_key: now,
-        };
+        let (id, priority) = (a.id, a.priority);
+        let mut job = arrival::job_of(a, now, self.arrivals, self.config.policy, &self.service);
         self.arrivals += 1;
-        job.sizes = job.sizes_for(spec.order);
-        job.routed_cost = job.size(unit, first_mean.round().max(1.0));
-        let guard = if spec.aging {
-            self.service
-                .solo_seconds(job.input, first_mean.round().max(1.0) as u32)
-                .map(|alone| now + AGING_FACTOR * alone)
-                .filter(|t| t.is_finite())
-        } else {
-            order::own_guard(spec.order, now, &job)
-        };
-        // Its deadline's guard: the last moment it can start and still meet its TTFT SLO.
-        job.deadline_at = a
-            .ttft_slo
-            .and_then(|slo| Some(now + slo - self.service.slo_lead(job.input, slo)?));
-        job.aged_at = earliest(guard, job.deadline_at);
-        if let Some(o) = self.config.engine_order {
-            let rank = |j: &Job| order::rank(spec.order, j, &self.service, spec.preemptive).major;
-            // The reference's rank changes only with the rates a time order ranks by.
-            let reference = match self.reference_rank {
-                Some((rates, r)) if rates == job.rates => r,
-                _ => rank(&job.reference(spec.order)),
-            };
-            self.reference_rank = Some((job.rates, reference));
-            let place = engine_order::place(rank(&job), reference);
-            let lead = self.counters.lead(job.tenant);
-            job.engine_key = engine_order::virtual_deadline(&o, now, place, lead, job.deadline_at);
-        }
+        self.number_for_engine(now, &mut job);
         self.route_on_arrival(&mut job);
-        let id = a.id;
         let engine = job.engine;
         self.jobs.insert(id, job);
         self.enqueue(id);
         self.decide(now, engine);
-        if !self
+        if self
             .jobs
             .get(&id)
             .is_some_and(|j| j.place == Place::Waiting)
         {
-            return Ok(());
+            self.shed_on_arrival(id, priority, engine);
+            self.displace_on_arrival(id);
         }
+        Ok(())
+    }
+
+    /// With an engine that orders its own queue, `job`'s number there: its virtual deadline
+    /// (`engine_order.rs`).
+    fn number_for_engine(&mut self, now: f64, job: &mut Job) {
+        let Some(o) = self.config.engine_order else {
+            return;
+        };
+        let spec = self.config.policy;
+        let rank = |j: &Job| order::rank(spec.order, j, &self.service, spec.preemptive).major;
+        // The reference's rank changes only with the rates a time order ranks by.
+        let reference = match self.reference_rank {
+            Some((rates, r)) if rates == job.rates => r,
+            _ => rank(&job.reference(spec.order)),
+        };
+        self.reference_rank = Some((job.rates, reference));
+        let place = engine_order::place(rank(job), reference);
+        let lead = self.counters.lead(job.tenant);
+        job.engine_key = engine_order::virtual_deadline(&o, now, place, lead, job.deadline_at);
+    }
+
+    /// Request `id` of class `priority` arrived and waits (in `engine`'s queue, placed on
+    /// arrival): shed it, or the sheddable request it displaces, if the rules say so.
+    fn shed_on_arrival(&mut self, id: u64, priority: i32, engine: Option<usize>) {
         // Held only while another's prompt is prefilled, with a slot free: not saturated.
         // With no engine answering, nothing is held for one that may never answer.
-        let sheddable_saturated = a.priority < 0
+        let sheddable_saturated = priority < 0
             && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
             && !self.slot_free(engine);
         let shed = if self.none_responsive() {
@@ -453,7 +423,7 @@ impl RequestScheduler {
             Some((id, ShedReason::Saturated))
         } else if self.waiting() > self.config.max_waiting {
             // A higher class displaces the newest sheddable request of the lowest class.
-            Some(match self.lanes_of(engine).displaceable(a.priority) {
+            Some(match self.lanes_of(engine).displaceable(priority) {
                 Some(other) => (other, ShedReason::Displaced),
                 None => (id, ShedReason::QueueFull),
             })
@@ -465,8 +435,6 @@ impl RequestScheduler {
             self.decisions
                 .push_back(Decision::Shed { id: shed, reason });
         }
-        self.displace_on_arrival(id);
-        Ok(())
     }
 
     /// Placed on arrival: route `job` now, among the engines that serve (all of them if none
