@@ -18,11 +18,12 @@ mod work;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use work::Work;
-use xsched_backend_cuda::CudaStream;
+use xsched_backend_cuda::{CudaDevice, CudaStream};
 use xsched_core::Level;
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode, XQueue};
 
 fn arg(name: &str, default: &str) -> String {
     std::env::args()
@@ -36,10 +37,22 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(i).copied().unwrap_or(f64::NAN)
 }
 
+/// The sweep's kernels and samples, from `name=value` arguments.
+struct Shape {
+    /// Preemptions measured per (level, T).
+    samples: usize,
+    /// Blocks of each background kernel.
+    blocks: u32,
+    /// Threads per block of each background kernel.
+    threads: u32,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let samples: usize = arg("samples", "40").parse()?;
-    let blocks: u32 = arg("blocks", "1056").parse()?;
-    let threads: u32 = arg("threads", "256").parse()?;
+    let shape = Shape {
+        samples: arg("samples", "40").parse()?,
+        blocks: arg("blocks", "1056").parse()?,
+        threads: arg("threads", "256").parse()?,
+    };
     let lengths: Vec<u32> = arg("lengths", "100,500,2000")
         .split(',')
         .map(str::parse)
@@ -56,64 +69,111 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     for &us in &lengths {
         for &level in levels {
-            let bg_hw = Arc::new(CudaStream::new(device.ordinal)?);
-            let fg_hw = Arc::new(CudaStream::new(device.ordinal)?);
-            let work = Arc::new(Work::new(1 << 20));
-            let bg =
-                Arc::new(runtime.create_queue(bg_hw, QueueOptions::default().with_level(level))?);
-            let fg = runtime.create_queue(fg_hw, QueueOptions::default())?;
-            // Standalone: the background's command length and the foreground's own latency.
-            // (Each measured on its second run: the first loads the module.)
-            let (mut bg_cmd_us, mut fg_alone_us) = (0.0, 0.0);
-            for _ in 0..2 {
-                let t = Instant::now();
-                bg.submit(work.command_on(us, 0, blocks, threads))?.wait()?;
-                bg_cmd_us = t.elapsed().as_secs_f64() * 1e6;
-                let t = Instant::now();
-                fg.submit(work.command(1, 1))?.wait()?;
-                fg_alone_us = t.elapsed().as_secs_f64() * 1e6;
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            let feeder = {
-                let (bg, work, stop) = (bg.clone(), work.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        if bg.query().pending < 32 {
-                            let _ = bg.submit(work.command_on(us, 2, blocks, threads));
-                        } else {
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                    }
-                })
-            };
-            let mut lat = Vec::with_capacity(samples);
-            for i in 0..samples {
-                std::thread::sleep(Duration::from_micros(
-                    u64::from(us) * 3 + (i as u64 % 7) * 97,
-                ));
-                let t = Instant::now();
-                bg.suspend()?;
-                fg.submit(work.command(1, 1))?.wait()?;
-                lat.push(t.elapsed().as_secs_f64() * 1e6);
-                bg.resume()?;
-            }
-            stop.store(true, Ordering::Relaxed);
-            let _ = feeder.join();
-            bg.cancel_pending()?;
-            // Cancelled commands report `Cancelled`; what matters is that nothing is left.
-            let _ = bg.wait_all();
-            lat.sort_by(f64::total_cmp);
-            println!(
-                "{{\"device\":{:?},\"level\":{},\"cmd_us\":{:.0},\"fg_alone_us\":{:.0},\"p50_us\":{:.0},\"p99_us\":{:.0},\"samples\":{}}}",
-                device.name,
-                level as u8,
-                bg_cmd_us,
-                fg_alone_us,
-                percentile(&lat, 0.5),
-                percentile(&lat, 0.99),
-                samples
-            );
+            measure(&runtime, &device, level, us, &shape)?;
         }
     }
     Ok(())
+}
+
+/// One (level, T) point: a background queue at `level` saturated with `us`-µs kernels, preempted
+/// `shape.samples` times by a foreground queue; prints its JSON line.
+fn measure(
+    runtime: &Runtime,
+    device: &CudaDevice,
+    level: Level,
+    us: u32,
+    shape: &Shape,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let bg_hw = Arc::new(CudaStream::new(device.ordinal)?);
+    let fg_hw = Arc::new(CudaStream::new(device.ordinal)?);
+    let work = Arc::new(Work::new(1 << 20));
+    let bg = Arc::new(runtime.create_queue(bg_hw, QueueOptions::default().with_level(level))?);
+    let fg = runtime.create_queue(fg_hw, QueueOptions::default())?;
+    let (bg_cmd_us, fg_alone_us) = standalone(&bg, &fg, &work, us, shape)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = feed(&bg, &work, &stop, us, shape);
+    let mut lat = preempt(&bg, &fg, &work, us, shape.samples)?;
+    stop.store(true, Ordering::Relaxed);
+    let _ = feeder.join();
+    bg.cancel_pending()?;
+    // Cancelled commands report `Cancelled`; what matters is that nothing is left.
+    let _ = bg.wait_all();
+    lat.sort_by(f64::total_cmp);
+    println!(
+        "{{\"device\":{:?},\"level\":{},\"cmd_us\":{:.0},\"fg_alone_us\":{:.0},\"p50_us\":{:.0},\"p99_us\":{:.0},\"samples\":{}}}",
+        device.name,
+        level as u8,
+        bg_cmd_us,
+        fg_alone_us,
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        shape.samples
+    );
+    Ok(())
+}
+
+/// Standalone: the background's command length and the foreground's own latency (µs), each
+/// measured on its second run (the first loads the module).
+fn standalone(
+    bg: &XQueue<CudaStream>,
+    fg: &XQueue<CudaStream>,
+    work: &Work,
+    us: u32,
+    shape: &Shape,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let (mut bg_cmd_us, mut fg_alone_us) = (0.0, 0.0);
+    for _ in 0..2 {
+        let t = Instant::now();
+        bg.submit(work.command_on(us, 0, shape.blocks, shape.threads))?
+            .wait()?;
+        bg_cmd_us = t.elapsed().as_secs_f64() * 1e6;
+        let t = Instant::now();
+        fg.submit(work.command(1, 1))?.wait()?;
+        fg_alone_us = t.elapsed().as_secs_f64() * 1e6;
+    }
+    Ok((bg_cmd_us, fg_alone_us))
+}
+
+/// A thread keeping `bg` saturated with `us`-µs kernels (32 pending at most) until `stop`.
+fn feed(
+    bg: &Arc<XQueue<CudaStream>>,
+    work: &Arc<Work>,
+    stop: &Arc<AtomicBool>,
+    us: u32,
+    shape: &Shape,
+) -> JoinHandle<()> {
+    let (bg, work, stop) = (bg.clone(), work.clone(), stop.clone());
+    let (blocks, threads) = (shape.blocks, shape.threads);
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            if bg.query().pending < 32 {
+                let _ = bg.submit(work.command_on(us, 2, blocks, threads));
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    })
+}
+
+/// `samples` preemptions of `bg` at staggered moments, each latency (µs) from suspending it to
+/// the foreground's one-block command done.
+fn preempt(
+    bg: &XQueue<CudaStream>,
+    fg: &XQueue<CudaStream>,
+    work: &Work,
+    us: u32,
+    samples: usize,
+) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+    let mut lat = Vec::with_capacity(samples);
+    for i in 0..samples {
+        std::thread::sleep(Duration::from_micros(
+            u64::from(us) * 3 + (i as u64 % 7) * 97,
+        ));
+        let t = Instant::now();
+        bg.suspend()?;
+        fg.submit(work.command(1, 1))?.wait()?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+        bg.resume()?;
+    }
+    Ok(lat)
 }

@@ -257,6 +257,8 @@ fn mean_ms(r: &RunResult) -> f64 {
     r.latency.mean() / 1e6
 }
 
+/// The report: a row per level, job and mode, the study's checks per (level, job), and the
+/// trade-off figure.
 fn report(
     cases: &[(Level, Job)],
     alone: Vec<RunResult>,
@@ -273,43 +275,12 @@ fn report(
         }; 6];
         for (i, mode) in MODES.iter().enumerate() {
             let rs = if i == 0 { &alone } else { &results[c][i] };
-            let (mean, lo, hi) = spread(rs.iter().map(mean_ms).collect());
-            let (harvested, h_lo, h_hi) = spread(rs.iter().map(|r| r.harvested).collect());
-            let p99 = spread(
-                rs.iter()
-                    .map(|r| pct_us(&r.latency, 0.99) / 1000.0)
-                    .collect(),
-            )
-            .0;
-            outcomes[i] = Outcome {
-                harvested,
-                slowdown: mean / base - 1.0,
-            };
+            let (row, outcome) = mode_row(level, job, *mode, rs, base);
+            outcomes[i] = outcome;
             if i > 0 {
                 points[i].push(outcomes[i]);
             }
-            let shown_level = match mode {
-                Mode::Standalone | Mode::Native => None,
-                m if m.preempts() => Some(level.number()),
-                _ => Some(Level::Block.number()),
-            };
-            rows.push(cells(&[
-                ("level", json!(level.number())),
-                ("job", json!(job.name())),
-                ("mode", json!(mode.name())),
-                ("mode_level", json!(shown_level)),
-                ("harvested_share", json!(round3(harvested))),
-                ("harvested_min", json!(round3(h_lo))),
-                ("harvested_max", json!(round3(h_hi))),
-                ("prod_mean_ms", json!(round3(mean))),
-                ("mean_min_ms", json!(round3(lo))),
-                ("mean_max_ms", json!(round3(hi))),
-                ("prod_p99_ms", json!(round3(p99))),
-                (
-                    "prod_slowdown_pct",
-                    json!(round3(100.0 * outcomes[i].slowdown)),
-                ),
-            ]));
+            rows.push(row);
         }
         checks.extend(harvest_case::checks(
             &format!("cpu L{} {}", level.number(), job.name()),
@@ -343,6 +314,49 @@ fn report(
         events: None,
     };
     (report, vec![figure])
+}
+
+/// One mode's row for `level` and `job` from its runs `rs`, and its outcome: the median
+/// harvested share, and the median mean latency's slowdown over `base` (the service alone's).
+fn mode_row(
+    level: Level,
+    job: Job,
+    mode: Mode,
+    rs: &[RunResult],
+    base: f64,
+) -> (xsched_report::Row, Outcome) {
+    let (mean, lo, hi) = spread(rs.iter().map(mean_ms).collect());
+    let (harvested, h_lo, h_hi) = spread(rs.iter().map(|r| r.harvested).collect());
+    let p99 = spread(
+        rs.iter()
+            .map(|r| pct_us(&r.latency, 0.99) / 1000.0)
+            .collect(),
+    )
+    .0;
+    let outcome = Outcome {
+        harvested,
+        slowdown: mean / base - 1.0,
+    };
+    let shown_level = match mode {
+        Mode::Standalone | Mode::Native => None,
+        m if m.preempts() => Some(level.number()),
+        _ => Some(Level::Block.number()),
+    };
+    let row = cells(&[
+        ("level", json!(level.number())),
+        ("job", json!(job.name())),
+        ("mode", json!(mode.name())),
+        ("mode_level", json!(shown_level)),
+        ("harvested_share", json!(round3(harvested))),
+        ("harvested_min", json!(round3(h_lo))),
+        ("harvested_max", json!(round3(h_hi))),
+        ("prod_mean_ms", json!(round3(mean))),
+        ("mean_min_ms", json!(round3(lo))),
+        ("mean_max_ms", json!(round3(hi))),
+        ("prod_p99_ms", json!(round3(p99))),
+        ("prod_slowdown_pct", json!(round3(100.0 * outcome.slowdown))),
+    ]);
+    (row, outcome)
 }
 
 #[cfg(test)]

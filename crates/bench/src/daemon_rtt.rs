@@ -5,6 +5,7 @@
 use crate::cpu_share::thread_cpu_ns;
 use crate::stats::{none, pct_us};
 use crate::{Check, Report};
+use hdrhistogram::Histogram;
 use serde_json::json;
 use std::io::{self, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -132,26 +133,53 @@ pub fn run(
     let echo_thread = std::thread::spawn(move || echo(listener));
     let mut to_echo = UnixStream::connect(&echo_path)?;
     let mut to_daemon = client(daemon.path())?;
-    let (mut floor, mut through) = (
-        xsched_report::new_histogram(),
-        xsched_report::new_histogram(),
-    );
     progress(0, 2);
-    for i in 0..p.samples {
-        // Interleaved, after a pause that lets every thread fall asleep, as between real events.
-        std::thread::sleep(Duration::from_micros(200));
-        xsched_report::record_duration(&mut floor, ping(&mut to_echo)?);
-        std::thread::sleep(Duration::from_micros(200));
-        xsched_report::record_duration(&mut through, round_trip(&mut to_daemon, i % 2 == 0)?);
-    }
-    if p.samples % 2 == 1 {
-        round_trip(&mut to_daemon, false)?;
-    }
+    let (floor, through) = sample_round_trips(p.samples, &mut to_echo, &mut to_daemon)?;
     drop(to_echo);
     let _ = echo_thread.join();
     let _ = std::fs::remove_file(&echo_path);
     progress(1, 2);
 
+    let (share, rate) = cpu_share_phase(p, &mut to_daemon)?;
+    progress(2, 2);
+    to_daemon
+        .flush()
+        .map_err(|e: io::Error| -> DaemonBenchError { e.into() })?;
+    drop(to_daemon);
+    daemon.stop();
+    Ok(daemon_report(&floor, &through, share, rate))
+}
+
+/// `samples` echo pings (the floor) and as many daemon round trips, interleaved; the round
+/// trips alternate Ready and Idle and end on an Idle, so the low queue is left resumed.
+fn sample_round_trips(
+    samples: u32,
+    to_echo: &mut UnixStream,
+    to_daemon: &mut UnixStream,
+) -> Result<(Histogram<u64>, Histogram<u64>), DaemonBenchError> {
+    let (mut floor, mut through) = (
+        xsched_report::new_histogram(),
+        xsched_report::new_histogram(),
+    );
+    for i in 0..samples {
+        // Interleaved, after a pause that lets every thread fall asleep, as between real events.
+        std::thread::sleep(Duration::from_micros(200));
+        xsched_report::record_duration(&mut floor, ping(to_echo)?);
+        std::thread::sleep(Duration::from_micros(200));
+        xsched_report::record_duration(&mut through, round_trip(to_daemon, i % 2 == 0)?);
+    }
+    if samples % 2 == 1 {
+        round_trip(to_daemon, false)?;
+    }
+    Ok((floor, through))
+}
+
+/// The daemon threads' CPU share (% of one core) and the event rate reached while pairs of
+/// events are sent at `p.rate` for `p.phase`.
+fn cpu_share_phase(
+    p: &DaemonRttParams,
+    to_daemon: &mut UnixStream,
+) -> Result<(f64, f64), DaemonBenchError> {
     // CPU share: pairs of events (Ready, Idle of the high queue), each answered by an operation.
     let pairs_per_ms = (p.rate / 2000).max(1);
     let start = Instant::now();
@@ -161,8 +189,8 @@ pub fn run(
     while start.elapsed() < p.phase {
         tick += 1;
         for _ in 0..pairs_per_ms {
-            round_trip(&mut to_daemon, true)?;
-            round_trip(&mut to_daemon, false)?;
+            round_trip(to_daemon, true)?;
+            round_trip(to_daemon, false)?;
             events += 2;
         }
         let next = start + Duration::from_millis(tick);
@@ -172,17 +200,21 @@ pub fn run(
     let cpu = daemon_threads_ns().saturating_sub(cpu0);
     let share = cpu as f64 / wall.as_nanos().max(1) as f64 * 100.0;
     let rate = events as f64 / wall.as_secs_f64();
-    progress(2, 2);
-    to_daemon
-        .flush()
-        .map_err(|e: io::Error| -> DaemonBenchError { e.into() })?;
-    drop(to_daemon);
-    daemon.stop();
+    Ok((share, rate))
+}
 
-    let floor_p99 = pct_us(&floor, 0.99);
-    let floor_p50 = pct_us(&floor, 0.5);
+/// The report: the floor, the daemon round trip against it, and the daemon's CPU `share` at
+/// `rate` events/s.
+fn daemon_report(
+    floor: &Histogram<u64>,
+    through: &Histogram<u64>,
+    share: f64,
+    rate: f64,
+) -> Report {
+    let floor_p99 = pct_us(floor, 0.99);
+    let floor_p50 = pct_us(floor, 0.5);
     let ratio = |v: f64, f: f64| if f > 0.0 { round3(v / f) } else { 0.0 };
-    let (p50, p99) = (pct_us(&through, 0.5), pct_us(&through, 0.99));
+    let (p50, p99) = (pct_us(through, 0.5), pct_us(through, 0.99));
     let rows = vec![
         cells(&[
             ("path", json!("raw unix-socket ping-pong (floor)")),
@@ -222,11 +254,11 @@ pub fn run(
         measured: format!("{} (P99: {})", ratio(p50, floor_p50), ratio(p99, floor_p99)),
         verdict: Verdict::of(ratio(p50, floor_p50) <= 1.3),
     }];
-    Ok(Report {
+    Report {
         experiment: "daemon round trip".into(),
         columns: columns(&["path", "p50_us", "p99_us", "ratio_to_floor"]),
         rows,
         checks,
         events: None,
-    })
+    }
 }

@@ -133,95 +133,19 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let kernel = Arc::new(Spin::new(p.command));
-    let mut configs: Vec<(String, QueueOptions)> = Vec::new();
-    for &t in &p.thresholds {
-        let config = LaunchConfig::new(t, (t / 2).max(1))?;
-        configs.push((
-            t.to_string(),
-            QueueOptions::default().with_config(config.with_inflight_budget(None)),
-        ));
-    }
-    configs.push(("default (L3)".into(), QueueOptions::default()));
-    configs.push((
-        "default (L1)".into(),
-        QueueOptions::default().with_level(xsched_core::Level::Block),
-    ));
+    let configs = queue_configs(&p.thresholds)?;
     let total = configs.len() + 1;
     let mut rows = Vec::new();
     let mut checks = Vec::new();
     for (i, (name, options)) in configs.iter().enumerate() {
         progress(i, total);
-        // Many short direct and xsched runs alternate and the loss is taken per adjacent pair,
-        // so drifts of a shared machine's speed (several % over seconds) cancel; the median
-        // pair is reported.
-        // One queue per configuration, created (and its launcher thread started) before timing.
-        let q = runtime.create_queue(Arc::new(device.create_queue()), *options)?;
-        let mut pairs = Vec::new();
-        let (mut direct_switches, mut xsched_switches) = (0u64, 0u64);
-        for _ in 0..p.repeats {
-            let (sd, d) = switches::during(|| direct(&device, &kernel, p.commands));
-            let (sx, x) = switches::during(|| through_xqueue(&q, &kernel, p.commands));
-            direct_switches += sd;
-            xsched_switches += sx;
-            pairs.push((d.as_secs_f64() * 1e3, x?.as_secs_f64() * 1e3));
-        }
-        let per_command = |n: u64| n as f64 / f64::from(p.repeats * p.commands);
-        let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();
-        let median = |v: Vec<f64>| xsched_report::quantile(&v, 0.5).unwrap_or(0.0);
-        let loss = median(losses);
-        let d = median(pairs.iter().map(|p| p.0).collect());
-        let x = median(pairs.iter().map(|p| p.1).collect());
-        let budget = options
-            .config
-            .inflight_budget()
-            .map_or(json!(null), |b| json!(b.as_us_f64()));
-        rows.push(cells(&[
-            ("threshold", json!(name)),
-            ("batch", json!(options.config.batch())),
-            ("budget_us", budget),
-            ("direct_ms", json!(round3(d))),
-            ("xsched_ms", json!(round3(x))),
-            ("loss_pct", json!(round3(loss))),
-            (
-                "direct_switches_per_cmd",
-                json!(round3(per_command(direct_switches))),
-            ),
-            (
-                "xsched_switches_per_cmd",
-                json!(round3(per_command(xsched_switches))),
-            ),
-        ]));
-        if name == "8" {
-            checks.push(Check {
-                name: format!(
-                    "throughput loss at threshold 8, {} us commands",
-                    p.command.as_micros()
-                ),
-                target: "< 1 %".into(),
-                measured: format!("{:.2} %", loss),
-                verdict: Verdict::of(loss < 1.0),
-            });
-        }
+        let (row, check) = measure_config(p, &runtime, &device, &kernel, name, options)?;
+        rows.push(row);
+        checks.extend(check);
     }
     progress(configs.len(), total);
     let submit = submit_cost(&runtime, &device, p.submit_samples)?;
-    let mean_ns = submit.mean();
-    rows.push(cells(&[
-        ("threshold", json!("submit call")),
-        ("batch", json!(null)),
-        ("budget_us", json!(null)),
-        ("direct_ms", json!(null)),
-        ("xsched_ms", json!(null)),
-        (
-            "loss_pct",
-            json!(format!(
-                "mean {:.0} ns, p50 {:.0} ns, p99 {:.0} ns",
-                mean_ns,
-                pct_us(&submit, 0.5) * 1e3,
-                pct_us(&submit, 0.99) * 1e3
-            )),
-        ),
-    ]));
+    rows.push(submit_row(&submit));
     progress(total, total);
     Ok(Report {
         experiment: "overhead (cpu device)".into(),
@@ -239,4 +163,131 @@ pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report
         checks,
         events: None,
     })
+}
+
+/// The configurations tried, named: each threshold at Level 3 with no in-flight budget, then
+/// the default config at Levels 3 and 1.
+fn queue_configs(thresholds: &[u32]) -> Result<Vec<(String, QueueOptions)>, RuntimeError> {
+    let mut configs: Vec<(String, QueueOptions)> = Vec::new();
+    for &t in thresholds {
+        let config = LaunchConfig::new(t, (t / 2).max(1))?;
+        configs.push((
+            t.to_string(),
+            QueueOptions::default().with_config(config.with_inflight_budget(None)),
+        ));
+    }
+    configs.push(("default (L3)".into(), QueueOptions::default()));
+    configs.push((
+        "default (L1)".into(),
+        QueueOptions::default().with_level(xsched_core::Level::Block),
+    ));
+    Ok(configs)
+}
+
+/// One configuration's row (median direct and xsched times, loss, switches per command), and
+/// the loss check when it is threshold 8.
+fn measure_config(
+    p: &OverheadParams,
+    runtime: &Runtime,
+    device: &CpuDevice,
+    kernel: &Arc<Spin>,
+    name: &str,
+    options: &QueueOptions,
+) -> Result<(xsched_report::Row, Option<Check>), RuntimeError> {
+    let runs = alternate_runs(p, runtime, device, kernel, options)?;
+    let pairs = &runs.pairs;
+    let per_command = |n: u64| n as f64 / f64::from(p.repeats * p.commands);
+    let losses: Vec<f64> = pairs.iter().map(|(d, x)| (x - d) / d * 100.0).collect();
+    let median = |v: Vec<f64>| xsched_report::quantile(&v, 0.5).unwrap_or(0.0);
+    let loss = median(losses);
+    let d = median(pairs.iter().map(|p| p.0).collect());
+    let x = median(pairs.iter().map(|p| p.1).collect());
+    let budget = options
+        .config
+        .inflight_budget()
+        .map_or(json!(null), |b| json!(b.as_us_f64()));
+    let row = cells(&[
+        ("threshold", json!(name)),
+        ("batch", json!(options.config.batch())),
+        ("budget_us", budget),
+        ("direct_ms", json!(round3(d))),
+        ("xsched_ms", json!(round3(x))),
+        ("loss_pct", json!(round3(loss))),
+        (
+            "direct_switches_per_cmd",
+            json!(round3(per_command(runs.direct_switches))),
+        ),
+        (
+            "xsched_switches_per_cmd",
+            json!(round3(per_command(runs.xsched_switches))),
+        ),
+    ]);
+    let check = (name == "8").then(|| Check {
+        name: format!(
+            "throughput loss at threshold 8, {} us commands",
+            p.command.as_micros()
+        ),
+        target: "< 1 %".into(),
+        measured: format!("{:.2} %", loss),
+        verdict: Verdict::of(loss < 1.0),
+    });
+    Ok((row, check))
+}
+
+/// One configuration's runs: direct and xsched wall times in ms, run by run, and the context
+/// switches of each side in all.
+struct Runs {
+    pairs: Vec<(f64, f64)>,
+    direct_switches: u64,
+    xsched_switches: u64,
+}
+
+/// `p.repeats` direct runs, each followed by an xsched run on one queue with `options`.
+fn alternate_runs(
+    p: &OverheadParams,
+    runtime: &Runtime,
+    device: &CpuDevice,
+    kernel: &Arc<Spin>,
+    options: &QueueOptions,
+) -> Result<Runs, RuntimeError> {
+    // Many short direct and xsched runs alternate and the loss is taken per adjacent pair,
+    // so drifts of a shared machine's speed (several % over seconds) cancel; the median
+    // pair is reported.
+    // One queue per configuration, created (and its launcher thread started) before timing.
+    let q = runtime.create_queue(Arc::new(device.create_queue()), *options)?;
+    let mut pairs = Vec::new();
+    let (mut direct_switches, mut xsched_switches) = (0u64, 0u64);
+    for _ in 0..p.repeats {
+        let (sd, d) = switches::during(|| direct(device, kernel, p.commands));
+        let (sx, x) = switches::during(|| through_xqueue(&q, kernel, p.commands));
+        direct_switches += sd;
+        xsched_switches += sx;
+        pairs.push((d.as_secs_f64() * 1e3, x?.as_secs_f64() * 1e3));
+    }
+    Ok(Runs {
+        pairs,
+        direct_switches,
+        xsched_switches,
+    })
+}
+
+/// The row of the `submit` call's cost: its mean, P50 and P99 in ns.
+fn submit_row(submit: &hdrhistogram::Histogram<u64>) -> xsched_report::Row {
+    let mean_ns = submit.mean();
+    cells(&[
+        ("threshold", json!("submit call")),
+        ("batch", json!(null)),
+        ("budget_us", json!(null)),
+        ("direct_ms", json!(null)),
+        ("xsched_ms", json!(null)),
+        (
+            "loss_pct",
+            json!(format!(
+                "mean {:.0} ns, p50 {:.0} ns, p99 {:.0} ns",
+                mean_ns,
+                pct_us(submit, 0.5) * 1e3,
+                pct_us(submit, 0.99) * 1e3
+            )),
+        ),
+    ])
 }

@@ -262,6 +262,48 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
         rate: p.rate,
     };
     let mut rng = Pcg64::seed_from_u64(p.seed);
+    let plan = disturbance_plan(p, &mut rng);
+    let outcome = drive(&mut soak, p, clients, plan, &mut rng, tick)?;
+    let (mut rows, tally) = tally_clients(&outcome.done)?;
+    // The daemon must hold nothing of the clients now gone (killed ones included).
+    let left = soak.rows_left_after_release();
+    let expected = per_client * clients as u64;
+    let checks = soak_checks(p, clients, per_client, &tally, &outcome.disturbed, left);
+    rows.push(total_row(expected, &tally, outcome.wall));
+    let _ = std::fs::remove_dir(&dir);
+    Ok(soak_report(p, clients, expected, rows).with_checks(checks))
+}
+
+/// How many disturbances of each kind landed during the run.
+#[derive(Default)]
+struct Disturbed {
+    kills: usize,
+    daemon_kills: usize,
+    stops: usize,
+}
+
+/// What the clients' run left behind.
+struct Outcome {
+    /// Each finished client's priority and output, in the order they finished.
+    done: Vec<(i32, std::process::Output)>,
+    /// The disturbances that landed.
+    disturbed: Disturbed,
+    /// From the clients' start to the last one's end.
+    wall: Duration,
+}
+
+/// The finished clients' reports, summed.
+#[derive(Default)]
+struct Tally {
+    once: u64,
+    more: u64,
+    never: u64,
+    failed: u64,
+}
+
+/// The disturbances (`p.kills` client kills, `p.restarts` daemon disturbances alternating
+/// SIGKILL + restart and SIGSTOP), in an order shuffled by `rng`.
+fn disturbance_plan(p: &SoakParams, rng: &mut Pcg64) -> Vec<Disturbance> {
     let mut plan: Vec<Disturbance> = std::iter::repeat_n(Disturbance::KillClient, p.kills)
         .chain((0..p.restarts).map(|i| {
             if i % 2 == 0 {
@@ -271,76 +313,136 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
             }
         }))
         .collect();
-    plan.shuffle(&mut rng);
+    plan.shuffle(rng);
+    plan
+}
 
+/// Starts `clients` clients and lands `plan` evenly over their paced run until every client
+/// (killed ones replaced) has finished.
+fn drive(
+    soak: &mut Soak<'_>,
+    p: &SoakParams,
+    clients: usize,
+    mut plan: Vec<Disturbance>,
+    rng: &mut Pcg64,
+    tick: &dyn Fn(usize, usize),
+) -> Result<Outcome, SoakError> {
     let started = Instant::now();
     let mut live: Vec<Client> = (0..clients)
         .map(|i| soak.client([0, 5, 10][i % 3]))
         .collect::<Result<_, _>>()?;
     let mut done: Vec<(i32, std::process::Output)> = Vec::new();
-    let (mut kills, mut daemon_kills, mut stops) = (0usize, 0usize, 0usize);
+    let mut disturbed = Disturbed::default();
     // Spread the disturbances evenly over the paced run.
-    let length = Duration::from_secs_f64(per_client as f64 / f64::from(p.rate.max(1)));
+    let length = Duration::from_secs_f64(soak.per_client as f64 / f64::from(p.rate.max(1)));
     let spacing = length.div_f64((plan.len() + 1) as f64);
     let mut next = started + spacing;
     let limit = Duration::from_secs(1800);
     while !live.is_empty() {
-        // Collect the clients that finished.
-        let mut i = 0;
-        while i < live.len() {
-            if matches!(live[i].child.try_wait(), Ok(Some(_))) {
-                let Client { child, priority } = live.swap_remove(i);
-                let pid = child.id();
-                let out = child
-                    .wait_with_output()
-                    .map_err(io(format!("waiting for client {pid}")))?;
-                done.push((priority, out));
-                tick(done.len(), clients);
-            } else {
-                i += 1;
-            }
-        }
+        collect_finished(&mut live, &mut done, clients, tick)?;
         if Instant::now() >= next && !plan.is_empty() && !live.is_empty() {
             next += spacing;
-            match plan.remove(0) {
-                Disturbance::KillClient => {
-                    let victim = rng.random_range(0..live.len());
-                    let mut c = live.swap_remove(victim);
-                    let _ = c.child.kill();
-                    let _ = c.child.wait();
-                    kills += 1;
-                    live.push(soak.client(c.priority)?);
-                }
-                Disturbance::KillDaemon => {
-                    soak.restart_daemon()?;
-                    daemon_kills += 1;
-                }
-                Disturbance::StopDaemon => {
-                    soak.stop_daemon(p.stopped_for)?;
-                    stops += 1;
-                }
-            }
+            let what = plan.remove(0);
+            soak.disturb(what, &mut live, rng, p.stopped_for, &mut disturbed)?;
         }
         if started.elapsed() > limit {
             return Err(SoakError::Timeout(limit));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let wall = started.elapsed();
+    Ok(Outcome {
+        done,
+        disturbed,
+        wall: started.elapsed(),
+    })
+}
 
+/// Moves the clients of `live` that have exited into `done` with their output, ticking each.
+fn collect_finished(
+    live: &mut Vec<Client>,
+    done: &mut Vec<(i32, std::process::Output)>,
+    clients: usize,
+    tick: &dyn Fn(usize, usize),
+) -> Result<(), SoakError> {
+    let mut i = 0;
+    while i < live.len() {
+        if matches!(live[i].child.try_wait(), Ok(Some(_))) {
+            let Client { child, priority } = live.swap_remove(i);
+            let pid = child.id();
+            let out = child
+                .wait_with_output()
+                .map_err(io(format!("waiting for client {pid}")))?;
+            done.push((priority, out));
+            tick(done.len(), clients);
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+impl Soak<'_> {
+    /// Lands one disturbance: SIGKILLs a random client of `live` and starts its replacement,
+    /// or kills and restarts the daemon, or stops it for `stopped_for`; counts it in `count`.
+    fn disturb(
+        &mut self,
+        what: Disturbance,
+        live: &mut Vec<Client>,
+        rng: &mut Pcg64,
+        stopped_for: Duration,
+        count: &mut Disturbed,
+    ) -> Result<(), SoakError> {
+        match what {
+            Disturbance::KillClient => {
+                let victim = rng.random_range(0..live.len());
+                let mut c = live.swap_remove(victim);
+                let _ = c.child.kill();
+                let _ = c.child.wait();
+                count.kills += 1;
+                live.push(self.client(c.priority)?);
+            }
+            Disturbance::KillDaemon => {
+                self.restart_daemon()?;
+                count.daemon_kills += 1;
+            }
+            Disturbance::StopDaemon => {
+                self.stop_daemon(stopped_for)?;
+                count.stops += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows the daemon still shows once it has had up to 5 s to drop them (`None` if it does
+    /// not answer).
+    fn rows_left_after_release(&self) -> Option<usize> {
+        let released = Instant::now();
+        let mut left = self.rows_left();
+        while left != Some(0) && released.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+            left = self.rows_left();
+        }
+        left
+    }
+}
+
+/// Parses each finished client's report into a row of its own, and sums them.
+fn tally_clients(
+    done: &[(i32, std::process::Output)],
+) -> Result<(Vec<xsched_report::Row>, Tally), SoakError> {
     let mut rows = Vec::new();
-    let (mut once, mut more, mut never, mut failed) = (0u64, 0u64, 0u64, 0u64);
-    for (priority, out) in &done {
+    let mut t = Tally::default();
+    for (priority, out) in done {
         let text = String::from_utf8_lossy(&out.stdout);
         let v: Value = serde_json::from_str(text.trim()).map_err(|e| SoakError::Client {
             pid: 0,
             why: format!("{e}: {text:?} (exit {:?})", out.status),
         })?;
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
-        once += n("exactly_once");
-        more += n("more_than_once");
-        never += n("never");
-        failed += n("failed");
+        t.once += n("exactly_once");
+        t.more += n("more_than_once");
+        t.never += n("never");
+        t.failed += n("failed");
         rows.push(cells(&[
             ("priority", json!(priority)),
             ("commands", json!(n("commands"))),
@@ -350,15 +452,23 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
             ("failed", json!(n("failed"))),
         ]));
     }
-    // The daemon must hold nothing of the clients now gone (killed ones included).
-    let released = Instant::now();
-    let mut left = soak.rows_left();
-    while left != Some(0) && released.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-        left = soak.rows_left();
-    }
+    Ok((rows, t))
+}
+
+/// The soak's checks: exactly once, the client kills, the daemon disturbances and the rows
+/// `left` in the daemon.
+fn soak_checks(
+    p: &SoakParams,
+    clients: usize,
+    per_client: u64,
+    t: &Tally,
+    d: &Disturbed,
+    left: Option<usize>,
+) -> Vec<Check> {
     let expected = per_client * clients as u64;
-    let checks = vec![
+    let (once, more, never, failed) = (t.once, t.more, t.never, t.failed);
+    let (kills, daemon_kills, stops) = (d.kills, d.daemon_kills, d.stops);
+    vec![
         Check {
             name: "every command of every surviving client ran exactly once".into(),
             target: format!("{expected} of {expected} ({clients} clients × {per_client})"),
@@ -391,22 +501,34 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
             measured: left.map_or_else(|| "no answer".into(), |n| format!("{n} rows")),
             verdict: Verdict::of(left == Some(0)),
         },
-    ];
-    rows.push(cells(&[
+    ]
+}
+
+/// The row of all clients together, with the run's wall time and command rate.
+fn total_row(expected: u64, t: &Tally, wall: Duration) -> xsched_report::Row {
+    cells(&[
         ("priority", json!("all")),
         ("commands", json!(expected)),
-        ("exactly_once", json!(once)),
-        ("more_than_once", json!(more)),
-        ("never", json!(never)),
-        ("failed", json!(failed)),
+        ("exactly_once", json!(t.once)),
+        ("more_than_once", json!(t.more)),
+        ("never", json!(t.never)),
+        ("failed", json!(t.failed)),
         ("wall_s", json!(xsched_report::round1(wall.as_secs_f64()))),
         (
             "commands_per_s",
             json!((expected as f64 / wall.as_secs_f64()).round()),
         ),
-    ]));
-    let _ = std::fs::remove_dir(&dir);
-    Ok(Report::new(
+    ])
+}
+
+/// The soak's report (without its checks) over `rows`.
+fn soak_report(
+    p: &SoakParams,
+    clients: usize,
+    expected: u64,
+    rows: Vec<xsched_report::Row>,
+) -> Report {
+    Report::new(
         format!(
             "soak: {clients} client processes, {expected} commands, {} client kills, {} daemon \
              disturbances",
@@ -424,5 +546,4 @@ pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Re
         ]),
         rows,
     )
-    .with_checks(checks))
 }

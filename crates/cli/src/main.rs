@@ -589,13 +589,7 @@ fn run(cli: Cli) -> Result<()> {
             processes,
             strict,
             output,
-        } => {
-            let report = demo(device, requests, processes, output)?;
-            if strict && !report.all_met() {
-                anyhow::bail!("--strict: {}", report.summary());
-            }
-            Ok(())
-        }
+        } => run_demo(device, requests, processes, strict, output),
         Command::Bench {
             name,
             samples,
@@ -603,22 +597,7 @@ fn run(cli: Cli) -> Result<()> {
             record,
             soak,
             output,
-        } => {
-            if record.is_some() && !name.keeps_record() {
-                anyhow::bail!(
-                    "--record: benchmark `{}` keeps no record (adopt does)",
-                    name.label()
-                );
-            }
-            let outcome = output::with_progress(|tick| bench::run(name, samples, &soak, tick))
-                .with_context(|| format!("running benchmark `{}`", name.label()))?;
-            let title = format!("bench {}", name.label());
-            output::write_figures(plot.as_deref(), &outcome.figures, &title)?;
-            if let (Some(path), Some(r)) = (&record, &outcome.record) {
-                report_cmd::write_record(path, r)?;
-            }
-            output::print_report(&title, &outcome.report, output.json)
-        }
+        } => run_bench(name, samples, plot, record, &soak, output),
         Command::Report { run, output } => report_cmd::render(&run, &output),
         Command::Probe(args) => probe_cmd::run(&args),
         Command::Sim {
@@ -626,25 +605,7 @@ fn run(cli: Cli) -> Result<()> {
             plot,
             allow_misses,
             output,
-        } => {
-            let scenario = Scenario::load(&file).context("loading scenario")?;
-            let (report, figures) = output::run_with_progress(&scenario);
-            let title = file.display().to_string();
-            output::write_figures(plot.as_deref(), &figures, &title)?;
-            output::print_report(&title, &report, output.json)?;
-            let surprises = scenario.surprises(&report);
-            let known = scenario.known_misses().len();
-            if !output.json && known > 0 {
-                println!("known misses: {known} (listed in the file, each with its reason)");
-            }
-            if surprises.is_empty() || allow_misses {
-                return Ok(());
-            }
-            anyhow::bail!(
-                "{title}: not what the file expects (--allow-misses to exit 0 anyway):\n  {}",
-                surprises.0.join("\n  ")
-            )
-        }
+        } => run_sim(file, plot, allow_misses, output),
         Command::Devices { output } => probe_cmd::devices(output.json),
         Command::Run {
             priority,
@@ -652,44 +613,16 @@ fn run(cli: Cli) -> Result<()> {
             global,
             socket,
             command,
-        } => run_cmd::run(&run_cmd::RunArgs {
-            priority,
-            level,
-            global: global.then(|| socket.path()),
-            command,
-        }),
-        Command::Llm(args) => {
-            match &args.command {
-                Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
-                Some(LlmCommand::Epp(epp)) => return gateway_cmd::epp(epp),
-                Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
-                Some(LlmCommand::Replay(replay)) => return replay_cmd::replay(replay),
-                None => {}
-            }
-            let study = args.study()?;
-            let report = match args.action {
-                Some(LlmAction::PredictEval) => study::predict_eval(&study)?,
-                Some(LlmAction::Presets) => study::presets_report(),
-                None => study::sweep(&study)?,
-            };
-            output::print_report("llm", &report, args.output.json)
-        }
+        } => run_program(priority, level, global, &socket, command),
+        Command::Llm(args) => run_llm(&args),
         Command::Serve {
             socket,
             policy,
             metrics_addr,
             config,
-        } => daemon_cmds::serve(
-            &socket.path(),
-            &policy,
-            metrics_addr.as_deref(),
-            config.as_deref(),
-        ),
+        } => run_serve(&socket, &policy, metrics_addr, config),
         Command::Top { socket, once, json } => daemon_cmds::top(&socket.path(), once, json),
-        Command::Policy { action, socket } => match action {
-            PolicyAction::Get => daemon_cmds::policy(&socket.path(), None),
-            PolicyAction::Set { name } => daemon_cmds::policy(&socket.path(), Some(&name)),
-        },
+        Command::Policy { action, socket } => run_policy(action, &socket),
         Command::Mode {
             action:
                 ModeAction::Set {
@@ -700,26 +633,150 @@ fn run(cli: Cli) -> Result<()> {
                 },
         } => daemon_cmds::set_mode(&socket.path(), pid, queue, mode),
         Command::Account { socket, json } => account_cmd::run(&socket.path(), json),
-        Command::Hint(args) => {
-            // The argument group requires exactly one piece of advice.
-            let hint = args.hint().context("no advice given")?;
-            daemon_cmds::hint(&args.socket.path(), args.pid, args.queue, hint)
-        }
-        Command::Worker(w) => {
-            let report = workers::run(workers::WorkerArgs {
-                role: w.role,
-                core: w.core,
-                requests: w.requests,
-                kernel_us: w.kernel_us,
-                commands: w.commands,
-                window: w.window,
-                rate: w.rate,
-            })
-            .context("running the worker")?;
-            println!("{report}");
-            Ok(())
-        }
+        Command::Hint(args) => run_hint(&args),
+        Command::Worker(w) => run_worker(w),
     }
+}
+
+/// `xsched demo`: the demo's report, an error under `--strict` unless every target was met.
+fn run_demo(
+    device: Device,
+    requests: u32,
+    processes: bool,
+    strict: bool,
+    output: Output,
+) -> Result<()> {
+    let report = demo(device, requests, processes, output)?;
+    if strict && !report.all_met() {
+        anyhow::bail!("--strict: {}", report.summary());
+    }
+    Ok(())
+}
+
+/// `xsched bench`: one benchmark, its figures and its record where asked, then its report.
+fn run_bench(
+    name: bench::Name,
+    samples: Option<u32>,
+    plot: Option<PathBuf>,
+    record: Option<PathBuf>,
+    soak: &bench::SoakArgs,
+    output: Output,
+) -> Result<()> {
+    if record.is_some() && !name.keeps_record() {
+        anyhow::bail!(
+            "--record: benchmark `{}` keeps no record (adopt does)",
+            name.label()
+        );
+    }
+    let outcome = output::with_progress(|tick| bench::run(name, samples, soak, tick))
+        .with_context(|| format!("running benchmark `{}`", name.label()))?;
+    let title = format!("bench {}", name.label());
+    output::write_figures(plot.as_deref(), &outcome.figures, &title)?;
+    if let (Some(path), Some(r)) = (&record, &outcome.record) {
+        report_cmd::write_record(path, r)?;
+    }
+    output::print_report(&title, &outcome.report, output.json)
+}
+
+/// `xsched sim`: a scenario file's report, an error when its checks surprise the file.
+fn run_sim(file: PathBuf, plot: Option<PathBuf>, allow_misses: bool, output: Output) -> Result<()> {
+    let scenario = Scenario::load(&file).context("loading scenario")?;
+    let (report, figures) = output::run_with_progress(&scenario);
+    let title = file.display().to_string();
+    output::write_figures(plot.as_deref(), &figures, &title)?;
+    output::print_report(&title, &report, output.json)?;
+    let surprises = scenario.surprises(&report);
+    let known = scenario.known_misses().len();
+    if !output.json && known > 0 {
+        println!("known misses: {known} (listed in the file, each with its reason)");
+    }
+    if surprises.is_empty() || allow_misses {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{title}: not what the file expects (--allow-misses to exit 0 anyway):\n  {}",
+        surprises.0.join("\n  ")
+    )
+}
+
+/// `xsched run`: the program under xsched, through the daemon at `socket` when `global`.
+fn run_program(
+    priority: Option<i32>,
+    level: Option<u8>,
+    global: bool,
+    socket: &Socket,
+    command: Vec<std::ffi::OsString>,
+) -> Result<()> {
+    run_cmd::run(&run_cmd::RunArgs {
+        priority,
+        level,
+        global: global.then(|| socket.path()),
+        command,
+    })
+}
+
+/// `xsched serve`: the daemon at `socket` under `policy`.
+fn run_serve(
+    socket: &Socket,
+    policy: &PolicySpec,
+    metrics_addr: Option<String>,
+    config: Option<PathBuf>,
+) -> Result<()> {
+    daemon_cmds::serve(
+        &socket.path(),
+        policy,
+        metrics_addr.as_deref(),
+        config.as_deref(),
+    )
+}
+
+/// `xsched policy`: print the daemon's policy, or switch it.
+fn run_policy(action: PolicyAction, socket: &Socket) -> Result<()> {
+    match action {
+        PolicyAction::Get => daemon_cmds::policy(&socket.path(), None),
+        PolicyAction::Set { name } => daemon_cmds::policy(&socket.path(), Some(&name)),
+    }
+}
+
+/// `xsched hint`: the one piece of advice given, sent to the daemon.
+fn run_hint(args: &HintArgs) -> Result<()> {
+    // The argument group requires exactly one piece of advice.
+    let hint = args.hint().context("no advice given")?;
+    daemon_cmds::hint(&args.socket.path(), args.pid, args.queue, hint)
+}
+
+/// `xsched llm`: a gateway subcommand, or the sweep, the predictor's evaluation or the presets.
+fn run_llm(args: &LlmArgs) -> Result<()> {
+    match &args.command {
+        Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
+        Some(LlmCommand::Epp(epp)) => return gateway_cmd::epp(epp),
+        Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
+        Some(LlmCommand::Replay(replay)) => return replay_cmd::replay(replay),
+        None => {}
+    }
+    let study = args.study()?;
+    let report = match args.action {
+        Some(LlmAction::PredictEval) => study::predict_eval(&study)?,
+        Some(LlmAction::Presets) => study::presets_report(),
+        None => study::sweep(&study)?,
+    };
+    output::print_report("llm", &report, args.output.json)
+}
+
+/// `xsched worker`: one scheduled client process, its report printed.
+fn run_worker(w: WorkerArgs) -> Result<()> {
+    let report = workers::run(workers::WorkerArgs {
+        role: w.role,
+        core: w.core,
+        requests: w.requests,
+        kernel_us: w.kernel_us,
+        commands: w.commands,
+        window: w.window,
+        rate: w.rate,
+    })
+    .context("running the worker")?;
+    println!("{report}");
+    Ok(())
 }
 
 fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Result<Report> {

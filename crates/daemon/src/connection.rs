@@ -18,8 +18,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use xsched_core::{DeviceId, Event, Hint, PolicySpec, QueueId};
 use xsched_proto::{
-    ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, WireMode,
-    read_frame, write_frame,
+    ClientMsg, DaemonMsg, FrameError, TOP_PAGE_ROWS, TopRow, VERSION, WireHint, WireHints,
+    WireMode, read_frame, write_frame,
 };
 use xsched_sys::clock;
 use xsched_sys::prompt::CpuGuard;
@@ -280,49 +280,7 @@ impl<'a> Session<'a> {
                 queue,
                 device,
                 hints,
-            } => {
-                let refused = |why: String| {
-                    let why = format!("queue {queue} not registered: {why}");
-                    self.log_refusal(&why);
-                    error(why)
-                };
-                let hints = match hints.to_core() {
-                    Ok(h) => h,
-                    Err(e) => return refused(e.to_string()),
-                };
-                if let Err(why) = shared.authority.check_priority(&self.peer, hints.priority) {
-                    return refused(why);
-                }
-                let max = shared.admission.limits().max_queues_per_client;
-                let (id, old) = match reg.add_queue(self.conn, queue, max) {
-                    Ok(ids) => ids,
-                    Err(why) => {
-                        self.log_refusal(&why);
-                        return error(why);
-                    }
-                };
-                let target = Target {
-                    outbox: self.outbox.clone(),
-                    queue,
-                };
-                let now = clock::now();
-                let result = shared.core.with(|d| {
-                    if let Some(old) = old {
-                        let _ = d.event(now, Event::Unregister(old));
-                    }
-                    d.register(now, id, DeviceId(device), hints, target)
-                });
-                match result {
-                    Ok(()) => {
-                        self.rebalance();
-                        None
-                    }
-                    Err(e) => {
-                        reg.remove_queue(self.conn, queue);
-                        refused(e.to_string())
-                    }
-                }
-            }
+            } => self.register(queue, device, hints),
             ClientMsg::Ready { queue } => {
                 let answer = self.on_queue(queue, Event::Ready);
                 stamps::stamp(stamps::Stamp::Decided);
@@ -336,45 +294,11 @@ impl<'a> Session<'a> {
                 }),
                 Err(why) => error(format!("hint on queue {queue} refused: {why}")),
             },
-            ClientMsg::Unregister { queue } => match reg.remove_queue(self.conn, queue) {
-                Some(q) => {
-                    let now = clock::now();
-                    let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
-                    self.rebalance();
-                    result.err().and_then(|e| error(e.to_string()))
-                }
-                None => error(format!("unknown queue {queue}")),
-            },
+            ClientMsg::Unregister { queue } => self.unregister(queue),
             ClientMsg::GetPolicy => Some(DaemonMsg::Policy {
                 name: shared.core.with(|d| d.policy_name()).to_string(),
             }),
-            ClientMsg::SetPolicy { name } => {
-                if !shared.authority.may_set_policy(&self.peer) {
-                    tracing::warn!(
-                        "uid {} (pid {}) may not set the policy; refused `{}`",
-                        self.peer.uid,
-                        self.peer.pid,
-                        name.escape_debug()
-                    );
-                    return error(format!(
-                        "setting the policy refused: uid {} is not root, the daemon's user, or \
-                         named in authority.set_policy",
-                        self.peer.uid
-                    ));
-                }
-                // The wire carries text: it is parsed here, where it enters, with the same
-                // error (naming the known policies) as every other entry.
-                let result = name.parse::<PolicySpec>().and_then(|spec| {
-                    shared.core.with(|d| d.set_policy(spec.build()))?;
-                    Ok(spec)
-                });
-                match result {
-                    Ok(spec) => Some(DaemonMsg::Policy {
-                        name: spec.to_string(),
-                    }),
-                    Err(e) => error(e.to_string()),
-                }
-            }
+            ClientMsg::SetPolicy { name } => self.set_policy(&name),
             ClientMsg::HintProcess { pid, queue, hint } => self.hint_process(pid, queue, hint),
             ClientMsg::Stats { queue, stats } => {
                 if reg.set_stats(self.conn, queue, stats) {
@@ -386,6 +310,97 @@ impl<'a> Session<'a> {
             ClientMsg::Top { from } => Some(self.top_page(from)),
             ClientMsg::Ping { seq } => Some(DaemonMsg::Pong { seq }),
             ClientMsg::SetMode { pid, queue, mode } => self.set_mode(pid, queue, mode),
+        }
+    }
+
+    /// `Register`: queue `queue` on `device` with `hints`, if this peer may use them (the queue
+    /// it replaces, if any, leaves first); the refusal otherwise.
+    fn register(&self, queue: u32, device: u16, hints: WireHints) -> Option<DaemonMsg> {
+        let (shared, reg) = (self.shared, &self.shared.registry);
+        let refused = |why: String| {
+            let why = format!("queue {queue} not registered: {why}");
+            self.log_refusal(&why);
+            error(why)
+        };
+        let hints = match hints.to_core() {
+            Ok(h) => h,
+            Err(e) => return refused(e.to_string()),
+        };
+        if let Err(why) = shared.authority.check_priority(&self.peer, hints.priority) {
+            return refused(why);
+        }
+        let max = shared.admission.limits().max_queues_per_client;
+        let (id, old) = match reg.add_queue(self.conn, queue, max) {
+            Ok(ids) => ids,
+            Err(why) => {
+                self.log_refusal(&why);
+                return error(why);
+            }
+        };
+        let target = Target {
+            outbox: self.outbox.clone(),
+            queue,
+        };
+        let now = clock::now();
+        let result = shared.core.with(|d| {
+            if let Some(old) = old {
+                let _ = d.event(now, Event::Unregister(old));
+            }
+            d.register(now, id, DeviceId(device), hints, target)
+        });
+        match result {
+            Ok(()) => {
+                self.rebalance();
+                None
+            }
+            Err(e) => {
+                reg.remove_queue(self.conn, queue);
+                refused(e.to_string())
+            }
+        }
+    }
+
+    /// `Unregister`: this connection's queue `queue` leaves the scheduler.
+    fn unregister(&self, queue: u32) -> Option<DaemonMsg> {
+        let (shared, reg) = (self.shared, &self.shared.registry);
+        match reg.remove_queue(self.conn, queue) {
+            Some(q) => {
+                let now = clock::now();
+                let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
+                self.rebalance();
+                result.err().and_then(|e| error(e.to_string()))
+            }
+            None => error(format!("unknown queue {queue}")),
+        }
+    }
+
+    /// `SetPolicy`: every queue switches to policy `name`, if this peer may set it.
+    fn set_policy(&self, name: &str) -> Option<DaemonMsg> {
+        let shared = self.shared;
+        if !shared.authority.may_set_policy(&self.peer) {
+            tracing::warn!(
+                "uid {} (pid {}) may not set the policy; refused `{}`",
+                self.peer.uid,
+                self.peer.pid,
+                name.escape_debug()
+            );
+            return error(format!(
+                "setting the policy refused: uid {} is not root, the daemon's user, or \
+                 named in authority.set_policy",
+                self.peer.uid
+            ));
+        }
+        // The wire carries text: it is parsed here, where it enters, with the same error (naming
+        // the known policies) as every other entry.
+        let result = name.parse::<PolicySpec>().and_then(|spec| {
+            shared.core.with(|d| d.set_policy(spec.build()))?;
+            Ok(spec)
+        });
+        match result {
+            Ok(spec) => Some(DaemonMsg::Policy {
+                name: spec.to_string(),
+            }),
+            Err(e) => error(e.to_string()),
         }
     }
 

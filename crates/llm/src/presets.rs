@@ -153,6 +153,16 @@ pub const NAMES: &[&str] = &[
     crate::measured::SMOLLM2_CPU,
 ];
 
+/// A [`Fact`] from its parameter and its value, source and how.
+fn fact(what: &'static str, (value, source, how): (f64, Source, String)) -> Fact {
+    Fact {
+        what,
+        value,
+        source,
+        how,
+    }
+}
+
 /// The β-relations of the module docs (fitted on the two published fits).
 const PREFILL_PER_PEAK: f64 = 1.0;
 const DECODE_PER_PREFILL: f64 = 0.364;
@@ -170,7 +180,33 @@ impl Preset {
         if big { (1024, 8192) } else { (256, 2048) }
     }
 
+    /// Every number of the preset, in the report's order, with where it comes from.
     fn facts(&self) -> Vec<Fact> {
+        let mut facts = self.batch_facts();
+        facts.extend(self.step_facts());
+        facts.extend(self.swap_facts());
+        facts
+    }
+
+    /// Microseconds to read `bytes` from this GPU's memory once.
+    fn read_us(&self, bytes: f64) -> f64 {
+        bytes / (self.gpu.bandwidth_gbs * 1e9) * 1e6
+    }
+
+    /// β`i` of the published fit if there is one, else `derived` (estimated, as `how` says).
+    fn beta(&self, i: usize, derived: f64, how: &str) -> (f64, Source, String) {
+        match self.fit {
+            Some(f) => (
+                f[i],
+                Source::Published,
+                "published fit (PAPERS.md §3)".to_string(),
+            ),
+            None => (derived, Source::Estimated, how.to_string()),
+        }
+    }
+
+    /// The batch limits (`max_num_seqs`, `max_num_batched_tokens`) and the KV blocks.
+    fn batch_facts(&self) -> Vec<Fact> {
         let (g, m) = (&self.gpu, &self.model);
         let (seqs, tokens) = self.batch_limits();
         let vllm = format!(
@@ -180,40 +216,6 @@ impl Preset {
         let kv_bytes =
             g.memory_mib * 1024.0 * 1024.0 * GPU_MEMORY_UTILIZATION - self.weight_bytes();
         let blocks = (kv_bytes / f64::from(BLOCK_TOKENS * m.kv_bytes_per_token)).floor();
-        let read_us = |bytes: f64| bytes / (g.bandwidth_gbs * 1e9) * 1e6;
-        let peak_us = 2.0 * m.params_b * 1e9 / (g.bf16_tflops * 1e12) * 1e6;
-        let fit = |i: usize, derived: f64, how: &str| match self.fit {
-            Some(f) => (
-                f[i],
-                Source::Published,
-                "published fit (PAPERS.md §3)".to_string(),
-            ),
-            None => (derived, Source::Estimated, how.to_string()),
-        };
-        let beta1 = fit(
-            1,
-            peak_us * PREFILL_PER_PEAK,
-            &format!("2 x {} B params / {} TFLOP/s", m.params_b, g.bf16_tflops),
-        );
-        let beta2 = fit(
-            2,
-            beta1.0 * DECODE_PER_PREFILL,
-            "0.364 x beta1 (the published fits' mean ratio)",
-        );
-        let beta0 = fit(
-            0,
-            read_us(self.weight_bytes()) * FIXED_PER_WEIGHT_READ,
-            &format!(
-                "1.64 x weights / {} GB/s (the published fits' mean ratio)",
-                g.bandwidth_gbs
-            ),
-        );
-        let fact = |what, (value, source, how): (f64, Source, String)| Fact {
-            what,
-            value,
-            source,
-            how,
-        };
         vec![
             fact(
                 "max_num_seqs",
@@ -236,13 +238,39 @@ impl Preset {
                     ),
                 ),
             ),
+        ]
+    }
+
+    /// The step-time coefficients β0–β3.
+    fn step_facts(&self) -> [Fact; 4] {
+        let (g, m) = (&self.gpu, &self.model);
+        let peak_us = 2.0 * m.params_b * 1e9 / (g.bf16_tflops * 1e12) * 1e6;
+        let beta1 = self.beta(
+            1,
+            peak_us * PREFILL_PER_PEAK,
+            &format!("2 x {} B params / {} TFLOP/s", m.params_b, g.bf16_tflops),
+        );
+        let beta2 = self.beta(
+            2,
+            beta1.0 * DECODE_PER_PREFILL,
+            "0.364 x beta1 (the published fits' mean ratio)",
+        );
+        let beta0 = self.beta(
+            0,
+            self.read_us(self.weight_bytes()) * FIXED_PER_WEIGHT_READ,
+            &format!(
+                "1.64 x weights / {} GB/s (the published fits' mean ratio)",
+                g.bandwidth_gbs
+            ),
+        );
+        [
             fact("beta0_us", beta0),
             fact("beta1_us_per_prefill_token", beta1),
             fact("beta2_us_per_decode_token", beta2),
             fact(
                 "beta3_us_per_attended_token",
                 (
-                    read_us(f64::from(m.kv_bytes_per_token)),
+                    self.read_us(f64::from(m.kv_bytes_per_token)),
                     Source::Derived,
                     format!(
                         "{} B per token / {} GB/s",
@@ -250,6 +278,13 @@ impl Preset {
                     ),
                 ),
             ),
+        ]
+    }
+
+    /// The swap costs (per token, and the host room) and the window.
+    fn swap_facts(&self) -> [Fact; 3] {
+        let (g, m) = (&self.gpu, &self.model);
+        [
             fact(
                 "swap_us_per_token",
                 (

@@ -347,6 +347,36 @@ impl Study {
 
 /// `xsched llm`: every policy at every load, with the targets at high load.
 pub fn sweep(s: &Study) -> Result<Report, StudyError> {
+    let engine = sweep_engine(s)?;
+    let workload = s.workload(&engine)?;
+    let (arrivals, arrivals_name) = sweep_arrivals(s)?;
+    let params = sweep_params(s, engine, arrivals);
+    let embedder = s.embedder()?;
+    let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())
+        .map_err(StudyError::Sweep)?;
+    let engines = engines_label(s.cluster.as_ref(), &params.engine);
+    let experiment = format!(
+        "llm: {}, {} requests ({} more warm the history), {} arrivals (seed {}), {engines} (capacity {cap:.2} req/s), {} embedding, {}",
+        workload.what,
+        workload
+            .records
+            .len()
+            .saturating_sub(s.warm)
+            .min(params.requests.unwrap_or(usize::MAX)),
+        s.warm,
+        arrivals_name,
+        s.seed,
+        embedder.name(),
+        workload.tokens
+    );
+    if let Some(dir) = &s.plot {
+        write_plots(dir, &points, &workload.what, &params.engine)?;
+    }
+    Ok(sweep_report(s, experiment, &points))
+}
+
+/// The sweep's engine preset, once the loads, the instances and the overload are checked.
+fn sweep_engine(s: &Study) -> Result<EngineConfig, StudyError> {
     let engine = EngineConfig::preset(&s.engine).ok_or_else(|| StudyError::UnknownEngine {
         name: s.engine.clone(),
     })?;
@@ -367,15 +397,23 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
             "--rate {rate} --duration {duration}: both must be positive"
         )));
     }
-    let workload = s.workload(&engine)?;
-    let (arrivals, arrivals_name) = match s.overload {
-        Some((rate, duration)) => (
+    Ok(engine)
+}
+
+/// The sweep's arrival shape and its name: Poisson at the overload's rate, else the study's.
+fn sweep_arrivals(s: &Study) -> Result<(ArrivalShape, String), StudyError> {
+    match s.overload {
+        Some((rate, duration)) => Ok((
             ArrivalShape::Poisson,
             format!("poisson at {rate} req/s for {duration} s (overload)"),
-        ),
-        None => s.arrival_shape()?,
-    };
-    let params = SweepParams {
+        )),
+        None => s.arrival_shape(),
+    }
+}
+
+/// The sweep's parameters (an overload measures its rate × duration requests).
+fn sweep_params(s: &Study, engine: EngineConfig, arrivals: ArrivalShape) -> SweepParams {
+    SweepParams {
         engine,
         loads: s.loads.clone(),
         policies: s.policies.clone(),
@@ -389,40 +427,28 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
         },
         rate: s.overload.map(|(rate, _)| rate),
         cluster: s.cluster,
-    };
-    let embedder = s.embedder()?;
-    let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())
-        .map_err(StudyError::Sweep)?;
-    let engines = match &s.cluster {
+    }
+}
+
+/// The engines in the sweep's heading: one engine, or the instances behind their router.
+fn engines_label(cluster: Option<&Cluster>, engine: &EngineConfig) -> String {
+    match cluster {
         Some(c) => format!(
             "{} x engine {} behind router {} (policy ordering at the {})",
             c.instances,
-            presets::describe(params.engine.name),
+            presets::describe(engine.name),
             c.router,
             match c.placement {
                 Placement::AtArrival => "instances",
                 Placement::WhenFree => "router",
             }
         ),
-        None => format!("engine {}", presets::describe(params.engine.name)),
-    };
-    let experiment = format!(
-        "llm: {}, {} requests ({} more warm the history), {} arrivals (seed {}), {engines} (capacity {cap:.2} req/s), {} embedding, {}",
-        workload.what,
-        workload
-            .records
-            .len()
-            .saturating_sub(s.warm)
-            .min(params.requests.unwrap_or(usize::MAX)),
-        s.warm,
-        arrivals_name,
-        s.seed,
-        embedder.name(),
-        workload.tokens
-    );
-    if let Some(dir) = &s.plot {
-        write_plots(dir, &points, &workload.what, &params.engine)?;
+        None => format!("engine {}", presets::describe(engine.name)),
     }
+}
+
+/// The sweep's report: a row per point, with the checks at high load (or at the overload).
+fn sweep_report(s: &Study, heading: String, points: &[experiment::Point]) -> Report {
     let mut shown = vec![
         "policy",
         "load",
@@ -437,15 +463,15 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
     if s.cluster.is_some() {
         shown.extend(["sched_mean_us", "sched_p99_us"]);
     }
-    Ok(Report::new(
-        experiment,
+    Report::new(
+        heading,
         columns(&shown),
         points.iter().map(experiment::row).collect(),
     )
     .with_checks(match s.overload {
-        Some(_) => comparison_checks(&points, points.first().map_or(0.0, |p| p.load), "overload"),
-        None => high_load_checks(&points),
-    }))
+        Some(_) => comparison_checks(points, points.first().map_or(0.0, |p| p.load), "overload"),
+        None => high_load_checks(points),
+    })
 }
 
 /// `ttlt-vs-load.svg` and `ttlt-cdf.svg` (at high load, else the highest load) into `dir`.
@@ -555,25 +581,7 @@ pub fn presets_report() -> Report {
 /// (or ShareGPT's turns; `requests` of them, a seeded sample), and its latency with a full
 /// history of `history` entries.
 pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
-    let words = format!("tokens = words x {TOKENS_PER_WORD:.3}");
-    let (records, pool, tokens) = if s.dataset == Dataset::ShareGpt && s.prompts.is_none() {
-        let w = s.sharegpt_workload(&EngineConfig::default_preset())?;
-        (w.records.clone(), w.records, w.tokens)
-    } else {
-        let records = match (&s.prompts, s.dataset.file()) {
-            (Some(p), _) => data::load_prompts(p, s.model.as_deref(), s.strict)?.records,
-            (None, f) => {
-                let path = s.dir().join(f.unwrap_or_default());
-                data::load_prompts(&path, s.model.as_deref(), s.strict)?.records
-            }
-        };
-        let mut pool = Vec::new();
-        for d in Dataset::FILES {
-            let path = s.dir().join(d.file().unwrap_or_default());
-            pool.extend(data::load_prompts(&path, None, s.strict)?.records);
-        }
-        (records, pool, words)
-    };
+    let (records, pool, tokens) = eval_records(s)?;
     let embedder = s.embedder()?;
     let records: Vec<PromptRecord> = match s.requests {
         // A sample of whole conversations (the cut one keeps its earlier turns).
@@ -592,30 +600,7 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
         s.seed,
         embedder.as_ref(),
     );
-    let row = xsched_report::cells(&[
-        ("dataset", json!(s.dataset.name())),
-        (
-            "model",
-            json!(s.model.clone().unwrap_or_else(|| "all".into())),
-        ),
-        ("requests", json!(e.online.requests)),
-        ("within_2x", json!(round3(e.online.within_2x))),
-        (
-            "global_median_within_2x",
-            json!(round3(e.online.baseline_within_2x)),
-        ),
-        ("spearman", json!(round3(e.online.spearman))),
-        (
-            "global_median_spearman",
-            json!(round3(e.online.baseline_spearman)),
-        ),
-        ("history", json!(e.history)),
-        ("latency_p50_us", json!(e.latency_p50_us.round())),
-        ("latency_p99_us", json!(e.latency_p99_us.round())),
-        ("recall", json!(round3(e.recall))),
-        ("decision_10k_waiting_us", json!(e.decision_10k_us.round())),
-        ("embed_p50_us", json!(e.embed_p50_us.round())),
-    ]);
+    let row = eval_row(s, &e);
     let experiment = format!(
         "llm predict-eval ({} embedding, {} nearest less those under {} of the best's similarity, history of {} warmed by {} requests first, {tokens})",
         embedder.name(),
@@ -641,7 +626,63 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
         ]),
         vec![row],
     )
-    .with_checks(vec![
+    .with_checks(eval_checks(&e)))
+}
+
+/// Predict-eval's records, the pool its latency is measured on, and how tokens were counted:
+/// ShareGPT's turns for both, else the chosen prompts and every prompt file's records.
+fn eval_records(s: &Study) -> Result<(Vec<PromptRecord>, Vec<PromptRecord>, String), StudyError> {
+    let words = format!("tokens = words x {TOKENS_PER_WORD:.3}");
+    if s.dataset == Dataset::ShareGpt && s.prompts.is_none() {
+        let w = s.sharegpt_workload(&EngineConfig::default_preset())?;
+        return Ok((w.records.clone(), w.records, w.tokens));
+    }
+    let records = match (&s.prompts, s.dataset.file()) {
+        (Some(p), _) => data::load_prompts(p, s.model.as_deref(), s.strict)?.records,
+        (None, f) => {
+            let path = s.dir().join(f.unwrap_or_default());
+            data::load_prompts(&path, s.model.as_deref(), s.strict)?.records
+        }
+    };
+    let mut pool = Vec::new();
+    for d in Dataset::FILES {
+        let path = s.dir().join(d.file().unwrap_or_default());
+        pool.extend(data::load_prompts(&path, None, s.strict)?.records);
+    }
+    Ok((records, pool, words))
+}
+
+/// Predict-eval's one row: the predictor's accuracy against the global median's, and its costs.
+fn eval_row(s: &Study, e: &crate::evaluate::PredictEval) -> xsched_report::Row {
+    xsched_report::cells(&[
+        ("dataset", json!(s.dataset.name())),
+        (
+            "model",
+            json!(s.model.clone().unwrap_or_else(|| "all".into())),
+        ),
+        ("requests", json!(e.online.requests)),
+        ("within_2x", json!(round3(e.online.within_2x))),
+        (
+            "global_median_within_2x",
+            json!(round3(e.online.baseline_within_2x)),
+        ),
+        ("spearman", json!(round3(e.online.spearman))),
+        (
+            "global_median_spearman",
+            json!(round3(e.online.baseline_spearman)),
+        ),
+        ("history", json!(e.history)),
+        ("latency_p50_us", json!(e.latency_p50_us.round())),
+        ("latency_p99_us", json!(e.latency_p99_us.round())),
+        ("recall", json!(round3(e.recall))),
+        ("decision_10k_waiting_us", json!(e.decision_10k_us.round())),
+        ("embed_p50_us", json!(e.embed_p50_us.round())),
+    ])
+}
+
+/// Predict-eval's targets: the prediction's latency and one admission decision's.
+fn eval_checks(e: &crate::evaluate::PredictEval) -> Vec<Check> {
+    vec![
         Check {
             name: format!("prediction latency P99 with a {}-entry history", e.history),
             target: if e.history > 10_000 {
@@ -660,7 +701,7 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
             measured: format!("{:.1} us", e.decision_10k_us),
             verdict: Verdict::of(e.decision_10k_us <= 1000.0),
         },
-    ]))
+    ]
 }
 
 #[cfg(test)]

@@ -89,36 +89,7 @@ pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, Dat
             format!("JSON `timestamp` in {unit:?} (asked or default)"),
         )
     } else {
-        let names: Vec<String> = first
-            .split(',')
-            .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
-            .collect();
-        let Some(column) = names.iter().position(|n| {
-            let base = Unit::of_suffix(n).map_or(n.as_str(), |_| {
-                n.rsplit_once('_').map_or(n.as_str(), |(b, _)| b)
-            });
-            TIME_NAMES.contains(&base) || TIME_NAMES.contains(&n.as_str())
-        }) else {
-            return Err(malformed(
-                first_line,
-                format!(
-                    "no time column in the header `{first}` (want one of {}, optionally with _s, _ms or _us)",
-                    TIME_NAMES.join(", ")
-                ),
-            ));
-        };
-        let name = &names[column];
-        match Unit::of_suffix(name).filter(|_| !TIME_NAMES.contains(&name.as_str())) {
-            Some(u) => (column, u, format!("column `{name}` in {u:?} (its suffix)")),
-            None => {
-                let u = asked.unwrap_or(Unit::Seconds);
-                (
-                    column,
-                    u,
-                    format!("column `{name}` in {u:?} (asked or default)"),
-                )
-            }
-        }
+        csv_column(first, asked).map_err(|message| malformed(first_line, message))?
     };
     // The lines after the header (JSON lines have none): the shared parser names file and line.
     let header = if json { first_line - 1 } else { first_line };
@@ -152,6 +123,36 @@ pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, Dat
         skipped,
         unit: how,
     })
+}
+
+/// The time column of a CSV header line `first`, its unit (`asked` for an unsuffixed name) and
+/// how the unit was chosen; else the error's message.
+fn csv_column(first: &str, asked: Option<Unit>) -> Result<(usize, Unit, String), String> {
+    let names: Vec<String> = first
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
+        .collect();
+    let Some(column) = names.iter().position(|n| {
+        let base = Unit::of_suffix(n).map_or(n.as_str(), |_| {
+            n.rsplit_once('_').map_or(n.as_str(), |(b, _)| b)
+        });
+        TIME_NAMES.contains(&base) || TIME_NAMES.contains(&n.as_str())
+    }) else {
+        return Err(format!(
+            "no time column in the header `{first}` (want one of {}, optionally with _s, _ms or _us)",
+            TIME_NAMES.join(", ")
+        ));
+    };
+    let name = &names[column];
+    if let Some(u) = Unit::of_suffix(name).filter(|_| !TIME_NAMES.contains(&name.as_str())) {
+        return Ok((column, u, format!("column `{name}` in {u:?} (its suffix)")));
+    }
+    let u = asked.unwrap_or(Unit::Seconds);
+    Ok((
+        column,
+        u,
+        format!("column `{name}` in {u:?} (asked or default)"),
+    ))
 }
 
 enum Time {

@@ -118,39 +118,14 @@ impl<H: HwQueue> XQueue<H> {
         let (tx, rx) = crossbeam_channel::unbounded::<Msg>();
         let tracker = Arc::new(Tracker::new(level));
         let deferral = Arc::new(Deferral::new(tx.clone()));
-        let sink = |tails| -> Arc<dyn crate::completion::CompletionSink> {
-            Arc::new(QueueSink {
-                tracker: tracker.clone(),
-                launcher: tx.clone(),
-                tails,
-                deferral: deferral.clone(),
-            })
-        };
-        let mut launch = LaunchMachine::new(options.config, level);
-        launch.set_runs_while_deactivated(
-            options.yield_when_held && hw.deactivation_only_lowers_priority(),
-        );
         let machine = Arc::new(SharedMachine::new(
             hw.clone(),
-            launch,
+            launch_machine(&hw, &options, level),
             tracker.clone(),
-            [sink(false), sink(true)],
+            sinks(&tracker, &tx, &deferral),
             scheduler.map(|s| s.link(id)),
         ));
-        // Refill on the completing thread where the backend runs deferred completion work.
-        let hook = CompletionHook::new(Arc::new(Refill {
-            deferral: deferral.clone(),
-            machine: Arc::downgrade(&machine),
-            queue: id,
-        }));
-        match hw.set_completion_hook(hook) {
-            Ok(()) => deferral.activate(),
-            Err(HwError::NoCompletionHook) => {}
-            Err(e) => tracing::warn!(
-                "queue {id}: the backend's completion hook failed ({e}); its launcher thread \
-                 refills it"
-            ),
-        }
+        install_refill(id, &hw, &deferral, &machine);
         let mode = Arc::new(ModeCell::new(options.mode));
         let steering = Arc::new(Steering::new(
             machine.clone(),
@@ -159,25 +134,7 @@ impl<H: HwQueue> XQueue<H> {
             caps.max_level,
         ));
         let link = |s: &SchedulerThread| {
-            let operated = steering.clone();
-            let control: Control = Box::new(move |op| {
-                if let Err(e) = operated.operate(op) {
-                    tracing::warn!("queue {id}: {e}");
-                }
-            });
-            let (tracker, machine, mode) = (tracker.clone(), machine.clone(), mode.clone());
-            let stats: StatsSource = Arc::new(move || {
-                let mut stats = tracker.stats();
-                stats.account = machine.account().into();
-                stats.mode = mode.get().map(Into::into);
-                stats
-            });
-            let steer = steering.clone();
-            let steer: Steerer = Arc::new(move |request| {
-                if let Err(e) = steer.apply(request) {
-                    tracing::warn!("queue {id}: {request:?}: {e}");
-                }
-            });
+            let (control, stats, steer) = callbacks(id, &steering, &tracker, &machine, &mode);
             s.register(id, hw.device(), options.hints, control, stats, steer)
         };
         let launcher = Launcher {
@@ -433,6 +390,85 @@ impl<H: HwQueue> XQueue<H> {
 }
 
 /// The latency a command may take before it counts as a miss: the SLO, else the deadline.
+/// A queue's launch machine at `level`, launching on while deactivated where its options ask
+/// and the backend's deactivation only lowers its priority.
+fn launch_machine<H: HwQueue>(hw: &Arc<H>, options: &QueueOptions, level: Level) -> LaunchMachine {
+    let mut launch = LaunchMachine::new(options.config, level);
+    launch.set_runs_while_deactivated(
+        options.yield_when_held && hw.deactivation_only_lowers_priority(),
+    );
+    launch
+}
+
+/// A queue's two completion sinks: for its commands, and for its tails.
+fn sinks(
+    tracker: &Arc<Tracker>,
+    tx: &Sender<Msg>,
+    deferral: &Arc<Deferral>,
+) -> [Arc<dyn crate::completion::CompletionSink>; 2] {
+    let sink = |tails| -> Arc<dyn crate::completion::CompletionSink> {
+        Arc::new(QueueSink {
+            tracker: tracker.clone(),
+            launcher: tx.clone(),
+            tails,
+            deferral: deferral.clone(),
+        })
+    };
+    [sink(false), sink(true)]
+}
+
+/// Refill queue `id` on the completing thread where the backend runs deferred completion work.
+fn install_refill<H: HwQueue>(
+    id: QueueId,
+    hw: &Arc<H>,
+    deferral: &Arc<Deferral>,
+    machine: &Arc<SharedMachine<H>>,
+) {
+    let hook = CompletionHook::new(Arc::new(Refill {
+        deferral: deferral.clone(),
+        machine: Arc::downgrade(machine),
+        queue: id,
+    }));
+    match hw.set_completion_hook(hook) {
+        Ok(()) => deferral.activate(),
+        Err(HwError::NoCompletionHook) => {}
+        Err(e) => tracing::warn!(
+            "queue {id}: the backend's completion hook failed ({e}); its launcher thread \
+             refills it"
+        ),
+    }
+}
+
+/// What the scheduler holds of queue `id`: its control, its statistics and its steering.
+fn callbacks<H: HwQueue>(
+    id: QueueId,
+    steering: &Arc<Steering<H>>,
+    tracker: &Arc<Tracker>,
+    machine: &Arc<SharedMachine<H>>,
+    mode: &Arc<ModeCell>,
+) -> (Control, StatsSource, Steerer) {
+    let operated = steering.clone();
+    let control: Control = Box::new(move |op| {
+        if let Err(e) = operated.operate(op) {
+            tracing::warn!("queue {id}: {e}");
+        }
+    });
+    let (tracker, machine, mode) = (tracker.clone(), machine.clone(), mode.clone());
+    let stats: StatsSource = Arc::new(move || {
+        let mut stats = tracker.stats();
+        stats.account = machine.account().into();
+        stats.mode = mode.get().map(Into::into);
+        stats
+    });
+    let steer = steering.clone();
+    let steer: Steerer = Arc::new(move |request| {
+        if let Err(e) = steer.apply(request) {
+            tracing::warn!("queue {id}: {request:?}: {e}");
+        }
+    });
+    (control, stats, steer)
+}
+
 fn latency_bound(hints: &QueueHints) -> Option<xsched_core::Nanos> {
     hints.slo.or(hints.deadline)
 }

@@ -165,52 +165,64 @@ impl Sim {
             sim.add_queue(qi)?;
         }
         for wi in 0..sim.spec.workloads.len() {
-            let w = &sim.spec.workloads[wi];
-            if w.stages.is_empty() || w.stages.iter().any(|s| s.commands == 0) {
-                return Err(SimError::Invalid(format!(
-                    "workload `{}` needs at least one stage of at least one command",
-                    w.name
-                )));
-            }
-            if let Arrival::Poisson { rate_per_s }
-            | Arrival::Uniform { rate_per_s }
-            | Arrival::Paced { rate_per_s } = w.arrival
-                && !(rate_per_s.is_finite() && rate_per_s > 0.0)
-            {
-                return Err(SimError::Invalid(format!(
-                    "workload `{}`: rate {rate_per_s} per second is not a positive number",
-                    w.name
-                )));
-            }
-            if let Some(s) = w.stages.iter().find(|s| s.queue >= sim.xqs.len()) {
-                return Err(SimError::Invalid(format!(
-                    "workload `{}` names queue {} of {}",
-                    w.name,
-                    s.queue,
-                    sim.xqs.len()
-                )));
-            }
-            // Open-loop streams start at staggered nanoseconds so ties never depend on order.
-            let first = match w.arrival {
-                Arrival::Closed { .. } => Nanos::ZERO,
-                _ => Nanos(wi as u64),
-            };
-            sim.push(first, Ev::Arrival(wi as u32));
+            sim.add_workload(wi)?;
         }
-        if let Some(p) = sim.spec.probe {
-            if p.queue >= sim.xqs.len() {
+        sim.add_probe()?;
+        Ok(sim)
+    }
+
+    /// Check workload `wi` of the spec and schedule its first arrival.
+    fn add_workload(&mut self, wi: usize) -> Result<(), SimError> {
+        let w = &self.spec.workloads[wi];
+        if w.stages.is_empty() || w.stages.iter().any(|s| s.commands == 0) {
+            return Err(SimError::Invalid(format!(
+                "workload `{}` needs at least one stage of at least one command",
+                w.name
+            )));
+        }
+        if let Arrival::Poisson { rate_per_s }
+        | Arrival::Uniform { rate_per_s }
+        | Arrival::Paced { rate_per_s } = w.arrival
+            && !(rate_per_s.is_finite() && rate_per_s > 0.0)
+        {
+            return Err(SimError::Invalid(format!(
+                "workload `{}`: rate {rate_per_s} per second is not a positive number",
+                w.name
+            )));
+        }
+        if let Some(s) = w.stages.iter().find(|s| s.queue >= self.xqs.len()) {
+            return Err(SimError::Invalid(format!(
+                "workload `{}` names queue {} of {}",
+                w.name,
+                s.queue,
+                self.xqs.len()
+            )));
+        }
+        // Open-loop streams start at staggered nanoseconds so ties never depend on order.
+        let first = match w.arrival {
+            Arrival::Closed { .. } => Nanos::ZERO,
+            _ => Nanos(wi as u64),
+        };
+        self.push(first, Ev::Arrival(wi as u32));
+        Ok(())
+    }
+
+    /// Set up the spec's preemption probe, if any, and schedule its first request.
+    fn add_probe(&mut self) -> Result<(), SimError> {
+        if let Some(p) = self.spec.probe {
+            if p.queue >= self.xqs.len() {
                 return Err(SimError::Invalid(format!("probe names queue {}", p.queue)));
             }
-            sim.probe = Some(ProbeState {
+            self.probe = Some(ProbeState {
                 xq: p.queue,
                 left: p.count,
                 started: None,
                 hist: new_histogram(),
             });
-            let first = sim.spec.warmup + sim.rng.between(Nanos::ZERO, p.gap_max);
-            sim.push(first, Ev::Probe(true));
+            let first = self.spec.warmup + self.rng.between(Nanos::ZERO, p.gap_max);
+            self.push(first, Ev::Probe(true));
         }
-        Ok(sim)
+        Ok(())
     }
 
     fn add_queue(&mut self, qi: usize) -> Result<(), SimError> {

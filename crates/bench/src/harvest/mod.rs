@@ -110,6 +110,8 @@ fn kernel_overhead(alone: &Measured) -> Duration {
     quantile(&alone.hp.kernel_waits, 0.5).unwrap_or(Duration::ZERO)
 }
 
+/// One cooperative row: the HP service on a device pinned to `DEVICE_CORE` beside `row`'s LP
+/// job, under a collector given `slo` and HP kernels' `overhead`.
 fn run_cooperative(
     p: &HarvestParams,
     row: Cooperative,
@@ -134,6 +136,20 @@ fn run_cooperative(
     };
     let lp = Arc::new(runtime.create_queue(Arc::new(lp_hw), lp_options)?);
     let start = Instant::now() + Duration::from_millis(20);
+    let shared = Arc::new(cooperative::Shared::new(
+        collector_for(p, row, slo),
+        start,
+        lp.clone(),
+        overhead,
+        matches!(row, Cooperative::SloAware(_)),
+    ));
+    let (hp_m, lp_done) = serve_beside_lp(p, row, reqs, &hp, &lp, &shared, start);
+    Ok(Measured::of(hp_m, &lp_done))
+}
+
+/// The collector `row` runs under: the SLO `slo`, and the LP launch overhead, slice and tile
+/// of its LP job.
+fn collector_for(p: &HarvestParams, row: Cooperative, slo: Duration) -> Collector {
     let ns = |d: Duration| Nanos(d.as_nanos() as u64);
     let slice = row.slice().unwrap_or(p.lp_kernel);
     // Under the collector, LP is released on the device's worker (`gated.rs`) and stops at a
@@ -151,19 +167,26 @@ fn run_cooperative(
     };
     // Under the collector, LP stops at the next checkpoint when asked and each release's end is
     // decided again on the device (`gated.rs`): an overrun is priced at one checkpoint.
-    let collector = match row {
+    match row {
         Cooperative::SloAware(_) => {
             Collector::with_options(cfg, CollectorOptions { checkpointed: true })
         }
         _ => Collector::new(cfg),
-    };
-    let shared = Arc::new(cooperative::Shared::new(
-        collector,
-        start,
-        lp.clone(),
-        overhead,
-        matches!(row, Cooperative::SloAware(_)),
-    ));
+    }
+}
+
+/// The HP service on `hp` from `start`, beside `row`'s LP job on `lp` (a thread of its own;
+/// none for HP alone): what HP measured, and the LP work done.
+fn serve_beside_lp(
+    p: &HarvestParams,
+    row: Cooperative,
+    reqs: &[HpRequest],
+    hp: &XQueue<CpuQueue>,
+    lp: &XQueue<CpuQueue>,
+    shared: &Arc<cooperative::Shared>,
+    start: Instant,
+) -> (service::HpMeasured, Vec<(Instant, Duration)>) {
+    let slice = row.slice().unwrap_or(p.lp_kernel);
     // Under the collector an HP kernel's end is heard on the device (`gated.rs`).
     let end = matches!(row, Cooperative::SloAware(_)).then(|| {
         let shared = shared.clone();
@@ -173,12 +196,12 @@ fn run_cooperative(
             }
         }) as on_tile::TileFn
     });
-    let (hp_m, lp_done) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let lp_thread = match row {
             Cooperative::Standalone | Cooperative::Again => None,
-            Cooperative::Timeslice => Some(s.spawn(|| timeslice_lp(&lp, p.lp_kernel, &shared))),
-            Cooperative::Priority(_) => Some(s.spawn(|| cooperative::run_between(&shared, slice))),
-            Cooperative::SloAware(_) => Some(s.spawn(|| gated::run_gated(&shared))),
+            Cooperative::Timeslice => Some(s.spawn(|| timeslice_lp(lp, p.lp_kernel, shared))),
+            Cooperative::Priority(_) => Some(s.spawn(|| cooperative::run_between(shared, slice))),
+            Cooperative::SloAware(_) => Some(s.spawn(|| gated::run_gated(shared))),
         };
         // The host side of the HP service spins for its kernels off the device's core (every
         // collector row alike, standalone included).
@@ -187,7 +210,7 @@ fn run_cooperative(
             Some(_) => KernelWait::Spin,
             None => KernelWait::Block,
         };
-        let m = service::serve(&hp, reqs, p.warmup, start, &*shared, end.as_ref(), wait);
+        let m = service::serve(hp, reqs, p.warmup, start, &**shared, end.as_ref(), wait);
         drop(host);
         shared.finish_service();
         let lp_done = match lp_thread.map(|t| t.join()) {
@@ -197,8 +220,7 @@ fn run_cooperative(
             Some(Err(panic)) => std::panic::resume_unwind(panic),
         };
         (m, lp_done)
-    });
-    Ok(Measured::of(hp_m, &lp_done))
+    })
 }
 
 /// The core the collector rows' device worker is pinned to.
@@ -357,6 +379,7 @@ fn targets(
     checks
 }
 
+/// The report: the collector rows and checks, then the `policy` and `daemon` drivers'.
 fn report(
     p: &HarvestParams,
     coop: &[(Cooperative, Measured)],
@@ -365,83 +388,11 @@ fn report(
 ) -> Report {
     let mut rows = Vec::new();
     let mut checks = Vec::new();
-    let find = |name: &str| coop.iter().find(|(r, _)| r.name() == name).map(|(_, m)| m);
-    let prio = find("priority");
-    let again = find(AGAIN);
-    if let Some(alone) = find("standalone") {
-        let slo = alone.p99();
-        for (r, m) in coop {
-            let shown = match r {
-                Cooperative::Timeslice => Some(p.lp_kernel),
-                _ => r.slice(),
-            };
-            rows.push(row_of("collector", r.name(), shown, m, slo));
-        }
-        for (r, m) in coop
-            .iter()
-            .filter(|(r, _)| matches!(r, Cooperative::SloAware(_)))
-        {
-            let us = r.slice().map_or(0, |s| s.as_micros());
-            checks.extend(targets(
-                &format!("collector slo-aware ({us} us)"),
-                m,
-                alone,
-                again,
-                slo,
-                prio,
-            ));
-            if let Some(ts) = find("timeslice") {
-                checks.push(Check {
-                    name: format!("cpu collector slo-aware ({us} us) LP vs timeslice"),
-                    target: "above".into(),
-                    measured: format!(
-                        "{:.3} vs {:.3} (timeslice attainment {:.3})",
-                        m.lp_norm(),
-                        ts.lp_norm(),
-                        ts.attainment(slo)
-                    ),
-                    verdict: Verdict::of(m.lp_norm() > ts.lp_norm()),
-                });
-            }
-        }
-    }
+    let prio = coop_row(coop, "priority");
+    collector_part(p, coop, prio, &mut rows, &mut checks);
     let lp_kernel = p.slices.first().copied();
     for (driver, list) in [("policy", policies), ("daemon", daemon)] {
-        let Some((_, alone)) = list.iter().find(|(n, _)| *n == "standalone") else {
-            continue;
-        };
-        let slo = alone.p99();
-        for (name, m) in list {
-            let slice = POLICIES.contains(name).then_some(lp_kernel).flatten();
-            rows.push(row_of(driver, name, slice, m, slo));
-        }
-        if let Some((_, m)) = list.iter().find(|(n, _)| *n == "slo-aware") {
-            let again = list.iter().find(|(n, _)| *n == AGAIN).map(|(_, m)| m);
-            checks.extend(targets(
-                &format!("{driver} slo-aware"),
-                m,
-                alone,
-                again,
-                slo,
-                prio,
-            ));
-            for other in ["hpf", "slo-aware:between-requests"] {
-                if let Some((_, o)) = list.iter().find(|(n, _)| *n == other) {
-                    checks.push(Check {
-                        name: format!("cpu {driver} slo-aware vs {other}"),
-                        target: "none".into(),
-                        measured: format!(
-                            "attainment {:.3} vs {:.3}, LP {:.3} vs {:.3}",
-                            m.attainment(slo),
-                            o.attainment(slo),
-                            m.lp_norm(),
-                            o.lp_norm()
-                        ),
-                        verdict: Verdict::Reported,
-                    });
-                }
-            }
-        }
+        driver_part(driver, list, lp_kernel, prio, &mut rows, &mut checks);
     }
     Report {
         experiment: "harvest (cpu device)".into(),
@@ -458,5 +409,109 @@ fn report(
         rows,
         checks,
         events: None,
+    }
+}
+
+/// The measurement of the cooperative row named `name`, if it ran.
+fn coop_row<'a>(coop: &'a [(Cooperative, Measured)], name: &str) -> Option<&'a Measured> {
+    coop.iter().find(|(r, _)| r.name() == name).map(|(_, m)| m)
+}
+
+/// The collector rows, then each `slo-aware` row's targets and its LP against `timeslice`'s
+/// (nothing without a `standalone` row, the SLO's reference).
+fn collector_part(
+    p: &HarvestParams,
+    coop: &[(Cooperative, Measured)],
+    prio: Option<&Measured>,
+    rows: &mut Vec<xsched_report::Row>,
+    checks: &mut Vec<Check>,
+) {
+    let again = coop_row(coop, AGAIN);
+    let Some(alone) = coop_row(coop, "standalone") else {
+        return;
+    };
+    let slo = alone.p99();
+    for (r, m) in coop {
+        let shown = match r {
+            Cooperative::Timeslice => Some(p.lp_kernel),
+            _ => r.slice(),
+        };
+        rows.push(row_of("collector", r.name(), shown, m, slo));
+    }
+    for (r, m) in coop
+        .iter()
+        .filter(|(r, _)| matches!(r, Cooperative::SloAware(_)))
+    {
+        let us = r.slice().map_or(0, |s| s.as_micros());
+        checks.extend(targets(
+            &format!("collector slo-aware ({us} us)"),
+            m,
+            alone,
+            again,
+            slo,
+            prio,
+        ));
+        if let Some(ts) = coop_row(coop, "timeslice") {
+            checks.push(Check {
+                name: format!("cpu collector slo-aware ({us} us) LP vs timeslice"),
+                target: "above".into(),
+                measured: format!(
+                    "{:.3} vs {:.3} (timeslice attainment {:.3})",
+                    m.lp_norm(),
+                    ts.lp_norm(),
+                    ts.attainment(slo)
+                ),
+                verdict: Verdict::of(m.lp_norm() > ts.lp_norm()),
+            });
+        }
+    }
+}
+
+/// One driver's rows (`policy` or `daemon`), then its `slo-aware` row's targets and, reported,
+/// its figures beside `hpf`'s and `slo-aware:between-requests`' (nothing without a
+/// `standalone` row).
+fn driver_part(
+    driver: &str,
+    list: &[(&str, Measured)],
+    lp_kernel: Option<Duration>,
+    prio: Option<&Measured>,
+    rows: &mut Vec<xsched_report::Row>,
+    checks: &mut Vec<Check>,
+) {
+    let Some((_, alone)) = list.iter().find(|(n, _)| *n == "standalone") else {
+        return;
+    };
+    let slo = alone.p99();
+    for (name, m) in list {
+        let slice = POLICIES.contains(name).then_some(lp_kernel).flatten();
+        rows.push(row_of(driver, name, slice, m, slo));
+    }
+    let Some((_, m)) = list.iter().find(|(n, _)| *n == "slo-aware") else {
+        return;
+    };
+    let again = list.iter().find(|(n, _)| *n == AGAIN).map(|(_, m)| m);
+    checks.extend(targets(
+        &format!("{driver} slo-aware"),
+        m,
+        alone,
+        again,
+        slo,
+        prio,
+    ));
+    for other in ["hpf", "slo-aware:between-requests"] {
+        if let Some((_, o)) = list.iter().find(|(n, _)| *n == other) {
+            checks.push(Check {
+                name: format!("cpu {driver} slo-aware vs {other}"),
+                target: "none".into(),
+                measured: format!(
+                    "attainment {:.3} vs {:.3}, LP {:.3} vs {:.3}",
+                    m.attainment(slo),
+                    o.attainment(slo),
+                    m.lp_norm(),
+                    o.lp_norm()
+                ),
+                verdict: Verdict::Reported,
+            });
+        }
     }
 }

@@ -14,7 +14,7 @@ use crate::roles::{self, Role};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -154,31 +154,14 @@ fn run_pair(
         ("XSCHED_SOCKET", socket.display().to_string()),
         ("XSCHED_LEVEL", "3".to_string()),
     ];
-    let mut hp_env = Env {
-        vars: common.clone(),
-    };
-    match scheduled::hp_hint(policy, slo_hint) {
-        xsched_core::Hint::Slo(s) => hp_env
-            .vars
-            .push(("XSCHED_SLO_US", (s.0 / 1000).to_string())),
-        _ => hp_env.vars.push(("XSCHED_PRIORITY", "10".into())),
-    }
+    let hp_env = hp_env_for(&common, policy, slo_hint);
     let lp_kernel = p
         .slices
         .first()
         .copied()
         .unwrap_or(Duration::from_micros(200));
     let lp_child = if lp {
-        let mut env = Env { vars: common };
-        env.vars.push(("XSCHED_PRIORITY", "0".into()));
-        let mut c = worker(exe, Role::Lp, 0, &env);
-        c.arg("--kernel-us")
-            .arg(lp_kernel.as_micros().to_string())
-            .stdin(Stdio::piped());
-        Some(c.spawn().map_err(|source| ProcessError::Io {
-            what: "starting the LP process".into(),
-            source,
-        })?)
+        Some(start_lp(exe, common, lp_kernel)?)
     } else {
         None
     };
@@ -196,24 +179,70 @@ fn run_pair(
     });
     daemon.stop();
     let hp = report_of(hp_out?, "HP")?;
-    let lp_done: Vec<u64> = match lp_out {
-        None => Vec::new(),
-        Some(out) => {
-            let out = out.map_err(|source| ProcessError::Io {
-                what: "waiting for the LP process".into(),
-                source,
-            })?;
-            let v = report_of(out, "LP")?;
-            v["completed_unix_ns"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default()
-        }
+    let lp_done = lp_completions(lp_out)?;
+    Ok(measured_of(&hp, &lp_done, lp_kernel))
+}
+
+/// The HP process's environment: `common`, and its SLO (under `policy`'s SLO hint) or priority 10.
+fn hp_env_for(common: &[(&'static str, String)], policy: &PolicySpec, slo_hint: Duration) -> Env {
+    let mut hp_env = Env {
+        vars: common.to_vec(),
     };
+    match scheduled::hp_hint(policy, slo_hint) {
+        xsched_core::Hint::Slo(s) => hp_env
+            .vars
+            .push(("XSCHED_SLO_US", (s.0 / 1000).to_string())),
+        _ => hp_env.vars.push(("XSCHED_PRIORITY", "10".into())),
+    }
+    hp_env
+}
+
+/// Start the LP process (`lp_kernel`-long kernels at priority 0, environment `common`) with its
+/// standard input piped: closing it ends the LP job.
+fn start_lp(
+    exe: &Path,
+    common: Vec<(&'static str, String)>,
+    lp_kernel: Duration,
+) -> Result<Child, ProcessError> {
+    let mut env = Env { vars: common };
+    env.vars.push(("XSCHED_PRIORITY", "0".into()));
+    let mut c = worker(exe, Role::Lp, 0, &env);
+    c.arg("--kernel-us")
+        .arg(lp_kernel.as_micros().to_string())
+        .stdin(Stdio::piped());
+    c.spawn().map_err(|source| ProcessError::Io {
+        what: "starting the LP process".into(),
+        source,
+    })
+}
+
+/// The wall-clock times (Unix ns) the LP process's kernels completed at, from its report
+/// (none without an LP process).
+fn lp_completions(
+    lp_out: Option<std::io::Result<std::process::Output>>,
+) -> Result<Vec<u64>, ProcessError> {
+    let Some(out) = lp_out else {
+        return Ok(Vec::new());
+    };
+    let out = out.map_err(|source| ProcessError::Io {
+        what: "waiting for the LP process".into(),
+        source,
+    })?;
+    let v = report_of(out, "LP")?;
+    let done: Vec<u64> = v["completed_unix_ns"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    Ok(done)
+}
+
+/// The measurement from the HP process's report `hp`, with the LP work of the completions in
+/// `lp_done` that fall within HP's measured window.
+fn measured_of(hp: &Value, lp_done: &[u64], lp_kernel: Duration) -> Measured {
     let from = hp["from_unix_ns"].as_u64().unwrap_or(0);
     let until = hp["until_unix_ns"].as_u64().unwrap_or(from);
     let in_window = lp_done.iter().filter(|&&t| t >= from && t <= until).count();
-    Ok(Measured {
+    Measured {
         hp: HpMeasured {
             latencies: durations(&hp["latencies_us"]),
             kernel_time: Duration::from_secs_f64(
@@ -225,7 +254,7 @@ fn run_pair(
         },
         lp_work: lp_kernel * in_window as u32,
         window: Duration::from_nanos(until.saturating_sub(from)),
-    })
+    }
 }
 
 /// The rows of the two-process run: HP alone through the daemon, then HP beside the LP

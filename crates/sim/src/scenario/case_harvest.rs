@@ -14,9 +14,9 @@
 
 use super::build::{self, Commands, HOUR_MS, MAX_COMMANDS, bounded, commands};
 use super::{Ctx, Report, ScenarioError};
-use crate::engine::{SimError, simulate};
+use crate::engine::{SimError, SimResult, simulate};
 use crate::profile::Profile;
-use crate::spec::{Arrival, DeviceSpec, QueueMode, WorkloadSpec};
+use crate::spec::{Arrival, DeviceSpec, QueueMode, SimSpec, WorkloadSpec};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
@@ -86,38 +86,122 @@ struct Measured {
 /// Warm-up before measuring: the TGS-like controller's probe and climb need a few seconds.
 const WARMUP: Nanos = Nanos::from_ms(3000);
 
+/// The profiles named by `devices` (default: gv100 and mi50), each with its preemption level.
+fn leveled_devices(ctx: &Ctx, f: &File) -> Result<Vec<(Profile, Level)>, ScenarioError> {
+    let profiles = match &f.devices {
+        Some(_) => build::devices(ctx, &f.devices)?,
+        None => ["gv100", "mi50"]
+            .into_iter()
+            .filter_map(crate::profile::by_key)
+            .collect(),
+    };
+    let mut devices = Vec::new();
+    for p in profiles {
+        let level = build::level_on(ctx, &f.level, &p)?;
+        devices.push((p, level));
+    }
+    Ok(devices)
+}
+
+/// The jobs named by `jobs` (default: both).
+fn job_list(ctx: &Ctx, v: &Option<Spanned<Vec<String>>>) -> Result<Vec<Job>, ScenarioError> {
+    let jobs = match v {
+        None => vec![Job::Training, Job::Financial],
+        Some(js) if js.get_ref().is_empty() => {
+            return Err(ctx.err(js.span(), "field `jobs`: names no job".into()));
+        }
+        Some(js) => js
+            .get_ref()
+            .iter()
+            .map(|j| {
+                Job::by_name(j).ok_or_else(|| {
+                    ctx.err(
+                        js.span(),
+                        format!("field `jobs`: unknown job `{j}`; known: training, financial"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(jobs)
+}
+
+/// What a run's `outcome` measured (NaNs where it could not run).
+fn measure(outcome: Result<SimResult, SimError>) -> Measured {
+    match outcome {
+        Ok(r) => {
+            let share = |i: usize| {
+                r.queue_work
+                    .get(i)
+                    .map_or(0.0, |w| w.0 as f64 / r.window.0.max(1) as f64)
+            };
+            let prod = &r.workloads[0];
+            Measured {
+                harvested: share(1),
+                prod_share: share(0),
+                mean_us: prod.mean_us(),
+                p99_us: prod.quantile_us(0.99),
+                events: r.events,
+            }
+        }
+        Err(_) => Measured {
+            harvested: f64::NAN,
+            prod_share: f64::NAN,
+            mean_us: f64::NAN,
+            p99_us: f64::NAN,
+            events: 0,
+        },
+    }
+}
+
+/// Every mode's outcome for `job` on `p` at `level`, from `measured` (standalone first, in
+/// `MODES` order), pushing one row per mode onto `rows`.
+fn mode_rows(
+    p: &Profile,
+    level: Level,
+    job: Job,
+    measured: &[Measured],
+    rows: &mut Vec<serde_json::Map<String, serde_json::Value>>,
+) -> [Outcome; 6] {
+    let base = measured[0];
+    let idle = (1.0 - base.prod_share).max(1e-9);
+    let mut outcomes = [Outcome {
+        harvested: 0.0,
+        slowdown: 0.0,
+    }; 6];
+    for (i, (mode, m)) in MODES.iter().zip(measured).enumerate() {
+        let harvested = if *mode == Mode::Standalone {
+            0.0
+        } else {
+            m.harvested
+        };
+        outcomes[i] = Outcome {
+            harvested,
+            slowdown: m.mean_us / base.mean_us - 1.0,
+        };
+        rows.push(row(Row {
+            device: p.key,
+            job: job.name(),
+            mode: mode.name(),
+            level: match mode {
+                Mode::Standalone | Mode::Native => None,
+                Mode::Quota | Mode::Tgs => Some(Level::Block.number()),
+                Mode::Priority | Mode::SloAware => Some(level.number()),
+            },
+            harvested_share: round3(harvested),
+            harvested_of_idle: round3(harvested / idle),
+            prod_mean_ms: round3(m.mean_us / 1000.0),
+            prod_p99_ms: round3(m.p99_us / 1000.0),
+            prod_slowdown_pct: round3(100.0 * outcomes[i].slowdown),
+        }));
+    }
+    outcomes
+}
+
 impl Harvest {
     pub(crate) fn check(f: File, ctx: &Ctx) -> Result<Harvest, ScenarioError> {
-        let profiles = match &f.devices {
-            Some(_) => build::devices(ctx, &f.devices)?,
-            None => ["gv100", "mi50"]
-                .into_iter()
-                .filter_map(crate::profile::by_key)
-                .collect(),
-        };
-        let mut devices = Vec::new();
-        for p in profiles {
-            let level = build::level_on(ctx, &f.level, &p)?;
-            devices.push((p, level));
-        }
-        let jobs = match &f.jobs {
-            None => vec![Job::Training, Job::Financial],
-            Some(js) if js.get_ref().is_empty() => {
-                return Err(ctx.err(js.span(), "field `jobs`: names no job".into()));
-            }
-            Some(js) => js
-                .get_ref()
-                .iter()
-                .map(|j| {
-                    Job::by_name(j).ok_or_else(|| {
-                        ctx.err(
-                            js.span(),
-                            format!("field `jobs`: unknown job `{j}`; known: training, financial"),
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-        };
+        let devices = leveled_devices(ctx, &f)?;
+        let jobs = job_list(ctx, &f.jobs)?;
         let production_load =
             build::fraction(ctx, "production_load", &f.production_load, 0.75, 0.95)?;
         let n = |field, v: &Option<Spanned<u64>>, default| {
@@ -206,24 +290,7 @@ impl Harvest {
             },
         ));
         if mode != Mode::Standalone {
-            // Where launches are held back, the job keeps at most the budget's worth of work
-            // in flight (at least one command).
-            let job_mode = match qmode {
-                QueueMode::XQueue { config, level } => QueueMode::XQueue {
-                    config: config.with_inflight_budget(Some(self.inflight_budget)),
-                    level,
-                },
-                QueueMode::Native => QueueMode::Native,
-            };
-            s.queues.push(build::queue("opportunistic", 0, job_mode, 0));
-            let (stage, think) = match job {
-                Job::Training => (self.training, self.training_cpu),
-                Job::Financial => (self.financial, Nanos::ZERO),
-            };
-            s.workloads.push(WorkloadSpec {
-                idempotent: true,
-                ..build::workload("opportunistic", stage.on(1), Arrival::Closed { think })
-            });
+            self.add_job(&mut s, qmode, job);
         }
         let outcome = mode
             .policy(self.quota_share)
@@ -235,30 +302,29 @@ impl Harvest {
                 s.policy = policy;
                 simulate(s)
             });
-        match outcome {
-            Ok(r) => {
-                let share = |i: usize| {
-                    r.queue_work
-                        .get(i)
-                        .map_or(0.0, |w| w.0 as f64 / r.window.0.max(1) as f64)
-                };
-                let prod = &r.workloads[0];
-                Measured {
-                    harvested: share(1),
-                    prod_share: share(0),
-                    mean_us: prod.mean_us(),
-                    p99_us: prod.quantile_us(0.99),
-                    events: r.events,
-                }
-            }
-            Err(_) => Measured {
-                harvested: f64::NAN,
-                prod_share: f64::NAN,
-                mean_us: f64::NAN,
-                p99_us: f64::NAN,
-                events: 0,
+        measure(outcome)
+    }
+
+    /// Add the opportunistic `job`'s queue (beside a service queue of `qmode`) and workload to `s`.
+    fn add_job(&self, s: &mut SimSpec, qmode: QueueMode, job: Job) {
+        // Where launches are held back, the job keeps at most the budget's worth of work
+        // in flight (at least one command).
+        let job_mode = match qmode {
+            QueueMode::XQueue { config, level } => QueueMode::XQueue {
+                config: config.with_inflight_budget(Some(self.inflight_budget)),
+                level,
             },
-        }
+            QueueMode::Native => QueueMode::Native,
+        };
+        s.queues.push(build::queue("opportunistic", 0, job_mode, 0));
+        let (stage, think) = match job {
+            Job::Training => (self.training, self.training_cpu),
+            Job::Financial => (self.financial, Nanos::ZERO),
+        };
+        s.workloads.push(WorkloadSpec {
+            idempotent: true,
+            ..build::workload("opportunistic", stage.on(1), Arrival::Closed { think })
+        });
     }
 
     /// The report, and the trade-off figure (harvested share against slowdown).
@@ -286,44 +352,16 @@ impl Harvest {
         for (k, &(d, job)) in pairs.iter().enumerate() {
             let (p, level) = &self.devices[d];
             let base = alone[d];
-            let idle = (1.0 - base.prod_share).max(1e-9);
             let per_mode = MODES.len() - 1;
             let measured: Vec<Measured> = std::iter::once(base)
                 .chain(results[k * per_mode..(k + 1) * per_mode].iter().copied())
                 .collect();
-            let mut outcomes = [Outcome {
-                harvested: 0.0,
-                slowdown: 0.0,
-            }; 6];
-            for (i, (mode, m)) in MODES.iter().zip(&measured).enumerate() {
+            let outcomes = mode_rows(p, *level, job, &measured, &mut rows);
+            for (i, m) in measured.iter().enumerate() {
                 events += if i == 0 { 0 } else { m.events };
-                let harvested = if *mode == Mode::Standalone {
-                    0.0
-                } else {
-                    m.harvested
-                };
-                outcomes[i] = Outcome {
-                    harvested,
-                    slowdown: m.mean_us / base.mean_us - 1.0,
-                };
                 if i > 0 {
                     points[i].push(outcomes[i]);
                 }
-                rows.push(row(Row {
-                    device: p.key,
-                    job: job.name(),
-                    mode: mode.name(),
-                    level: match mode {
-                        Mode::Standalone | Mode::Native => None,
-                        Mode::Quota | Mode::Tgs => Some(Level::Block.number()),
-                        Mode::Priority | Mode::SloAware => Some(level.number()),
-                    },
-                    harvested_share: round3(harvested),
-                    harvested_of_idle: round3(harvested / idle),
-                    prod_mean_ms: round3(m.mean_us / 1000.0),
-                    prod_p99_ms: round3(m.p99_us / 1000.0),
-                    prod_slowdown_pct: round3(100.0 * outcomes[i].slowdown),
-                }));
             }
             checks.extend(harvest_case::checks(
                 &format!("{} {}", p.key, job.name()),

@@ -89,67 +89,119 @@ fn micros(
     }
 }
 
+/// The profiles named by `devices`, each of which must time-slice natively.
+fn timeslicing_devices(
+    ctx: &Ctx,
+    sel: &Option<Spanned<Vec<String>>>,
+) -> Result<Vec<Profile>, ScenarioError> {
+    let devices = build::devices(ctx, sel)?;
+    if let (Some(sel), Some(p)) = (
+        sel,
+        devices
+            .iter()
+            .find(|p| !matches!(p.arbitration.value, Arbitration::TimeSlice { .. })),
+    ) {
+        return Err(ctx.err(
+            sel.span(),
+            format!(
+                "field `devices`: `{}` does not time-slice natively; the `timeslice` baseline needs a device that does (gv100, k40m, igpu)",
+                p.key
+            ),
+        ));
+    }
+    Ok(devices)
+}
+
+/// The HP service's shape from the file's fields; its kernels must take time.
+fn hp_shape(ctx: &Ctx, f: &File) -> Result<HpShape, ScenarioError> {
+    let optional = |field: &str, v: &Option<Spanned<[u64; 2]>>| match v {
+        Some(v) => span(ctx, field, v),
+        None => Ok(Span::us(0, 0)),
+    };
+    let shape = HpShape {
+        kernels: f
+            .kernels
+            .as_ref()
+            .map(|k| build::positive(ctx, "kernels", k))
+            .transpose()?
+            .unwrap_or(8)
+            .min(10_000) as u32,
+        kernel: span(ctx, "kernel_us", &f.kernel_us)?,
+        gap: span(ctx, "gap_us", &f.gap_us)?,
+        pre: optional("pre_us", &f.pre_us)?,
+        post: optional("post_us", &f.post_us)?,
+        device_share: build::fraction(ctx, "device_share", &f.device_share, 0.5, 0.95)?,
+        poisson: poisson_arrivals(ctx, &f.arrivals)?,
+        requests: f
+            .requests
+            .as_ref()
+            .map(|r| build::positive(ctx, "requests", r))
+            .transpose()?
+            .unwrap_or(1000)
+            .min(1_000_000) as u32,
+    };
+    if shape.kernel.lo == Nanos::ZERO {
+        return Err(ctx.err(
+            f.kernel_us.span(),
+            "field `kernel_us`: kernels take time".into(),
+        ));
+    }
+    Ok(shape)
+}
+
+/// Whether `arrivals` asks for Poisson (rather than periodic) HP arrivals.
+fn poisson_arrivals(ctx: &Ctx, v: &Option<Spanned<String>>) -> Result<bool, ScenarioError> {
+    match v {
+        None => Ok(false),
+        Some(a) => match a.get_ref().as_str() {
+            "poisson" => Ok(true),
+            "periodic" => Ok(false),
+            other => Err(ctx.err(
+                a.span(),
+                format!("field `arrivals`: `{other}`; expected periodic or poisson"),
+            )),
+        },
+    }
+}
+
+/// The swept LP slice lengths, each a positive multiple of `tile`.
+fn slice_sweep(
+    ctx: &Ctx,
+    v: &Option<Spanned<Vec<u64>>>,
+    tile: Nanos,
+) -> Result<Vec<Nanos>, ScenarioError> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(s)
+            if s.get_ref()
+                .iter()
+                .any(|&us| us == 0 || us % (tile.0 / 1000).max(1) != 0) =>
+        {
+            Err(ctx.err(
+                s.span(),
+                "field `slice_sweep_us`: positive multiples of `tile_us`".into(),
+            ))
+        }
+        Some(s) => Ok(s.get_ref().iter().map(|&us| Nanos::from_us(us)).collect()),
+    }
+}
+
+/// The swept time-slice quanta, each positive.
+fn timeslice_quanta(ctx: &Ctx, v: &Option<Spanned<Vec<u64>>>) -> Result<Vec<Nanos>, ScenarioError> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(s) if s.get_ref().contains(&0) => Err(ctx.err(
+            s.span(),
+            "field `timeslice_sweep_us`: time slices take time".into(),
+        )),
+        Some(s) => Ok(s.get_ref().iter().map(|&us| Nanos::from_us(us)).collect()),
+    }
+}
+
 impl Hummingbird {
     pub(crate) fn check(f: File, ctx: &Ctx) -> Result<Hummingbird, ScenarioError> {
-        let devices = build::devices(ctx, &f.devices)?;
-        if let (Some(sel), Some(p)) = (
-            &f.devices,
-            devices
-                .iter()
-                .find(|p| !matches!(p.arbitration.value, Arbitration::TimeSlice { .. })),
-        ) {
-            return Err(ctx.err(
-                sel.span(),
-                format!(
-                    "field `devices`: `{}` does not time-slice natively; the `timeslice` baseline needs a device that does (gv100, k40m, igpu)",
-                    p.key
-                ),
-            ));
-        }
-        let optional = |field: &str, v: &Option<Spanned<[u64; 2]>>| match v {
-            Some(v) => span(ctx, field, v),
-            None => Ok(Span::us(0, 0)),
-        };
-        let shape = HpShape {
-            kernels: f
-                .kernels
-                .as_ref()
-                .map(|k| build::positive(ctx, "kernels", k))
-                .transpose()?
-                .unwrap_or(8)
-                .min(10_000) as u32,
-            kernel: span(ctx, "kernel_us", &f.kernel_us)?,
-            gap: span(ctx, "gap_us", &f.gap_us)?,
-            pre: optional("pre_us", &f.pre_us)?,
-            post: optional("post_us", &f.post_us)?,
-            device_share: build::fraction(ctx, "device_share", &f.device_share, 0.5, 0.95)?,
-            poisson: match &f.arrivals {
-                None => false,
-                Some(a) => match a.get_ref().as_str() {
-                    "poisson" => true,
-                    "periodic" => false,
-                    other => {
-                        return Err(ctx.err(
-                            a.span(),
-                            format!("field `arrivals`: `{other}`; expected periodic or poisson"),
-                        ));
-                    }
-                },
-            },
-            requests: f
-                .requests
-                .as_ref()
-                .map(|r| build::positive(ctx, "requests", r))
-                .transpose()?
-                .unwrap_or(1000)
-                .min(1_000_000) as u32,
-        };
-        if shape.kernel.lo == Nanos::ZERO {
-            return Err(ctx.err(
-                f.kernel_us.span(),
-                "field `kernel_us`: kernels take time".into(),
-            ));
-        }
+        let devices = timeslicing_devices(ctx, &f.devices)?;
+        let shape = hp_shape(ctx, &f)?;
         let slice = micros(ctx, "slice_us", &f.slice_us, 100)?;
         let tile = micros(ctx, "tile_us", &f.tile_us, 10)?;
         if slice.0 % tile.0 != 0 {
@@ -159,30 +211,8 @@ impl Hummingbird {
                 "field `slice_us`: must be a multiple of `tile_us`".into(),
             ));
         }
-        let sweep = match &f.slice_sweep_us {
-            None => Vec::new(),
-            Some(s)
-                if s.get_ref()
-                    .iter()
-                    .any(|&us| us == 0 || us % (tile.0 / 1000).max(1) != 0) =>
-            {
-                return Err(ctx.err(
-                    s.span(),
-                    "field `slice_sweep_us`: positive multiples of `tile_us`".into(),
-                ));
-            }
-            Some(s) => s.get_ref().iter().map(|&us| Nanos::from_us(us)).collect(),
-        };
-        let timeslice_sweep = match &f.timeslice_sweep_us {
-            None => Vec::new(),
-            Some(s) if s.get_ref().contains(&0) => {
-                return Err(ctx.err(
-                    s.span(),
-                    "field `timeslice_sweep_us`: time slices take time".into(),
-                ));
-            }
-            Some(s) => s.get_ref().iter().map(|&us| Nanos::from_us(us)).collect(),
-        };
+        let sweep = slice_sweep(ctx, &f.slice_sweep_us, tile)?;
+        let timeslice_sweep = timeslice_quanta(ctx, &f.timeslice_sweep_us)?;
         Ok(Hummingbird {
             timeslice_sweep,
             seed: ctx.header.seed,
@@ -307,34 +337,7 @@ impl Hummingbird {
             quanta.push((q, o));
         }
         let mut checks = self.checks(p, slo, &by_policy);
-        if let (Some((_, slo_aware)), false) = (
-            by_policy
-                .iter()
-                .find(|(pol, _)| *pol == SharePolicy::SloAware),
-            quanta.is_empty(),
-        ) {
-            let a = slo_aware.attainment(slo);
-            let best = quanta
-                .iter()
-                .map(|(q, o)| (q, o.attainment(slo), o.lp_throughput_norm()))
-                .max_by(|x, y| x.1.total_cmp(&y.1));
-            if let Some((q, best_a, lp)) = best {
-                checks.push(Check {
-                    name: format!("{} timeslice at slo-aware's attainment ({a:.3})", p.key),
-                    target: "none: the best attainment over the swept quanta".into(),
-                    measured: format!(
-                        "{best_a:.3} at {:.0} us (LP {lp:.3}){}",
-                        q.as_us_f64(),
-                        if best_a >= a {
-                            ""
-                        } else {
-                            ": no quantum reaches it"
-                        }
-                    ),
-                    verdict: Verdict::Reported,
-                });
-            }
-        }
+        checks.extend(timeslice_check(p, slo, &by_policy, &quanta));
         (rows, checks)
     }
 
@@ -400,4 +403,39 @@ impl Hummingbird {
             },
         ]
     }
+}
+
+/// The best HP attainment over the swept time-slice `quanta` on `p`, against slo-aware's in
+/// `runs`; none without both.
+fn timeslice_check(
+    p: &Profile,
+    slo: Nanos,
+    runs: &[(SharePolicy, Outcome)],
+    quanta: &[(Nanos, Outcome)],
+) -> Option<Check> {
+    let (Some((_, slo_aware)), false) = (
+        runs.iter().find(|(pol, _)| *pol == SharePolicy::SloAware),
+        quanta.is_empty(),
+    ) else {
+        return None;
+    };
+    let a = slo_aware.attainment(slo);
+    let (q, best_a, lp) = quanta
+        .iter()
+        .map(|(q, o)| (q, o.attainment(slo), o.lp_throughput_norm()))
+        .max_by(|x, y| x.1.total_cmp(&y.1))?;
+    Some(Check {
+        name: format!("{} timeslice at slo-aware's attainment ({a:.3})", p.key),
+        target: "none: the best attainment over the swept quanta".into(),
+        measured: format!(
+            "{best_a:.3} at {:.0} us (LP {lp:.3}){}",
+            q.as_us_f64(),
+            if best_a >= a {
+                ""
+            } else {
+                ": no quantum reaches it"
+            }
+        ),
+        verdict: Verdict::Reported,
+    })
 }
