@@ -11,7 +11,6 @@
 //! - [`dispatcher::Dispatcher`]: a scheduler with each queue's driver handle, what the
 //!   simulator, the in-process scheduler thread and the daemon all drive.
 //! - [`policy`]: the policies, one file each, behind one registry.
-//! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 //! - [`harvest`]: Hummingbird's idle-slice collector (the `slo-aware` policy's machine).
 //! - [`slice`]: whether and how finely to cut a long kernel launch into preemptible slices.
 
@@ -22,7 +21,6 @@ pub mod command;
 pub mod config;
 pub mod dispatcher;
 pub mod error;
-pub mod gittins;
 pub mod harvest;
 pub mod hint;
 pub mod ids;

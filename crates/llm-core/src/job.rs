@@ -2,7 +2,7 @@
 //! how far it got.
 
 use crate::policy::{Order, Size};
-use xsched_core::gittins::SizeDistribution;
+use crate::gittins::SizeDistribution;
 
 /// The reference request a rank is placed against, for an engine that orders: this many
 /// prompt tokens and as many answer tokens (the prior's median answer).

@@ -43,11 +43,13 @@
 //! - [`prefix`]: what prompt prefixes each engine was sent (the `prefix-affinity` router).
 //! - [`predict`]: the predictor interface (features in, an output-length distribution out).
 //! - [`service`]: service times from a step-time fit or measured from answers.
+//! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 //! - [`cost`]: SageSched's cost `O²/2 + I·O` and the step-time fit.
 //! - [`watch`]: engines seen from outside: saturated, stale, silent, ejected.
 
 pub mod admit;
 pub mod cost;
+pub mod gittins;
 mod job;
 pub mod lanes;
 pub mod learn;
@@ -68,4 +70,4 @@ pub use sched::{
     EngineOrder, EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input,
     InputError, Placement, RequestScheduler, ShedReason, engine_priority,
 };
-pub use xsched_core::gittins::SizeDistribution;
+pub use gittins::SizeDistribution;

@@ -41,7 +41,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use xsched_core::gittins::SizeDistribution;
+use crate::gittins::SizeDistribution;
 
 /// How the waiting queue is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

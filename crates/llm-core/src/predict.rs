@@ -5,7 +5,7 @@
 //! scan) and the scheduler must stay cheap to call.
 
 use std::sync::Arc;
-use xsched_core::gittins::SizeDistribution;
+use crate::gittins::SizeDistribution;
 
 /// A prompt's embedding (unit length).
 pub type Embedding = Arc<[f32]>;

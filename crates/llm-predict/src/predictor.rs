@@ -28,7 +28,7 @@
 //! must rebuild it, and a single-threaded build of a large history takes tens of seconds.
 
 use std::cmp::Reverse;
-use xsched_core::gittins::SizeDistribution;
+use xsched_llm_core::SizeDistribution;
 pub use xsched_llm_core::predict::Embedding;
 use xsched_llm_core::predict::{Features, PRIOR, Predictor, prior};
 

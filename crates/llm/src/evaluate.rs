@@ -194,7 +194,7 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// A predicted distribution's median, by `xsched-report`'s nearest rank.
-fn median(d: &xsched_core::gittins::SizeDistribution) -> f64 {
+fn median(d: &xsched_llm_core::SizeDistribution) -> f64 {
     xsched_report::weighted_quantile(d.atoms(), 0.5).unwrap_or_else(|| d.max())
 }
 

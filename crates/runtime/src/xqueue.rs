@@ -389,7 +389,6 @@ impl<H: HwQueue> XQueue<H> {
     }
 }
 
-/// The latency a command may take before it counts as a miss: the SLO, else the deadline.
 /// A queue's launch machine at `level`, launching on while deactivated where its options ask
 /// and the backend's deactivation only lowers its priority.
 fn launch_machine<H: HwQueue>(hw: &Arc<H>, options: &QueueOptions, level: Level) -> LaunchMachine {
@@ -469,6 +468,7 @@ fn callbacks<H: HwQueue>(
     (control, stats, steer)
 }
 
+/// The latency a command may take before it counts as a miss: the SLO, else the deadline.
 fn latency_bound(hints: &QueueHints) -> Option<xsched_core::Nanos> {
     hints.slo.or(hints.deadline)
 }

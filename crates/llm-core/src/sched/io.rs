@@ -5,7 +5,7 @@ use crate::prefix::Prefix;
 use crate::service::Served;
 pub use crate::watch::EngineReport;
 use crate::watch::Scrape;
-use xsched_core::gittins::SizeDistribution;
+use crate::gittins::SizeDistribution;
 
 /// Why an input was refused (nothing changed).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
