@@ -45,9 +45,9 @@ const SYMBOLS: [&str; 20] = [
 ];
 
 /// The driver library, opened once and kept open so cudarc's own open finds the same one.
-static PROBE: OnceLock<Result<libloading::Library, String>> = OnceLock::new();
+static PROBE: OnceLock<Result<libloading::Library, CudaError>> = OnceLock::new();
 
-fn open() -> Result<libloading::Library, String> {
+fn open() -> Result<libloading::Library, CudaError> {
     let mut errors = Vec::new();
     for name in LIBRARIES {
         // SAFETY: loading the CUDA driver runs its initialisers, which have no preconditions
@@ -71,7 +71,10 @@ fn open() -> Result<libloading::Library, String> {
             }
         }
     }
-    Err(format!("no usable CUDA driver ({})", errors.join("; ")))
+    Err(CudaError::Unavailable(format!(
+        "no usable CUDA driver ({})",
+        errors.join("; ")
+    )))
 }
 
 /// Check that a usable driver is here and initialise it (`cuInit`). Every other function of this
@@ -79,7 +82,7 @@ fn open() -> Result<libloading::Library, String> {
 pub fn probe() -> Result<(), CudaError> {
     let lib = PROBE.get_or_init(open);
     if let Err(e) = lib {
-        return Err(CudaError::Unavailable(e.clone()));
+        return Err(e.clone());
     }
     static INIT: OnceLock<Result<(), CudaError>> = OnceLock::new();
     INIT.get_or_init(|| {

@@ -7,6 +7,17 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// A role name that is not one of [`Role::ALL`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown role {name:?}; expected one of {names}",
+    names = Role::ALL.map(Role::name).join(", ")
+)]
+pub struct UnknownRole {
+    /// The name given.
+    pub name: String,
+}
+
 /// What a worker process does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -50,16 +61,12 @@ impl Role {
     }
 
     /// The role called `name`; the error lists the names.
-    pub fn from_name(name: &str) -> Result<Role, String> {
+    pub fn from_name(name: &str) -> Result<Role, UnknownRole> {
         Role::ALL
             .into_iter()
             .find(|r| r.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
-                format!(
-                    "unknown role {name:?}; expected one of {}",
-                    names.join(", ")
-                )
+            .ok_or_else(|| UnknownRole {
+                name: name.to_string(),
             })
     }
 }

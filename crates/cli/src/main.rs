@@ -259,8 +259,8 @@ enum ModeAction {
 
 /// A rollout mode, checked while parsing.
 fn mode_name(s: &str) -> Result<xsched_runtime::Mode, String> {
-    s.parse()
-        .map_err(|e: String| format!("unknown mode `{s}`: {e}"))
+    s.parse::<xsched_runtime::Mode>()
+        .map_err(|e| format!("unknown mode `{s}`: {e}"))
 }
 
 #[derive(Subcommand)]

@@ -22,6 +22,27 @@ struct Counts {
     pending: VecDeque<(u64, UnixStream)>,
 }
 
+/// Why a connection was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The daemon serves as many connections as it may.
+    #[error("too many connections: the daemon serves at most {0} (limits.max_connections)")]
+    Total(usize),
+    /// The user has as many connections as one may.
+    #[error(
+        "too many connections from uid {uid}: at most {max} per user (limits.max_connections_per_user)"
+    )]
+    PerUser {
+        /// The user.
+        uid: u32,
+        /// The limit.
+        max: usize,
+    },
+    /// The connection's socket could not be kept.
+    #[error("cannot serve: {0}")]
+    CannotServe(#[source] std::io::Error),
+}
+
 /// The connection limits of one daemon.
 pub(crate) struct Admission {
     limits: Limits,
@@ -60,21 +81,17 @@ impl Admission {
         conn: u64,
         uid: u32,
         stream: &UnixStream,
-    ) -> Result<Admitted, String> {
+    ) -> Result<Admitted, Refused> {
         let mut c = self.counts();
         if c.total >= self.limits.max_connections {
-            return Err(format!(
-                "too many connections: the daemon serves at most {} (limits.max_connections)",
-                self.limits.max_connections
-            ));
+            return Err(Refused::Total(self.limits.max_connections));
         }
         let mine = c.per_user.get(&uid).copied().unwrap_or(0);
         if uid != 0 && mine >= self.limits.max_connections_per_user {
-            return Err(format!(
-                "too many connections from uid {uid}: at most {} per user \
-                 (limits.max_connections_per_user)",
-                self.limits.max_connections_per_user
-            ));
+            return Err(Refused::PerUser {
+                uid,
+                max: self.limits.max_connections_per_user,
+            });
         }
         if c.pending.len() >= self.limits.max_pending_handshakes
             && let Some((old, s)) = c.pending.pop_front()
@@ -82,9 +99,7 @@ impl Admission {
             tracing::debug!("connection {old}: dropped, still silent when a newer one came");
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        let handle = stream
-            .try_clone()
-            .map_err(|e| format!("cannot serve: {e}"))?;
+        let handle = stream.try_clone().map_err(Refused::CannotServe)?;
         c.pending.push_back((conn, handle));
         c.total += 1;
         *c.per_user.entry(uid).or_insert(0) += 1;
@@ -146,13 +161,17 @@ mod tests {
         let (s, _peer) = UnixStream::pair().expect("pair");
         let one = a.admit(1, 1000, &s).expect("first");
         let two = a.admit(2, 1000, &s).expect("second");
-        let e = a.admit(3, 1000, &s).err().expect("per-user limit");
+        let e = a
+            .admit(3, 1000, &s)
+            .err()
+            .expect("per-user limit")
+            .to_string();
         assert!(
             e.contains("uid 1000") && e.contains("max_connections_per_user"),
             "{e}"
         );
         let root = a.admit(4, 0, &s).expect("root has no per-user limit");
-        let e = a.admit(5, 0, &s).err().expect("total limit");
+        let e = a.admit(5, 0, &s).err().expect("total limit").to_string();
         assert!(e.contains("limits.max_connections"), "{e}");
         drop(one);
         assert_eq!(a.counted().0, 2);

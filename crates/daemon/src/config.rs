@@ -71,6 +71,47 @@ pub enum ConfigError {
     },
 }
 
+/// Why a file's text is not a valid configuration: the field, and for what TOML itself refuses
+/// the line.
+#[derive(Debug, Error)]
+pub enum InvalidConfig {
+    /// Not TOML, or a field unknown or of the wrong type (the message names field and line).
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// `socket.mode` is not a permission mode.
+    #[error("socket.mode: {0:#o} is not a permission mode (0o000..=0o777)")]
+    SocketMode(u32),
+    /// A priority range whose `min` is above its `max`.
+    #[error("{field}: min {min} is above max {max}")]
+    EmptyRange {
+        /// The range's field.
+        field: String,
+        /// Its `min`.
+        min: i32,
+        /// Its `max`.
+        max: i32,
+    },
+    /// A limit of 0.
+    #[error("{0}: must be at least 1")]
+    Zero(&'static str),
+}
+
+/// A priority outside what a peer may use (the daemon's `[authority]` configuration).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error(
+    "priority {priority} is outside uid {uid}'s range {min}..={max} (the daemon's [authority] configuration)"
+)]
+pub struct PriorityRefused {
+    /// The priority asked for.
+    pub priority: i32,
+    /// The peer's uid.
+    pub uid: u32,
+    /// The lowest priority it may use.
+    pub min: i32,
+    /// The highest priority it may use.
+    pub max: i32,
+}
+
 /// The whole file.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -204,22 +245,19 @@ impl DaemonConfig {
             path: shown.clone(),
             source,
         })?;
-        let config = DaemonConfig::parse(&text).map_err(|message| ConfigError::Invalid {
+        let config = DaemonConfig::parse(&text).map_err(|e| ConfigError::Invalid {
             path: shown,
-            message,
+            message: e.to_string(),
         })?;
         config.authority()?;
         Ok(config)
     }
 
     /// Parse a file's text; the error names the field and line.
-    pub fn parse(text: &str) -> Result<DaemonConfig, String> {
-        let config: DaemonConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<DaemonConfig, InvalidConfig> {
+        let config: DaemonConfig = toml::from_str(text)?;
         if config.socket.mode > 0o777 {
-            return Err(format!(
-                "socket.mode: {:#o} is not a permission mode (0o000..=0o777)",
-                config.socket.mode
-            ));
+            return Err(InvalidConfig::SocketMode(config.socket.mode));
         }
         let ranges = std::iter::once(("authority.priority".to_string(), config.authority.priority))
             .chain(
@@ -240,7 +278,11 @@ impl DaemonConfig {
             );
         for (field, r) in ranges {
             if r.min > r.max {
-                return Err(format!("{field}: min {} is above max {}", r.min, r.max));
+                return Err(InvalidConfig::EmptyRange {
+                    field,
+                    min: r.min,
+                    max: r.max,
+                });
             }
         }
         let l = &config.limits;
@@ -262,7 +304,7 @@ impl DaemonConfig {
             ),
         ] {
             if v == 0 {
-                return Err(format!("{field}: must be at least 1"));
+                return Err(InvalidConfig::Zero(field));
             }
         }
         Ok(config)
@@ -418,12 +460,14 @@ impl Authority {
     }
 
     /// Refuse `priority` if it is outside `peer`'s range: the refusal says the range.
-    pub fn check_priority(&self, peer: &Peer, priority: i32) -> Result<(), String> {
+    pub fn check_priority(&self, peer: &Peer, priority: i32) -> Result<(), PriorityRefused> {
         match self.priority_range(peer) {
-            Some(r) if priority < r.min || priority > r.max => Err(format!(
-                "priority {priority} is outside uid {}'s range {}..={} (the daemon's [authority] configuration)",
-                peer.uid, r.min, r.max
-            )),
+            Some(r) if priority < r.min || priority > r.max => Err(PriorityRefused {
+                priority,
+                uid: peer.uid,
+                min: r.min,
+                max: r.max,
+            }),
             _ => Ok(()),
         }
     }
@@ -460,7 +504,10 @@ mod tests {
             })
         );
         assert!(a.check_priority(&stranger, 100).is_ok());
-        let refused = a.check_priority(&stranger, 101).expect_err("outside");
+        let refused = a
+            .check_priority(&stranger, 101)
+            .expect_err("outside")
+            .to_string();
         assert!(refused.contains("-100..=100"), "{refused}");
         assert!(a.check_priority(&root, i32::MAX).is_ok());
     }
@@ -517,7 +564,8 @@ mod tests {
         );
         let refused = a
             .check_priority(&peer(7, &[4244]), 10)
-            .expect_err("not its range");
+            .expect_err("not its range")
+            .to_string();
         assert!(refused.contains("-100..=0"), "{refused}");
         for bad in ["-1", "12a", "+5", ""] {
             assert!(numeric(bad).is_none(), "{bad:?}");
@@ -526,20 +574,20 @@ mod tests {
 
     #[test]
     fn bad_files_name_the_field_and_line() {
-        let e = DaemonConfig::parse("[limits]\nmax_conections = 3\n").expect_err("typo");
+        let parse_err = |text: &str| DaemonConfig::parse(text).expect_err("invalid").to_string();
+        let e = parse_err("[limits]\nmax_conections = 3\n");
         assert!(e.contains("max_conections") && e.contains("line 2"), "{e}");
-        let e = DaemonConfig::parse("[socket]\nmode = 0o7777\n").expect_err("mode");
+        let e = parse_err("[socket]\nmode = 0o7777\n");
         assert!(e.contains("socket.mode"), "{e}");
-        let e = DaemonConfig::parse("[authority]\npriority = { min = 5, max = 1 }\n")
-            .expect_err("range");
+        let e = parse_err("[authority]\npriority = { min = 5, max = 1 }\n");
         assert!(e.contains("authority.priority"), "{e}");
         for zero in ["tenant_max_pending", "tenant_inflight_us"] {
-            let e = DaemonConfig::parse(&format!("[limits]\n{zero} = 0\n")).expect_err("zero");
+            let e = parse_err(&format!("[limits]\n{zero} = 0\n"));
             assert!(e.contains(zero), "{e}");
         }
         let c = DaemonConfig::parse("[limits]\ntenant_max_pending = 8\n").expect("valid");
         assert_eq!(c.limits.tenant_max_pending, Some(8));
-        let e = DaemonConfig::parse("[limits]\nmax_connections = 0\n").expect_err("zero");
+        let e = parse_err("[limits]\nmax_connections = 0\n");
         assert!(e.contains("limits.max_connections"), "{e}");
         let unknown = DaemonConfig::parse("[authority]\nsee_all = [\"no-such-user-xsched\"]\n")
             .expect("parses")

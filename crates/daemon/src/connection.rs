@@ -7,6 +7,7 @@
 //! scheduler ([`Session`]'s drop) and its place in the limits is freed ([`Admitted`]'s drop).
 
 use crate::admission::Admitted;
+use crate::config::PriorityRefused;
 use crate::core::Target;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
@@ -252,7 +253,7 @@ impl<'a> Session<'a> {
     }
 
     /// A priority this peer may not use, refused with the reason.
-    fn check_hint(&self, hint: WireHint) -> Result<(), String> {
+    fn check_hint(&self, hint: WireHint) -> Result<(), PriorityRefused> {
         match hint {
             WireHint::Priority(p) => self.shared.authority.check_priority(&self.peer, p),
             _ => Ok(()),
@@ -327,12 +328,13 @@ impl<'a> Session<'a> {
             Err(e) => return refused(e.to_string()),
         };
         if let Err(why) = shared.authority.check_priority(&self.peer, hints.priority) {
-            return refused(why);
+            return refused(why.to_string());
         }
         let max = shared.admission.limits().max_queues_per_client;
         let (id, old) = match reg.add_queue(self.conn, queue, max) {
             Ok(ids) => ids,
             Err(why) => {
+                let why = why.to_string();
                 self.log_refusal(&why);
                 return error(why);
             }

@@ -189,7 +189,7 @@ pub(crate) fn drain(client: &Client<'_>) -> Vec<DaemonMsg> {
 /// The daemon's queues as (owner uid, owner pid, local id, priority), checked to agree with
 /// the registry.
 fn queues(shared: &Shared) -> Result<Vec<(u32, u32, u32, i32)>, String> {
-    let n = shared.registry.check()?;
+    let n = shared.registry.check().map_err(|e| e.to_string())?;
     let (snapshot, _) = shared.core.snapshot();
     if snapshot.len() != n {
         return Err(format!(

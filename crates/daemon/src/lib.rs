@@ -28,8 +28,8 @@ mod shared;
 mod unseen_pid_tests;
 
 pub use config::{
-    Authority, AuthorityConfig, ConfigError, DaemonConfig, Limits, PriorityRange, PriorityRule,
-    SocketConfig,
+    Authority, AuthorityConfig, ConfigError, DaemonConfig, InvalidConfig, Limits, PriorityRange,
+    PriorityRefused, PriorityRule, SocketConfig,
 };
 pub use peer::Peer;
 pub use server::{Daemon, DaemonError, RunningDaemon};

@@ -11,6 +11,49 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use xsched_core::QueueId;
 use xsched_proto::QueueStats;
 
+/// Why a queue was not registered.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum QueueRefused {
+    /// The connection is not a client.
+    #[error("not a client")]
+    NotAClient,
+    /// The connection already has as many queues as it may.
+    #[error(
+        "queue {local} refused: this connection already has {max} queues, the daemon's limit (limits.max_queues_per_client)"
+    )]
+    TooMany {
+        /// The client's id for the queue.
+        local: u32,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// A broken invariant of the registry (for tests).
+#[cfg(test)]
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Inconsistent {
+    /// A queue without its owner entry.
+    #[error("queue {id:?} of connection {conn} has no owner entry")]
+    NoOwner {
+        /// The queue.
+        id: QueueId,
+        /// Its connection.
+        conn: u64,
+    },
+    /// Statistics of a queue that is not registered.
+    #[error("statistics kept for unregistered queue {0}")]
+    StrayStats(u32),
+    /// Owner entries and queues differ in number.
+    #[error("{owners} owner entries for {queues} queues")]
+    Count {
+        /// Owner entries.
+        owners: usize,
+        /// Queues.
+        queues: usize,
+    },
+}
+
 /// One client connection.
 struct Client {
     peer: Peer,
@@ -76,16 +119,11 @@ impl Registry {
         conn: u64,
         local: u32,
         max: usize,
-    ) -> Result<(QueueId, Option<QueueId>), String> {
+    ) -> Result<(QueueId, Option<QueueId>), QueueRefused> {
         let mut clients = self.clients();
-        let client = clients
-            .get_mut(&conn)
-            .ok_or_else(|| "not a client".to_string())?;
+        let client = clients.get_mut(&conn).ok_or(QueueRefused::NotAClient)?;
         if !client.queues.contains_key(&local) && client.queues.len() >= max {
-            return Err(format!(
-                "queue {local} refused: this connection already has {max} queues, the daemon's \
-                 limit (limits.max_queues_per_client)"
-            ));
+            return Err(QueueRefused::TooMany { local, max });
         }
         let mut owners = self.owners();
         let id = loop {
@@ -170,7 +208,7 @@ impl Registry {
     /// How many queues are registered, and the invariant that every queue has exactly one
     /// owner and every owner entry a queue (for tests).
     #[cfg(test)]
-    pub(crate) fn check(&self) -> Result<usize, String> {
+    pub(crate) fn check(&self) -> Result<usize, Inconsistent> {
         let clients = self.clients();
         let owners = self.owners();
         let mut n = 0;
@@ -178,17 +216,18 @@ impl Registry {
             for (&local, id) in &c.queues {
                 n += 1;
                 if owners.get(id) != Some(&(conn, local)) {
-                    return Err(format!(
-                        "queue {id:?} of connection {conn} has no owner entry"
-                    ));
+                    return Err(Inconsistent::NoOwner { id: *id, conn });
                 }
             }
             if let Some(l) = c.stats.keys().find(|l| !c.queues.contains_key(l)) {
-                return Err(format!("statistics kept for unregistered queue {l}"));
+                return Err(Inconsistent::StrayStats(*l));
             }
         }
         if owners.len() != n {
-            return Err(format!("{} owner entries for {n} queues", owners.len()));
+            return Err(Inconsistent::Count {
+                owners: owners.len(),
+                queues: n,
+            });
         }
         Ok(n)
     }

@@ -264,6 +264,7 @@ impl Daemon {
             let admitted = match self.shared.admission.admit(conn, peer.uid, &stream) {
                 Ok(a) => a,
                 Err(why) => {
+                    let why = why.to_string();
                     refusals.refused(&peer, &why);
                     connection::refuse_at_once(&stream, why);
                     continue;

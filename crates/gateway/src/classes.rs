@@ -145,6 +145,42 @@ pub struct ClassesError {
     pub message: String,
 }
 
+/// Why a classes file's text was refused: the field and what is wrong with it (and, for what
+/// TOML itself refuses, the line).
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidClasses {
+    /// Not TOML, or a field unknown or of the wrong type (the message names field and line).
+    #[error("{}", .0.to_string().trim())]
+    Toml(toml::de::Error),
+    /// A class name longer than [`MAX_NAME`].
+    #[error("classes: a name longer than {MAX_NAME} bytes")]
+    LongClassName,
+    /// `default_class` names no class.
+    #[error("default_class: `{name}` is no class; known: {known}")]
+    UnknownDefaultClass {
+        /// The name given.
+        name: String,
+        /// The classes known, comma-separated.
+        known: String,
+    },
+    /// `eviction` is not one of its values.
+    #[error(transparent)]
+    Eviction(#[from] xsched_llm_core::ConfigError),
+    /// `max_tenants` leaves no room for the tenants named and the two built in.
+    #[error(
+        "max_tenants: {max_tenants} is fewer than the {named} tenants named, `{DEFAULT_TENANT}` and `{OTHER_TENANT}`"
+    )]
+    TooFewTenants {
+        /// The `max_tenants` in effect.
+        max_tenants: usize,
+        /// Tenants the file names.
+        named: usize,
+    },
+    /// A tenant name longer than [`MAX_NAME`].
+    #[error("tenants: a name longer than {MAX_NAME} bytes")]
+    LongTenantName,
+}
+
 /// Why a request's headers or body were refused: a 400 naming the header or field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{header}: {reason}")]
@@ -193,32 +229,32 @@ impl Classes {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read: {e}")))?;
-        Classes::parse(&text).map_err(error)
+        Classes::parse(&text).map_err(|e| error(e.to_string()))
     }
 
     /// Parse a file's text; the error names the field and line.
-    pub fn parse(text: &str) -> Result<Classes, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+    pub fn parse(text: &str) -> Result<Classes, InvalidClasses> {
+        let file: File = toml::from_str(text).map_err(InvalidClasses::Toml)?;
         Classes::from_file(file)
     }
 
-    fn from_file(file: File) -> Result<Classes, String> {
+    fn from_file(file: File) -> Result<Classes, InvalidClasses> {
         let mut classes: BTreeMap<String, i32> =
             BUILT_IN.iter().map(|(n, p)| (n.to_string(), *p)).collect();
         for (name, p) in file.classes {
             if name.len() > MAX_NAME {
-                return Err(format!("classes: a name longer than {MAX_NAME} bytes"));
+                return Err(InvalidClasses::LongClassName);
             }
             classes.insert(name, p);
         }
         let default_class = match &file.default_class {
             None => 0,
-            Some(n) => *classes.get(n).ok_or_else(|| {
-                format!(
-                    "default_class: `{n}` is no class; known: {}",
-                    classes.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-            })?,
+            Some(n) => *classes
+                .get(n)
+                .ok_or_else(|| InvalidClasses::UnknownDefaultClass {
+                    name: n.clone(),
+                    known: classes.keys().cloned().collect::<Vec<_>>().join(", "),
+                })?,
         };
         let eviction = match &file.eviction {
             None => Eviction::default(),
@@ -226,10 +262,10 @@ impl Classes {
         };
         let max_tenants = file.max_tenants.unwrap_or(MAX_TENANTS).max(2);
         if file.tenants.len() + 2 > max_tenants {
-            return Err(format!(
-                "max_tenants: {max_tenants} is fewer than the {} tenants named, `{DEFAULT_TENANT}` and `{OTHER_TENANT}`",
-                file.tenants.len()
-            ));
+            return Err(InvalidClasses::TooFewTenants {
+                max_tenants,
+                named: file.tenants.len(),
+            });
         }
         let tenant = |name: &str, weight: f64, max_requests| {
             std::sync::Arc::new(Tenant {
@@ -250,7 +286,7 @@ impl Classes {
         }
         for (n, t) in &file.tenants {
             if n.len() > MAX_NAME {
-                return Err(format!("tenants: a name longer than {MAX_NAME} bytes"));
+                return Err(InvalidClasses::LongTenantName);
             }
             if n != DEFAULT_TENANT && n != OTHER_TENANT {
                 tenants.push(tenant(n, t.weight.0, t.max_requests));
@@ -517,10 +553,12 @@ mod tests {
                 "line 3",
             ),
         ] {
-            let e = Classes::parse(text).expect_err("invalid");
+            let e = Classes::parse(text).expect_err("invalid").to_string();
             assert!(e.contains(field) && e.contains(line), "{text}: {e}");
         }
-        let e = Classes::parse("default_class = \"gold\"").expect_err("invalid");
+        let e = Classes::parse("default_class = \"gold\"")
+            .expect_err("invalid")
+            .to_string();
         assert!(e.contains("default_class") && e.contains("standard"), "{e}");
     }
 }

@@ -350,7 +350,9 @@ fn evicting_all_clears_the_engine_of_sheddable_requests_while_a_critical_one_run
         )
         .await;
     });
-    let bad = Classes::parse("eviction = \"some\"").expect_err("unknown");
+    let bad = Classes::parse("eviction = \"some\"")
+        .expect_err("unknown")
+        .to_string();
     assert!(bad.contains("eviction") || bad.contains("some"), "{bad}");
 }
 

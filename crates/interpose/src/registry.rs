@@ -25,10 +25,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
     /// The interposer of the `library` shim (`"OpenCL"`, `"CUDA"`), or `None` when `probe`
     /// (the real library's own check) or the `XSCHED_*` configuration fails: the shim is then
-    /// disabled, says so once, and forwards every call unchanged.
-    pub fn start(
+    /// disabled, says so once (the probe's error as it displays), and forwards every call
+    /// unchanged.
+    pub fn start<E: std::fmt::Display>(
         library: &'static str,
-        probe: impl FnOnce() -> Result<(), String>,
+        probe: impl FnOnce() -> Result<(), E>,
     ) -> Option<Interposer<K, H>> {
         xsched_runtime::init_logging(false);
         let disabled = |why: &dyn std::fmt::Display| {
@@ -75,12 +76,12 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
     }
 
     /// Put the real queue `key` under an XQueue made by `make` (from the runtime), or leave it
-    /// unscheduled with one log line saying why. Returns the XQueue, if any (an existing one
-    /// for a key already scheduled).
-    pub fn adopt(
+    /// unscheduled with one log line saying why (`make`'s error as it displays). Returns the
+    /// XQueue, if any (an existing one for a key already scheduled).
+    pub fn adopt<E: std::fmt::Display>(
         &self,
         key: K,
-        make: impl FnOnce(&Runtime) -> Result<XQueue<H>, String>,
+        make: impl FnOnce(&Runtime) -> Result<XQueue<H>, E>,
     ) -> Option<Arc<XQueue<H>>> {
         let mut queues = self.queues.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(q) = queues.get(&key) {

@@ -1,8 +1,8 @@
 //! What the scheduler keeps of one request: what arrived with it, what was predicted of it, and
 //! how far it got.
 
-use crate::policy::{Order, Size};
 use crate::gittins::SizeDistribution;
+use crate::policy::{Order, Size};
 
 /// The reference request a rank is placed against, for an engine that orders: this many
 /// prompt tokens and as many answer tokens (the prior's median answer).

@@ -63,6 +63,7 @@ mod sched;
 pub mod service;
 pub mod watch;
 
+pub use gittins::SizeDistribution;
 pub use policy::{Admission, Order, RequestPolicySpec, Size, Source};
 pub use route::Router;
 pub use sched::{
@@ -70,4 +71,3 @@ pub use sched::{
     EngineOrder, EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input,
     InputError, Placement, RequestScheduler, ShedReason, engine_priority,
 };
-pub use gittins::SizeDistribution;

@@ -39,9 +39,9 @@
 //! (the prediction-quality study). Any name takes `:admit=engine|peak` and
 //! `:preempt=on|off` to change those two columns (`ssjf:admit=peak`, `sagesched:preempt=on`).
 
+use crate::gittins::SizeDistribution;
 use std::fmt;
 use std::str::FromStr;
-use crate::gittins::SizeDistribution;
 
 /// How the waiting queue is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +248,7 @@ pub const ALL: &[&str] = &[
 /// The prefix of the prediction-quality study's names: `sagesched-noise-0.5`.
 pub const NOISE_PREFIX: &str = "sagesched-noise-";
 
-/// Why a policy name was refused.
+/// Why a policy name was refused (or a request the policy cannot order).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// No row of that name.
@@ -262,6 +262,12 @@ pub enum PolicyError {
         /// The parameter as given.
         parameter: String,
     },
+    /// An oracle's request that states no answer length
+    /// ([`RequestPolicySpec::stated_lengths`]); the policy as written.
+    #[error(
+        "policy `{0}` orders by each request's stated answer length; send `ignore_eos: true` with `max_tokens`"
+    )]
+    NoStatedLength(String),
 }
 
 /// Every row's name.
@@ -287,19 +293,17 @@ impl RequestPolicySpec {
     /// request states (a benchmark's `ignore_eos` with its bound, `stated`): under an oracle,
     /// that length, or why a request stating none is refused; under any other policy, nothing
     /// (its driver predicts, or the policy needs no length).
-    pub fn stated_lengths(&self, stated: Option<u32>) -> Result<Option<SizeDistribution>, String> {
+    pub fn stated_lengths(
+        &self,
+        stated: Option<u32>,
+    ) -> Result<Option<SizeDistribution>, PolicyError> {
         if self.source != Source::Truth {
             return Ok(None);
         }
         stated
             .and_then(|n| SizeDistribution::point(f64::from(n.max(1))))
             .map(Some)
-            .ok_or_else(|| {
-                format!(
-                    "policy `{self}` orders by each request's stated answer length; send \
-                     `ignore_eos: true` with `max_tokens`"
-                )
-            })
+            .ok_or_else(|| PolicyError::NoStatedLength(self.to_string()))
     }
 
     /// The row this spec was built from (its defaults).

@@ -4,8 +4,8 @@
 //! [`crate::RequestScheduler`], outside its state, since a lookup is the expensive part (a history
 //! scan) and the scheduler must stay cheap to call.
 
-use std::sync::Arc;
 use crate::gittins::SizeDistribution;
+use std::sync::Arc;
 
 /// A prompt's embedding (unit length).
 pub type Embedding = Arc<[f32]>;

@@ -111,6 +111,6 @@ fn with_a_ttft_deadline_it_evicts_only_when_its_guard_comes_and_not_once_admitte
 #[test]
 fn eviction_is_parsed_by_name_and_an_unknown_one_is_named() {
     assert_eq!("all".parse::<Eviction>(), Ok(Eviction::All));
-    let err = "some".parse::<Eviction>().expect_err("unknown");
+    let err = "some".parse::<Eviction>().expect_err("unknown").to_string();
     assert!(err.contains("some") && err.contains("none"), "{err}");
 }

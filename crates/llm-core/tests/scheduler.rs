@@ -402,7 +402,10 @@ fn bad_inputs_and_configurations_are_refused_with_what_is_wrong() {
         oracle.stated_lengths(Some(40)).expect("stated"),
         SizeDistribution::point(40.0)
     );
-    let err = oracle.stated_lengths(None).expect_err("none stated");
+    let err = oracle
+        .stated_lengths(None)
+        .expect_err("none stated")
+        .to_string();
     assert!(err.contains("ignore_eos"), "{err}");
     let fcfs: RequestPolicySpec = "fcfs".parse().expect("policy");
     assert_eq!(fcfs.stated_lengths(None), Ok(None));

@@ -85,6 +85,10 @@ pub enum EmbedError {
     /// The model could not be built from its files.
     #[error("loading MiniLM: {0}")]
     Model(String),
+    /// A prompt could not be tokenized or run through the model (candle's or the tokenizer's
+    /// message).
+    #[error("{0}")]
+    Prompt(String),
     /// This build has no MiniLM.
     #[error(
         "this xsched was built without MiniLM; build it with `--features minilm` (cargo build --release --features minilm)"

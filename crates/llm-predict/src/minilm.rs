@@ -75,29 +75,31 @@ impl MiniLm {
         })
     }
 
-    fn try_embed(&self, text: &str) -> Result<Vec<f32>, String> {
+    fn try_embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         use candle_core::Tensor;
         let enc = self
             .tokenizer
             .encode(text, true)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
         let ids = Tensor::new(enc.get_ids(), &self.device)
             .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| e.to_string())?;
-        let types = ids.zeros_like().map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+        let types = ids
+            .zeros_like()
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
         let mask = Tensor::new(enc.get_attention_mask(), &self.device)
             .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
         let out = self
             .model
             .forward(&ids, &types, Some(&mask))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
         // Mean over the tokens (no padding: one sequence), then L2 normalization.
         let pooled = out
             .mean(1)
             .and_then(|t| t.squeeze(0))
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
         Ok(pooled)
     }
 }

@@ -54,6 +54,17 @@ pub enum DataError {
     },
 }
 
+/// Why one line of a prompt file could not be read (the message a malformed line reports).
+#[derive(Debug, Error)]
+pub enum LineError {
+    /// The line is not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A field is missing or not a string.
+    #[error("field `{0}` missing or not a string")]
+    Field(String),
+}
+
 /// One prompt with a real response's length.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PromptRecord {
@@ -161,11 +172,11 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
 /// Parse every non-empty line of `path` after the first `header` lines with `parse`; a line
 /// that fails is rejected (`strict`: the error names file and line) or skipped and reported
 /// as `file:line: message`.
-fn parse_lines<T>(
+fn parse_lines<T, E: std::fmt::Display>(
     path: &Path,
     header: usize,
     strict: bool,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<(Vec<T>, Vec<String>), DataError> {
     parse_text(path, &read_text(path)?, header, strict, parse)
 }
@@ -179,12 +190,12 @@ pub(crate) fn read_text(path: &Path) -> Result<String, DataError> {
 }
 
 /// [`parse_lines`] on `text`, already read from `path`.
-pub(crate) fn parse_text<T>(
+pub(crate) fn parse_text<T, E: std::fmt::Display>(
     path: &Path,
     text: &str,
     header: usize,
     strict: bool,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<(Vec<T>, Vec<String>), DataError> {
     let mut parsed = Vec::new();
     let mut skipped = Vec::new();
@@ -198,7 +209,7 @@ pub(crate) fn parse_text<T>(
                 return Err(DataError::Malformed {
                     path: path.to_path_buf(),
                     line: i + 1,
-                    message,
+                    message: message.to_string(),
                 });
             }
             Err(message) => skipped.push(format!("{}:{}: {message}", path.display(), i + 1)),
@@ -207,12 +218,12 @@ pub(crate) fn parse_text<T>(
     Ok((parsed, skipped))
 }
 
-fn parse_line(line: &str) -> Result<PromptRecord, String> {
-    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+fn parse_line(line: &str) -> Result<PromptRecord, LineError> {
+    let v: serde_json::Value = serde_json::from_str(line)?;
     let field = |name: &str| {
         v.get(name)
             .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| format!("field `{name}` missing or not a string"))
+            .ok_or_else(|| LineError::Field(name.to_string()))
     };
     let prompt = field("prompt")?;
     let response = field("response")?;

@@ -241,18 +241,33 @@ fn summarize(
 /// Mixed into the seed of the warm/measured split, so it is independent of the arrival order.
 const WARM_SPLIT_SEED: u64 = 0x5741_524d;
 
+/// Why a sweep could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The warm split takes every record.
+    #[error("--warm {warm} leaves no requests to measure ({records} records)")]
+    NothingToMeasure {
+        /// Records asked for the warm split.
+        warm: usize,
+        /// Records there are.
+        records: usize,
+    },
+    /// A run could not start.
+    #[error(transparent)]
+    Sim(#[from] sim::SimError),
+}
+
 /// Every policy at every load on `records` (less the warm split).
 pub fn sweep(
     p: &SweepParams,
     records: &[PromptRecord],
     embedder: &dyn Embedder,
-) -> Result<(f64, Vec<Point>), String> {
+) -> Result<(f64, Vec<Point>), SweepError> {
     if p.warm >= records.len() {
-        return Err(format!(
-            "--warm {} leaves no requests to measure ({} records)",
-            p.warm,
-            records.len()
-        ));
+        return Err(SweepError::NothingToMeasure {
+            warm: p.warm,
+            records: records.len(),
+        });
     }
     let shuffled = crate::data::shuffle_by_conversation(records, p.seed ^ WARM_SPLIT_SEED);
     let rest = &shuffled[p.warm..];
@@ -277,8 +292,7 @@ pub fn sweep(
         let rate = p.rate.unwrap_or(load * cap);
         let requests = workload(&measured, &embeddings, rate, p.seed, &p.arrivals);
         for spec in &p.policies {
-            let run = sim::simulate(&p.engine, cluster, *spec, p.history, &warm, &requests)
-                .map_err(|e| e.to_string())?;
+            let run = sim::simulate(&p.engine, cluster, *spec, p.history, &warm, &requests)?;
             points.push(summarize(spec, load, &run, &requests, &p.engine));
         }
     }

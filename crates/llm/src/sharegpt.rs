@@ -35,6 +35,30 @@ pub struct Conversation {
     pub messages: Vec<(String, String)>,
 }
 
+/// Why a record that parses as JSON has the wrong shape (the message its skip reports).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The record has no string `id`.
+    #[error("field `id` missing or not a string")]
+    NoId,
+    /// The record has no `conversations` array.
+    #[error("record `{id}`: field `conversations` missing or not an array")]
+    NoConversations {
+        /// The record's id.
+        id: String,
+    },
+    /// A message lacks a string field.
+    #[error("record `{id}`, message {index}: field `{field}` missing or not a string")]
+    MessageField {
+        /// The record's id.
+        id: String,
+        /// The message's index in the record.
+        index: usize,
+        /// The field.
+        field: String,
+    },
+}
+
 /// What reading the file found.
 #[derive(Debug)]
 pub struct ShareGpt {
@@ -122,7 +146,7 @@ fn parse(path: &Path, bytes: &[u8], strict: bool) -> Result<ShareGpt, DataError>
             Some(Ok(v)) => {
                 match conversation(&v) {
                     Ok(c) => out.conversations.push(c),
-                    Err(message) if strict => return Err(malformed_at(at, message)),
+                    Err(message) if strict => return Err(malformed_at(at, message.to_string())),
                     Err(message) => out.malformed.push(format!(
                         "{}:{}: {message}",
                         path.display(),
@@ -165,26 +189,30 @@ fn line_of(bytes: &[u8], offset: usize) -> usize {
         .count()
 }
 
-fn conversation(v: &Value) -> Result<Conversation, String> {
+fn conversation(v: &Value) -> Result<Conversation, RecordError> {
     let id = v
         .get("id")
         .and_then(Value::as_str)
-        .ok_or("field `id` missing or not a string")?;
+        .ok_or(RecordError::NoId)?;
     let messages = v
         .get("conversations")
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("record `{id}`: field `conversations` missing or not an array"))?
+        .ok_or_else(|| RecordError::NoConversations { id: id.to_string() })?
         .iter()
         .enumerate()
         .map(|(i, m)| {
             let field = |name: &str| {
-                m.get(name).and_then(Value::as_str).ok_or_else(|| {
-                    format!("record `{id}`, message {i}: field `{name}` missing or not a string")
-                })
+                m.get(name)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| RecordError::MessageField {
+                        id: id.to_string(),
+                        index: i,
+                        field: name.to_string(),
+                    })
             };
             Ok((field("from")?.to_string(), field("value")?.to_string()))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, RecordError>>()?;
     Ok(Conversation {
         id: id.to_string(),
         messages,

@@ -353,7 +353,7 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
     let params = sweep_params(s, engine, arrivals);
     let embedder = s.embedder()?;
     let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())
-        .map_err(StudyError::Sweep)?;
+        .map_err(|e| StudyError::Sweep(e.to_string()))?;
     let engines = engines_label(s.cluster.as_ref(), &params.engine);
     let experiment = format!(
         "llm: {}, {} requests ({} more warm the history), {} arrivals (seed {}), {engines} (capacity {cap:.2} req/s), {} embedding, {}",

@@ -53,6 +53,36 @@ impl Unit {
 /// Column names taken as the time (before any unit suffix).
 const TIME_NAMES: &[&str] = &["timestamp", "time", "arrival", "arrival_time", "ts", "t"];
 
+/// Why a line of a trace could not be read: its header or one arrival (the message a malformed
+/// line reports).
+#[derive(Debug, thiserror::Error)]
+pub enum TraceLineError {
+    /// The CSV header names no time column.
+    #[error(
+        "no time column in the header `{header}` (want one of {names}, optionally with _s, _ms or _us)",
+        names = TIME_NAMES.join(", ")
+    )]
+    NoTimeColumn {
+        /// The header line.
+        header: String,
+    },
+    /// A JSON line is not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A JSON line's `timestamp` is a number that is not a finite `f64`.
+    #[error("field `timestamp` is not a finite number")]
+    TimestampNotFinite,
+    /// A JSON line has no usable `timestamp`.
+    #[error("field `timestamp` missing (a number or a date-time string)")]
+    TimestampMissing,
+    /// A time is a number but not finite.
+    #[error("time `{0}` is not finite")]
+    NotFinite(String),
+    /// A time is neither a number nor a date-time.
+    #[error("time `{0}` is neither a number nor `YYYY-MM-DD HH:MM:SS.f`")]
+    NotATime(String),
+}
+
 /// What a trace file gave.
 #[derive(Debug)]
 pub struct Trace {
@@ -89,7 +119,7 @@ pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, Dat
             format!("JSON `timestamp` in {unit:?} (asked or default)"),
         )
     } else {
-        csv_column(first, asked).map_err(|message| malformed(first_line, message))?
+        csv_column(first, asked).map_err(|e| malformed(first_line, e.to_string()))?
     };
     // The lines after the header (JSON lines have none): the shared parser names file and line.
     let header = if json { first_line - 1 } else { first_line };
@@ -126,8 +156,8 @@ pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, Dat
 }
 
 /// The time column of a CSV header line `first`, its unit (`asked` for an unsuffixed name) and
-/// how the unit was chosen; else the error's message.
-fn csv_column(first: &str, asked: Option<Unit>) -> Result<(usize, Unit, String), String> {
+/// how the unit was chosen; else the error.
+fn csv_column(first: &str, asked: Option<Unit>) -> Result<(usize, Unit, String), TraceLineError> {
     let names: Vec<String> = first
         .split(',')
         .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
@@ -138,10 +168,9 @@ fn csv_column(first: &str, asked: Option<Unit>) -> Result<(usize, Unit, String),
         });
         TIME_NAMES.contains(&base) || TIME_NAMES.contains(&n.as_str())
     }) else {
-        return Err(format!(
-            "no time column in the header `{first}` (want one of {}, optionally with _s, _ms or _us)",
-            TIME_NAMES.join(", ")
-        ));
+        return Err(TraceLineError::NoTimeColumn {
+            header: first.to_string(),
+        });
     };
     let name = &names[column];
     if let Some(u) = Unit::of_suffix(name).filter(|_| !TIME_NAMES.contains(&name.as_str())) {
@@ -161,24 +190,24 @@ enum Time {
     DateTime(f64),
 }
 
-fn json_time(line: &str) -> Result<Time, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+fn json_time(line: &str) -> Result<Time, TraceLineError> {
+    let v: Value = serde_json::from_str(line)?;
     match v.get("timestamp") {
         Some(Value::Number(n)) => n
             .as_f64()
             .map(Time::Number)
-            .ok_or_else(|| "field `timestamp` is not a finite number".into()),
+            .ok_or(TraceLineError::TimestampNotFinite),
         Some(Value::String(s)) => value_time(s),
-        _ => Err("field `timestamp` missing (a number or a date-time string)".into()),
+        _ => Err(TraceLineError::TimestampMissing),
     }
 }
 
-fn value_time(field: &str) -> Result<Time, String> {
+fn value_time(field: &str) -> Result<Time, TraceLineError> {
     if let Ok(x) = field.parse::<f64>() {
         return if x.is_finite() {
             Ok(Time::Number(x))
         } else {
-            Err(format!("time `{field}` is not finite"))
+            Err(TraceLineError::NotFinite(field.to_string()))
         };
     }
     datetime_seconds(field).map(Time::DateTime)
@@ -186,8 +215,8 @@ fn value_time(field: &str) -> Result<Time, String> {
 
 /// Seconds of a `YYYY-MM-DD HH:MM:SS[.f]` date-time since the start of its month's day 0 (days
 /// counted from the day number, so a trace may cross midnight, not a month's end).
-fn datetime_seconds(stamp: &str) -> Result<f64, String> {
-    let bad = || format!("time `{stamp}` is neither a number nor `YYYY-MM-DD HH:MM:SS.f`");
+fn datetime_seconds(stamp: &str) -> Result<f64, TraceLineError> {
+    let bad = || TraceLineError::NotATime(stamp.to_string());
     let (date, time) = stamp.split_once(' ').ok_or_else(bad)?;
     let day: f64 = date
         .rsplit('-')

@@ -7,14 +7,14 @@
 //! headless-browser test reads.
 
 use crate::escape::escape;
-use crate::plot::{Figure, Kind, Series};
+use crate::plot::{DrawError, Figure, Kind, Series};
 use crate::run::{QueueStateKind, RunRecord};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// The page for `record`. Fails only if a figure cannot be drawn.
-pub fn render(record: &RunRecord) -> Result<String, String> {
+pub fn render(record: &RunRecord) -> Result<String, DrawError> {
     let mut page = String::new();
     let title = escape(&record.title);
     let _ = write!(

@@ -21,6 +21,20 @@ pub struct PlotError {
     pub message: String,
 }
 
+/// Why a figure could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum DrawError {
+    /// No series has a point to draw.
+    #[error("nothing to plot")]
+    Empty,
+    /// plotters could not lay out or draw the figure.
+    #[error(transparent)]
+    Plotters(#[from] plotters::drawing::DrawingAreaErrorKind<std::io::Error>),
+    /// The SVG plotters wrote has no closing tag to put the data layer before.
+    #[error("plotters wrote no closing </svg>")]
+    Unclosed,
+}
+
 /// One named curve.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
@@ -111,7 +125,7 @@ impl Figure {
             message,
         };
         std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        let svg = self.svg().map_err(err)?;
+        let svg = self.svg().map_err(|e| err(e.to_string()))?;
         std::fs::write(&path, svg).map_err(|e| err(e.to_string()))?;
         Ok(path)
     }
@@ -123,7 +137,7 @@ impl Figure {
     /// `polyline.curve` (or a `g.curve` of `circle.point` markers) named by `data-series`,
     /// and the legend is a `g.legend` framed by a `rect.legend-box`, right of the plot, where
     /// it can never hide a point.
-    pub fn svg(&self) -> Result<String, String> {
+    pub fn svg(&self) -> Result<String, DrawError> {
         let curves = self.curves();
         let (x0, x1, y1) = curves
             .iter()
@@ -132,7 +146,7 @@ impl Figure {
                 (lo.min(x), hi.max(x), top.max(y))
             });
         if x0 > x1 {
-            return Err("nothing to plot".into());
+            return Err(DrawError::Empty);
         }
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
         let y = match self.kind {
@@ -168,12 +182,10 @@ impl Figure {
             } else {
                 draw(chart, x0..x1.max(x0 + 1e-9), y)
             }?;
-            root.present().map_err(|e| e.to_string())?;
+            root.present()?;
             data_layer(&drawn, &legend)
         };
-        let end = text
-            .rfind("</svg>")
-            .ok_or_else(|| "plotters wrote no closing </svg>".to_string())?;
+        let end = text.rfind("</svg>").ok_or(DrawError::Unclosed)?;
         text.insert_str(end, &layer);
         Ok(text)
     }
@@ -230,13 +242,11 @@ impl<'a> Legend<'a> {
         root: &DrawingArea<SVGBackend<'_>, Shift>,
         names: &[&'a str],
         markers: bool,
-    ) -> Result<Legend<'a>, String> {
+    ) -> Result<Legend<'a>, DrawError> {
         let font = ("sans-serif", LEGEND_FONT).into_font();
         let mut text = 0;
         for name in names {
-            let (w, _) = root
-                .estimate_text_size(name, &font.clone().into())
-                .map_err(|e| e.to_string())?;
+            let (w, _) = root.estimate_text_size(name, &font.clone().into())?;
             text = text.max(i32::try_from(w + w / 10).unwrap_or(i32::MAX));
         }
         let width = (2 * LEGEND_PAD + SWATCH + SWATCH_GAP).saturating_add(text);
@@ -280,29 +290,26 @@ fn draw<X, Y>(
     }: Chart<'_, '_>,
     x: X,
     y: Y,
-) -> Result<Drawn, String>
+) -> Result<Drawn, DrawError>
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let e = |e: &dyn std::fmt::Display| e.to_string();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
+    root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .margin_right(12 + room_right)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(x, y)
-        .map_err(|x| e(&x))?;
+        .build_cartesian_2d(x, y)?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
-        .draw()
-        .map_err(|x| e(&x))?;
+        .draw()?;
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     Ok(Drawn {
         curves: curves

@@ -131,7 +131,9 @@ pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
     let Some(value) = lookup(MODE) else {
         return Ok(None);
     };
-    let mode: Mode = value.parse().map_err(|e: String| bad(MODE, &value, e))?;
+    let mode = value
+        .parse::<Mode>()
+        .map_err(|e| bad(MODE, &value, e.to_string()))?;
     if let Some(level) = lookup(LEVEL) {
         return Err(bad(
             MODE,

@@ -52,7 +52,7 @@ pub use env::NAMES as ENV_NAMES;
 pub use error::{CommandError, HwError, RuntimeError};
 pub use hwqueue::HwQueue;
 pub use logging::init_logging;
-pub use mode::Mode;
+pub use mode::{Mode, ParseModeError};
 pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
 pub use refill::RefillStats;
 pub use runtime::Runtime;

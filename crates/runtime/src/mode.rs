@@ -131,14 +131,19 @@ impl fmt::Display for Mode {
     }
 }
 
-impl FromStr for Mode {
-    type Err = String;
+/// A name that is not a [`Mode`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected observe, cooperative or preemptive")]
+pub struct ParseModeError;
 
-    fn from_str(s: &str) -> Result<Mode, String> {
+impl FromStr for Mode {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Mode, ParseModeError> {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s.trim())
-            .ok_or_else(|| "expected observe, cooperative or preemptive".to_string())
+            .ok_or(ParseModeError)
     }
 }
 

@@ -7,9 +7,9 @@ use cl3::command_queue::{
 };
 use cl3::types::{cl_command_queue, cl_ulong};
 use std::sync::Arc;
-use xsched_backend_opencl::{OclQueue, cl3};
+use xsched_backend_opencl::{OclError, OclQueue, cl3};
 use xsched_interpose::{Interposer, PerProcess};
-use xsched_runtime::{QueueOptions, XQueue};
+use xsched_runtime::{QueueOptions, RuntimeError, XQueue};
 
 /// An application's command queue, by handle address.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +27,17 @@ impl std::fmt::Debug for QueueKey {
     }
 }
 
+/// Why a new queue is left unscheduled (logged as the backend or the runtime says it).
+#[derive(Debug, thiserror::Error)]
+enum AdoptError {
+    /// The backend cannot wrap the queue.
+    #[error(transparent)]
+    Queue(#[from] OclError),
+    /// The `XSCHED_*` queue options, or the runtime, refuse it.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
 /// The interposer: queues by handle.
 pub(crate) type Shim = Interposer<QueueKey, OclQueue>;
 
@@ -37,7 +48,7 @@ static SHIM: PerProcess<Option<Shim>> = PerProcess::new();
 pub(crate) fn shim() -> Option<&'static Shim> {
     SHIM.get(|| {
         xsched_interpose::atfork::register();
-        Interposer::start("OpenCL", || Ok(()))
+        Interposer::start("OpenCL", || Ok::<(), std::convert::Infallible>(()))
     })?
     .as_ref()
 }
@@ -67,13 +78,13 @@ pub(crate) fn adopt(s: &Shim, queue: cl_command_queue) {
         s.pass(QueueKey::of(queue));
         return;
     }
-    s.adopt(QueueKey::of(queue), |runtime| {
+    s.adopt(QueueKey::of(queue), |runtime| -> Result<_, AdoptError> {
         // SAFETY: `queue` was just created by the real library and is valid.
-        let hw = unsafe { OclQueue::from_raw(queue) }.map_err(|e| e.to_string())?;
-        let options = QueueOptions::from_env().map_err(|e| e.to_string())?;
+        let hw = unsafe { OclQueue::from_raw(queue) }?;
+        let options = QueueOptions::from_env()?;
         runtime
             .create_queue(Arc::new(hw), options)
-            .map_err(|e| e.to_string())
+            .map_err(AdoptError::Runtime)
     });
 }
 

@@ -102,17 +102,15 @@ pub enum Eviction {
 }
 
 impl std::str::FromStr for Eviction {
-    type Err = String;
+    type Err = ConfigError;
 
     /// `none`, `one` or `all`.
-    fn from_str(s: &str) -> Result<Eviction, String> {
+    fn from_str(s: &str) -> Result<Eviction, ConfigError> {
         match s {
             "none" => Ok(Eviction::None),
             "one" => Ok(Eviction::One),
             "all" => Ok(Eviction::All),
-            other => Err(format!(
-                "eviction `{other}` is not one of `none`, `one`, `all`"
-            )),
+            other => Err(ConfigError::UnknownEviction(other.to_string())),
         }
     }
 }
@@ -190,4 +188,7 @@ pub enum ConfigError {
         /// The same without pausing.
         instead: String,
     },
+    /// An eviction rule that is not `none`, `one` or `all`.
+    #[error("eviction `{0}` is not one of `none`, `one`, `all`")]
+    UnknownEviction(String),
 }

@@ -1,11 +1,11 @@
 //! The scheduler's vocabulary with its driver: what happened ([`Input`]), what to do
 //! ([`Decision`]), and why an input was refused.
 
+use crate::gittins::SizeDistribution;
 use crate::prefix::Prefix;
 use crate::service::Served;
 pub use crate::watch::EngineReport;
 use crate::watch::Scrape;
-use crate::gittins::SizeDistribution;
 
 /// Why an input was refused (nothing changed).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

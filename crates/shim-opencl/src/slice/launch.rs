@@ -5,6 +5,7 @@
 //! application gets the last range's event, which completes after every range (in-order queue).
 
 use super::calls::{Measured, device_time, enqueue, gated, raw_list, set_sizes, whole_now};
+use super::error::SliceError;
 use super::objects::{Kernel, Program};
 use super::shape::{NdRange, Shape};
 use super::state::{Slicing, lock, slicing};
@@ -135,7 +136,7 @@ impl Slicing {
         let refusal = if shape.offset_zero {
             twin::kernel_twin(program, kernel).err()
         } else {
-            Some("a launch with a non-zero global offset".to_string())
+            Some(SliceError::NonZeroOffset)
         };
         if let Some(why) = refusal {
             if !kernel.refusal_said {
@@ -215,7 +216,7 @@ fn launch_cut(
     made: &dyn Fn(cl_int) -> cl_int,
 ) -> cl_int {
     if let Err(code) = set_sizes(cut.twin, nd.kernel, shape) {
-        kernel.drop_twin(format!("the launch's sizes on the twin: {code}"));
+        kernel.drop_twin(SliceError::Sizes(code));
         return launch_whole(xqueue, call, nd, shape, waits, None, kernel, made);
     }
     let mut last = None;
@@ -229,7 +230,7 @@ fn launch_cut(
                 last = Some(event);
             }
             Err(why) if i == 0 => {
-                kernel.drop_twin(format!("the twin's first range: {why}"));
+                kernel.drop_twin(SliceError::FirstRange(Box::new(why)));
                 return launch_whole(xqueue, call, nd, shape, waits, None, kernel, made);
             }
             Err(why) => {
@@ -262,7 +263,7 @@ fn enqueue_range(
     cut: &Cut,
     i: usize,
     waits: &[cl_event],
-) -> Result<Event, String> {
+) -> Result<Event, SliceError> {
     let unit = shape.unit(cut.dim);
     let units = shape.global[cut.dim] / unit;
     let start = i * cut.each;
@@ -294,7 +295,7 @@ fn enqueue_range(
         CommandMeta::with_estimate(cut.estimate),
     ) {
         Ok(Ok(event)) => Ok(event),
-        Ok(Err(code)) => Err(format!("clEnqueueNDRangeKernel: {code}")),
-        Err(e) => Err(e.to_string()),
+        Ok(Err(code)) => Err(SliceError::Enqueue(code)),
+        Err(e) => Err(SliceError::Gate(e)),
     }
 }

@@ -10,6 +10,7 @@
 
 mod binaries;
 mod calls;
+mod error;
 mod launch;
 mod objects;
 mod rewrite;

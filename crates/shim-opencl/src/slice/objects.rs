@@ -2,7 +2,8 @@
 //! build settings, a kernel's name and current arguments, each with its twin once built (released
 //! with it), and a kernel's launch being measured.
 
-use super::rewrite::{self, Twin};
+use super::error::SliceError;
+use super::rewrite::{self, Refusal, Twin};
 use std::ffi::c_void;
 use xsched_backend_opencl::{Event, cl3};
 
@@ -13,11 +14,11 @@ pub(crate) struct Program {
     /// The application's source.
     pub(crate) text: String,
     /// The twin's source, or why it has none.
-    pub(crate) source: Result<Twin, String>,
+    pub(crate) source: Result<Twin, Refusal>,
     /// The devices and options of the application's build (`None` until it builds).
     pub(crate) build: Option<(Vec<usize>, Vec<u8>)>,
     /// The twin program once made and built (a `cl_program`), or why it could not be.
-    pub(crate) twin: Option<Result<usize, String>>,
+    pub(crate) twin: Option<Result<usize, SliceError>>,
 }
 
 impl Program {
@@ -25,7 +26,7 @@ impl Program {
         Program {
             context,
             text: source.to_string(),
-            source: rewrite::twin(source).map_err(|r| r.to_string()),
+            source: rewrite::twin(source),
             build: None,
             twin: None,
         }
@@ -63,7 +64,7 @@ pub(crate) struct Kernel {
     /// Its arguments, by index.
     pub(crate) arguments: Vec<Option<Argument>>,
     /// The twin kernel once made (a `cl_kernel`), or why it could not be.
-    pub(crate) twin: Option<Result<usize, String>>,
+    pub(crate) twin: Option<Result<usize, SliceError>>,
     /// Its last launch (or slice) being measured, and how many work-groups it ran.
     pub(crate) measuring: Option<(Event, u64)>,
     /// Why it is never cut has been logged.
@@ -99,13 +100,13 @@ impl Kernel {
         if let Some(Ok(twin)) = self.twin
             && let Err(code) = set(twin, index, &argument)
         {
-            self.drop_twin(format!("clSetKernelArg({index}) on the twin: {code}"));
+            self.drop_twin(SliceError::SetArgument { index: i, code });
         }
         self.arguments[i] = Some(argument);
     }
 
     /// Give up the twin, saying why (launches run whole from now on).
-    pub(crate) fn drop_twin(&mut self, why: String) {
+    pub(crate) fn drop_twin(&mut self, why: SliceError) {
         if let Some(Ok(twin)) = self.twin.take() {
             // SAFETY: the twin kernel is ours alone.
             let _ = unsafe { cl3::kernel::release_kernel(twin as *mut c_void) };

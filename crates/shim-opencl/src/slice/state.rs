@@ -2,6 +2,7 @@
 //! application's programs and kernels (`objects.rs`), and the queue property slicing needs.
 
 use super::binaries;
+use super::error::SliceError;
 use super::objects::{Kernel, Program};
 use opencl_sys::{
     CL_QUEUE_PROFILING_ENABLE, CL_QUEUE_PROPERTIES, cl_command_queue_properties,
@@ -53,14 +54,14 @@ fn from_env() -> Option<Slicing> {
 }
 
 /// The slice budget `XSCHED_SLICE_US` names (`None`: unset or 0, slicing off).
-fn budget_from_env() -> Result<Option<Nanos>, String> {
+fn budget_from_env() -> Result<Option<Nanos>, SliceError> {
     let Ok(text) = std::env::var("XSCHED_SLICE_US") else {
         return Ok(None);
     };
     let us: u64 = text
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not a whole number of microseconds"))?;
+        .map_err(|_| SliceError::Budget(text.clone()))?;
     Ok((us > 0).then(|| Nanos(us.saturating_mul(1_000))))
 }
 

@@ -3,12 +3,13 @@
 //! source, built like the application's; the kernel of the same name; every argument the
 //! application set so far.
 
+use super::error::SliceError;
 use super::objects::{Kernel, Program, set};
 use std::ffi::{CString, c_void};
 use xsched_backend_opencl::cl3;
 
 /// The twin of `kernel` (a `cl_kernel`), made now if it was not, or why there is none.
-pub(crate) fn kernel_twin(program: &mut Program, kernel: &mut Kernel) -> Result<usize, String> {
+pub(crate) fn kernel_twin(program: &mut Program, kernel: &mut Kernel) -> Result<usize, SliceError> {
     if let Some(made) = &kernel.twin {
         return made.clone();
     }
@@ -18,7 +19,7 @@ pub(crate) fn kernel_twin(program: &mut Program, kernel: &mut Kernel) -> Result<
 }
 
 /// The twin of `program`, made and built now if it was not.
-fn program_twin(program: &mut Program) -> Result<usize, String> {
+fn program_twin(program: &mut Program) -> Result<usize, SliceError> {
     if let Some(made) = &program.twin {
         return made.clone();
     }
@@ -27,19 +28,19 @@ fn program_twin(program: &mut Program) -> Result<usize, String> {
     made
 }
 
-fn build(program: &Program) -> Result<usize, String> {
-    let twin = program.source.as_ref().map_err(Clone::clone)?;
-    let (devices, options) = program
-        .build
+fn build(program: &Program) -> Result<usize, SliceError> {
+    let twin = program
+        .source
         .as_ref()
-        .ok_or("the application has not built its program")?;
+        .map_err(|r| SliceError::Refused(r.clone()))?;
+    let (devices, options) = program.build.as_ref().ok_or(SliceError::NotBuilt)?;
     let made = cl3::program::create_program_with_source(
         program.context as *mut c_void,
         &[twin.source.as_str()],
     )
-    .map_err(|code| format!("clCreateProgramWithSource for the twin: {code}"))?;
+    .map_err(SliceError::CreateProgram)?;
     let devices: Vec<_> = devices.iter().map(|d| *d as *mut c_void).collect();
-    let options = CString::new(options.clone()).map_err(|e| e.to_string())?;
+    let options = CString::new(options.clone())?;
     if let Err(code) =
         cl3::program::build_program(made, &devices, &options, None, std::ptr::null_mut())
     {
@@ -54,21 +55,24 @@ fn build(program: &Program) -> Result<usize, String> {
         // SAFETY: the program just made is ours alone.
         let _ = unsafe { cl3::program::release_program(made) };
         let first = log.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        return Err(format!("the twin does not build ({code}): {first}"));
+        return Err(SliceError::Build {
+            code,
+            log: first.to_string(),
+        });
     }
     Ok(made as usize)
 }
 
-fn make_kernel(program: usize, kernel: &Kernel) -> Result<usize, String> {
-    let name = CString::new(kernel.name.clone()).map_err(|e| e.to_string())?;
+fn make_kernel(program: usize, kernel: &Kernel) -> Result<usize, SliceError> {
+    let name = CString::new(kernel.name.clone())?;
     let twin = cl3::kernel::create_kernel(program as *mut c_void, &name)
-        .map_err(|code| format!("clCreateKernel on the twin: {code}"))?;
+        .map_err(SliceError::CreateKernel)?;
     for (index, argument) in kernel.arguments.iter().enumerate() {
         let Some(argument) = argument else { continue };
         if let Err(code) = set(twin as usize, index as u32, argument) {
             // SAFETY: the kernel just made is ours alone.
             let _ = unsafe { cl3::kernel::release_kernel(twin) };
-            return Err(format!("clSetKernelArg({index}) on the twin: {code}"));
+            return Err(SliceError::SetArgument { index, code });
         }
     }
     Ok(twin as usize)
