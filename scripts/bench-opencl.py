@@ -2,7 +2,7 @@
 """OpenCL on POCL: an unchanged OpenCL program as a foreground (open-loop requests) beside a
 saturating background process, natively and through the xsched shim + daemon (default
 settings: only XSCHED_PRIORITY per process), for short and long background kernels; plus the
-shim's per-call cost on clEnqueueNDRangeKernel. Prints a Markdown table for docs/BENCHMARKS.md.
+shim's per-call cost on clEnqueueNDRangeKernel. Prints a Markdown table for docs/results/shims.md.
 
 Usage: python3 scripts/bench-opencl.py [--runs 3] [--requests 300] [--bg-works 100,1000]
        python3 scripts/bench-opencl.py --pairs 5 [--requests 300] [--bg-works 100,1000]

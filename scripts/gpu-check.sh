@@ -31,8 +31,8 @@
 # A process that overruns its bound has its stacks saved before it is killed (Python's through
 # faulthandler on SIGUSR1, native ones through cuda-gdb where the machine has it) in
 # out/NAME-stacks.txt. A failed check does not stop the run: the next ones still run, and the
-# run exits 1 naming each failure. Paste the summary into docs/BENCHMARKS.md ("## CUDA (issue
-# 8)") with the GPU it names.
+# run exits 1 naming each failure. Paste the summary into docs/results/gpu-runs.md with the GPU
+# it names.
 set -euo pipefail
 LIMIT_BYTES=$((64 * 1024 * 1024))
 step() { printf '\n== %s\n' "$*"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cluster table of docs/BENCHMARKS.md: ShareGPT on N engine instances (1, 4, 16, 64)
+"""The cluster table of docs/results/llm-simulator.md: ShareGPT on N engine instances (1, 4, 16, 64)
 behind each router of the one scheduling core, FCFS and SageSched with requests placed on
 arrival (each instance orders its own queue), and SageSched with one queue placed when an
 instance has room; mean and P99 TTLT (s) and the scheduler's own time per request (µs, wall

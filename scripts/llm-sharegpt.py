@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The SageSched tables of docs/BENCHMARKS.md ("SageSched over the whole operating range"):
+"""The SageSched tables of docs/results/llm-simulator.md ("SageSched over the whole operating range"):
 `xsched llm` on ShareGPT for every engine preset, arrival shape and load, every policy, then
 
 - per preset, FCFS against SageSched and the SRPT oracle at every (arrival shape, load): mean

@@ -23,7 +23,7 @@ from podman_env import Node, podman
 FG = "xsched worker --role fg --core 0 --requests {n}"
 # The background loop runs until its standard input closes: here, until a line is written to the
 # FIFO /tmp/stop. Not a polling shell loop: one that forked `sleep` 20 times a second raised the
-# foreground's P99 at Level 3 by 18 %, in containers and outside alike (docs/BENCHMARKS.md).
+# foreground's P99 at Level 3 by 18 %, in containers and outside alike (docs/results/kubernetes-podman.md).
 BG = "mkfifo /tmp/stop && cat /tmp/stop | xsched worker --role bg --core 0"
 BG_KERNEL_S = 0.001
 ARMS = {

@@ -4,7 +4,7 @@ background workers (`xsched worker --role fg|bg --core 0`) under a daemon at the
 each arm varying one thing the Kubernetes shape differs in (cpu cgroups, the mode variable, the
 SLO variable, uids with the ConfigMap's daemon configuration, the training pod's way of keeping
 its worker's input open). Arms interleaved, their order reversed every other round; prints the
-foreground's P99 over standalone per round and the medians (docs/BENCHMARKS.md, "The
+foreground's P99 over standalone per round and the medians (docs/results/kubernetes-podman.md, "The
 foreground's P99 over standalone, in containers and outside").
 
 Needs root (cgroup v1's cpu controller at /sys/fs/cgroup/cpu, setpriv) and target/release/xsched.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The summary of scripts/gpu-check.sh's run step, as Markdown tables for docs/BENCHMARKS.md:
+"""The summary of scripts/gpu-check.sh's run step, as Markdown tables for docs/results/gpu-runs.md:
 the PyTorch foreground's latency in each mode, the CUDA runtime program in each mode, and the
 preemption latency by level and command length. A step that left no result shows as such.
 

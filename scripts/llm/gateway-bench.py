@@ -8,7 +8,7 @@ time (`--interrupt_requests False`; install it by hand: `CMAKE_ARGS="-DGGML_NATI
 -DGGML_AVX2=ON" pip install "llama-cpp-python[server]==0.3.36"`; the issue-20 figures), then
 `xsched llm serve` gateways in front of them, and loads them with `xsched llm load` (ShareGPT
 prompts, Poisson arrivals, streaming, temperature 0, seed 1, `max_tokens` capped). Prints
-markdown tables for docs/BENCHMARKS.md and writes every sample under --out.
+markdown tables for docs/results/gateway-llama-cpp.md and writes every sample under --out.
 
 Phases (each can be skipped):
 - `order`: each run's prompts once alone through the FCFS gateway (the light-load TTLT and

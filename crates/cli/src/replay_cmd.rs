@@ -1,7 +1,7 @@
 //! `xsched llm replay`: a recorded request sequence (each request's arrival, prompt, and prompt
 //! and answer tokens, as a benchmark client sent it to a real engine) through the engine
 //! simulator under each policy, so the simulator's figures can be set beside the engine's for
-//! the very same requests (docs/BENCHMARKS.md, "SageSched on vLLM itself").
+//! the very same requests (docs/results/vllm.md, "SageSched on vLLM itself").
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};

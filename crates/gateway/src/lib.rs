@@ -48,7 +48,7 @@ pub mod request;
 mod routes;
 pub mod server;
 mod shared;
-pub mod tally;
+pub use xsched_openai::tally;
 pub mod upstream;
 
 pub use epp::{Epp, RunningEpp};

@@ -16,19 +16,12 @@ pub use hyper::Uri;
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Response};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use xsched_openai::client::{CONNECT_TIMEOUT, POOL_IDLE, client};
 /// The HTTP client the gateway talks to upstreams with.
-pub type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
-
-/// How long connecting to an upstream may take before the request gets a 502.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long an idle pooled connection to an upstream is kept (under llama.cpp's server's 5 s
-/// keep-alive, so the gateway never reuses one the engine is closing).
-pub const POOL_IDLE: Duration = Duration::from_secs(4);
+pub type UpstreamClient = xsched_openai::client::HttpClient;
 
 /// How long an upstream may take, by default, to send an answer's head (a complete answer is
 /// sent whole, so this bounds a whole non-streamed generation) and to send the next chunk of a
@@ -45,20 +38,6 @@ pub struct Timeouts {
     pub first_byte: Duration,
     /// Between two chunks of the answer's body (the body is ended after).
     pub idle: Duration,
-}
-
-/// A client (HTTP/1.1) that keeps up to `pooled` idle connections per upstream. Must be called
-/// in a tokio runtime.
-pub fn client(pooled: usize) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    connector.set_keepalive(Some(Duration::from_secs(30)));
-    connector.set_nodelay(true);
-    Client::builder(hyper_util::rt::TokioExecutor::new())
-        .pool_timer(hyper_util::rt::TokioTimer::new())
-        .pool_idle_timeout(POOL_IDLE)
-        .pool_max_idle_per_host(pooled)
-        .build(connector)
 }
 
 /// The upstreams, the clients that reach them, and how long they may take.

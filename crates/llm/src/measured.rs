@@ -1,6 +1,6 @@
 //! Engines measured here, not derived from a GPU's data sheet: vLLM's CPU build serving
 //! SmolLM2-135M-Instruct on this project's 2-vCPU machine, the real engine the simulator is
-//! checked against (docs/BENCHMARKS.md, "SageSched on vLLM itself").
+//! checked against (docs/results/vllm.md, "SageSched on vLLM itself").
 //!
 //! Its limits are the server's flags and what vLLM reported at start-up; its step time is
 //! fitted from vLLM's own benchmark client's timings (`scripts/llm/vllm-sim-compare.py fit`,

@@ -15,9 +15,10 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
+use hyper::Uri;
 use std::time::{Duration, Instant};
 use xsched_core::Nanos;
-use xsched_gateway::upstream::{UpstreamClient, Uri};
+use xsched_openai::client::HttpClient as UpstreamClient;
 use xsched_report::quantile;
 use xsched_workload::SeededRng;
 
@@ -121,8 +122,8 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 
 async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     let client = Clients {
-        pooled: xsched_gateway::upstream::client(usize::MAX),
-        fresh: xsched_gateway::upstream::client(0),
+        pooled: xsched_openai::client::client(usize::MAX),
+        fresh: xsched_openai::client::client(0),
     };
     let mut rng = SeededRng::new(config.seed);
     let start = Instant::now();
@@ -279,7 +280,7 @@ fn has_content(event: &str) -> bool {
     let Some(json) = event.trim().strip_prefix("data:") else {
         return false;
     };
-    xsched_gateway::tally::has_text(json.trim().as_bytes())
+    xsched_openai::tally::has_text(json.trim().as_bytes())
 }
 
 /// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the

@@ -66,7 +66,7 @@ pub const CPU_INTERRUPT_MAX: f64 = 1.10;
 
 /// How far the standalone P99 may move between its runs (max − min over their pooled P99) for a
 /// real run's ratios to be judged. From twenty demo runs on the project's 2-vCPU machines
-/// (docs/BENCHMARKS.md, "The demo's verdicts against a judged baseline"): quiet runs moved
+/// (docs/results/xqueue-preemption.md, "The demo's verdicts against a judged baseline"): quiet runs moved
 /// 6–9 %, loaded ones 17–24 %, and every run that moved 29 % or more had one round standing out
 /// and Level-3 ratios the next run did not repeat.
 pub const BASELINE_BOUND: f64 = 0.25;
