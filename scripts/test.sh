@@ -148,6 +148,14 @@ python3 scripts/import-circles.py $(ls crates)
 step "every crate's functions fit on a screen (none over 80 lines)"
 python3 scripts/longest-fns.py --max 80 -n 3
 
+step "the cores' files are small (none over 500 lines)"
+long=$(find crates/core/src crates/llm-core/src -name '*.rs' -exec wc -l {} + | awk '$2 != "total" && $1 > 500')
+if [ -n "$long" ]; then
+  echo "over 500 lines: $long" >&2
+  exit 1
+fi
+echo "ok"
+
 step "docs (every relative link resolves; every shell example is runnable or says what it needs)"
 python3 scripts/docs-check.py -q
 
