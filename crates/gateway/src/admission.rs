@@ -205,13 +205,9 @@ impl RequestQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
-    }
-
     /// Seconds since the start: the time the core is fed.
-    pub fn now_s(&self) -> f64 {
-        self.now()
+    pub fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
     }
 
     /// The instant of `at` on the core's clock (seconds since the start).

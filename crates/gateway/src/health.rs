@@ -36,7 +36,7 @@ impl Health {
         let name = self.names.get(u).map_or("?", String::as_str);
         match self.ejected_until(u) {
             Some(until) if before != Some(until) => {
-                let ms = (until - self.admission.now_s()) * 1000.0;
+                let ms = (until - self.admission.now()) * 1000.0;
                 tracing::warn!("upstream {name} ejected for {ms:.0} ms: {why}");
             }
             Some(_) => {}
@@ -52,14 +52,14 @@ impl Health {
 
     /// Whether upstream `u` is in service (not ejected, or its ejection is over).
     pub fn in_service(&self, u: usize) -> bool {
-        let now = self.admission.now_s();
+        let now = self.admission.now();
         self.ejected_until(u).is_none_or(|t| t <= now)
     }
 
     /// Per upstream: in service or not, ejections and failures so far, in the text exposition.
     pub fn render(&self, out: &mut String, labels: &str) {
         let watched = self.admission.watched();
-        let now = self.admission.now_s();
+        let now = self.admission.now();
         for (name, kind, help, value) in [
             (
                 "xsched_gateway_upstream_in_service",

@@ -143,8 +143,8 @@ impl Lanes {
         self.put_back(id, class, tenant, rank, seq, aged_at);
     }
 
-    /// Queue `id` as [`Lanes::push`] does, without lifting its tenant: it was waiting all along
-    /// (set aside for a moment).
+    /// Queue `id` (not in the lanes now) as [`Lanes::push`] does, without lifting its tenant: it
+    /// was waiting all along (set aside for a moment).
     pub fn put_back(
         &mut self,
         id: u64,
@@ -154,7 +154,6 @@ impl Lanes {
         seq: u64,
         aged_at: Option<f64>,
     ) {
-        self.remove(id);
         let lane = (Reverse(class), tenant);
         self.lanes
             .entry(lane)

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::decisions;
+
 use xsched_llm_core::{
     Arrival, Config, Decision, EvictReason, Eviction, Fairness, Input, RequestScheduler,
     SizeDistribution,
@@ -27,10 +29,6 @@ fn arrival(id: u64, class: i32, ttft_slo: Option<f64>) -> Input {
         ttft_slo,
         ..Default::default()
     })
-}
-
-fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
-    std::iter::from_fn(|| s.poll_decision()).collect()
 }
 
 fn displaced(id: u64) -> Decision {

@@ -5,18 +5,10 @@
 
 mod common;
 
-use xsched_llm_core::watch::{EngineMetrics, FIRST_EJECTION_S, STALE_AFTER_S, Scrape};
-use xsched_llm_core::{
-    Arrival, Config, Decision, Fairness, Input, RequestScheduler, Router, ShedReason,
-};
+use common::{decisions, round_robin as scheduler};
 
-fn scheduler(engines: usize, concurrency: usize) -> RequestScheduler {
-    RequestScheduler::new(Config {
-        router: Router::RoundRobin,
-        ..common::config("fcfs", engines, concurrency)
-    })
-    .expect("valid")
-}
+use xsched_llm_core::watch::{EngineMetrics, FIRST_EJECTION_S, STALE_AFTER_S, Scrape};
+use xsched_llm_core::{Arrival, Config, Decision, Fairness, Input, RequestScheduler, ShedReason};
 
 fn arrive(s: &mut RequestScheduler, now: f64, id: u64, tenant: usize) {
     let a = Arrival {
@@ -26,10 +18,6 @@ fn arrive(s: &mut RequestScheduler, now: f64, id: u64, tenant: usize) {
         ..Default::default()
     };
     s.handle(now, Input::Arrived(a)).expect("new");
-}
-
-fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
-    std::iter::from_fn(|| s.poll_decision()).collect()
 }
 
 fn queueing(engine: usize, waiting: f64) -> Input {

@@ -4,17 +4,9 @@
 
 mod common;
 
-use xsched_llm_core::{
-    Arrival, Config, Decision, EvictReason, Input, RequestScheduler, Router, ShedReason,
-};
+use common::{decisions, round_robin as scheduler};
 
-fn scheduler(engines: usize, concurrency: usize) -> RequestScheduler {
-    RequestScheduler::new(Config {
-        router: Router::RoundRobin,
-        ..common::config("fcfs", engines, concurrency)
-    })
-    .expect("valid")
-}
+use xsched_llm_core::{Arrival, Decision, EvictReason, Input, RequestScheduler, ShedReason};
 
 fn arrive(s: &mut RequestScheduler, id: u64) {
     let a = Arrival {
@@ -23,10 +15,6 @@ fn arrive(s: &mut RequestScheduler, id: u64) {
         ..Default::default()
     };
     s.handle(0.0, Input::Arrived(a)).expect("new");
-}
-
-fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
-    std::iter::from_fn(|| s.poll_decision()).collect()
 }
 
 fn silent(engine: usize, responsive: bool) -> Input {

@@ -18,6 +18,21 @@ fn engine(max_num_seqs: usize) -> EngineConfig {
     }
 }
 
+/// Two engines of `cfg`, routed round robin, sharing one queue.
+fn two_round_robin(cfg: &EngineConfig) -> Runs<'_> {
+    use xsched_llm_core::{Placement, Router};
+    Runs {
+        cfg,
+        cluster: Cluster {
+            instances: 2,
+            router: Router::RoundRobin,
+            placement: Placement::WhenFree,
+        },
+        history: 100,
+        warm: &[],
+    }
+}
+
 fn simulate(cfg: &EngineConfig, rules: &Rules, requests: &[Request]) -> Run {
     let runs = Runs {
         cfg,
@@ -140,7 +155,6 @@ fn learned_concurrency_converges_where_a_simulated_engines_throughput_stops_grow
 #[test]
 fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
     use xsched_llm::sim::Hang;
-    use xsched_llm_core::{Placement, Router};
     // Engine 1 accepts requests and never runs them; it is noticed 3 s on (the gateway's
     // metrics unanswered that long). Twenty short requests arrive 0.1 s apart, every other one
     // routed to the silent engine until then.
@@ -154,16 +168,7 @@ fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
         ..Rules::default()
     };
     let cfg = engine(4);
-    let runs = Runs {
-        cfg: &cfg,
-        cluster: Cluster {
-            instances: 2,
-            router: Router::RoundRobin,
-            placement: Placement::WhenFree,
-        },
-        history: 100,
-        warm: &[],
-    };
+    let runs = two_round_robin(&cfg);
     let run = runs
         .simulate(policy("fcfs"), &rules, &requests)
         .expect("a valid run");
@@ -197,8 +202,8 @@ fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
 
 #[test]
 fn an_engine_that_failed_is_sent_nothing_for_its_backoff_then_gets_requests_again() {
+    use xsched_llm_core::Input;
     use xsched_llm_core::watch::FIRST_EJECTION_S;
-    use xsched_llm_core::{Input, Placement, Router};
     // A request to engine 0 failed at 0.05 s (as the gateway reports a refused connection):
     // the core ejects it for its first backoff; the requests arriving 0.1 s apart go to engine
     // 1 until then, and round robin over both after.
@@ -208,16 +213,7 @@ fn an_engine_that_failed_is_sent_nothing_for_its_backoff_then_gets_requests_agai
         ..Rules::default()
     };
     let cfg = engine(8);
-    let runs = Runs {
-        cfg: &cfg,
-        cluster: Cluster {
-            instances: 2,
-            router: Router::RoundRobin,
-            placement: Placement::WhenFree,
-        },
-        history: 100,
-        warm: &[],
-    };
+    let runs = two_round_robin(&cfg);
     let run = runs
         .simulate(policy("fcfs"), &rules, &requests)
         .expect("a valid run");

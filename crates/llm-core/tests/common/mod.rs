@@ -8,6 +8,20 @@ use xsched_llm_core::{
     Config, Decision, EngineLimits, Placement, RequestPolicySpec, RequestScheduler, Router,
 };
 
+/// FCFS over `engines` engines of `concurrency` slots each, routed round robin.
+pub fn round_robin(engines: usize, concurrency: usize) -> RequestScheduler {
+    RequestScheduler::new(Config {
+        router: Router::RoundRobin,
+        ..config("fcfs", engines, concurrency)
+    })
+    .expect("valid")
+}
+
+/// Every decision since the last look.
+pub fn decisions(s: &mut RequestScheduler) -> Vec<Decision> {
+    std::iter::from_fn(|| s.poll_decision()).collect()
+}
+
 /// `policy` over `engines` engines of `concurrency` slots each, at most 1 000 waiting.
 pub fn config(policy: &str, engines: usize, concurrency: usize) -> Config {
     Config {
