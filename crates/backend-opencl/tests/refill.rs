@@ -154,6 +154,18 @@ fn until_completed<H: HwQueue>(q: &XQueue<H>, n: u64) {
     }
 }
 
+/// `f()` once its two lists agree, or after 10 s (then the caller's assertion shows them).
+fn until_settled<T: PartialEq>(f: impl Fn() -> (Vec<T>, Vec<T>)) -> (Vec<T>, Vec<T>) {
+    let start = Instant::now();
+    loop {
+        let (a, b) = f();
+        if a == b || start.elapsed() > Duration::from_secs(10) {
+            return (a, b);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Taken by each test: a Level-2 hold demotes the whole process's device threads, so tests run
 /// in one process (`cargo test`; nextest gives each its own) must not overlap.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -306,11 +318,21 @@ fn a_level_2_hold_demotes_the_callback_threads_that_refilled() {
     assert!(!refilled.is_empty(), "callback threads refilled");
     q.suspend()
         .expect("suspend: Level 2 holds the device's threads");
-    let idle: Vec<_> = refilled
-        .iter()
-        .filter(|&&t| policy(t).is_some_and(|p| p == SCHED_IDLE))
-        .collect();
-    let alive: Vec<_> = refilled.iter().filter(|&&t| policy(t).is_some()).collect();
+    // A callback thread may still be inside the refill that completed the last command (its
+    // handle is done before the refill returns): spared until that refill ends, then demoted.
+    let (idle, alive) = until_settled(|| {
+        let idle: Vec<_> = refilled
+            .iter()
+            .filter(|&&t| policy(t).is_some_and(|p| p == SCHED_IDLE))
+            .copied()
+            .collect();
+        let alive: Vec<_> = refilled
+            .iter()
+            .filter(|&&t| policy(t).is_some())
+            .copied()
+            .collect();
+        (idle, alive)
+    });
     assert_eq!(idle, alive, "every live thread that refilled is demoted");
     q.resume().expect("resume");
     assert!(
