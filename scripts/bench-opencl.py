@@ -46,11 +46,12 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from quantile import quantile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target/release")
@@ -172,8 +173,8 @@ def wait_for_socket(daemon, log, sock, timeout_s=10):
 
 
 def pct(v, q):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+    """quantile(), NaN (printed "nan") for no values."""
+    return quantile(v, q, default=float("nan"))
 
 
 def measure_demotion(prog, args, bg_work, env_fg, env_bg, stamps):
@@ -319,7 +320,7 @@ def main():
         return print_demotion(args, rows)
     if paired:
         return print_pairs(args, rows)
-    med = statistics.median
+    med = lambda v: quantile(v, 0.5)
     rng = lambda v, f: f"{f(med(v))} ({f(min(v))}–{f(max(v))})"
     x = lambda r: f"{r:.2f}×"
     us = lambda u: f"{u:.0f}"

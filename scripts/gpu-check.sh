@@ -74,6 +74,7 @@ for line in sys.stdin:
   # Debug info is most of their size and none of the check needs it.
   strip --strip-debug "$stage"/bin/*
   cp scripts/gpu/*.py scripts/gpu/*.cu "$stage/gpu/"
+  cp scripts/quantile.py "$stage/"  # fg_infer.py's quantile, where it is in scripts/
   cp crates/backend-cuda/tests/fake/libcuda.c "$stage/fake/"
   cp scripts/gpu-check.sh "$stage/"
   local size

@@ -145,6 +145,9 @@ python3 scripts/import-circles.py --self-test
 # shellcheck disable=SC2046
 python3 scripts/import-circles.py $(ls crates)
 
+step "the scripts' one quantile (nearest rank, xsched-report's convention)"
+python3 scripts/quantile.py --self-test
+
 step "every crate's functions fit on a screen (none over 80 lines)"
 python3 scripts/longest-fns.py --max 80 -n 3
 

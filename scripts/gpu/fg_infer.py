@@ -6,8 +6,14 @@ Prints one JSON line: request latency P50/P99 in ms."""
 import argparse
 import faulthandler
 import json
+import os
 import signal
+import sys
 import time
+
+# scripts/quantile.py (gpu-check.sh stages it beside gpu/, as in scripts/).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from quantile import quantile  # noqa: E402
 
 
 def build(model, batch, torch):
@@ -50,11 +56,10 @@ def main():
             torch.cuda.synchronize()
             if i >= a.warmup:
                 lat.append((time.perf_counter() - t) * 1e3)
-    lat.sort()
     print(json.dumps({
         "mode": "fg", "model": a.model, "requests": len(lat),
-        "p50_ms": round(lat[len(lat) // 2], 3),
-        "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 3),
+        "p50_ms": round(quantile(lat, 0.5), 3),
+        "p99_ms": round(quantile(lat, 0.99), 3),
     }))
 
 

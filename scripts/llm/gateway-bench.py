@@ -44,6 +44,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# The scripts' one quantile (scripts/quantile.py); the llmbench scripts reach it as bench.quantile.
+sys.path.insert(0, str(ROOT / "scripts"))
+from quantile import quantile  # noqa: E402
 
 
 def gguf():
@@ -149,12 +152,6 @@ def load(args, url, out, *, rate=None, requests, skip, seed=1, max_tokens=None):
     return samples
 
 
-def quantile(values, q):
-    """Nearest rank, the project's convention."""
-    v = sorted(values)
-    return v[min(len(v) - 1, max(0, int(-(-q * len(v) // 1)) - 1))]
-
-
 def figures(samples, alone):
     """Mean and P99 TTLT (ms) and the longest relative wait (TTLT − alone) / alone."""
     ttlt = [s["ttlt_s"] for s in samples]
@@ -168,7 +165,7 @@ def figures(samples, alone):
 
 
 def spread(values, fmt="{:.0f}"):
-    m = statistics.median(values)
+    m = quantile(values, 0.5)
     return f"{fmt.format(m)} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
@@ -506,13 +503,13 @@ def events_phase(args, procs):
             cpu, ttft, ttlt = event_rounds(args, url, pid, gap)
             print(f"{name} gap {gap} ms: " + ", ".join(f"{c * 1e6:.2f}" for c in cpu)
                   + " µs per event", flush=True)
-            rows.append((name, gap, cpu, statistics.median(ttft), statistics.median(ttlt)))
+            rows.append((name, gap, cpu, quantile(ttft, 0.5), quantile(ttlt, 0.5)))
     print(f"\n### CPU per streamed event ({args.rounds} rounds of {args.pairs} answers of "
           f"{args.events} events, no model)\n")
     print("| proxy | event gap ms | CPU µs per event, median (range) | added TTFT P50 ms | added TTLT P50 ms |")
     print("|---|---|---|---|---|")
     for name, gap, cpu, ttft, ttlt in rows:
-        print(f"| {name} | {gap:g} | {statistics.median(cpu) * 1e6:.2f} ({min(cpu) * 1e6:.2f}–"
+        print(f"| {name} | {gap:g} | {quantile(cpu, 0.5) * 1e6:.2f} ({min(cpu) * 1e6:.2f}–"
               f"{max(cpu) * 1e6:.2f}) | {ttft * 1e3:.3f} | {ttlt * 1e3:.3f} |")
 
 

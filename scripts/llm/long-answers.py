@@ -25,6 +25,9 @@ import sys
 
 import sharegpt_file
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from quantile import quantile  # noqa: E402  (scripts/quantile.py)
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared",
                     "data", "llm")
 WINDOW, MAX_PROMPT = 2048, 1024
@@ -65,7 +68,7 @@ def counted(tokenizer, source, n, seed):
 
 def cap_for(rows, cap):
     """The cap: `cap`, or the answers' 99th percentile if larger, within the window."""
-    p99 = sorted(o for _, _, o in rows)[int(0.99 * (len(rows) - 1))]
+    p99 = quantile((o for _, _, o in rows), 0.99)
     return max(cap, p99)
 
 
@@ -76,7 +79,7 @@ def lengths(args, tokenizer):
         cap = cap_for(rows, args.cap)
         fits = [(p, o) for _, p, o in rows if p + min(o, cap) <= WINDOW]
         cut = sum(1 for _, o in fits if o > cap)
-        q = lambda x: outs[int(x * (len(outs) - 1))]
+        q = lambda x: quantile(outs, x)
         print(json.dumps({
             "source": source, "answers": len(outs), "mean": round(statistics.mean(outs), 1),
             "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": outs[-1], "cap": cap,

@@ -44,6 +44,9 @@ import sharegpt_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from quantile import quantile  # noqa: E402  (scripts/quantile.py)
+
 ARMS = {
     "engine": ["--policy", "sagesched", "--order-at", "engine"],
     "gateway": ["--policy", "sagesched", "--order-at", "gateway"],
@@ -182,14 +185,13 @@ def cpu_seconds(pid):
 def summary(res, alone):
     lat = res["latencies"]
     n = len(lat)
-    srt = sorted(lat)
     rel = [l / max(alone(i, o), 1e-3) for l, i, o in zip(lat, res["input_lens"], res["output_lens"])]
     return {
         "completed": res["completed"],
         "failed": res.get("failed", 0),
         "mean_ttlt": sum(lat) / max(n, 1),
-        "p99_ttlt": srt[min(n - 1, int(0.99 * n))] if n else None,
-        "p50_ttft": sorted(res["ttfts"])[n // 2] if n else None,
+        "p99_ttlt": quantile(lat, 0.99),
+        "p50_ttft": quantile(res["ttfts"], 0.5),
         "longest_relative_wait": max(rel) if rel else None,
     }
 

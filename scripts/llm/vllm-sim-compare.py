@@ -29,6 +29,9 @@ from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from quantile import quantile  # noqa: E402  (scripts/quantile.py)
+
 ARMS = {
     "fcfs": ("fcfs", "engine"),
     "engine": ("sagesched", "engine"),
@@ -46,8 +49,8 @@ def fit(out, seqs):
     alone = load(os.path.join(out, "results", "alone.json"))
     full = load(os.path.join(out, "results", "capacity.json"))
     gaps = lambda r: [g for itl in r["itls"] for g in itl[1:]]
-    one = statistics.median(gaps(alone))
-    many = statistics.median(gaps(full))
+    one = quantile(gaps(alone), 0.5)
+    many = quantile(gaps(full), 0.5)
     b2 = max(0.0, (many - one) / max(seqs - 1, 1))
     b0 = one - b2
     xs, ys = alone["input_lens"], alone["ttfts"]
@@ -89,8 +92,8 @@ def replay(args, out, name, policy, order_at):
         cmd += ["--step-us", args.step_us]
     line = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[0]
     sim = json.loads(line)
-    lat = sorted(res["latencies"])
-    measured = {"mean_ttlt": sum(lat) / len(lat), "p99_ttlt": lat[min(len(lat) - 1, int(0.99 * len(lat)))]}
+    lat = res["latencies"]
+    measured = {"mean_ttlt": sum(lat) / len(lat), "p99_ttlt": quantile(lat, 0.99)}
     return measured, sim
 
 

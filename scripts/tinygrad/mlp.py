@@ -18,7 +18,6 @@ Run it under xsched with `xsched run [--global] --priority N -- python3 mlp.py .
 
 import hashlib
 import json
-import math
 import os
 import random
 import select
@@ -30,6 +29,10 @@ os.environ.setdefault("DEV", "CL")
 import numpy as np  # noqa: E402
 from tinygrad import Tensor, TinyJit, nn  # noqa: E402
 from tinygrad.helpers import Context  # noqa: E402
+
+# After tinygrad's import: scripts/ has a tinygrad/ folder too (this one).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from quantile import quantile  # noqa: E402  (scripts/quantile.py)
 
 
 class MLP:
@@ -49,12 +52,6 @@ def digest(arrays):
     for a in arrays:
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()[:16]
-
-
-def quantile(values, q):
-    """The nearest rank, as every figure of the project (xsched-report's convention)."""
-    s = sorted(values)
-    return s[max(0, math.ceil(q * len(s)) - 1)] if s else float("nan")
 
 
 def infer(requests, period_ms):
@@ -78,9 +75,10 @@ def infer(requests, period_ms):
         out = step(Tensor(inputs[i % len(inputs)])).numpy()
         latency.append((time.perf_counter() - due) * 1000)
         outputs.append(out)
+    nan = float("nan")
     print(json.dumps({
-        "mode": "infer", "requests": requests, "p50_ms": round(quantile(latency, 0.5), 3),
-        "p99_ms": round(quantile(latency, 0.99), 3), "outputs": digest(outputs),
+        "mode": "infer", "requests": requests, "p50_ms": round(quantile(latency, 0.5, nan), 3),
+        "p99_ms": round(quantile(latency, 0.99, nan), 3), "outputs": digest(outputs),
     }), flush=True)
 
 

@@ -25,7 +25,6 @@ Usage: pair.py [--rounds 3] [--requests 300] [--period-ms 10] [--slice-us 500] [
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from quantile import quantile  # noqa: E402  (scripts/quantile.py)
+
 XSCHED = ROOT / "target/release/xsched"
 MLP = ROOT / "scripts/tinygrad/mlp.py"
 SHIMMED = ("xsched", "sliced", "held", "yield")
@@ -127,7 +129,7 @@ def main():
 def summarize(runs):
     def med(arm, key):
         values = [r[key] for r in runs if r["arm"] == arm and key in r]
-        return statistics.median(values) if values else float("nan")
+        return quantile(values, 0.5, default=float("nan"))
 
     alone = med("alone", "p99_ms")
     print("\nmedians of the rounds:")

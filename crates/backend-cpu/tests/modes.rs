@@ -8,7 +8,7 @@ use common::{spin, until};
 use std::sync::Arc;
 use xsched_backend_cpu::{CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
-use xsched_runtime::{Mode, QueueOptions, Runtime, RuntimeConfig, XQueue};
+use xsched_runtime::{QueueOptions, RolloutMode, Runtime, RuntimeConfig, XQueue};
 
 /// Sets its flag when dropped, also while a panic unwinds.
 struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
@@ -38,7 +38,7 @@ fn a_held_queue_switched_to_observe_runs_and_back_to_cooperative_is_held_again()
     let low = rt
         .create_queue(
             Arc::new(dev.create_queue()),
-            Mode::Cooperative.apply(
+            RolloutMode::Cooperative.apply(
                 QueueOptions::default()
                     .with_hint(Hint::Priority(0))
                     .expect("hint"),
@@ -67,16 +67,16 @@ fn a_held_queue_switched_to_observe_runs_and_back_to_cooperative_is_held_again()
         }
         until("the low queue to be held", || low.query().suspended);
         let before = low.account().completed;
-        low.set_mode(Mode::Observe).expect("observe");
+        low.set_mode(RolloutMode::Observe).expect("observe");
         // Released while the high queue is still busy: every command of it completes.
         low.wait_all().expect("the observed queue runs");
         assert!(!low.query().suspended);
         assert_eq!(low.account().completed, 20, "from {before}");
         // Back to cooperative: the scheduler still wants it held, so it is, at once.
-        low.set_mode(Mode::Cooperative).expect("cooperative");
+        low.set_mode(RolloutMode::Cooperative).expect("cooperative");
         assert!(low.query().suspended, "held again on leaving observe");
         assert_eq!(low.query().level, Level::Block);
-        low.set_mode(Mode::Preemptive).expect("preemptive");
+        low.set_mode(RolloutMode::Preemptive).expect("preemptive");
         assert!(
             low.query().suspended,
             "still held, now at the highest level"
@@ -95,7 +95,7 @@ fn a_queue_created_observing_launches_progressively_once_cooperative() {
     let q = rt
         .create_queue(
             Arc::new(dev.create_queue()),
-            Mode::Observe.apply(QueueOptions::default()),
+            RolloutMode::Observe.apply(QueueOptions::default()),
         )
         .expect("queue");
     q.suspend()
@@ -103,7 +103,7 @@ fn a_queue_created_observing_launches_progressively_once_cooperative() {
     for _ in 0..40 {
         q.submit(spin(50)).expect("submit");
     }
-    q.set_mode(Mode::Cooperative).expect("cooperative");
+    q.set_mode(RolloutMode::Cooperative).expect("cooperative");
     assert!(q.query().suspended, "the application's suspension stands");
     q.resume().expect("resume");
     // Progressive again: at most the default threshold (16) in flight at once.

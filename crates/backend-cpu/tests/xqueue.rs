@@ -10,7 +10,7 @@ use std::time::Duration;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, Kernel};
 use xsched_core::{Capabilities, CoreError, DeviceId, Hint, LaunchConfig, Level};
 use xsched_runtime::{
-    CommandError, Completion, HwError, HwQueue, Mode, QueueOptions, Runtime, RuntimeConfig,
+    CommandError, Completion, HwError, HwQueue, QueueOptions, RolloutMode, Runtime, RuntimeConfig,
     RuntimeError, SchedulerMode,
 };
 
@@ -425,8 +425,9 @@ fn low_beside_busy_high(low: QueueOptions) -> (Vec<u32>, bool) {
 fn observe_mode_changes_nothing_a_native_queue_would_get_and_cooperative_mode_is_held() {
     let (native, native_first) = low_beside_busy_high(QueueOptions::native());
     let (observed, observed_first) =
-        low_beside_busy_high(Mode::Observe.apply(QueueOptions::default()));
-    let (held, held_first) = low_beside_busy_high(Mode::Cooperative.apply(QueueOptions::default()));
+        low_beside_busy_high(RolloutMode::Observe.apply(QueueOptions::default()));
+    let (held, held_first) =
+        low_beside_busy_high(RolloutMode::Cooperative.apply(QueueOptions::default()));
     let expect: Vec<u32> = (0..50).collect();
     assert_eq!(native, expect);
     assert_eq!(observed, native, "same results, same order");

@@ -101,7 +101,7 @@ impl std::fmt::Debug for CudaCommand {
 /// A command enqueued behind a gate, not yet launched. Dropping it unlaunched still lets the
 /// command run (it is in the stream already), unobserved.
 pub struct Ticket {
-    shared: Arc<Shared>,
+    shared: Arc<StreamShared>,
     seq: Option<u32>,
     event: Option<Event>,
 }
@@ -132,7 +132,7 @@ struct State {
     calling: Option<(u32, Instant)>,
 }
 
-struct Shared {
+struct StreamShared {
     stream: sys::CUstream,
     /// The context the stream belongs to (made current on xsched's own threads).
     context: sys::CUcontext,
@@ -159,11 +159,11 @@ thread_local! {
 
 // SAFETY: CUDA streams and contexts may be used from any thread; the raw handles are only passed
 // to the driver. (The per-thread default stream is the exception: see `CudaStream::wrap`.)
-unsafe impl Send for Shared {}
+unsafe impl Send for StreamShared {}
 // SAFETY: as above; the mutable state is behind mutexes.
-unsafe impl Sync for Shared {}
+unsafe impl Sync for StreamShared {}
 
-impl Shared {
+impl StreamShared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -250,7 +250,7 @@ impl Shared {
         };
         let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32;
         // SAFETY: `stream` is valid by the stream's contract; `word` is mapped device memory
-        // that outlives every gate (see `Drop for Shared`).
+        // that outlives every gate (see `Drop for StreamShared`).
         let code = unsafe { sys::cuStreamWaitValue32_v2(self.stream, word.device(), seq, geq) };
         if let Err(e) = CudaError::check("cuStreamWaitValue32", code) {
             self.state().calling = None;
@@ -380,7 +380,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for StreamShared {
     fn drop(&mut self) {
         let pending = {
             let state = self.state();
@@ -411,7 +411,7 @@ impl Drop for Shared {
 /// One CUDA stream as an xsched hardware queue (Level 2 where the device has stream memory
 /// operations, else Level 1).
 pub struct CudaStream {
-    shared: Arc<Shared>,
+    shared: Arc<StreamShared>,
     watcher: Option<JoinHandle<()>>,
     device: DeviceId,
     caps: Capabilities,
@@ -482,7 +482,7 @@ impl CudaStream {
             None
         };
         let (tx, rx) = crossbeam_channel::unbounded();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(StreamShared {
             stream,
             context,
             owned,

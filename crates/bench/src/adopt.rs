@@ -19,7 +19,7 @@ use std::time::Duration;
 use xsched_core::{Hint, Nanos};
 use xsched_report::run::{self, QueueRecord, QueueStateKind, RunGroup, RunRecord};
 use xsched_report::{Verdict, cells, columns, round1, round3};
-use xsched_runtime::{Mode, QueueAccount, QueueOptions, QueueState, RuntimeError};
+use xsched_runtime::{QueueAccount, QueueOptions, QueueState, RolloutMode, RuntimeError};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -48,15 +48,15 @@ impl Default for AdoptParams {
 }
 
 /// The configurations, in rollout order.
-const CONFIGS: [Option<Mode>; 4] = [
+const CONFIGS: [Option<RolloutMode>; 4] = [
     None,
-    Some(Mode::Observe),
-    Some(Mode::Cooperative),
-    Some(Mode::Preemptive),
+    Some(RolloutMode::Observe),
+    Some(RolloutMode::Cooperative),
+    Some(RolloutMode::Preemptive),
 ];
 
-fn config_name(mode: Option<Mode>) -> &'static str {
-    mode.map_or("native", Mode::name)
+fn config_name(mode: Option<RolloutMode>) -> &'static str {
+    mode.map_or("native", RolloutMode::name)
 }
 
 /// Run natively and in every mode; the table, and the record for `xsched report`.

@@ -26,7 +26,7 @@ use xsched_core::{Hint, Level};
 use xsched_report::plot::{Figure, samples};
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
-use xsched_workload::ai_pc::{self, MODES, Mode, Outcome};
+use xsched_workload::ai_pc::{self, MODES, ModeResult, ShareMode};
 
 /// What the study runs.
 #[derive(Clone, Debug)]
@@ -81,9 +81,9 @@ pub struct RunResult {
 }
 
 /// Run one mode once.
-pub fn run_mode(p: &AiPcParams, mode: Mode) -> Result<RunResult, RuntimeError> {
+pub fn run_mode(p: &AiPcParams, mode: ShareMode) -> Result<RunResult, RuntimeError> {
     let device = CpuDevice::new(1)?;
-    let policy = if mode == Mode::Laxity {
+    let policy = if mode == ShareMode::Laxity {
         "laxity"
     } else {
         "hpf"
@@ -93,11 +93,11 @@ pub fn run_mode(p: &AiPcParams, mode: Mode) -> Result<RunResult, RuntimeError> {
         ..RuntimeConfig::default()
     })?;
     let (blur_options, speech_options) = match mode {
-        Mode::Standalone | Mode::Fcfs => (QueueOptions::native(), QueueOptions::native()),
-        Mode::Priority | Mode::Laxity => {
+        ShareMode::Standalone | ShareMode::Fcfs => (QueueOptions::native(), QueueOptions::native()),
+        ShareMode::Priority | ShareMode::Laxity => {
             let o = QueueOptions::default().with_level(Level::Deactivate);
             let speech = o.with_hint(Hint::Priority(0))?;
-            let speech = if mode == Mode::Laxity {
+            let speech = if mode == ShareMode::Laxity {
                 speech.with_hint(Hint::Laxity(xsched_core::Nanos(
                     u64::try_from(p.laxity.as_nanos()).unwrap_or(u64::MAX),
                 )))?
@@ -109,7 +109,7 @@ pub fn run_mode(p: &AiPcParams, mode: Mode) -> Result<RunResult, RuntimeError> {
     };
     let blur = runtime.create_queue(Arc::new(device.create_queue()), blur_options)?;
     let speech = match mode {
-        Mode::Standalone => None,
+        ShareMode::Standalone => None,
         _ => Some(runtime.create_queue(Arc::new(device.create_queue()), speech_options)?),
     };
     let start = Instant::now() + Duration::from_millis(20);
@@ -248,7 +248,7 @@ fn report(results: &[Vec<RunResult>]) -> Report {
         let (p99, lo, hi) = spread(rs.iter().map(p99_ms).collect());
         let jobs: u32 = rs.iter().map(|r| r.speech_jobs).sum();
         let on_time: u32 = rs.iter().map(|r| r.speech_on_time).sum();
-        outcomes.push(Outcome {
+        outcomes.push(ModeResult {
             p99_ms: p99,
             jobs: u64::from(jobs),
             on_time: u64::from(on_time),
@@ -308,7 +308,7 @@ mod tests {
                 "a frame interval is at least the 4 ms tick, less noise: {row:?}"
             );
             let jobs = row["speech_jobs"].as_u64().unwrap_or(0);
-            if mode == Mode::Standalone {
+            if mode == ShareMode::Standalone {
                 assert_eq!(jobs, 0);
             } else {
                 assert!(jobs >= 2, "{row:?}");

@@ -30,7 +30,7 @@ use xsched_report::plot::Figure;
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_workload::SeededRng;
-use xsched_workload::harvest_case::{self, Job, MODES, Mode, Outcome};
+use xsched_workload::harvest_case::{self, Job, MODES, ModeResult, ShareMode};
 
 /// What the study runs.
 #[derive(Clone, Debug)]
@@ -118,17 +118,19 @@ fn production(p: &CaseHarvestParams) -> Service {
 
 /// Queue options of the service and of the job in `mode`, xsched's at `level`.
 fn options(
-    mode: Mode,
+    mode: ShareMode,
     level: Level,
     slo: Duration,
 ) -> Result<(QueueOptions, QueueOptions), RuntimeError> {
     let level = if mode.preempts() { level } else { Level::Block };
     Ok(match mode {
-        Mode::Standalone | Mode::Native => (QueueOptions::native(), QueueOptions::native()),
+        ShareMode::Standalone | ShareMode::Native => {
+            (QueueOptions::native(), QueueOptions::native())
+        }
         _ => {
             let o = QueueOptions::default().with_level(level);
             let mut prod = o.with_hint(Hint::Priority(1))?;
-            if mode == Mode::SloAware {
+            if mode == ShareMode::SloAware {
                 prod = prod.with_hint(Hint::Slo(nanos(slo.max(Duration::from_micros(1)))))?;
             }
             (prod, o.with_hint(Hint::Priority(0))?)
@@ -139,7 +141,7 @@ fn options(
 /// Run one mode once with `job` beside the service; `slo` for the SLO-aware mode.
 pub fn run_mode(
     p: &CaseHarvestParams,
-    mode: Mode,
+    mode: ShareMode,
     level: Level,
     job: Job,
     slo: Duration,
@@ -154,7 +156,7 @@ pub fn run_mode(
     let (prod_options, job_options) = options(mode, level, slo)?;
     let prod = runtime.create_queue(Arc::new(device.create_queue()), prod_options)?;
     let opportunistic = match mode {
-        Mode::Standalone => None,
+        ShareMode::Standalone => None,
         _ => Some(runtime.create_queue(Arc::new(device.create_queue()), job_options)?),
     };
     let start = Instant::now() + Duration::from_millis(20);
@@ -233,7 +235,7 @@ pub fn run(
         let first = p.levels.first().copied().unwrap_or(Level::Block);
         alone.push(run_mode(
             p,
-            Mode::Standalone,
+            ShareMode::Standalone,
             first,
             Job::Training,
             Duration::ZERO,
@@ -267,9 +269,9 @@ fn report(
     let base = spread(alone.iter().map(mean_ms).collect()).0;
     let mut rows = Vec::new();
     let mut checks = Vec::new();
-    let mut points: Vec<Vec<Outcome>> = MODES.iter().map(|_| Vec::new()).collect();
+    let mut points: Vec<Vec<ModeResult>> = MODES.iter().map(|_| Vec::new()).collect();
     for (c, &(level, job)) in cases.iter().enumerate() {
-        let mut outcomes = [Outcome {
+        let mut outcomes = [ModeResult {
             harvested: 0.0,
             slowdown: 0.0,
         }; 6];
@@ -321,10 +323,10 @@ fn report(
 fn mode_row(
     level: Level,
     job: Job,
-    mode: Mode,
+    mode: ShareMode,
     rs: &[RunResult],
     base: f64,
-) -> (xsched_report::Row, Outcome) {
+) -> (xsched_report::Row, ModeResult) {
     let (mean, lo, hi) = spread(rs.iter().map(mean_ms).collect());
     let (harvested, h_lo, h_hi) = spread(rs.iter().map(|r| r.harvested).collect());
     let p99 = spread(
@@ -333,12 +335,12 @@ fn mode_row(
             .collect(),
     )
     .0;
-    let outcome = Outcome {
+    let outcome = ModeResult {
         harvested,
         slowdown: mean / base - 1.0,
     };
     let shown_level = match mode {
-        Mode::Standalone | Mode::Native => None,
+        ShareMode::Standalone | ShareMode::Native => None,
         m if m.preempts() => Some(level.number()),
         _ => Some(Level::Block.number()),
     };
@@ -386,7 +388,7 @@ mod tests {
                 "a request is 12 kernels of 300-700 us: {row:?}"
             );
             let harvested = row["harvested_share"].as_f64().unwrap_or(-1.0);
-            if mode == Mode::Standalone {
+            if mode == ShareMode::Standalone {
                 assert_eq!(harvested, 0.0);
             } else {
                 assert!((0.0..=1.0).contains(&harvested), "{row:?}");

@@ -24,7 +24,7 @@ use xsched_core::{Hint, LaunchConfig, Level};
 use xsched_report::plot::Figure;
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
-use xsched_workload::two_model::{self, MODES, Mode, Ratios};
+use xsched_workload::two_model::{self, MODES, Ratios, ShareMode};
 
 /// What the study runs.
 #[derive(Clone, Debug)]
@@ -64,7 +64,7 @@ impl Default for TwoModelParams {
 }
 
 /// Queue options for both services in `mode` (foreground first).
-fn options(mode: Mode, level: Level) -> Result<(QueueOptions, QueueOptions), RuntimeError> {
+fn options(mode: ShareMode, level: Level) -> Result<(QueueOptions, QueueOptions), RuntimeError> {
     let scheduled = |o: QueueOptions| -> Result<_, RuntimeError> {
         Ok((
             o.with_hint(Hint::Priority(1))?,
@@ -72,14 +72,16 @@ fn options(mode: Mode, level: Level) -> Result<(QueueOptions, QueueOptions), Run
         ))
     };
     match mode {
-        Mode::Standalone | Mode::Native => Ok((QueueOptions::native(), QueueOptions::native())),
-        Mode::Triton => scheduled(
+        ShareMode::Standalone | ShareMode::Native => {
+            Ok((QueueOptions::native(), QueueOptions::native()))
+        }
+        ShareMode::Triton => scheduled(
             QueueOptions::default()
                 .with_level(Level::Block)
                 .with_config(LaunchConfig::UNBOUNDED),
         ),
-        Mode::XSched => scheduled(QueueOptions::default().with_level(level)),
-        Mode::Paella => scheduled(
+        ShareMode::XSched => scheduled(QueueOptions::default().with_level(level)),
+        ShareMode::Paella => scheduled(
             QueueOptions::default()
                 .with_level(Level::Block)
                 .with_config(LaunchConfig::new(2, 1)?),
@@ -88,7 +90,11 @@ fn options(mode: Mode, level: Level) -> Result<(QueueOptions, QueueOptions), Run
 }
 
 /// Run one mode once at `rate`: the foreground's latencies.
-pub fn run_mode(p: &TwoModelParams, rate: u32, mode: Mode) -> Result<Histogram<u64>, RuntimeError> {
+pub fn run_mode(
+    p: &TwoModelParams,
+    rate: u32,
+    mode: ShareMode,
+) -> Result<Histogram<u64>, RuntimeError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig {
         policy: xsched_core::PolicySpec::registered("hpf"),
@@ -97,7 +103,7 @@ pub fn run_mode(p: &TwoModelParams, rate: u32, mode: Mode) -> Result<Histogram<u
     let (fg_options, bg_options) = options(mode, p.level)?;
     let fg = runtime.create_queue(Arc::new(device.create_queue()), fg_options)?;
     let bg = match mode {
-        Mode::Standalone => None,
+        ShareMode::Standalone => None,
         _ => Some(runtime.create_queue(Arc::new(device.create_queue()), bg_options)?),
     };
     let service = |seed| Service {

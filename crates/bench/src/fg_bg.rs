@@ -79,7 +79,7 @@ impl Default for FgBgParams {
     }
 }
 
-pub use xsched_workload::fg_bg::Mode;
+pub use xsched_workload::fg_bg::ShareMode;
 
 /// What one run measured.
 #[derive(Debug)]
@@ -108,10 +108,12 @@ pub struct Sample {
 }
 
 /// Run one mode.
-pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
+pub fn run_mode(p: &FgBgParams, mode: ShareMode) -> Result<RunResult, RuntimeError> {
     let (fg_options, bg_options) = match mode {
-        Mode::Standalone | Mode::Native => (QueueOptions::native(), QueueOptions::native()),
-        Mode::XSched(level) => {
+        ShareMode::Standalone | ShareMode::Native => {
+            (QueueOptions::native(), QueueOptions::native())
+        }
+        ShareMode::XSched(level) => {
             let o = QueueOptions::default().with_level(level);
             (
                 o.with_hint(Hint::Priority(1))?,
@@ -119,7 +121,7 @@ pub fn run_mode(p: &FgBgParams, mode: Mode) -> Result<RunResult, RuntimeError> {
             )
         }
     };
-    let bg_options = (mode != Mode::Standalone).then_some(bg_options);
+    let bg_options = (mode != ShareMode::Standalone).then_some(bg_options);
     run_options(p, fg_options, bg_options)
 }
 
@@ -282,7 +284,7 @@ pub fn foreground(
 /// always after the same neighbour. Each mode's P99 pools all its rounds; the rounds' own P99s
 /// are the baseline's spread ([`fg_bg::Baseline`]).
 pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
-    let modes = Mode::all(&p.levels);
+    let modes = ShareMode::all(&p.levels);
     let rounds = p.rounds.clamp(1, p.requests.max(1));
     let per_round = FgBgParams {
         requests: p.requests.div_ceil(rounds),
@@ -331,7 +333,7 @@ pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, Ru
 #[derive(Clone, Debug)]
 pub struct ModeResult {
     /// The mode.
-    pub mode: Mode,
+    pub mode: ShareMode,
     /// Foreground latency P50 (µs), over all its runs.
     pub p50_us: f64,
     /// Foreground latency P99 (µs), over all its runs.
@@ -348,7 +350,7 @@ pub struct ModeResult {
 pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
     let baseline = results
         .iter()
-        .find(|r| r.mode == Mode::Standalone)
+        .find(|r| r.mode == ShareMode::Standalone)
         .map(|r| fg_bg::Baseline {
             p99_us: r.p99_us,
             runs_us: r.runs_p99_us.clone(),
@@ -360,7 +362,7 @@ pub fn report(experiment: &str, results: &[ModeResult]) -> Report {
             Some(b) if b.p99_us > 0.0 => round3(r.p99_us / b.p99_us),
             _ => 0.0,
         };
-        if let (Mode::XSched(Level::Interrupt), Some(b)) = (r.mode, &baseline) {
+        if let (ShareMode::XSched(Level::Interrupt), Some(b)) = (r.mode, &baseline) {
             checks.push(b.xsched_check("cpu", Level::Interrupt, ratio, CPU_INTERRUPT_MAX));
         }
         rows.push(cells(&[

@@ -17,7 +17,7 @@ use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_report::{Verdict, cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
-use xsched_workload::multi_device::{MODES, Mode, global_check};
+use xsched_workload::multi_device::{MODES, ShareMode, global_check};
 
 /// The two devices, as the rows and checks name them.
 const DEVICES: &str = "cpu + cpu";
@@ -64,7 +64,7 @@ fn stage(q: &XQueue<CpuQueue>, kernel: &Arc<Spin>, n: u32) {
 
 fn run_mode(
     p: &MultiDeviceParams,
-    mode: Mode,
+    mode: ShareMode,
 ) -> Result<hdrhistogram::Histogram<u64>, RuntimeError> {
     let runtime = Runtime::new(RuntimeConfig {
         policy: xsched_core::PolicySpec::registered(mode.policy().unwrap_or("hpf")),
@@ -83,7 +83,7 @@ fn run_mode(
     let mut bg = Vec::new();
     for d in &devices {
         fg.push(runtime.create_queue(Arc::new(d.create_queue()), options(1)?)?);
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             bg.push(runtime.create_queue(Arc::new(d.create_queue()), options(0)?)?);
         }
     }

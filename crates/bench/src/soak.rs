@@ -283,7 +283,7 @@ struct Disturbed {
 }
 
 /// What the clients' run left behind.
-struct Outcome {
+struct SoakRun {
     /// Each finished client's priority and output, in the order they finished.
     done: Vec<(i32, std::process::Output)>,
     /// The disturbances that landed.
@@ -326,7 +326,7 @@ fn drive(
     mut plan: Vec<Disturbance>,
     rng: &mut Pcg64,
     tick: &dyn Fn(usize, usize),
-) -> Result<Outcome, SoakError> {
+) -> Result<SoakRun, SoakError> {
     let started = Instant::now();
     let mut live: Vec<Client> = (0..clients)
         .map(|i| soak.client([0, 5, 10][i % 3]))
@@ -350,7 +350,7 @@ fn drive(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(Outcome {
+    Ok(SoakRun {
         done,
         disturbed,
         wall: started.elapsed(),

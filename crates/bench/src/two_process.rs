@@ -7,7 +7,7 @@
 //! suspends the background's queue while the foreground has work.
 
 use crate::Report;
-use crate::fg_bg::{self, Mode};
+use crate::fg_bg::{self, ShareMode};
 use crate::harvest::{ProcessError, report_of};
 use crate::roles::{self, Role};
 use std::io::Write;
@@ -22,12 +22,12 @@ fn worker(exe: &Path, role: Role, requests: u32) -> Command {
 }
 
 /// Configure a worker for `mode`.
-fn configure(c: &mut Command, mode: Mode, socket: &Path, priority: i32) {
+fn configure(c: &mut Command, mode: ShareMode, socket: &Path, priority: i32) {
     match mode {
-        Mode::Standalone | Mode::Native => {
+        ShareMode::Standalone | ShareMode::Native => {
             c.env("XSCHED_SCHEDULER", "app");
         }
-        Mode::XSched(level) => {
+        ShareMode::XSched(level) => {
             c.env("XSCHED_SCHEDULER", "global")
                 .env("XSCHED_SOCKET", socket)
                 .env("XSCHED_PRIORITY", priority.to_string())
@@ -55,8 +55,8 @@ pub fn run(
     let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
     let daemon =
         xsched_daemon::Daemon::bind(&socket, &xsched_core::PolicySpec::default())?.spawn()?;
-    let mut modes = Mode::all(&Level::ALL);
-    modes.push(Mode::Standalone);
+    let mut modes = ShareMode::all(&Level::ALL);
+    modes.push(ShareMode::Standalone);
     let mut results: Vec<fg_bg::ModeResult> = Vec::new();
     for (i, &mode) in modes.iter().enumerate() {
         progress(i, modes.len());
@@ -82,11 +82,11 @@ pub fn run(
 /// One mode: the foreground worker to its end, beside the background worker unless standalone.
 fn run_mode(
     exe: &Path,
-    mode: Mode,
+    mode: ShareMode,
     socket: &Path,
     requests: u32,
 ) -> Result<fg_bg::ModeResult, ProcessError> {
-    let bg = if mode == Mode::Standalone {
+    let bg = if mode == ShareMode::Standalone {
         None
     } else {
         let mut c = worker(exe, Role::Bg, requests);

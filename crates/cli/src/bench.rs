@@ -106,7 +106,7 @@ impl Name {
 
 /// What a benchmark produced: its table, the figures it draws (most draw none) and the record
 /// it keeps for `xsched report` (only those whose [`Name::keeps_record`]).
-pub struct Outcome {
+pub struct BenchOutput {
     pub report: Report,
     pub figures: Vec<Figure>,
     pub record: Option<RunRecord>,
@@ -118,8 +118,8 @@ pub fn run(
     samples: Option<u32>,
     soak: &SoakArgs,
     tick: &dyn Fn(usize, usize),
-) -> anyhow::Result<Outcome> {
-    let with_figures = |(report, figures)| Outcome {
+) -> anyhow::Result<BenchOutput> {
+    let with_figures = |(report, figures)| BenchOutput {
         report,
         figures,
         record: None,
@@ -134,7 +134,7 @@ pub fn run(
             let mut p = adopt::AdoptParams::default();
             p.workload.requests = samples.unwrap_or(p.workload.requests);
             let (report, record) = adopt::run(&p, tick)?;
-            return Ok(Outcome {
+            return Ok(BenchOutput {
                 report,
                 figures: Vec::new(),
                 record: Some(record),

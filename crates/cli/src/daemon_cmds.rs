@@ -152,7 +152,7 @@ pub fn set_mode(
     socket: &Path,
     pid: u32,
     queue: Option<u32>,
-    mode: xsched_runtime::Mode,
+    mode: xsched_runtime::RolloutMode,
 ) -> Result<()> {
     let mode = mode.into();
     match request(socket, &ClientMsg::SetMode { pid, queue, mode })? {

@@ -1,24 +1,16 @@
 //! `xsched llm serve`: the OpenAI-compatible gateway (`xsched_gateway`) in the foreground.
 
+use crate::embedding_arg::EmbeddingArgs;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use xsched_gateway::forecast::SeedAnswer;
 use xsched_gateway::upstream::Uri;
 use xsched_gateway::{Epp, Gateway, GatewayConfig, RequestPolicySpec, Router};
 use xsched_llm_core::EngineOrder;
-use xsched_llm_predict::embedding::{Embedder, Hashed};
-
-/// The gateway's prompt embedding.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum GatewayEmbedding {
-    /// The built-in hashed n-grams (microseconds a prompt).
-    Hashed,
-    /// all-MiniLM-L6-v2 (the `minilm` feature and a model directory; milliseconds a prompt).
-    Minilm,
-}
 
 /// Where requests are put in the policy's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -62,17 +54,17 @@ pub struct ServeArgs {
     /// request only while the predicted KV of what runs there fits (expected-peak admission).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     kv_tokens: Option<u64>,
-    /// The predictor's prompt embedding (both SageSched policies and the cost-aware router
-    /// predict).
-    #[arg(long, value_enum, default_value = "hashed")]
-    embedding: GatewayEmbedding,
-    /// MiniLM model directory (default: $XSCHED_MINILM_DIR), for --embedding minilm.
-    #[arg(long)]
-    minilm_dir: Option<PathBuf>,
+    #[command(flatten)]
+    embedding: EmbeddingArgs,
     /// Answers the predictor's history holds (oldest forgotten first).
     #[arg(long, default_value_t = xsched_gateway::forecast::HISTORY as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     history: u64,
+    /// Recorded answers the predictor learns before the first request: JSON lines with `prompt`
+    /// and `output_tokens` (what `scripts/llm/long-answers.py` and `vllm-bench.py` write), so
+    /// it predicts from the start without sending them through an engine.
+    #[arg(long, value_name = "FILE")]
+    history_from: Option<PathBuf>,
     /// Requests in flight per engine at most (set it to the engine's own slots, e.g. llama.cpp
     /// server's --parallel).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
@@ -156,22 +148,6 @@ fn router(s: &str) -> Result<Router, String> {
         .map_err(|e: xsched_llm_core::route::UnknownRouter| e.to_string())
 }
 
-fn embedder(a: &ServeArgs) -> Result<Arc<dyn Embedder>> {
-    match a.embedding {
-        GatewayEmbedding::Hashed => Ok(Arc::new(Hashed)),
-        GatewayEmbedding::Minilm => {
-            let dir = a
-                .minilm_dir
-                .clone()
-                .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
-                .context("--embedding minilm needs --minilm-dir or XSCHED_MINILM_DIR")?;
-            let m = xsched_llm_predict::load::load_minilm(&dir)
-                .with_context(|| format!("loading MiniLM from {}", dir.display()))?;
-            Ok(Arc::from(m))
-        }
-    }
-}
-
 /// The gateway's configuration from its arguments (the endpoint picker's too).
 fn gateway_config(a: &ServeArgs) -> Result<GatewayConfig> {
     Ok(GatewayConfig {
@@ -182,8 +158,18 @@ fn gateway_config(a: &ServeArgs) -> Result<GatewayConfig> {
         kv_tokens: a.kv_tokens,
         max_waiting: usize::try_from(a.max_queue).unwrap_or(usize::MAX),
         router: a.router,
-        embedder: Some(embedder(a)?),
+        embedder: Some(a.embedding.embedder()?),
         history: usize::try_from(a.history).unwrap_or(usize::MAX),
+        history_seed: match &a.history_from {
+            Some(path) => crate::recorded::read(path)?
+                .into_iter()
+                .map(|r| SeedAnswer {
+                    prompt: r.prompt,
+                    output_tokens: r.output_tokens,
+                })
+                .collect(),
+            None => Arc::from([]),
+        },
         timeouts: xsched_gateway::upstream::Timeouts {
             first_byte: Duration::from_secs_f64(a.first_byte_timeout),
             idle: Duration::from_secs_f64(a.idle_timeout),

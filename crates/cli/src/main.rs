@@ -5,9 +5,11 @@
 mod account_cmd;
 mod bench;
 mod daemon_cmds;
+mod embedding_arg;
 mod gateway_cmd;
 mod output;
 mod probe_cmd;
+mod recorded;
 #[cfg(test)]
 mod reference;
 mod replay_cmd;
@@ -251,15 +253,15 @@ enum ModeAction {
         queue: Option<u32>,
         /// observe, cooperative or preemptive.
         #[arg(value_parser = mode_name)]
-        mode: xsched_runtime::Mode,
+        mode: xsched_runtime::RolloutMode,
         #[command(flatten)]
         socket: Socket,
     },
 }
 
 /// A rollout mode, checked while parsing.
-fn mode_name(s: &str) -> Result<xsched_runtime::Mode, String> {
-    s.parse::<xsched_runtime::Mode>()
+fn mode_name(s: &str) -> Result<xsched_runtime::RolloutMode, String> {
+    s.parse::<xsched_runtime::RolloutMode>()
         .map_err(|e| format!("unknown mode `{s}`: {e}"))
 }
 

@@ -3,14 +3,18 @@
 //! simulator under each policy, so the simulator's figures can be set beside the engine's for
 //! the very same requests (docs/results/vllm.md, "SageSched on vLLM itself").
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use xsched_llm::Request;
+use xsched_llm::calibrate::fit_attend;
 use xsched_llm::engine::EngineConfig;
-use xsched_llm::sim::{Cluster, Rules, Runs};
+use xsched_llm::sim::{Cluster, Rules, Run, Runs};
 use xsched_llm_core::{EngineOrder, RequestPolicySpec};
-use xsched_llm_predict::embedding::{Embedder, Hashed};
+use xsched_llm_predict::embedding::Embedder;
+
+use crate::embedding_arg::EmbeddingArgs;
+use crate::recorded;
 
 /// Where the simulated scheduler orders requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -54,6 +58,25 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = EngineOrder::default().horizon_s,
           value_parser = crate::gateway_cmd::seconds)]
     engine_horizon: f64,
+    /// Fit the step time's attention term β3 first, so that POLICY replays these requests
+    /// with the mean TTLT (s) the real engine gave them (`scripts/llm/vllm-replay.py`
+    /// measures it), then replay every policy with it: `fcfs=100.5`.
+    #[arg(long, value_name = "POLICY=SECONDS", value_parser = parse_fit)]
+    fit_mean_ttlt: Option<(RequestPolicySpec, f64)>,
+    #[command(flatten)]
+    embedding: EmbeddingArgs,
+}
+
+/// `POLICY=SECONDS`: a policy and a positive mean TTLT.
+fn parse_fit(text: &str) -> Result<(RequestPolicySpec, f64), String> {
+    let (policy, seconds) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("POLICY=SECONDS was expected: `{text}`"))?;
+    let policy = policy.parse().map_err(|e| format!("{e}"))?;
+    match seconds.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok((policy, s)),
+        _ => Err(format!("`{seconds}` is not a positive number of seconds")),
+    }
 }
 
 /// Three finite, non-negative numbers, comma-separated.
@@ -70,33 +93,24 @@ fn parse_step_us(text: &str) -> Result<[f64; 3], String> {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<Request>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+/// The file's requests in arrival order, each prompt embedded by `embedder`.
+fn read(path: &Path, embedder: &dyn Embedder) -> Result<Vec<Request>> {
     let mut out = Vec::new();
-    for (k, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        let at = || format!("{} line {}", path.display(), k + 1);
-        let v: serde_json::Value = serde_json::from_str(line).with_context(at)?;
-        let tokens = |field: &str| {
-            v.get(field)
-                .and_then(serde_json::Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-                .with_context(|| format!("{}: `{field}` is not a token count", at()))
-        };
-        let arrival = v
-            .get("arrival")
-            .map_or(Some(0.0), serde_json::Value::as_f64);
-        let Some(arrival) = arrival.filter(|t| t.is_finite() && *t >= 0.0) else {
-            bail!("{}: `arrival` is not a time in seconds", at());
-        };
-        let prompt = v.get("prompt").and_then(|p| p.as_str()).unwrap_or_default();
+    for (k, r) in recorded::read(path)?.into_iter().enumerate() {
+        let input_tokens = r.input_tokens.with_context(|| {
+            format!(
+                "{}: request {} has no `input_tokens`",
+                path.display(),
+                k + 1
+            )
+        })?;
         out.push(Request {
-            id: out.len(),
-            arrival,
-            embedding: Hashed.embed(prompt),
-            prompt: prompt.to_owned(),
-            input_tokens: tokens("input_tokens")?,
-            output_tokens: tokens("output_tokens")?.max(1),
+            id: 0,
+            arrival: r.arrival,
+            embedding: embedder.embed(&r.prompt),
+            prompt: r.prompt,
+            input_tokens,
+            output_tokens: r.output_tokens.max(1),
             previous_answer_tokens: None,
         });
     }
@@ -107,11 +121,8 @@ fn read(path: &Path) -> Result<Vec<Request>> {
     Ok(out)
 }
 
-/// Replay and print one JSON line per policy: mean and P99 TTLT, mean TTFT, and each request's
-/// TTLT in arrival order.
-pub fn replay(a: &ReplayArgs) -> Result<()> {
-    let requests = read(&a.requests)?;
-    let warm = a.warm.as_deref().map(read).transpose()?.unwrap_or_default();
+/// The engine preset with the arguments' changes.
+fn engine(a: &ReplayArgs) -> Result<EngineConfig> {
     let mut cfg = EngineConfig::preset(&a.engine)
         .with_context(|| format!("no engine preset `{}`", a.engine))?;
     if let Some(n) = a.max_num_seqs {
@@ -120,6 +131,49 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
     if let Some(beta) = a.step_us {
         cfg.beta_us = beta;
     }
+    Ok(cfg)
+}
+
+/// The simulator on one engine `cfg`, its predictor filled by `warm` first.
+fn runs<'a>(cfg: &'a EngineConfig, warm: &'a [Request]) -> Runs<'a> {
+    Runs {
+        cfg,
+        cluster: Cluster::SINGLE,
+        history: 10_000,
+        warm,
+    }
+}
+
+/// One policy's replay as a JSON line: mean and P99 TTLT, mean TTFT, and each request's TTLT in
+/// arrival order.
+fn line(name: &str, run: &Run, requests: usize) -> serde_json::Value {
+    let mut ttlt = vec![f64::NAN; requests];
+    let mut ttft = 0.0;
+    for o in &run.stats.outcomes {
+        ttlt[o.id] = o.ttlt;
+        ttft += o.ttft;
+    }
+    let n = run.stats.outcomes.len().max(1);
+    let done: Vec<f64> = ttlt.iter().copied().filter(|t| t.is_finite()).collect();
+    serde_json::json!({
+        "policy": name,
+        "completed": run.stats.outcomes.len(),
+        "mean_ttlt": done.iter().sum::<f64>() / n as f64,
+        "p99_ttlt": xsched_report::quantile(&done, 0.99),
+        "mean_ttft": ttft / n as f64,
+        "ttlt": ttlt,
+    })
+}
+
+/// Replay and print one JSON line per policy (after the fit's line, with --fit-mean-ttlt).
+pub fn replay(a: &ReplayArgs) -> Result<()> {
+    let embedder = a.embedding.embedder()?;
+    let requests = read(&a.requests, embedder.as_ref())?;
+    let warm = match a.warm.as_deref() {
+        Some(path) => read(path, embedder.as_ref())?,
+        None => Vec::new(),
+    };
+    let mut cfg = engine(a)?;
     let rules = Rules {
         engine_order: (a.order_at == ReplayOrderAt::Engine).then(|| EngineOrder {
             horizon_s: a.engine_horizon,
@@ -127,36 +181,19 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
         }),
         ..Rules::default()
     };
-    let runs = Runs {
-        cfg: &cfg,
-        cluster: Cluster::SINGLE,
-        history: 10_000,
-        warm: &warm,
-    };
+    if let Some((policy, target)) = a.fit_mean_ttlt {
+        let fit = fit_attend(&runs(&cfg, &warm), policy, &rules, &requests, target)?;
+        cfg.attend_us = fit.attend_us;
+        let line = serde_json::json!({"fit": {
+            "policy": policy.to_string(), "target_mean_ttlt": target,
+            "attend_us": fit.attend_us, "mean_ttlt": fit.mean_ttlt, "reached": fit.reached,
+        }});
+        println!("{line}");
+    }
     for name in a.policy.split(',').filter(|p| !p.is_empty()) {
         let policy: RequestPolicySpec = name.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let run = runs.simulate(policy, &rules, &requests)?;
-        let mut ttlt = vec![f64::NAN; requests.len()];
-        let mut ttft = 0.0;
-        for o in &run.stats.outcomes {
-            ttlt[o.id] = o.ttlt;
-            ttft += o.ttft;
-        }
-        let n = run.stats.outcomes.len().max(1);
-        let mut sorted: Vec<f64> = ttlt.iter().copied().filter(|t| t.is_finite()).collect();
-        sorted.sort_by(f64::total_cmp);
-        let p99 = sorted
-            .get(((0.99 * sorted.len() as f64) as usize).min(sorted.len().saturating_sub(1)))
-            .copied();
-        let line = serde_json::json!({
-            "policy": name,
-            "completed": run.stats.outcomes.len(),
-            "mean_ttlt": sorted.iter().sum::<f64>() / n as f64,
-            "p99_ttlt": p99,
-            "mean_ttft": ttft / n as f64,
-            "ttlt": ttlt,
-        });
-        println!("{line}");
+        let run = runs(&cfg, &warm).simulate(policy, &rules, &requests)?;
+        println!("{}", line(name, &run, requests.len()));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xsched_runtime::{Mode, QueueOptions, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, RolloutMode, RuntimeConfig, SchedulerMode};
 
 /// The annotation a pod's xsched priority comes from.
 const PRIORITY_ANNOTATION: &str = "xsched.io/priority";
@@ -550,7 +550,7 @@ fn every_xsched_variable_is_one_the_runtime_reads_and_parses() {
             let mode = vars
                 .get("XSCHED_MODE")
                 .unwrap_or_else(|| panic!("{pod_name}: no XSCHED_MODE"));
-            if let Err(e) = mode.parse::<Mode>() {
+            if let Err(e) = mode.parse::<RolloutMode>() {
                 panic!("{pod_name}: XSCHED_MODE={mode}: {e}");
             }
             assert_eq!(

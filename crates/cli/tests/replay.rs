@@ -117,3 +117,42 @@ fn a_step_time_fitted_elsewhere_replaces_the_presets_and_a_bad_one_is_refused() 
         assert!(err.contains("--step-us"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_fit_to_a_measured_mean_sets_the_attention_term_and_a_bad_target_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("requests.jsonl");
+    let lines: Vec<String> = (0..12)
+        .map(|i| {
+            format!(
+                r#"{{"arrival": {}, "input_tokens": 300, "output_tokens": {}}}"#,
+                0.2 * i as f64,
+                80 + 40 * (i % 4)
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let preset = runs(&replay(&file, &["--policy", "fcfs"]));
+    let target = 1.5 * preset[0]["mean_ttlt"].as_f64().expect("mean");
+    let fitted = runs(&replay(
+        &file,
+        &[
+            "--policy",
+            "fcfs,sagesched-oracle",
+            "--fit-mean-ttlt",
+            &format!("fcfs={target}"),
+        ],
+    ));
+    let fit = &fitted[0]["fit"];
+    assert_eq!(fit["reached"], true, "{fit}");
+    assert!(fit["attend_us"].as_f64().expect("β3") > 0.0, "{fit}");
+    let mean = fitted[1]["mean_ttlt"].as_f64().expect("mean");
+    assert!((mean / target - 1.0).abs() < 0.005, "{mean} vs {target}");
+    assert_eq!(fitted.len(), 3, "the fit, then each policy");
+    for bad in ["fcfs=-2", "fcfs", "nonsense=3"] {
+        let out = replay(&file, &["--fit-mean-ttlt", bad]);
+        assert!(!out.status.success(), "{bad} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--fit-mean-ttlt"), "{bad}: {err}");
+    }
+}

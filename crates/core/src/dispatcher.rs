@@ -1,4 +1,4 @@
-//! The dispatcher: a [`Scheduler`] together with the handle through which each of its queues
+//! The dispatcher: a [`QueueScheduler`] together with the handle through which each of its queues
 //! is reached, so every driver turns decisions into actions the same way.
 //!
 //! The handle type `C` is the driver's: a closure that suspends a launcher (the in-process
@@ -15,7 +15,7 @@ use crate::error::CoreError;
 use crate::hint::QueueHints;
 use crate::ids::{DeviceId, QueueId};
 use crate::policy::Policy;
-use crate::scheduler::{Event, Operation, Scheduler};
+use crate::scheduler::{Event, Operation, QueueScheduler};
 use crate::time::Nanos;
 use crate::view::QueueView;
 use std::collections::HashMap;
@@ -35,7 +35,7 @@ pub const MIN_TIMER_GAP: Nanos = Nanos::from_us(20);
 
 /// A scheduler and the handles of its queues.
 pub struct Dispatcher<C> {
-    sched: Scheduler,
+    sched: QueueScheduler,
     handles: HashMap<QueueId, C>,
     /// When the last timeout fired.
     last_timeout: Option<Nanos>,
@@ -45,7 +45,7 @@ impl<C> Dispatcher<C> {
     /// A dispatcher running `policy`.
     pub fn new(policy: Box<dyn Policy>) -> Dispatcher<C> {
         Dispatcher {
-            sched: Scheduler::new(policy),
+            sched: QueueScheduler::new(policy),
             handles: HashMap::new(),
             last_timeout: None,
         }

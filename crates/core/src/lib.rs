@@ -7,7 +7,7 @@
 //! the real scheduler.
 //!
 //! - [`xqueue::LaunchMachine`]: progressive launching and per-level suspend/resume of one XQueue.
-//! - [`scheduler::Scheduler`]: events in, suspend/resume operations out, timers on request.
+//! - [`scheduler::QueueScheduler`]: events in, suspend/resume operations out, timers on request.
 //! - [`dispatcher::Dispatcher`]: a scheduler with each queue's driver handle, what the
 //!   simulator, the in-process scheduler thread and the daemon all drive.
 //! - [`policy`]: the policies, one file each, behind one registry.
@@ -41,7 +41,7 @@ pub use hint::{Hint, MIN_TIME_SLICE, QueueHints};
 pub use ids::{CommandId, DeviceId, QueueId};
 pub use level::Level;
 pub use policy::{Policy, PolicySpec};
-pub use scheduler::{Event, Operation, Scheduler};
+pub use scheduler::{Event, Operation, QueueScheduler};
 pub use time::Nanos;
 pub use view::QueueView;
 pub use xqueue::{HwAction, Launch, LaunchMachine, Synced};

@@ -1,8 +1,8 @@
 //! The scheduler: events in, suspend/resume operations out, timers on request.
 //!
-//! Shaped like `quinn-proto`'s connection: [`Scheduler::handle_event`] feeds input,
-//! [`Scheduler::poll_operation`] drains decisions, [`Scheduler::poll_timeout`] says when it next
-//! needs the clock and [`Scheduler::handle_timeout`] is called then. Decisions are taken lazily
+//! Shaped like `quinn-proto`'s connection: [`QueueScheduler::handle_event`] feeds input,
+//! [`QueueScheduler::poll_operation`] drains decisions, [`QueueScheduler::poll_timeout`] says when it next
+//! needs the clock and [`QueueScheduler::handle_timeout`] is called then. Decisions are taken lazily
 //! on the first poll after a batch of events, so events that cancel out at one instant (a
 //! pipeline stage going idle as the next stage becomes ready) produce no operations.
 //!
@@ -77,7 +77,7 @@ impl Operation {
 }
 
 /// Drives a [`Policy`] over the queues it is told about.
-pub struct Scheduler {
+pub struct QueueScheduler {
     policy: Box<dyn Policy>,
     queues: Vec<QueueView>,
     index: HashMap<QueueId, usize>,
@@ -95,10 +95,10 @@ pub struct Scheduler {
     now: Nanos,
 }
 
-impl Scheduler {
+impl QueueScheduler {
     /// A scheduler running `policy`.
-    pub fn new(policy: Box<dyn Policy>) -> Scheduler {
-        Scheduler {
+    pub fn new(policy: Box<dyn Policy>) -> QueueScheduler {
+        QueueScheduler {
             policy,
             queues: Vec::new(),
             index: HashMap::new(),
@@ -301,9 +301,9 @@ impl Scheduler {
     }
 }
 
-impl std::fmt::Debug for Scheduler {
+impl std::fmt::Debug for QueueScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scheduler")
+        f.debug_struct("QueueScheduler")
             .field("policy", &self.policy.name())
             .field("queues", &self.queues.len())
             .finish()
@@ -315,7 +315,7 @@ mod tests {
     use super::*;
     use crate::policy::PolicySpec;
 
-    fn service_of(s: &Scheduler, q: u32) -> Nanos {
+    fn service_of(s: &QueueScheduler, q: u32) -> Nanos {
         s.queues()
             .iter()
             .find(|v| v.id == QueueId(q))
@@ -324,7 +324,7 @@ mod tests {
 
     #[test]
     fn service_is_the_time_ready_and_running() {
-        let mut s = Scheduler::new(PolicySpec::default().build());
+        let mut s = QueueScheduler::new(PolicySpec::default().build());
         for (q, priority) in [(0, 1), (1, 9)] {
             let hints = QueueHints {
                 priority,

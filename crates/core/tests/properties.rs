@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use xsched_core::PolicySpec;
 use xsched_core::{
     CommandId, CommandMeta, DeviceId, Event, Hint, LaunchConfig, LaunchMachine, Level, Nanos,
-    Operation, QueueHints, QueueId, Scheduler,
+    Operation, QueueHints, QueueId, QueueScheduler,
 };
 
 #[derive(Clone, Debug)]
@@ -169,7 +169,7 @@ proptest! {
         prios in proptest::collection::vec(-3i32..4, 6),
         steps in proptest::collection::vec(sched_step(), 1..60),
     ) {
-        let mut s = Scheduler::new(PolicySpec::default().build());
+        let mut s = QueueScheduler::new(PolicySpec::default().build());
         let mut prio: HashMap<u32, i32> = HashMap::new();
         let mut ready: HashMap<u32, bool> = HashMap::new();
         let mut suspended: HashMap<u32, bool> = HashMap::new();

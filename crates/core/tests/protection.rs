@@ -14,7 +14,7 @@ use xsched_core::PolicySpec;
 use xsched_core::policy::{Hpf, Policy};
 use xsched_core::{
     CommandId, CommandMeta, DeviceId, Event, LaunchConfig, LaunchMachine, Level, Nanos, Operation,
-    QueueHints, QueueId, QueueView, Scheduler,
+    QueueHints, QueueId, QueueScheduler, QueueView,
 };
 
 const THRESHOLD: u32 = 3;
@@ -35,7 +35,7 @@ struct Queue {
 }
 
 struct Harness {
-    sched: Scheduler,
+    sched: QueueScheduler,
     queues: Vec<Queue>,
     /// The hardware queue: (queue, command) in launch order.
     hw: VecDeque<(usize, CommandId)>,
@@ -46,7 +46,7 @@ struct Harness {
 
 impl Harness {
     fn new(policy: Box<dyn Policy>, priorities: &[i32]) -> Harness {
-        let mut sched = Scheduler::new(policy);
+        let mut sched = QueueScheduler::new(policy);
         let config = LaunchConfig::new(THRESHOLD, 1).expect("valid");
         let queues = priorities
             .iter()

@@ -24,7 +24,7 @@ struct Counts {
 
 /// Why a connection was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub(crate) enum ConnectionRefused {
     /// The daemon serves as many connections as it may.
     #[error("too many connections: the daemon serves at most {0} (limits.max_connections)")]
     Total(usize),
@@ -44,7 +44,7 @@ pub(crate) enum Refused {
 }
 
 /// The connection limits of one daemon.
-pub(crate) struct Admission {
+pub(crate) struct ConnectionLimiter {
     limits: Limits,
     counts: Mutex<Counts>,
 }
@@ -52,14 +52,14 @@ pub(crate) struct Admission {
 /// A connection counted against the limits; dropping it (the connection's thread ending, even
 /// by a panic) uncounts it.
 pub(crate) struct Admitted {
-    admission: Arc<Admission>,
+    admission: Arc<ConnectionLimiter>,
     conn: u64,
     uid: u32,
 }
 
-impl Admission {
-    pub(crate) fn new(limits: Limits) -> Admission {
-        Admission {
+impl ConnectionLimiter {
+    pub(crate) fn new(limits: Limits) -> ConnectionLimiter {
+        ConnectionLimiter {
             limits,
             counts: Mutex::new(Counts::default()),
         }
@@ -81,14 +81,14 @@ impl Admission {
         conn: u64,
         uid: u32,
         stream: &UnixStream,
-    ) -> Result<Admitted, Refused> {
+    ) -> Result<Admitted, ConnectionRefused> {
         let mut c = self.counts();
         if c.total >= self.limits.max_connections {
-            return Err(Refused::Total(self.limits.max_connections));
+            return Err(ConnectionRefused::Total(self.limits.max_connections));
         }
         let mine = c.per_user.get(&uid).copied().unwrap_or(0);
         if uid != 0 && mine >= self.limits.max_connections_per_user {
-            return Err(Refused::PerUser {
+            return Err(ConnectionRefused::PerUser {
                 uid,
                 max: self.limits.max_connections_per_user,
             });
@@ -99,7 +99,7 @@ impl Admission {
             tracing::debug!("connection {old}: dropped, still silent when a newer one came");
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
-        let handle = stream.try_clone().map_err(Refused::CannotServe)?;
+        let handle = stream.try_clone().map_err(ConnectionRefused::CannotServe)?;
         c.pending.push_back((conn, handle));
         c.total += 1;
         *c.per_user.entry(uid).or_insert(0) += 1;
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn limits_refuse_with_a_reason_and_release_on_drop() {
-        let a = Arc::new(Admission::new(limits(3, 2, 8)));
+        let a = Arc::new(ConnectionLimiter::new(limits(3, 2, 8)));
         let (s, _peer) = UnixStream::pair().expect("pair");
         let one = a.admit(1, 1000, &s).expect("first");
         let two = a.admit(2, 1000, &s).expect("second");
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn the_oldest_silent_connection_makes_room_for_a_new_one() {
-        let a = Arc::new(Admission::new(limits(100, 100, 2)));
+        let a = Arc::new(ConnectionLimiter::new(limits(100, 100, 2)));
         let (first, mut first_peer) = UnixStream::pair().expect("pair");
         let (second, _p2) = UnixStream::pair().expect("pair");
         let (third, _p3) = UnixStream::pair().expect("pair");

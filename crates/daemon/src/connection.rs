@@ -12,7 +12,7 @@ use crate::core::Target;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
 use crate::registry::ProcessQueue;
-use crate::shared::Shared;
+use crate::shared::DaemonState;
 use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -33,7 +33,7 @@ const UNSEEN_PID: u32 = 0;
 
 /// Serve one accepted connection until it ends.
 pub(crate) fn serve(
-    shared: &Shared,
+    shared: &DaemonState,
     conn: u64,
     stream: UnixStream,
     peer: Peer,
@@ -147,7 +147,7 @@ fn kind(msg: &ClientMsg) -> &'static str {
 
 /// A connection past its handshake.
 pub(crate) struct Session<'a> {
-    shared: &'a Shared,
+    shared: &'a DaemonState,
     conn: u64,
     peer: Peer,
     outbox: Arc<Outbox>,
@@ -182,7 +182,7 @@ fn error(message: String) -> Option<DaemonMsg> {
 impl<'a> Session<'a> {
     /// The client `peer` on connection `conn` is in.
     pub(crate) fn start(
-        shared: &'a Shared,
+        shared: &'a DaemonState,
         conn: u64,
         peer: Peer,
         outbox: Arc<Outbox>,

@@ -39,7 +39,7 @@ pub(crate) struct OpCounters {
 }
 
 /// The shared scheduler.
-pub(crate) struct Core {
+pub(crate) struct LockedDispatcher {
     inner: Mutex<Inner>,
     timer: Condvar,
     ops: Arc<OpCounters>,
@@ -79,9 +79,9 @@ fn flush(touched: &[Arc<Outbox>]) {
     }
 }
 
-impl Core {
-    pub(crate) fn new(dispatcher: Dispatcher<Target>, ops: Arc<OpCounters>) -> Core {
-        Core {
+impl LockedDispatcher {
+    pub(crate) fn new(dispatcher: Dispatcher<Target>, ops: Arc<OpCounters>) -> LockedDispatcher {
+        LockedDispatcher {
             inner: Mutex::new(Inner {
                 dispatcher,
                 armed: None,
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn the_timer_thread_checks_its_priority_with_the_lock_released() {
-        let core = Arc::new(Core::new(
+        let core = Arc::new(LockedDispatcher::new(
             Dispatcher::new(xsched_core::PolicySpec::default().build()),
             Arc::new(OpCounters::default()),
         ));
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn an_idle_timer_thread_wakes_to_look_at_the_machine() {
-        let core = Arc::new(Core::new(
+        let core = Arc::new(LockedDispatcher::new(
             Dispatcher::new(xsched_core::PolicySpec::default().build()),
             Arc::new(OpCounters::default()),
         ));

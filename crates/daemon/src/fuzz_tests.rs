@@ -17,12 +17,12 @@
 //! `mode set`'s authority (the same user or root) is also checked step by step, from a user who
 //! may not see the target, one who may see it but not act on it, the owner and root.
 
-use crate::admission::Admission;
+use crate::admission::ConnectionLimiter;
 use crate::config::{AuthorityConfig, DaemonConfig};
 use crate::connection::Session;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
-use crate::shared::Shared;
+use crate::shared::DaemonState;
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
@@ -145,7 +145,12 @@ pub(crate) struct Client<'a> {
     registered: BTreeSet<u32>,
 }
 
-fn connect<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, c: usize) -> Client<'a> {
+fn connect<'a>(
+    shared: &'a DaemonState,
+    admission: &Arc<ConnectionLimiter>,
+    conn: u64,
+    c: usize,
+) -> Client<'a> {
     let (pid, uid) = CLIENTS[c];
     let peer = Peer {
         pid,
@@ -158,8 +163,8 @@ fn connect<'a>(shared: &'a Shared, admission: &Arc<Admission>, conn: u64, c: usi
 
 /// `peer` past its handshake on connection `conn`.
 pub(crate) fn join<'a>(
-    shared: &'a Shared,
-    admission: &Arc<Admission>,
+    shared: &'a DaemonState,
+    admission: &Arc<ConnectionLimiter>,
     conn: u64,
     peer: Peer,
 ) -> Client<'a> {
@@ -188,7 +193,7 @@ pub(crate) fn drain(client: &Client<'_>) -> Vec<DaemonMsg> {
 
 /// The daemon's queues as (owner uid, owner pid, local id, priority), checked to agree with
 /// the registry.
-fn queues(shared: &Shared) -> Result<Vec<(u32, u32, u32, i32)>, String> {
+fn queues(shared: &DaemonState) -> Result<Vec<(u32, u32, u32, i32)>, String> {
     let n = shared.registry.check().map_err(|e| e.to_string())?;
     let (snapshot, _) = shared.core.snapshot();
     if snapshot.len() != n {
@@ -217,7 +222,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         },
         ..DaemonConfig::default()
     };
-    let shared = Shared::new(PolicySpec::default().build(), &config).expect("shared");
+    let shared = DaemonState::new(PolicySpec::default().build(), &config).expect("shared");
     let admission = shared.admission.clone();
     let mut next_conn = 0u64;
     let mut clients: Vec<Client<'_>> = (0..CLIENTS.len())
@@ -344,7 +349,7 @@ fn only_the_same_user_or_root_switches_a_process_mode() {
         },
         ..DaemonConfig::default()
     };
-    let shared = Shared::new(PolicySpec::default().build(), &config).expect("shared");
+    let shared = DaemonState::new(PolicySpec::default().build(), &config).expect("shared");
     let admission = shared.admission.clone();
     let (owner_uid, stranger_uid, watcher_uid) = (2_000_001, 2_000_002, 2_000_003);
     let peer = |pid: u32, uid: u32, gids: Vec<u32>| Peer {

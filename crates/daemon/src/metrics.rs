@@ -10,7 +10,7 @@
 //! formats it outside the scheduler's lock.
 
 use crate::accept::AcceptBackoff;
-use crate::shared::Shared;
+use crate::shared::DaemonState;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -29,7 +29,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Serve `/metrics` on `addr` from a background thread. Returns the bound address.
 pub(crate) fn start(
     addr: impl ToSocketAddrs,
-    shared: Arc<Shared>,
+    shared: Arc<DaemonState>,
 ) -> std::io::Result<std::net::SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
@@ -48,7 +48,7 @@ impl Drop for InProgress {
     }
 }
 
-fn serve(listener: &TcpListener, shared: &Arc<Shared>) {
+fn serve(listener: &TcpListener, shared: &Arc<DaemonState>) {
     let active = Arc::new(AtomicUsize::new(0));
     let mut backoff = AcceptBackoff::default();
     loop {
@@ -87,7 +87,7 @@ fn serve(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-fn answer(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+fn answer(stream: TcpStream, shared: &DaemonState) -> std::io::Result<()> {
     stream.set_read_timeout(Some(IO_TIMEOUT))?;
     stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut request_line = String::new();
@@ -116,7 +116,7 @@ fn respond(mut stream: TcpStream, status: &str, body: &str) -> std::io::Result<(
 }
 
 /// The metrics text.
-pub(crate) fn render(shared: &Shared) -> String {
+pub(crate) fn render(shared: &DaemonState) -> String {
     let (queues, policy) = shared.core.snapshot();
     let mut out = String::new();
     let _ = writeln!(
@@ -179,7 +179,7 @@ pub(crate) fn render(shared: &Shared) -> String {
 }
 
 /// The accounting counters, per queue and summed per tenant (uid).
-fn accounting(out: &mut String, shared: &Shared, queues: &[xsched_core::QueueSnapshot]) {
+fn accounting(out: &mut String, shared: &DaemonState, queues: &[xsched_core::QueueSnapshot]) {
     let owned: Vec<_> = queues
         .iter()
         .filter_map(|q| shared.registry.owner(q.view.id).map(|o| (q, o)))

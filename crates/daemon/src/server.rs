@@ -10,7 +10,7 @@ use crate::accept::AcceptBackoff;
 use crate::config::{ConfigError, DaemonConfig};
 use crate::connection;
 use crate::peer::Peer;
-use crate::shared::Shared;
+use crate::shared::DaemonState;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ pub enum DaemonError {
 pub struct Daemon {
     listener: UnixListener,
     path: PathBuf,
-    shared: Arc<Shared>,
+    shared: Arc<DaemonState>,
 }
 
 /// Check (or create) the socket's directory, and clear a stale socket of our own.
@@ -198,7 +198,7 @@ impl Daemon {
         config: &DaemonConfig,
     ) -> Result<Daemon, DaemonError> {
         RtControl::from_env()?;
-        let shared = Arc::new(Shared::new(policy.build(), config)?);
+        let shared = Arc::new(DaemonState::new(policy.build(), config)?);
         prepare(path)?;
         raise_descriptor_limit();
         let listener = listen(path, config)?;
@@ -302,7 +302,7 @@ impl Daemon {
 /// A daemon serving on a background thread.
 pub struct RunningDaemon {
     path: PathBuf,
-    shared: Arc<Shared>,
+    shared: Arc<DaemonState>,
     thread: Option<JoinHandle<()>>,
 }
 

@@ -4,36 +4,36 @@
 //! It lives apart from `server.rs` so that the files which use it (connection, metrics) need
 //! not import the server that starts them: the daemon's files import each other without a loop.
 
-use crate::admission::Admission;
+use crate::admission::ConnectionLimiter;
 use crate::config::{Authority, ConfigError, DaemonConfig};
-use crate::core::{Core, OpCounters};
+use crate::core::{LockedDispatcher, OpCounters};
 use crate::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use xsched_core::Dispatcher;
 
 /// State shared by the accept loop and every connection.
-pub(crate) struct Shared {
-    pub(crate) core: Core,
+pub(crate) struct DaemonState {
+    pub(crate) core: LockedDispatcher,
     pub(crate) registry: Registry,
     pub(crate) authority: Authority,
-    pub(crate) admission: Arc<Admission>,
+    pub(crate) admission: Arc<ConnectionLimiter>,
     pub(crate) stopping: AtomicBool,
     /// Operations issued, for the metrics.
     pub(crate) ops: Arc<OpCounters>,
 }
 
-impl Shared {
+impl DaemonState {
     pub(crate) fn new(
         policy: Box<dyn xsched_core::Policy>,
         config: &DaemonConfig,
-    ) -> Result<Shared, ConfigError> {
+    ) -> Result<DaemonState, ConfigError> {
         let ops: Arc<OpCounters> = Arc::default();
-        Ok(Shared {
-            core: Core::new(Dispatcher::new(policy), ops.clone()),
+        Ok(DaemonState {
+            core: LockedDispatcher::new(Dispatcher::new(policy), ops.clone()),
             registry: Registry::default(),
             authority: config.authority()?,
-            admission: Arc::new(Admission::new(config.limits.clone())),
+            admission: Arc::new(ConnectionLimiter::new(config.limits.clone())),
             stopping: AtomicBool::new(false),
             ops,
         })

@@ -7,7 +7,7 @@
 use crate::config::DaemonConfig;
 use crate::fuzz_tests::{drain, join};
 use crate::peer::Peer;
-use crate::shared::Shared;
+use crate::shared::DaemonState;
 use xsched_core::PolicySpec;
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, WireMode};
 
@@ -23,7 +23,7 @@ fn unseen(uid: u32) -> Peer {
 #[test]
 fn clients_with_pid_zero_are_scheduled_but_no_operator_can_name_them_by_pid() {
     let shared =
-        Shared::new(PolicySpec::default().build(), &DaemonConfig::default()).expect("shared");
+        DaemonState::new(PolicySpec::default().build(), &DaemonConfig::default()).expect("shared");
     let admission = shared.admission.clone();
     let (a_uid, b_uid) = (2_000_011, 2_000_012);
     let a = join(&shared, &admission, 1, unseen(a_uid));

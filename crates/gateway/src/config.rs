@@ -4,6 +4,7 @@
 //! there, with the reason).
 
 use crate::classes::Classes;
+use crate::forecast::SeedAnswer;
 use crate::upstream::{Timeouts, Uri};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,6 +55,9 @@ pub struct GatewayConfig {
     pub embedder: Option<Arc<dyn Embedder>>,
     /// Entries the predictor's history holds.
     pub history: usize,
+    /// Answers the predictor knows before the first request (`--history-from`): recorded
+    /// prompts and their answers' lengths, learned in order at start.
+    pub history_seed: Arc<[SeedAnswer]>,
     /// How long an upstream may take to answer.
     pub timeouts: Timeouts,
     /// Client connections at once at most (lowered to what the descriptor limit allows; at the
@@ -91,6 +95,7 @@ impl GatewayConfig {
             router: Router::LeastOutstanding,
             embedder: None,
             history: crate::forecast::HISTORY,
+            history_seed: Arc::from([]),
             timeouts: crate::upstream::TIMEOUTS,
             max_connections: MAX_CONNECTIONS,
             classes: Arc::new(Classes::default()),
@@ -114,6 +119,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("router", &self.router)
             .field("embedder", &self.embedder.as_ref().map(|e| e.name()))
             .field("history", &self.history)
+            .field("history_seed", &self.history_seed.len())
             .field("timeouts", &self.timeouts)
             .field("max_connections", &self.max_connections)
             .field("classes", &self.classes)

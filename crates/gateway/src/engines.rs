@@ -20,7 +20,7 @@
 //!
 //! Every scrape is bounded: [`SCRAPE_TIMEOUT`] and [`MAX_SCRAPE`] bytes.
 
-use crate::admission::RequestQueue;
+use crate::request_queue::RequestQueue;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::Uri;

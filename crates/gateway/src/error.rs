@@ -4,10 +4,10 @@
 //! carries a refusal from wherever it was found (a bad field, a full queue, an unreachable
 //! engine) to the client, with the status, `Retry-After` and `Connection: close` it calls for.
 
-use crate::admission::Refused;
 use crate::body::Unread;
 use crate::classes::BadClass;
 use crate::request::Invalid;
+use crate::request_queue::RequestRefused;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -47,7 +47,7 @@ pub struct ApiError {
     /// Whether the connection is closed after it (a body left unread on it).
     pub close: bool,
     /// The core's refusal it reports, if it is one (the endpoint picker answers by it).
-    pub refused: Option<Refused>,
+    pub refused: Option<RequestRefused>,
 }
 
 impl ApiError {
@@ -138,7 +138,7 @@ impl ApiError {
         if self.close {
             headers.insert(CONNECTION, HeaderValue::from_static("close"));
         }
-        if let Some(reason) = self.refused.and_then(Refused::reason) {
+        if let Some(reason) = self.refused.and_then(RequestRefused::reason) {
             headers.insert(SHED_REASON, HeaderValue::from_static(reason.name()));
         }
         r
@@ -174,12 +174,16 @@ impl From<Unread> for ApiError {
     }
 }
 
-impl From<Refused> for ApiError {
-    fn from(e: Refused) -> ApiError {
+impl From<RequestRefused> for ApiError {
+    fn from(e: RequestRefused) -> ApiError {
         let error = match e {
-            Refused::Full(_) | Refused::TenantLimit => ApiError::rate_limited(e.to_string()),
-            Refused::Shed(_) | Refused::Silent => ApiError::unavailable(e.to_string(), true),
-            Refused::Closed => ApiError::unavailable(e.to_string(), false),
+            RequestRefused::Full(_) | RequestRefused::TenantLimit => {
+                ApiError::rate_limited(e.to_string())
+            }
+            RequestRefused::Shed(_) | RequestRefused::Silent => {
+                ApiError::unavailable(e.to_string(), true)
+            }
+            RequestRefused::Closed => ApiError::unavailable(e.to_string(), false),
         };
         ApiError {
             refused: Some(e),
@@ -195,13 +199,13 @@ mod tests {
 
     #[test]
     fn each_refusal_has_its_status_and_headers() {
-        let shed = ApiError::from(Refused::Shed(ShedReason::Saturated)).into_response();
+        let shed = ApiError::from(RequestRefused::Shed(ShedReason::Saturated)).into_response();
         assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             shed.headers().get(RETRY_AFTER).map(|v| v.as_bytes()),
             Some(&b"1"[..])
         );
-        let full = ApiError::from(Refused::Full(3)).into_response();
+        let full = ApiError::from(RequestRefused::Full(3)).into_response();
         assert_eq!(full.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             full.headers().get(SHED_REASON).map(|v| v.as_bytes()),

@@ -38,6 +38,16 @@ pub struct Forecast {
     pub input: u32,
 }
 
+/// A recorded prompt and its answer's length in tokens, for the history before the first
+/// request (`GatewayConfig::history_seed`).
+#[derive(Clone, Debug)]
+pub struct SeedAnswer {
+    /// The prompt as a request would carry it (its last user message).
+    pub prompt: String,
+    /// Its answer's length in the engine's tokens.
+    pub output_tokens: u32,
+}
+
 struct Learned {
     history: History,
     tokens_per_char: f64,
@@ -86,6 +96,19 @@ impl Forecaster {
             previous_answer_tokens: features.previous_answer_tokens,
             lengths: xsched_llm_core::predict::capped(lengths, req.output_bound()),
             context_chars: req.context_chars,
+        }
+    }
+
+    /// Learn the recorded answers of `seed`, in order, as if each had just ended (its
+    /// conversation's previous answer unknown).
+    pub fn seed(&self, seed: &[SeedAnswer]) {
+        for answer in seed {
+            let embedding = self.embedder.embed(&answer.prompt);
+            let features = Features {
+                embedding,
+                previous_answer_tokens: None,
+            };
+            self.lock().history.learn(features, answer.output_tokens);
         }
     }
 
@@ -152,6 +175,28 @@ mod tests {
         }
         let [a, b] = [short, long].map(|t| f.forecast(&chat(t, 4096)).lengths.mean());
         assert!(a < b, "{a} vs {b}");
+    }
+
+    #[test]
+    fn a_seeded_history_predicts_as_one_that_learned_online() {
+        let (short, long) = ("say yes or no", "write a long essay about rome");
+        let seed: Vec<SeedAnswer> = (0..20)
+            .flat_map(|_| [(short, 2), (long, 800)])
+            .map(|(prompt, output_tokens)| SeedAnswer {
+                prompt: prompt.to_owned(),
+                output_tokens,
+            })
+            .collect();
+        let (seeded, online) = (forecaster(), forecaster());
+        seeded.seed(&seed);
+        for _ in 0..20 {
+            teach(&online, short, 2, None, 1);
+            teach(&online, long, 800, None, 1);
+        }
+        for text in [short, long] {
+            let [a, b] = [&seeded, &online].map(|f| f.forecast(&chat(text, 4096)).lengths);
+            assert_eq!(a.atoms(), b.atoms(), "{text}");
+        }
     }
 
     #[test]

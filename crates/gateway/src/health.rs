@@ -6,7 +6,7 @@
 //! request, a 5xx it chose to send) are answers, not failures: they say the engine is alive.
 //! This module only reports, logs and renders; the core decides.
 
-use crate::admission::RequestQueue;
+use crate::request_queue::RequestQueue;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use xsched_llm_core::watch::Watched;
@@ -97,7 +97,7 @@ impl Health {
 mod tests {
     use super::*;
 
-    use crate::admission::{arrival_for_tests, for_tests};
+    use crate::request_queue::{arrival_for_tests, for_tests};
 
     #[test]
     fn a_failing_upstream_is_reported_out_and_the_last_one_is_never_out() {

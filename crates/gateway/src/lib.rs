@@ -18,7 +18,7 @@
 //! - **Requests**: [`request`] (what is checked of a body: a 400 names the field), [`classes`]
 //!   (classes and tenants from headers, the body and a TOML file), [`forecast`] (what is
 //!   predicted of a request's text), [`prefix`] (a prompt's block hashes for `prefix-affinity`).
-//! - **Scheduling**: [`admission`] (the core under a lock, a waiter per queued request, the
+//! - **Scheduling**: [`request_queue`] (the core under a lock, a waiter per queued request, the
 //!   core's timers), [`life`] (one admitted request's life reported as it happens: its slot,
 //!   times, tokens and what is learned from its answer).
 //! - **Upstreams**: [`upstream`] (the engines, their clients, sending with one retry),
@@ -29,7 +29,6 @@
 //!   picker (`ext_proc` gRPC): the proxy carries the bytes, the picker names the endpoint.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
 
-pub mod admission;
 pub mod body;
 pub mod classes;
 pub mod config;
@@ -45,6 +44,7 @@ pub mod numbers;
 pub mod prefix;
 pub mod relay;
 pub mod request;
+pub mod request_queue;
 mod routes;
 pub mod server;
 mod shared;

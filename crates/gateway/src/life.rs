@@ -8,10 +8,10 @@
 //! that left: what passed is charged, and the tally decides whether the answer was whole (a
 //! client may close as soon as it has read a stream's `[DONE]`).
 
-use crate::admission::{RequestQueue, Slot, Taken};
 use crate::forecast::{Forecast, Forecaster};
 use crate::metrics::Metrics;
 use crate::relay::{Ended, Watch};
+use crate::request_queue::{RequestQueue, Slot, Taken};
 use crate::tally::Tally;
 use std::future::Future;
 use std::sync::Arc;

@@ -7,7 +7,6 @@
 //! per-request object (`life.rs`) following it. `GET /v1/models` goes straight to the first
 //! upstream, `GET /metrics` is rendered here, and anything else is a 404.
 
-use crate::admission::{Refused, Slot, Taken};
 use crate::body;
 use crate::classes;
 use crate::config::{MAX_BODY, MAX_DRAIN};
@@ -18,7 +17,8 @@ use crate::metrics;
 use crate::numbers;
 use crate::relay::{self, Origin};
 use crate::request::{self, Checked, Endpoint};
-use crate::shared::Shared;
+use crate::request_queue::{RequestRefused, Slot, Taken};
+use crate::shared::GatewayState;
 use crate::tally::Tally;
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -33,7 +33,10 @@ use xsched_llm_core::{Arrival, SizeDistribution};
 const CHECK_INLINE_BYTES: usize = 64 << 10;
 
 /// Answer `req`.
-pub(crate) async fn route(req: Request<Incoming>, shared: &Arc<Shared>) -> Response<AnswerBody> {
+pub(crate) async fn route(
+    req: Request<Incoming>,
+    shared: &Arc<GatewayState>,
+) -> Response<AnswerBody> {
     let answered = match (req.method(), req.uri().path()) {
         (&Method::POST, "/v1/chat/completions") => complete(req, Endpoint::Chat, shared).await,
         (&Method::POST, "/v1/completions") => complete(req, Endpoint::Completions, shared).await,
@@ -45,14 +48,17 @@ pub(crate) async fn route(req: Request<Incoming>, shared: &Arc<Shared>) -> Respo
 }
 
 /// `GET /v1/models`: the first upstream's answer, passed through.
-async fn models(req: Request<Incoming>, shared: &Shared) -> Result<Response<AnswerBody>, ApiError> {
+async fn models(
+    req: Request<Incoming>,
+    shared: &GatewayState,
+) -> Result<Response<AnswerBody>, ApiError> {
     let (parts, _) = req.into_parts();
     let answer = shared.upstreams.send(0, &parts, Bytes::new()).await?;
     Ok(relay::relay(answer, origin(shared, 0), ()))
 }
 
 /// `GET /metrics`: the gateway's own, its upstreams' health, engines and learned limits.
-fn metrics_page(shared: &Shared) -> Response<AnswerBody> {
+fn metrics_page(shared: &GatewayState) -> Response<AnswerBody> {
     let text = metrics_text(shared);
     let mut r = Response::new(
         http_body_util::Full::new(Bytes::from(text))
@@ -67,7 +73,7 @@ fn metrics_page(shared: &Shared) -> Response<AnswerBody> {
 }
 
 /// The Prometheus page: queue wait, TTFT, TTLT, the predictor, upstreams' health and engines.
-pub(crate) fn metrics_text(shared: &Shared) -> String {
+pub(crate) fn metrics_text(shared: &GatewayState) -> String {
     let policy = shared.config.policy.to_string();
     let label = format!("policy=\"{policy}\"");
     let classes = &shared.config.classes;
@@ -84,7 +90,7 @@ pub(crate) fn metrics_text(shared: &Shared) -> String {
 }
 
 /// Upstream `u` as the relay reports it.
-fn origin(shared: &Shared, u: usize) -> Origin {
+fn origin(shared: &GatewayState, u: usize) -> Origin {
     Origin {
         health: shared.upstreams.health().clone(),
         index: u,
@@ -104,7 +110,7 @@ struct Who {
 async fn complete(
     req: Request<Incoming>,
     endpoint: Endpoint,
-    shared: &Arc<Shared>,
+    shared: &Arc<GatewayState>,
 ) -> Result<Response<AnswerBody>, ApiError> {
     let arrival = Instant::now();
     let (parts, body) = req.into_parts();
@@ -124,7 +130,7 @@ pub(crate) struct Placed {
 /// every decision the gateway and the endpoint picker (`epp`) make before a request goes to an
 /// engine.
 pub(crate) async fn place(
-    shared: &Arc<Shared>,
+    shared: &Arc<GatewayState>,
     endpoint: Endpoint,
     headers: &hyper::HeaderMap,
     body: &Bytes,
@@ -184,7 +190,11 @@ async fn read_body(body: Incoming, within: Duration) -> Result<Bytes, ApiError> 
 
 /// The body checked (a large one on the blocking pool: parsing megabytes takes milliseconds,
 /// and the runtime's one thread goes on passing other answers' events meanwhile).
-async fn check(shared: &Shared, endpoint: Endpoint, body: &Bytes) -> Result<Checked, ApiError> {
+async fn check(
+    shared: &GatewayState,
+    endpoint: Endpoint,
+    body: &Bytes,
+) -> Result<Checked, ApiError> {
     let hash = shared.config.router.needs_prefix();
     if body.len() <= CHECK_INLINE_BYTES {
         return Ok(request::check_hashing(endpoint, body, hash)?);
@@ -210,7 +220,7 @@ async fn stamp(body: &Bytes, number: Option<i64>) -> Result<Bytes, ApiError> {
 
 /// The request's class, tenant and TTFT deadline, from its headers and body.
 fn classify(
-    shared: &Shared,
+    shared: &GatewayState,
     headers: &hyper::HeaderMap,
     checked: &Checked,
 ) -> Result<Who, ApiError> {
@@ -224,7 +234,7 @@ fn classify(
 
 /// What is predicted of the request, when the gateway predicts: embedding the prompt and
 /// scanning the history are CPU work, off the runtime's thread.
-async fn predict(shared: &Shared, checked: &Checked) -> Result<Option<Forecast>, ApiError> {
+async fn predict(shared: &GatewayState, checked: &Checked) -> Result<Option<Forecast>, ApiError> {
     let Some(f) = &shared.forecaster else {
         return Ok(None);
     };
@@ -240,7 +250,12 @@ async fn predict(shared: &Shared, checked: &Checked) -> Result<Option<Forecast>,
 /// the predictor needs it too. So does learning each engine's concurrency from its throughput,
 /// and a request of a class other than the standard: its first token lets sheddable requests
 /// (back) onto its engine.
-fn counts(shared: &Shared, checked: &Checked, forecast: &Option<Forecast>, class: i32) -> bool {
+fn counts(
+    shared: &GatewayState,
+    checked: &Checked,
+    forecast: &Option<Forecast>,
+    class: i32,
+) -> bool {
     checked.choices == 1
         && (forecast.is_some()
             || shared.config.classes.shared()
@@ -276,17 +291,17 @@ fn arrival_of(
 }
 
 /// Wait for the core to admit the request.
-async fn admit(shared: &Shared, job: Arrival, who: &Who) -> Result<Slot, ApiError> {
+async fn admit(shared: &GatewayState, job: Arrival, who: &Who) -> Result<Slot, ApiError> {
     let admitted = shared.admission.admit(job).await;
     admitted.map_err(|e| refusal(shared, e, who))
 }
 
 /// The answer to the core's refusal of `who`'s request: a shed is counted, a tenant's limit
 /// named.
-fn refusal(shared: &Shared, e: Refused, who: &Who) -> ApiError {
+fn refusal(shared: &GatewayState, e: RequestRefused, who: &Who) -> ApiError {
     match e {
-        Refused::Shed(_) => shared.metrics.shed(metrics::band(who.class)),
-        Refused::TenantLimit => {
+        RequestRefused::Shed(_) => shared.metrics.shed(metrics::band(who.class)),
+        RequestRefused::TenantLimit => {
             let classes = &shared.config.classes;
             let name = classes.tenant_name(who.tenant);
             let max = classes.limits().get(who.tenant).copied().flatten();
@@ -309,7 +324,7 @@ fn refusal(shared: &Shared, e: Refused, who: &Who) -> ApiError {
 /// an engine that stopped answering is sent where the core admits it next (or gets a 503 when
 /// no engine answers).
 async fn forward(
-    shared: &Shared,
+    shared: &GatewayState,
     mut u: usize,
     parts: &hyper::http::request::Parts,
     body: Bytes,
@@ -367,7 +382,7 @@ async fn forward(
                 }
                 Err(_) => {
                     life.unanswered();
-                    return Err(Refused::Closed.into());
+                    return Err(RequestRefused::Closed.into());
                 }
             },
         }

@@ -10,13 +10,13 @@
 //! could hold the thread (embedding a prompt, scanning the history, learning) runs on the
 //! blocking pool.
 
-use crate::admission::RequestQueue;
 pub use crate::config::{
     GatewayConfig, GatewayError, MAX_BODY, MAX_CONNECTIONS, MAX_DRAIN, MAX_HEAD,
 };
 use crate::conns::{self, BusyBody};
 use crate::error::AnswerBody;
-use crate::shared::Shared;
+use crate::request_queue::RequestQueue;
+use crate::shared::GatewayState;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -29,7 +29,7 @@ use std::task::Poll;
 
 /// A gateway bound to its address, not yet serving.
 pub struct Gateway {
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     runtime: tokio::runtime::Runtime,
     listener: tokio::net::TcpListener,
 }
@@ -73,12 +73,12 @@ impl Drop for ServingThread {
 pub(crate) fn bound(
     config: GatewayConfig,
     runtime: &tokio::runtime::Runtime,
-) -> Result<(Arc<Shared>, tokio::net::TcpListener), GatewayError> {
+) -> Result<(Arc<GatewayState>, tokio::net::TcpListener), GatewayError> {
     let core = config.check()?;
     let admission = RequestQueue::new(core)?;
     let listener = runtime.block_on(tokio::net::TcpListener::bind(config.listen))?;
     let _enter = runtime.enter();
-    Ok((Arc::new(Shared::new(config, admission)), listener))
+    Ok((Arc::new(GatewayState::new(config, admission)), listener))
 }
 
 impl Gateway {
@@ -160,7 +160,7 @@ impl RunningGateway {
     }
 }
 
-async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+async fn accept(listener: tokio::net::TcpListener, shared: Arc<GatewayState>) {
     loop {
         let room = shared.connections.room().await;
         let stream = match listener.accept().await {
@@ -223,7 +223,7 @@ async fn accept(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
 
 async fn handle(
     req: Request<Incoming>,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     busy: conns::Busy,
 ) -> Result<Response<BusyBody<AnswerBody>>, std::convert::Infallible> {
     let answer = crate::routes::route(req, &shared).await;

@@ -1,19 +1,19 @@
 //! What every request's handling shares: the configuration, the metrics, the core's queue,
 //! the predictor, the upstreams and the engines' scrapers, built once when the gateway binds.
 
-use crate::admission::RequestQueue;
 use crate::config::GatewayConfig;
 use crate::conns::{self, Connections};
 use crate::engines::Engines;
 use crate::forecast::Forecaster;
 use crate::health::Health;
 use crate::metrics::Metrics;
+use crate::request_queue::RequestQueue;
 use crate::upstream::Upstreams;
 use std::sync::Arc;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 
 /// What every request's handling shares.
-pub(crate) struct Shared {
+pub(crate) struct GatewayState {
     pub config: GatewayConfig,
     pub metrics: Arc<Metrics>,
     pub admission: Arc<RequestQueue>,
@@ -25,7 +25,7 @@ pub(crate) struct Shared {
     endpoints: Vec<String>,
 }
 
-impl Shared {
+impl GatewayState {
     /// Each upstream as `host:port`, in the configuration's order.
     pub(crate) fn endpoints(&self) -> &[String] {
         &self.endpoints
@@ -33,14 +33,16 @@ impl Shared {
 
     /// Everything requests share, for `config` in front of `admission`. Must be called in the
     /// gateway's runtime (the engines' scrapers start there).
-    pub(crate) fn new(config: GatewayConfig, admission: Arc<RequestQueue>) -> Shared {
+    pub(crate) fn new(config: GatewayConfig, admission: Arc<RequestQueue>) -> GatewayState {
         let metrics = Arc::new(Metrics::for_tenants(config.classes.max_tenants()));
         let forecaster = config.predicts().then(|| {
             let embedder = config
                 .embedder
                 .clone()
                 .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
-            Arc::new(Forecaster::new(embedder, config.history, metrics.clone()))
+            let forecaster = Forecaster::new(embedder, config.history, metrics.clone());
+            forecaster.seed(&config.history_seed);
+            Arc::new(forecaster)
         });
         let names = (config.upstreams.iter())
             .map(|u| u.to_string().trim_end_matches('/').to_string())
@@ -62,7 +64,7 @@ impl Shared {
         let endpoints = (config.upstreams.iter())
             .map(|u| u.authority().map_or_else(String::new, ToString::to_string))
             .collect();
-        Shared {
+        GatewayState {
             endpoints,
             config,
             metrics,

@@ -64,7 +64,7 @@ pub mod service;
 pub mod watch;
 
 pub use gittins::SizeDistribution;
-pub use policy::{Admission, Order, RequestPolicySpec, Size, Source};
+pub use policy::{KvAdmission, Order, PredictionSource, RequestPolicySpec, Size};
 pub use route::Router;
 pub use sched::{
     AGING_FACTOR, Arrival, CLASS_LIMIT, CLASS_SPAN_MS, Config, ConfigError, Decision, EngineLimits,

@@ -2,8 +2,8 @@
 //! config) into a typed [`RequestPolicySpec`] that every driver carries.
 //!
 //! A policy is an *order* of the waiting queue, where its predictions come from (a
-//! [`Source`]), whether the aging guard protects long requests, how requests are *admitted*
-//! to an engine ([`Admission`]), and whether it may pause a running request to let a better
+//! [`PredictionSource`]), whether the aging guard protects long requests, how requests are *admitted*
+//! to an engine ([`KvAdmission`]), and whether it may pause a running request to let a better
 //! one in (`preemptive`; the engine simulator can, the gateway cannot).
 //!
 //! | name | order | predictions | admission | preempts |
@@ -61,7 +61,7 @@ pub enum Order {
     Trail,
     /// Skip-join multi-level feedback queue (FastServe).
     FastServe,
-    /// Least remaining size, the size known exactly (needs [`Source::Truth`]).
+    /// Least remaining size, the size known exactly (needs [`PredictionSource::Truth`]).
     Srpt,
 }
 
@@ -78,7 +78,7 @@ pub enum Size {
 
 /// Where a policy's output-length predictions come from.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Source {
+pub enum PredictionSource {
     /// It predicts nothing.
     None,
     /// The history predictor.
@@ -93,7 +93,7 @@ pub enum Source {
 
 /// How requests are admitted to an engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Admission {
+pub enum KvAdmission {
     /// As the engine admits by itself (vLLM): whenever it has a free slot and KV blocks for the
     /// prompt's first chunk.
     Engine,
@@ -111,11 +111,11 @@ pub struct RequestPolicySpec {
     /// The order of the waiting queue.
     pub order: Order,
     /// Where predictions come from.
-    pub source: Source,
+    pub source: PredictionSource,
     /// Whether the aging guard protects long requests (FastServe has its own guard).
     pub aging: bool,
     /// How requests are admitted.
-    pub admission: Admission,
+    pub admission: KvAdmission,
     /// Whether it pauses running requests for better waiting ones.
     pub preemptive: bool,
 }
@@ -124,9 +124,9 @@ pub struct RequestPolicySpec {
 const fn row(
     name: &'static str,
     order: Order,
-    source: Source,
+    source: PredictionSource,
     aging: bool,
-    admission: Admission,
+    admission: KvAdmission,
     preemptive: bool,
 ) -> RequestPolicySpec {
     RequestPolicySpec {
@@ -139,15 +139,22 @@ const fn row(
     }
 }
 
-use Admission::{Engine, Peak};
+use KvAdmission::{Engine, Peak};
 
 /// Every policy by name (the module docs' table).
 pub const TABLE: &[RequestPolicySpec] = &[
-    row("fcfs", Order::Fcfs, Source::None, false, Engine, false),
+    row(
+        "fcfs",
+        Order::Fcfs,
+        PredictionSource::None,
+        false,
+        Engine,
+        false,
+    ),
     row(
         "priority",
         Order::Priority,
-        Source::None,
+        PredictionSource::None,
         false,
         Engine,
         false,
@@ -155,7 +162,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched",
         Order::Gittins(Size::Cost),
-        Source::History,
+        PredictionSource::History,
         true,
         Peak,
         false,
@@ -163,7 +170,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-time",
         Order::Gittins(Size::Time),
-        Source::History,
+        PredictionSource::History,
         true,
         Peak,
         false,
@@ -171,7 +178,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-quanta",
         Order::GittinsAnyQuantum(Size::Cost),
-        Source::History,
+        PredictionSource::History,
         true,
         Peak,
         false,
@@ -179,7 +186,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-length",
         Order::Gittins(Size::Length),
-        Source::History,
+        PredictionSource::History,
         true,
         Peak,
         false,
@@ -187,7 +194,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-nohistory",
         Order::Gittins(Size::Cost),
-        Source::Prior,
+        PredictionSource::Prior,
         true,
         Peak,
         false,
@@ -195,7 +202,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-noaging",
         Order::Gittins(Size::Cost),
-        Source::History,
+        PredictionSource::History,
         false,
         Peak,
         false,
@@ -203,17 +210,31 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "sagesched-oracle",
         Order::Gittins(Size::Cost),
-        Source::Truth,
+        PredictionSource::Truth,
         false,
         Peak,
         false,
     ),
-    row("ssjf", Order::Ssjf, Source::History, true, Engine, false),
-    row("trail", Order::Trail, Source::History, true, Engine, true),
+    row(
+        "ssjf",
+        Order::Ssjf,
+        PredictionSource::History,
+        true,
+        Engine,
+        false,
+    ),
+    row(
+        "trail",
+        Order::Trail,
+        PredictionSource::History,
+        true,
+        Engine,
+        true,
+    ),
     row(
         "fastserve",
         Order::FastServe,
-        Source::None,
+        PredictionSource::None,
         false,
         Engine,
         true,
@@ -221,7 +242,7 @@ pub const TABLE: &[RequestPolicySpec] = &[
     row(
         "srpt-oracle",
         Order::Srpt,
-        Source::Truth,
+        PredictionSource::Truth,
         false,
         Peak,
         false,
@@ -286,7 +307,7 @@ impl RequestPolicySpec {
 
     /// Whether it orders by predicted lengths (a driver must then predict every arrival).
     pub fn predicts(&self) -> bool {
-        !matches!(self.source, Source::None)
+        !matches!(self.source, PredictionSource::None)
     }
 
     /// What it orders a request by where its driver knows no truth but the answer length the
@@ -297,7 +318,7 @@ impl RequestPolicySpec {
         &self,
         stated: Option<u32>,
     ) -> Result<Option<SizeDistribution>, PolicyError> {
-        if self.source != Source::Truth {
+        if self.source != PredictionSource::Truth {
             return Ok(None);
         }
         stated
@@ -309,7 +330,7 @@ impl RequestPolicySpec {
     /// The row this spec was built from (its defaults).
     fn base(&self) -> RequestPolicySpec {
         RequestPolicySpec::row(self.name).unwrap_or(RequestPolicySpec {
-            source: Source::Noisy(0.0),
+            source: PredictionSource::Noisy(0.0),
             ..*self
         })
     }
@@ -331,15 +352,15 @@ impl FromStr for RequestPolicySpec {
                     .ok_or_else(|| PolicyError::Unknown(name.to_string()))?;
                 RequestPolicySpec {
                     name: "sagesched-noise",
-                    source: Source::Noisy(sigma),
+                    source: PredictionSource::Noisy(sigma),
                     ..TABLE[2]
                 }
             }
         };
         for parameter in parts.flat_map(|p| p.split(',')) {
             match parameter.trim() {
-                "admit=engine" => spec.admission = Admission::Engine,
-                "admit=peak" => spec.admission = Admission::Peak,
+                "admit=engine" => spec.admission = KvAdmission::Engine,
+                "admit=peak" => spec.admission = KvAdmission::Peak,
                 "preempt=on" => spec.preemptive = true,
                 "preempt=off" => spec.preemptive = false,
                 other => {
@@ -357,15 +378,15 @@ impl FromStr for RequestPolicySpec {
 impl fmt::Display for RequestPolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.source {
-            Source::Noisy(sigma) => write!(f, "{NOISE_PREFIX}{sigma}")?,
+            PredictionSource::Noisy(sigma) => write!(f, "{NOISE_PREFIX}{sigma}")?,
             _ => f.write_str(self.name)?,
         }
         let base = self.base();
         let mut sep = ':';
         if self.admission != base.admission {
             let admit = match self.admission {
-                Admission::Engine => "engine",
-                Admission::Peak => "peak",
+                KvAdmission::Engine => "engine",
+                KvAdmission::Peak => "peak",
             };
             write!(f, "{sep}admit={admit}")?;
             sep = ',';
@@ -389,17 +410,17 @@ mod tests {
             assert_eq!(spec.to_string(), name);
         }
         let noisy: RequestPolicySpec = "sagesched-noise-0.5".parse().expect("noise");
-        assert_eq!(noisy.source, Source::Noisy(0.5));
+        assert_eq!(noisy.source, PredictionSource::Noisy(0.5));
         assert_eq!(noisy.to_string(), "sagesched-noise-0.5");
     }
 
     #[test]
     fn parameters_change_admission_and_preemption_and_print_only_when_changed() {
         let s: RequestPolicySpec = "ssjf:admit=peak".parse().expect("ssjf");
-        assert_eq!(s.admission, Admission::Peak);
+        assert_eq!(s.admission, KvAdmission::Peak);
         assert_eq!(s.to_string(), "ssjf:admit=peak");
         let s: RequestPolicySpec = "sagesched:preempt=on,admit=engine".parse().expect("sage");
-        assert!(s.preemptive && s.admission == Admission::Engine);
+        assert!(s.preemptive && s.admission == KvAdmission::Engine);
         assert_eq!(s.to_string(), "sagesched:admit=engine,preempt=on");
         assert_eq!(
             "fcfs:admit=engine"

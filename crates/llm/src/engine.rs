@@ -94,7 +94,7 @@ impl EngineConfig {
 
 /// What happened to one request.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Outcome {
+pub struct RequestTimes {
     /// The request's id.
     pub id: usize,
     /// Time to first token (s).
@@ -107,7 +107,7 @@ pub struct Outcome {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStats {
     /// Completed requests, in completion order.
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<RequestTimes>,
     /// Preemptions by recompute the engine made (KV exhausted).
     pub preemptions: u64,
     /// Tokens whose KV was dropped and recomputed (by preemptions and recomputed pauses).
@@ -406,7 +406,7 @@ impl<'a> Engine<'a> {
                 a.blocks = 0;
                 finished = true;
                 self.events.finished.push(i);
-                self.stats.outcomes.push(Outcome {
+                self.stats.outcomes.push(RequestTimes {
                     id: r.id,
                     ttft: a.first_token.unwrap_or(self.now) - r.arrival,
                     ttlt: self.now - r.arrival,

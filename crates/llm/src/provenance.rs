@@ -4,7 +4,7 @@
 
 /// Where a number comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum Provenance {
     /// Published (a paper's fit, a vendor's data sheet, vLLM's code).
     Published,
     /// Computed from published numbers by a stated formula.
@@ -15,14 +15,14 @@ pub enum Source {
     Measured,
 }
 
-impl Source {
+impl Provenance {
     /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Source::Published => "published",
-            Source::Derived => "derived",
-            Source::Estimated => "estimated",
-            Source::Measured => "measured",
+            Provenance::Published => "published",
+            Provenance::Derived => "derived",
+            Provenance::Estimated => "estimated",
+            Provenance::Measured => "measured",
         }
     }
 }
@@ -35,7 +35,7 @@ pub struct Fact {
     /// Its value.
     pub value: f64,
     /// Published, derived, estimated or measured.
-    pub source: Source,
+    pub source: Provenance,
     /// From what.
     pub how: String,
 }

@@ -7,7 +7,7 @@
 //! and preemptions go to the scheduler, then its report (what it can start next), and the
 //! scheduler's decisions (admit, pause, shed) are carried out at once.
 //!
-//! Predictions come from where the policy says (`Source`): the history predictor, learning
+//! Predictions come from where the policy says (`PredictionSource`): the history predictor, learning
 //! online from every completed request (after `warm` has filled it); the prior; or the truth.
 //! A cluster runs one scheduler and one history for all its engines.
 
@@ -20,7 +20,7 @@ use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::service::ServiceModel;
 use xsched_llm_core::{
     Arrival, Config, Decision, EngineOrder, EvictReason, Fairness, Input, Placement,
-    RequestPolicySpec, RequestScheduler, Router, ShedReason, SizeDistribution, Source,
+    PredictionSource, RequestPolicySpec, RequestScheduler, Router, ShedReason, SizeDistribution,
 };
 use xsched_llm_predict::predictor::History;
 
@@ -116,19 +116,19 @@ pub enum SimError {
 
 /// Predictions as a policy's source makes them.
 struct Oracle {
-    source: Source,
+    source: PredictionSource,
     history: Option<History>,
 }
 
 impl Oracle {
     fn lengths(&self, r: &Request) -> Option<SizeDistribution> {
         match self.source {
-            Source::None | Source::History => {
+            PredictionSource::None | PredictionSource::History => {
                 self.history.as_ref().map(|h| h.predict(&features(r)))
             }
-            Source::Prior => Some(prior()),
-            Source::Truth => SizeDistribution::point(f64::from(r.output_tokens.max(1))),
-            Source::Noisy(sigma) => Some(noisy_truth(r, sigma)),
+            PredictionSource::Prior => Some(prior()),
+            PredictionSource::Truth => SizeDistribution::point(f64::from(r.output_tokens.max(1))),
+            PredictionSource::Noisy(sigma) => Some(noisy_truth(r, sigma)),
         }
     }
 
@@ -484,8 +484,8 @@ impl<'a> World<'a> {
             engine_order: rules.engine_order,
         })?;
         let predicts = policy.predicts() || cluster.router.predicts();
-        let uses_history = matches!(policy.source, Source::History)
-            || (matches!(policy.source, Source::None) && predicts);
+        let uses_history = matches!(policy.source, PredictionSource::History)
+            || (matches!(policy.source, PredictionSource::None) && predicts);
         let mut oracle = Oracle {
             source: policy.source,
             history: (uses_history && history > 0).then(|| History::new(history)),

@@ -180,8 +180,12 @@ async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
 
 /// A request's outcome as a sample of prompt `prompt` sent at `sent` (a task that failed to
 /// run counts as a failed connection).
-fn finished(outcome: Result<Outcome, tokio::task::JoinError>, prompt: usize, sent: f64) -> Sample {
-    let o = outcome.unwrap_or(Outcome {
+fn finished(
+    outcome: Result<ReplyTimes, tokio::task::JoinError>,
+    prompt: usize,
+    sent: f64,
+) -> Sample {
+    let o = outcome.unwrap_or(ReplyTimes {
         ttft: None,
         ttlt: 0.0,
         status: 0,
@@ -198,7 +202,7 @@ fn finished(outcome: Result<Outcome, tokio::task::JoinError>, prompt: usize, sen
 }
 
 /// What one request measured.
-struct Outcome {
+struct ReplyTimes {
     ttft: Option<f64>,
     ttlt: f64,
     status: u16,
@@ -213,9 +217,9 @@ struct Clients {
 }
 
 /// One streaming request from now.
-async fn one(client: &Clients, url: &Uri, body: String) -> Outcome {
+async fn one(client: &Clients, url: &Uri, body: String) -> ReplyTimes {
     let arrival = Instant::now();
-    let failed = |status| Outcome {
+    let failed = |status| ReplyTimes {
         ttft: None,
         ttlt: arrival.elapsed().as_secs_f64(),
         status,
@@ -267,7 +271,7 @@ async fn one(client: &Clients, url: &Uri, body: String) -> Outcome {
             }
         }
     }
-    Outcome {
+    ReplyTimes {
         ttft,
         ttlt: arrival.elapsed().as_secs_f64(),
         status,

@@ -109,7 +109,7 @@ pub enum ClientMsg {
     },
 }
 
-/// A queue's rollout mode (`xsched_runtime::Mode`).
+/// A queue's rollout mode (`xsched_runtime::RolloutMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WireMode {
     /// Intercept and count; launch everything at once, never suspend.

@@ -1,7 +1,7 @@
 //! Reading `XSCHED_*` environment variables: every bad value is a typed error naming the variable.
 
 use crate::error::RuntimeError;
-use crate::mode::Mode;
+use crate::mode::RolloutMode;
 use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
 use crate::prompt::{RT_CONTROL, RT_CONTROL_VALUES, RtControl};
 use std::num::NonZeroUsize;
@@ -127,12 +127,12 @@ pub(crate) fn level(lookup: Lookup) -> Result<Option<Level>, RuntimeError> {
 }
 
 /// `XSCHED_MODE`, refused beside `XSCHED_LEVEL` (a mode chooses the level).
-pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
+pub(crate) fn mode(lookup: Lookup) -> Result<Option<RolloutMode>, RuntimeError> {
     let Some(value) = lookup(MODE) else {
         return Ok(None);
     };
     let mode = value
-        .parse::<Mode>()
+        .parse::<RolloutMode>()
         .map_err(|e| bad(MODE, &value, e.to_string()))?;
     if let Some(level) = lookup(LEVEL) {
         return Err(bad(
@@ -144,7 +144,7 @@ pub(crate) fn mode(lookup: Lookup) -> Result<Option<Mode>, RuntimeError> {
             ),
         ));
     }
-    if mode == Mode::Observe
+    if mode == RolloutMode::Observe
         && let Some(var) = [THRESHOLD, BATCH, INFLIGHT_US, MAX_PENDING]
             .into_iter()
             .find(|v| lookup(v).is_some())
@@ -273,7 +273,7 @@ impl QueueOptions {
     /// Defaults overridden by `XSCHED_PRIORITY`, `XSCHED_SHARE`, `XSCHED_TIMESLICE_US`,
     /// `XSCHED_LAXITY_US`, `XSCHED_DEADLINE_US`, `XSCHED_SLO_US`, `XSCHED_LEVEL`,
     /// `XSCHED_THRESHOLD`, `XSCHED_BATCH`, `XSCHED_INFLIGHT_US` (0 turns the budget off),
-    /// `XSCHED_MAX_PENDING` and `XSCHED_CPU_HOLD`, then put in `XSCHED_MODE`'s [`Mode`](crate::Mode) when it is set.
+    /// `XSCHED_MAX_PENDING` and `XSCHED_CPU_HOLD`, then put in `XSCHED_MODE`'s [`RolloutMode`](crate::RolloutMode) when it is set.
     pub fn from_env() -> Result<QueueOptions, RuntimeError> {
         QueueOptions::from_lookup(&process_lookup)
     }
@@ -406,7 +406,7 @@ mod tests {
         assert!(text.contains(MODE) && text.contains(BATCH), "{text}");
         let observe = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (PRIORITY, "2")]))
             .expect("a valid mode");
-        assert!(observe.mode == Some(Mode::Observe) && observe.hints.priority == 2);
+        assert!(observe.mode == Some(RolloutMode::Observe) && observe.hints.priority == 2);
         let both = QueueOptions::from_lookup(&vars(&[(MODE, "observe"), (MAX_PENDING, "4")]));
         let text = both.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(text.contains(MODE) && text.contains(MAX_PENDING), "{text}");

@@ -1,7 +1,7 @@
 //! # xsched-runtime
 //!
 //! Real XQueues. The core's [`LaunchMachine`](xsched_core::LaunchMachine) decides what to launch
-//! and the core's [`Scheduler`](xsched_core::Scheduler) who may run; this crate gives them
+//! and the core's [`QueueScheduler`](xsched_core::QueueScheduler) who may run; this crate gives them
 //! threads, a monotonic clock (`xsched-sys`'s, shared with the daemon) and a hardware queue to
 //! drive:
 //!
@@ -11,7 +11,7 @@
 //!   launcher thread; suspend and resume act on its launch machine directly and execute the
 //!   hardware actions the machine returns.
 //! - [`Runtime`]: creates XQueues and, for `XSCHED_SCHEDULER=local`, runs the in-process
-//!   scheduler thread that feeds the core `Scheduler` events and applies its operations.
+//!   scheduler thread that feeds the core `QueueScheduler` events and applies its operations.
 //! - [`QueueOptions`] / [`RuntimeConfig`]: hints, level and launch config from the Rust API or
 //!   from `XSCHED_*` environment variables.
 //! - [`scheduler::SchedulerThread`]: the in-process scheduler thread over the core's
@@ -52,7 +52,7 @@ pub use env::NAMES as ENV_NAMES;
 pub use error::{CommandError, HwError, RuntimeError};
 pub use hwqueue::HwQueue;
 pub use logging::init_logging;
-pub use mode::{Mode, ParseModeError};
+pub use mode::{ParseModeError, RolloutMode};
 pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
 pub use refill::RefillStats;
 pub use runtime::Runtime;

@@ -23,7 +23,7 @@ use xsched_core::{LaunchConfig, Level};
 
 /// How far xsched acts on a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum RolloutMode {
     /// Intercept and count; launch everything at once, never suspend.
     Observe,
     /// Level 1: suspend at command boundaries.
@@ -32,16 +32,20 @@ pub enum Mode {
     Preemptive,
 }
 
-impl Mode {
+impl RolloutMode {
     /// Every mode, in rollout order.
-    pub const ALL: [Mode; 3] = [Mode::Observe, Mode::Cooperative, Mode::Preemptive];
+    pub const ALL: [RolloutMode; 3] = [
+        RolloutMode::Observe,
+        RolloutMode::Cooperative,
+        RolloutMode::Preemptive,
+    ];
 
     /// The name `XSCHED_MODE` takes.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Observe => "observe",
-            Mode::Cooperative => "cooperative",
-            Mode::Preemptive => "preemptive",
+            RolloutMode::Observe => "observe",
+            RolloutMode::Cooperative => "cooperative",
+            RolloutMode::Preemptive => "preemptive",
         }
     }
 
@@ -49,37 +53,37 @@ impl Mode {
     /// with `config` the queue's own (for the modes that launch progressively).
     pub(crate) fn setting(self, max: Level, config: LaunchConfig) -> (Level, LaunchConfig) {
         match self {
-            Mode::Observe => (Level::Block, LaunchConfig::UNBOUNDED),
-            Mode::Cooperative => (Level::Block, config),
-            Mode::Preemptive => (max, config),
+            RolloutMode::Observe => (Level::Block, LaunchConfig::UNBOUNDED),
+            RolloutMode::Cooperative => (Level::Block, config),
+            RolloutMode::Preemptive => (max, config),
         }
     }
 
     fn number(self) -> u8 {
         match self {
-            Mode::Observe => 1,
-            Mode::Cooperative => 2,
-            Mode::Preemptive => 3,
+            RolloutMode::Observe => 1,
+            RolloutMode::Cooperative => 2,
+            RolloutMode::Preemptive => 3,
         }
     }
 }
 
-impl From<Mode> for xsched_proto::WireMode {
-    fn from(m: Mode) -> Self {
+impl From<RolloutMode> for xsched_proto::WireMode {
+    fn from(m: RolloutMode) -> Self {
         match m {
-            Mode::Observe => xsched_proto::WireMode::Observe,
-            Mode::Cooperative => xsched_proto::WireMode::Cooperative,
-            Mode::Preemptive => xsched_proto::WireMode::Preemptive,
+            RolloutMode::Observe => xsched_proto::WireMode::Observe,
+            RolloutMode::Cooperative => xsched_proto::WireMode::Cooperative,
+            RolloutMode::Preemptive => xsched_proto::WireMode::Preemptive,
         }
     }
 }
 
-impl From<xsched_proto::WireMode> for Mode {
+impl From<xsched_proto::WireMode> for RolloutMode {
     fn from(m: xsched_proto::WireMode) -> Self {
         match m {
-            xsched_proto::WireMode::Observe => Mode::Observe,
-            xsched_proto::WireMode::Cooperative => Mode::Cooperative,
-            xsched_proto::WireMode::Preemptive => Mode::Preemptive,
+            xsched_proto::WireMode::Observe => RolloutMode::Observe,
+            xsched_proto::WireMode::Cooperative => RolloutMode::Cooperative,
+            xsched_proto::WireMode::Preemptive => RolloutMode::Preemptive,
         }
     }
 }
@@ -94,24 +98,24 @@ pub(crate) struct ModeCell {
 }
 
 impl ModeCell {
-    pub(crate) fn new(mode: Option<Mode>) -> ModeCell {
+    pub(crate) fn new(mode: Option<RolloutMode>) -> ModeCell {
         ModeCell {
-            mode: AtomicU8::new(mode.map_or(0, Mode::number)),
+            mode: AtomicU8::new(mode.map_or(0, RolloutMode::number)),
             wanted_held: AtomicBool::new(false),
         }
     }
 
-    pub(crate) fn set(&self, mode: Mode) {
+    pub(crate) fn set(&self, mode: RolloutMode) {
         self.mode.store(mode.number(), Ordering::SeqCst);
     }
 
-    pub(crate) fn get(&self) -> Option<Mode> {
+    pub(crate) fn get(&self) -> Option<RolloutMode> {
         let n = self.mode.load(Ordering::SeqCst);
-        Mode::ALL.into_iter().find(|m| m.number() == n)
+        RolloutMode::ALL.into_iter().find(|m| m.number() == n)
     }
 
     pub(crate) fn observing(&self) -> bool {
-        self.get() == Some(Mode::Observe)
+        self.get() == Some(RolloutMode::Observe)
     }
 
     /// The scheduler suspended (`true`) or resumed the queue, whether or not it was obeyed.
@@ -125,22 +129,22 @@ impl ModeCell {
     }
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for RolloutMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// A name that is not a [`Mode`]'s.
+/// A name that is not a [`RolloutMode`]'s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("expected observe, cooperative or preemptive")]
 pub struct ParseModeError;
 
-impl FromStr for Mode {
+impl FromStr for RolloutMode {
     type Err = ParseModeError;
 
-    fn from_str(s: &str) -> Result<Mode, ParseModeError> {
-        Mode::ALL
+    fn from_str(s: &str) -> Result<RolloutMode, ParseModeError> {
+        RolloutMode::ALL
             .into_iter()
             .find(|m| m.name() == s.trim())
             .ok_or(ParseModeError)
@@ -154,11 +158,11 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_others_are_refused() {
-        for m in Mode::ALL {
-            assert_eq!(m.name().parse::<Mode>(), Ok(m));
+        for m in RolloutMode::ALL {
+            assert_eq!(m.name().parse::<RolloutMode>(), Ok(m));
         }
-        assert!("preempt".parse::<Mode>().is_err());
-        assert!("".parse::<Mode>().is_err());
+        assert!("preempt".parse::<RolloutMode>().is_err());
+        assert!("".parse::<RolloutMode>().is_err());
     }
 
     #[test]
@@ -166,22 +170,22 @@ mod tests {
         let base = QueueOptions::default()
             .with_hint(xsched_core::Hint::Priority(4))
             .expect("a priority");
-        let o = Mode::Observe.apply(base);
+        let o = RolloutMode::Observe.apply(base);
         assert_eq!(
             (o.level, o.config, o.scheduled, o.mode),
             (
                 Some(Level::Block),
                 LaunchConfig::UNBOUNDED,
                 true,
-                Some(Mode::Observe)
+                Some(RolloutMode::Observe)
             )
         );
-        let c = Mode::Cooperative.apply(base);
+        let c = RolloutMode::Cooperative.apply(base);
         assert_eq!(
             (c.level, c.config, c.scheduled),
             (Some(Level::Block), base.config, true)
         );
-        let p = Mode::Preemptive.apply(base.with_level(Level::Block));
+        let p = RolloutMode::Preemptive.apply(base.with_level(Level::Block));
         assert_eq!((p.level, p.scheduled), (None, true));
         for o in [o, c, p] {
             assert_eq!(o.hints.priority, 4);

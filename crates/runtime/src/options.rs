@@ -1,7 +1,7 @@
 //! What a queue and a runtime are configured with, and their defaults.
 
 use crate::error::RuntimeError;
-use crate::mode::Mode;
+use crate::mode::RolloutMode;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use xsched_core::{Hint, LaunchConfig, Level, Nanos, PolicySpec, QueueHints};
@@ -76,8 +76,8 @@ pub struct QueueOptions {
     /// until a launch makes room (backpressure on a tenant that submits faster than it may
     /// run). `None` (the default): no bound.
     pub max_pending: Option<NonZeroUsize>,
-    /// The rollout mode it was put in ([`Mode::apply`](crate::Mode::apply)), if any.
-    pub mode: Option<Mode>,
+    /// The rollout mode it was put in ([`RolloutMode::apply`](crate::RolloutMode::apply)), if any.
+    pub mode: Option<RolloutMode>,
     /// Keep launching while suspended at Level 2 where the backend's deactivation only lowers
     /// the queue's priority ([`HwQueue::deactivation_only_lowers_priority`](crate::HwQueue)):
     /// a held queue then runs on what the device leaves idle (`XSCHED_CPU_HOLD=yield`).
@@ -144,7 +144,7 @@ impl QueueOptions {
 }
 
 /// A mode's options live beside the options it sets.
-impl Mode {
+impl RolloutMode {
     /// `options` in this mode (hints kept).
     pub fn apply(self, options: QueueOptions) -> QueueOptions {
         let options = QueueOptions {
@@ -152,13 +152,13 @@ impl Mode {
             ..options
         };
         match self {
-            Mode::Observe => QueueOptions {
+            RolloutMode::Observe => QueueOptions {
                 level: Some(Level::Block),
                 config: LaunchConfig::UNBOUNDED,
                 ..options
             },
-            Mode::Cooperative => options.with_level(Level::Block),
-            Mode::Preemptive => QueueOptions {
+            RolloutMode::Cooperative => options.with_level(Level::Block),
+            RolloutMode::Preemptive => QueueOptions {
                 level: None,
                 ..options
             },

@@ -8,7 +8,7 @@
 //! its connections (`xsched-daemon`).
 
 use crate::clock;
-use crate::mode::Mode;
+use crate::mode::RolloutMode;
 use crate::prompt::CpuGuard;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::num::NonZeroUsize;
@@ -31,7 +31,7 @@ pub type StatsSource = Arc<dyn Fn() -> QueueStats + Send + Sync>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Steer {
     /// Switch to this rollout mode.
-    Mode(Mode),
+    Mode(RolloutMode),
     /// The queue's share of its tenant's bounds (`None`: no bound from the tenant).
     Bounds {
         /// Commands submitted but not launched.

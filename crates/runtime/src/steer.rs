@@ -7,7 +7,7 @@
 use crate::error::{HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::machine::SharedMachine;
-use crate::mode::{Mode, ModeCell};
+use crate::mode::{ModeCell, RolloutMode};
 use crate::scheduler::Steer;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,7 +40,7 @@ impl<H: HwQueue> Steering<H> {
         max_level: Level,
     ) -> Steering<H> {
         let own_config = match options.mode {
-            Some(Mode::Observe) => crate::QueueOptions::default().config,
+            Some(RolloutMode::Observe) => crate::QueueOptions::default().config,
             _ => options.config,
         };
         Steering {
@@ -65,7 +65,7 @@ impl<H: HwQueue> Steering<H> {
             Steer::Mode(m) => {
                 self.mode.set(m);
                 let (level, config) = m.setting(self.max_level, self.capped());
-                let observe = m == Mode::Observe;
+                let observe = m == RolloutMode::Observe;
                 self.machine
                     .switch(level, config, (self.mode.wanted_held(), observe))
             }
@@ -224,7 +224,7 @@ mod tests {
             !done.load(Ordering::SeqCst),
             "the suspend waits for the switch"
         );
-        steering.mode.set(Mode::Observe);
+        steering.mode.set(RolloutMode::Observe);
         drop(switching);
         suspend.join().expect("thread").expect("suspend");
         assert_eq!(

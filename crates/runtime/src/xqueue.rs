@@ -13,7 +13,7 @@ use crate::error::{CommandError, HwError, RuntimeError};
 use crate::hwqueue::HwQueue;
 use crate::launcher::Launcher;
 use crate::machine::SharedMachine;
-use crate::mode::{Mode, ModeCell};
+use crate::mode::{ModeCell, RolloutMode};
 use crate::msg::Msg;
 use crate::options::QueueOptions;
 use crate::refill::{Deferral, Refill, RefillStats};
@@ -306,7 +306,7 @@ impl<H: HwQueue> XQueue<H> {
     /// launch progressively again (with the queue's own launch config, or the default one for a
     /// queue created observing) at Level 1 or the backend's highest, and a queue the scheduler
     /// holds stays held, at the new level.
-    pub fn set_mode(&self, mode: Mode) -> Result<(), RuntimeError> {
+    pub fn set_mode(&self, mode: RolloutMode) -> Result<(), RuntimeError> {
         self.steering.apply(Steer::Mode(mode))
     }
 

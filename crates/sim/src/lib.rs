@@ -1,7 +1,7 @@
 //! # xsched-sim
 //!
 //! A deterministic discrete-event simulator of accelerators shared under xsched. It drives the
-//! very `LaunchMachine` and `Scheduler` of `xsched-core` that the runtime uses, in virtual time,
+//! very `LaunchMachine` and `QueueScheduler` of `xsched-core` that the runtime uses, in virtual time,
 //! so what-if studies are exact and repeatable (same seed, same bytes of output) and the
 //! XSched results that need hardware we do not have can be reproduced from device profiles.
 

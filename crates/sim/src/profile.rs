@@ -25,7 +25,7 @@ use xsched_core::{Capabilities, LaunchConfig, Level, Nanos};
 /// Where a parameter's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Source {
+pub enum Provenance {
     /// Stated in the paper or its artifact.
     Published,
     /// Computed from published figures.
@@ -41,7 +41,7 @@ pub struct Param<T> {
     /// The value.
     pub value: T,
     /// Its provenance.
-    pub source: Source,
+    pub source: Provenance,
     /// What the source says: the figure, the formula or the assumption.
     pub note: String,
 }

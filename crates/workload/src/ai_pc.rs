@@ -7,7 +7,7 @@ use xsched_report::{Check, Verdict};
 
 /// How the blur and the speech jobs share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum ShareMode {
     /// The blur alone.
     Standalone,
     /// Both, natively: the device's FCFS.
@@ -19,28 +19,33 @@ pub enum Mode {
 }
 
 /// Every mode, in report order.
-pub const MODES: [Mode; 4] = [Mode::Standalone, Mode::Fcfs, Mode::Priority, Mode::Laxity];
+pub const MODES: [ShareMode; 4] = [
+    ShareMode::Standalone,
+    ShareMode::Fcfs,
+    ShareMode::Priority,
+    ShareMode::Laxity,
+];
 
-impl Mode {
+impl ShareMode {
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Standalone => "standalone",
-            Mode::Fcfs => "fcfs",
-            Mode::Priority => "fixed-priority",
-            Mode::Laxity => "laxity",
+            ShareMode::Standalone => "standalone",
+            ShareMode::Fcfs => "fcfs",
+            ShareMode::Priority => "fixed-priority",
+            ShareMode::Laxity => "laxity",
         }
     }
 
     /// Whether xsched schedules the queues in this mode.
     pub fn scheduled(self) -> bool {
-        matches!(self, Mode::Priority | Mode::Laxity)
+        matches!(self, ShareMode::Priority | ShareMode::Laxity)
     }
 }
 
 /// What one mode measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Outcome {
+pub struct ModeResult {
     /// The blur's P99 frame interval (ms).
     pub p99_ms: f64,
     /// Speech jobs that were due in the measured window.
@@ -49,7 +54,7 @@ pub struct Outcome {
     pub on_time: u64,
 }
 
-impl Outcome {
+impl ModeResult {
     /// Lost transcripts: jobs that missed their period.
     pub fn lost(&self) -> u64 {
         self.jobs - self.on_time.min(self.jobs)
@@ -57,7 +62,7 @@ impl Outcome {
 }
 
 /// The paper's findings as checks, from the outcomes of [`MODES`] in order.
-pub fn checks(o: &[Outcome; 4]) -> Vec<Check> {
+pub fn checks(o: &[ModeResult; 4]) -> Vec<Check> {
     let [alone, fcfs, fp, lax] = o;
     vec![
         Check {
@@ -117,8 +122,8 @@ pub fn interval_cdf(file: &str, title: String, intervals_ms: Vec<Vec<f64>>) -> F
 mod tests {
     use super::*;
 
-    fn o(p99_ms: f64, jobs: u64, on_time: u64) -> Outcome {
-        Outcome {
+    fn o(p99_ms: f64, jobs: u64, on_time: u64) -> ModeResult {
+        ModeResult {
             p99_ms,
             jobs,
             on_time,

@@ -17,7 +17,7 @@ use xsched_report::{Check, Verdict};
 
 /// How the foreground and the saturating background share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum ShareMode {
     /// The foreground alone.
     Standalone,
     /// Both, without xsched: the device's own arbitration, nobody suspends anything.
@@ -26,28 +26,28 @@ pub enum Mode {
     XSched(Level),
 }
 
-impl Mode {
+impl ShareMode {
     /// Standalone, native, then xsched at each of `levels`: the report's order.
-    pub fn all(levels: &[Level]) -> Vec<Mode> {
-        let mut modes = vec![Mode::Standalone, Mode::Native];
-        modes.extend(levels.iter().map(|&l| Mode::XSched(l)));
+    pub fn all(levels: &[Level]) -> Vec<ShareMode> {
+        let mut modes = vec![ShareMode::Standalone, ShareMode::Native];
+        modes.extend(levels.iter().map(|&l| ShareMode::XSched(l)));
         modes
     }
 
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Standalone => "standalone",
-            Mode::Native => "native",
-            Mode::XSched(_) => "xsched",
+            ShareMode::Standalone => "standalone",
+            ShareMode::Native => "native",
+            ShareMode::XSched(_) => "xsched",
         }
     }
 
     /// The level, under xsched.
     pub fn level(self) -> Option<Level> {
         match self {
-            Mode::XSched(l) => Some(l),
-            Mode::Standalone | Mode::Native => None,
+            ShareMode::XSched(l) => Some(l),
+            ShareMode::Standalone | ShareMode::Native => None,
         }
     }
 }
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn modes_come_in_report_order_with_their_names() {
-        let modes = Mode::all(&[Level::Block, Level::Interrupt]);
+        let modes = ShareMode::all(&[Level::Block, Level::Interrupt]);
         let names: Vec<_> = modes.iter().map(|m| m.name()).collect();
         assert_eq!(names, ["standalone", "native", "xsched", "xsched"]);
         assert_eq!(modes[3].level(), Some(Level::Interrupt));

@@ -10,7 +10,7 @@ use xsched_report::{Check, Verdict};
 
 /// How the production service and the opportunistic job share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum ShareMode {
     /// The production service alone.
     Standalone,
     /// Both, natively: the device's own arbitration.
@@ -26,13 +26,13 @@ pub enum Mode {
 }
 
 /// Every mode, in report order.
-pub const MODES: [Mode; 6] = [
-    Mode::Standalone,
-    Mode::Native,
-    Mode::Quota,
-    Mode::Tgs,
-    Mode::Priority,
-    Mode::SloAware,
+pub const MODES: [ShareMode; 6] = [
+    ShareMode::Standalone,
+    ShareMode::Native,
+    ShareMode::Quota,
+    ShareMode::Tgs,
+    ShareMode::Priority,
+    ShareMode::SloAware,
 ];
 
 /// The opportunistic jobs of the study.
@@ -61,16 +61,16 @@ impl Job {
     }
 }
 
-impl Mode {
+impl ShareMode {
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Standalone => "standalone",
-            Mode::Native => "native",
-            Mode::Quota => "quota",
-            Mode::Tgs => "tgs",
-            Mode::Priority => "xsched-priority",
-            Mode::SloAware => "xsched-slo-aware",
+            ShareMode::Standalone => "standalone",
+            ShareMode::Native => "native",
+            ShareMode::Quota => "quota",
+            ShareMode::Tgs => "tgs",
+            ShareMode::Priority => "xsched-priority",
+            ShareMode::SloAware => "xsched-slo-aware",
         }
     }
 
@@ -79,24 +79,24 @@ impl Mode {
     /// takes.
     pub fn policy(self, quota_share: f64) -> Result<Option<PolicySpec>, CoreError> {
         Ok(match self {
-            Mode::Standalone | Mode::Native => None,
-            Mode::Quota => Some(format!("quota:{quota_share}").parse()?),
-            Mode::Tgs => Some(PolicySpec::registered("tgs")),
-            Mode::Priority => Some(PolicySpec::registered("hpf")),
-            Mode::SloAware => Some(PolicySpec::registered("slo-aware")),
+            ShareMode::Standalone | ShareMode::Native => None,
+            ShareMode::Quota => Some(format!("quota:{quota_share}").parse()?),
+            ShareMode::Tgs => Some(PolicySpec::registered("tgs")),
+            ShareMode::Priority => Some(PolicySpec::registered("hpf")),
+            ShareMode::SloAware => Some(PolicySpec::registered("slo-aware")),
         })
     }
 
     /// Whether the mode preempts at the device's highest level (xsched); the baselines only
     /// hold back launches (Level 1).
     pub fn preempts(self) -> bool {
-        matches!(self, Mode::Priority | Mode::SloAware)
+        matches!(self, ShareMode::Priority | ShareMode::SloAware)
     }
 }
 
 /// What one mode measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Outcome {
+pub struct ModeResult {
     /// The opportunistic job's useful device work over the window (0-1).
     pub harvested: f64,
     /// The production service's mean latency over standalone, minus 1.
@@ -106,7 +106,7 @@ pub struct Outcome {
 /// The paper's orderings as checks for one device and job (`what`, such as `gv100 training`),
 /// from the outcomes of [`MODES`] in order. `slack` is the production slowdown xsched may
 /// exceed TGS's by and still pass.
-pub fn checks(what: &str, o: &[Outcome; 6], slack: f64) -> Vec<Check> {
+pub fn checks(what: &str, o: &[ModeResult; 6], slack: f64) -> Vec<Check> {
     let [_, _, quota, tgs, fp, _] = o;
     let pct = |x: f64| format!("{:.1} %", 100.0 * x);
     vec![
@@ -138,7 +138,7 @@ pub fn checks(what: &str, o: &[Outcome; 6], slack: f64) -> Vec<Check> {
 
 /// Harvested share against production slowdown, one marker per device and job for each mode
 /// but standalone: `points[i]` holds, for [`MODES`]`[i]`, each run's outcome.
-pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<Outcome>]) -> Figure {
+pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<ModeResult>]) -> Figure {
     Figure {
         file: file.into(),
         title,
@@ -166,8 +166,8 @@ pub fn tradeoff_figure(file: &str, title: String, points: &[Vec<Outcome>]) -> Fi
 mod tests {
     use super::*;
 
-    fn o(harvested: f64, slowdown: f64) -> Outcome {
-        Outcome {
+    fn o(harvested: f64, slowdown: f64) -> ModeResult {
+        ModeResult {
             harvested,
             slowdown,
         }
@@ -202,14 +202,14 @@ mod tests {
 
     #[test]
     fn modes_name_their_policies_and_jobs_round_trip() {
-        let text = |m: Mode| m.policy(0.25).map(|p| p.map(|p| p.to_string()));
-        assert_eq!(text(Mode::Quota), Ok(Some("quota:0.25".to_string())));
-        assert_eq!(text(Mode::Native), Ok(None));
+        let text = |m: ShareMode| m.policy(0.25).map(|p| p.map(|p| p.to_string()));
+        assert_eq!(text(ShareMode::Quota), Ok(Some("quota:0.25".to_string())));
+        assert_eq!(text(ShareMode::Native), Ok(None));
         assert!(
-            Mode::Quota.policy(1.5).is_err(),
+            ShareMode::Quota.policy(1.5).is_err(),
             "a quota above the whole device"
         );
-        assert!(Mode::SloAware.preempts() && !Mode::Tgs.preempts());
+        assert!(ShareMode::SloAware.preempts() && !ShareMode::Tgs.preempts());
         for j in [Job::Training, Job::Financial] {
             assert_eq!(Job::by_name(j.name()), Some(j));
         }
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_figure_has_a_series_per_mode_but_standalone() {
-        let runs: Vec<Vec<Outcome>> = MODES.iter().map(|_| vec![o(0.1, 0.05)]).collect();
+        let runs: Vec<Vec<ModeResult>> = MODES.iter().map(|_| vec![o(0.1, 0.05)]).collect();
         let f = tradeoff_figure("f", "t".into(), &runs);
         assert_eq!(f.series.len(), MODES.len() - 1);
         assert_eq!(f.series[0].name, "native");

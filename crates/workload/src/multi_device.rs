@@ -7,7 +7,7 @@ use xsched_report::{Check, Verdict};
 
 /// How the two devices are shared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum ShareMode {
     /// The pipeline alone.
     Standalone,
     /// With the backgrounds, natively.
@@ -19,30 +19,30 @@ pub enum Mode {
 }
 
 /// Every mode, in report order.
-pub const MODES: [Mode; 4] = [
-    Mode::Standalone,
-    Mode::Native,
-    Mode::PerDevice,
-    Mode::Global,
+pub const MODES: [ShareMode; 4] = [
+    ShareMode::Standalone,
+    ShareMode::Native,
+    ShareMode::PerDevice,
+    ShareMode::Global,
 ];
 
-impl Mode {
+impl ShareMode {
     /// The mode's name.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Standalone => "standalone",
-            Mode::Native => "native",
-            Mode::PerDevice => "per-device",
-            Mode::Global => "global",
+            ShareMode::Standalone => "standalone",
+            ShareMode::Native => "native",
+            ShareMode::PerDevice => "per-device",
+            ShareMode::Global => "global",
         }
     }
 
     /// The xsched policy it runs under, if any.
     pub fn policy(self) -> Option<&'static str> {
         match self {
-            Mode::PerDevice => Some("hpf"),
-            Mode::Global => Some("hpf-global"),
-            Mode::Standalone | Mode::Native => None,
+            ShareMode::PerDevice => Some("hpf"),
+            ShareMode::Global => Some("hpf-global"),
+            ShareMode::Standalone | ShareMode::Native => None,
         }
     }
 }
@@ -66,7 +66,7 @@ mod tests {
     fn modes_name_their_policies_and_the_check_orders_them() {
         let policies: Vec<_> = MODES.iter().map(|m| m.policy()).collect();
         assert_eq!(policies, [None, None, Some("hpf"), Some("hpf-global")]);
-        assert_eq!(Mode::PerDevice.name(), "per-device");
+        assert_eq!(ShareMode::PerDevice.name(), "per-device");
         let c = global_check("a+b", 1.09, 1.55);
         assert!(c.verdict == Verdict::Met);
         assert_eq!(c.measured, "1.09 vs 1.55");

@@ -8,7 +8,7 @@ use xsched_report::{Check, Verdict};
 
 /// How the two services share the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum ShareMode {
     /// The foreground service alone.
     Standalone,
     /// Both natively: the device's own arbitration.
@@ -25,23 +25,23 @@ pub enum Mode {
 }
 
 /// Every mode, in report order.
-pub const MODES: [Mode; 5] = [
-    Mode::Standalone,
-    Mode::Native,
-    Mode::Triton,
-    Mode::XSched,
-    Mode::Paella,
+pub const MODES: [ShareMode; 5] = [
+    ShareMode::Standalone,
+    ShareMode::Native,
+    ShareMode::Triton,
+    ShareMode::XSched,
+    ShareMode::Paella,
 ];
 
-impl Mode {
+impl ShareMode {
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Standalone => "standalone",
-            Mode::Native => "native",
-            Mode::Triton => "triton-priority",
-            Mode::XSched => "xsched",
-            Mode::Paella => "paella",
+            ShareMode::Standalone => "standalone",
+            ShareMode::Native => "native",
+            ShareMode::Triton => "triton-priority",
+            ShareMode::XSched => "xsched",
+            ShareMode::Paella => "paella",
         }
     }
 }
@@ -112,10 +112,10 @@ pub fn ratio_figure(file: &str, title: String, r: &[Ratios]) -> Figure {
         ),
         kind: Kind::Lines,
         series: vec![
-            line(Mode::Native.name(), &|x| x.native),
-            line(Mode::Triton.name(), &|x| x.triton),
-            line(Mode::XSched.name(), &|x| x.xsched),
-            line(Mode::Paella.name(), &|x| x.paella),
+            line(ShareMode::Native.name(), &|x| x.native),
+            line(ShareMode::Triton.name(), &|x| x.triton),
+            line(ShareMode::XSched.name(), &|x| x.xsched),
+            line(ShareMode::Paella.name(), &|x| x.paella),
         ],
     }
 }

@@ -24,7 +24,7 @@ pub(super) struct State {
 }
 
 /// The collector shared by the HP service (which reports to it) and the LP thread.
-pub(crate) struct Shared {
+pub(crate) struct SharedCollector {
     epoch: Instant,
     state: Mutex<State>,
     pub(super) changed: Condvar,
@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     pub(super) gated: bool,
 }
 
-impl Shared {
+impl SharedCollector {
     pub(crate) fn new(
         collector: Collector,
         epoch: Instant,
@@ -49,7 +49,7 @@ impl Shared {
         overhead: Duration,
         gated: bool,
     ) -> Self {
-        Shared {
+        SharedCollector {
             epoch,
             state: Mutex::new(State {
                 collector,
@@ -96,7 +96,7 @@ impl Shared {
     }
 }
 
-impl Observer for Shared {
+impl Observer for SharedCollector {
     fn arrive(&self, at: Instant, kernels: &[Nanos]) {
         let now = self.at(at);
         let key = self.key();
@@ -160,7 +160,7 @@ enum Next {
 /// The `priority` baseline's LP job: one `slice` at a time while no HP request is in flight
 /// (at most two launches on the device, one running and one queued behind it); returns when
 /// and how much LP work completed.
-pub(crate) fn run_between(shared: &Shared, slice: Duration) -> Vec<(Instant, Duration)> {
+pub(crate) fn run_between(shared: &SharedCollector, slice: Duration) -> Vec<(Instant, Duration)> {
     let mut done = Vec::new();
     let mut inflight: VecDeque<CommandHandle> = VecDeque::new();
     loop {

@@ -14,7 +14,7 @@
 //! The LP thread only keeps the queue supplied and looks now and then (a held queue with a
 //! grant it missed).
 
-use super::cooperative::{Shared, State};
+use super::cooperative::{SharedCollector, State};
 use super::on_tile::{OnTile, TileFn};
 use super::service::dur;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -65,7 +65,7 @@ fn release(g: Grant, slice: Duration) -> Duration {
     }
 }
 
-impl Shared {
+impl SharedCollector {
     /// Apply [`decide`] to the LP queue at `at`, under the state lock.
     pub(super) fn gate(&self, s: &mut State, at: Instant) {
         if s.done || !self.gated {
@@ -117,7 +117,7 @@ impl Shared {
 
 /// The LP job: keep [`CHUNKS`] chunks submitted to the gated LP queue (their ends counted on
 /// the device), and return when and how much LP work completed.
-pub(crate) fn run_gated(shared: &Arc<Shared>) -> Vec<(Instant, Duration)> {
+pub(crate) fn run_gated(shared: &Arc<SharedCollector>) -> Vec<(Instant, Duration)> {
     let ended: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let after: TileFn = {
         let (shared, ended) = (shared.clone(), ended.clone());

@@ -136,7 +136,7 @@ fn run_cooperative(
     };
     let lp = Arc::new(runtime.create_queue(Arc::new(lp_hw), lp_options)?);
     let start = Instant::now() + Duration::from_millis(20);
-    let shared = Arc::new(cooperative::Shared::new(
+    let shared = Arc::new(cooperative::SharedCollector::new(
         collector_for(p, row, slo),
         start,
         lp.clone(),
@@ -183,7 +183,7 @@ fn serve_beside_lp(
     reqs: &[HpRequest],
     hp: &XQueue<CpuQueue>,
     lp: &XQueue<CpuQueue>,
-    shared: &Arc<cooperative::Shared>,
+    shared: &Arc<cooperative::SharedCollector>,
     start: Instant,
 ) -> (service::HpMeasured, Vec<(Instant, Duration)>) {
     let slice = row.slice().unwrap_or(p.lp_kernel);
@@ -230,7 +230,7 @@ const DEVICE_CORE: usize = 0;
 fn timeslice_lp(
     lp: &XQueue<CpuQueue>,
     kernel: Duration,
-    shared: &cooperative::Shared,
+    shared: &cooperative::SharedCollector,
 ) -> Vec<(Instant, Duration)> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -58,7 +58,7 @@ const COUNTS: usize = 64;
 
 /// When LP may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+enum LpRule {
     /// In the collector's windows and slack (Hummingbird).
     Harvest,
     /// Only while no HP request is in flight.
@@ -105,7 +105,7 @@ pub(super) const ENTRIES: &[Entry] = &[Entry {
 /// The `slo-aware` policy.
 #[derive(Debug)]
 pub struct SloAware {
-    mode: Mode,
+    mode: LpRule,
     services: Vec<Service>,
     next: Option<Nanos>,
 }
@@ -114,7 +114,7 @@ impl SloAware {
     /// SLO-aware harvesting.
     pub fn harvest() -> SloAware {
         SloAware {
-            mode: Mode::Harvest,
+            mode: LpRule::Harvest,
             services: Vec::new(),
             next: None,
         }
@@ -123,7 +123,7 @@ impl SloAware {
     /// LP only between HP requests (the baseline).
     pub fn between_requests() -> SloAware {
         SloAware {
-            mode: Mode::BetweenRequests,
+            mode: LpRule::BetweenRequests,
             ..SloAware::harvest()
         }
     }
@@ -272,7 +272,7 @@ impl Service {
     }
 
     /// Whether LP may run now, and until when it must be asked again.
-    fn lp_may_run(&mut self, mode: Mode, now: Nanos) -> (bool, Option<Nanos>) {
+    fn lp_may_run(&mut self, mode: LpRule, now: Nanos) -> (bool, Option<Nanos>) {
         if self.busy {
             return (false, None);
         }
@@ -281,8 +281,8 @@ impl Service {
             .and(self.split)
             .map(|s| self.since.saturating_add(s));
         match mode {
-            Mode::BetweenRequests => (self.request.is_none(), request_ends),
-            Mode::Harvest => {
+            LpRule::BetweenRequests => (self.request.is_none(), request_ends),
+            LpRule::Harvest => {
                 // Between requests, when the next one can absorb the time LP takes to leave
                 // the device, LP runs until HP has work (a suspend is then the only delay).
                 if self.request.is_none() && self.collector.arrival_slack_covers(DEFAULT_STOP) {

@@ -8,14 +8,14 @@
 //! byte, its tokens, its end, which frees the engine's slot for the next request.
 
 use super::messages as m;
-use crate::admission::Refused;
 use crate::config::MAX_BODY;
 use crate::error::ApiError;
 use crate::life::Life;
 use crate::relay::{Ended, Watch};
 use crate::request::Endpoint;
+use crate::request_queue::RequestRefused;
 use crate::routes::{self, Placed};
-use crate::shared::Shared;
+use crate::shared::GatewayState;
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Metadata;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
@@ -34,7 +34,7 @@ struct Gone;
 
 /// Handle one stream until it ends, is reset, or a refusal ends it.
 pub(crate) async fn exchange(
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     mut inbound: Streaming<ProcessingRequest>,
     out: Out,
 ) {
@@ -85,7 +85,7 @@ pub(crate) async fn exchange(
 
 /// What one stream has seen so far.
 struct Exchange {
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     arrival: Instant,
     headers: Option<HttpHeaders>,
     /// The proxy's metadata sent with the request's headers (its subset hint).
@@ -291,8 +291,10 @@ fn completion(path: &str) -> Option<Endpoint> {
 /// own status otherwise (400 for a body that is not a request).
 fn refusal(e: ApiError, why: &str) -> ProcessingResponse {
     let status = match e.refused {
-        Some(Refused::Full(_) | Refused::Shed(_) | Refused::TenantLimit) => 429,
-        Some(Refused::Silent | Refused::Closed) => 503,
+        Some(RequestRefused::Full(_) | RequestRefused::Shed(_) | RequestRefused::TenantLimit) => {
+            429
+        }
+        Some(RequestRefused::Silent | RequestRefused::Closed) => 503,
         None => e.status.as_u16(),
     };
     refusal_with(status, e, why)
@@ -302,7 +304,7 @@ fn refusal_with(status: u16, e: ApiError, why: &str) -> ProcessingResponse {
     let body = serde_json::json!({
         "error": {"message": e.message, "type": e.kind, "param": e.param}
     });
-    let shed = e.refused.and_then(Refused::reason).map(|r| r.name());
+    let shed = e.refused.and_then(RequestRefused::reason).map(|r| r.name());
     m::immediate(status, why, shed, body.to_string().into_bytes())
 }
 

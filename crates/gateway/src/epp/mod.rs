@@ -3,7 +3,7 @@
 //! Istio, Envoy Gateway, GKE) in front of an InferencePool; the proxy asks an endpoint picker
 //! over Envoy's `ext_proc` gRPC which pod serves each request, and proxies the bytes itself.
 //! Here the picker is the gateway without its HTTP side: the same configuration, the same core
-//! under the same lock (`admission.rs`), the same engines' scrapers, the same path from a body
+//! under the same lock (`request_queue.rs`), the same engines' scrapers, the same path from a body
 //! to a decision (`routes::place`). So a request waits in the picker while every endpoint is
 //! full and leaves in the policy's order (SageSched's, or FCFS, classes, deadlines), although
 //! Envoy carries it.
@@ -17,7 +17,7 @@ pub mod messages;
 
 use crate::config::GatewayConfig;
 use crate::server::{GatewayError, ServingThread};
-use crate::shared::Shared;
+use crate::shared::GatewayState;
 use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_server::{
     ExternalProcessor, ExternalProcessorServer,
 };
@@ -32,7 +32,7 @@ const ANSWERS_QUEUED: usize = 16;
 
 /// The `ExternalProcessor` service over what every request shares.
 struct Picker {
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
 }
 
 #[tonic::async_trait]
@@ -55,7 +55,7 @@ impl ExternalProcessor for Picker {
 
 /// An endpoint picker bound to its address, not yet serving.
 pub struct Epp {
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     runtime: tokio::runtime::Runtime,
     listener: tokio::net::TcpListener,
     metrics: Option<tokio::net::TcpListener>,
@@ -64,7 +64,7 @@ pub struct Epp {
 /// An endpoint picker serving on its own thread; dropping it stops it.
 pub struct RunningEpp {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     serving: ServingThread,
 }
 
@@ -123,7 +123,7 @@ impl Epp {
 
 /// The picker's gRPC server, with health, until `stopped`.
 async fn serve(
-    shared: Arc<Shared>,
+    shared: Arc<GatewayState>,
     listener: tokio::net::TcpListener,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -149,7 +149,7 @@ async fn serve(
 }
 
 /// Answer every HTTP request at `listener` with the metrics page.
-async fn metrics_page(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+async fn metrics_page(listener: tokio::net::TcpListener, shared: Arc<GatewayState>) {
     while let Ok((stream, _)) = listener.accept().await {
         let shared = shared.clone();
         tokio::spawn(async move {

@@ -8,7 +8,7 @@
 //! done, an engine's report). It serves the queue head first and never skips it: if the head
 //! fits no engine, nothing behind it is admitted either (vLLM's rule). Fitting an engine
 //! means a free slot (its concurrency), the room it last reported for its next step (prefill
-//! tokens and free KV blocks for the prompt's first chunk), and under [`Admission::Peak`] the
+//! tokens and free KV blocks for the prompt's first chunk), and under [`KvAdmission::Peak`] the
 //! expected-peak rule of `admit.rs`. A preemptive policy that finds the head fitting nowhere
 //! pauses the engine's worst-ranked running requests (those its order may pause, ranked worse
 //! than the head) if, and only if, pausing them makes the head fit.
@@ -147,7 +147,8 @@ impl RequestScheduler {
         if config.max_waiting == 0 {
             return Err(ConfigError::Zero("the queue bound"));
         }
-        if matches!(config.policy.source, crate::Source::Noisy(_)) && !config.knows_truth {
+        if matches!(config.policy.source, crate::PredictionSource::Noisy(_)) && !config.knows_truth
+        {
             return Err(ConfigError::NeedsTruth(config.policy.to_string()));
         }
         if config.policy.preemptive && !config.can_pause {

@@ -7,7 +7,7 @@ use super::{Decision, EvictReason, Placement, RequestScheduler, earliest};
 use crate::admit::{Occupant, expected_peak};
 use crate::job::Place;
 use crate::order::{self, Rank};
-use crate::policy::Admission;
+use crate::policy::KvAdmission;
 
 impl RequestScheduler {
     /// Admit what fits, in order, pausing where a preemptive policy gains by it. What happened
@@ -132,7 +132,7 @@ impl RequestScheduler {
         {
             return false;
         }
-        if self.config.policy.admission == Admission::Peak
+        if self.config.policy.admission == KvAdmission::Peak
             && let Some(cap) = engine.limits.kv_tokens
             && engine.admitted.len() > paused.len()
         {

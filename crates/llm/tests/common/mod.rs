@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use xsched_llm::Request;
-use xsched_llm::engine::{EngineConfig, Outcome};
+use xsched_llm::engine::{EngineConfig, RequestTimes};
 use xsched_llm::sim::{self, Cluster, Run};
 use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
@@ -54,6 +54,6 @@ pub fn run_on(cfg: &EngineConfig, cluster: Cluster, name: &str, requests: &[Requ
 }
 
 /// Mean TTLT (s).
-pub fn mean_ttlt(outcomes: &[Outcome]) -> f64 {
+pub fn mean_ttlt(outcomes: &[RequestTimes]) -> f64 {
     outcomes.iter().map(|o| o.ttlt).sum::<f64>() / outcomes.len().max(1) as f64
 }

@@ -95,7 +95,7 @@ pub struct Params {
 
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct HarvestRun {
     /// Each HP request's latency (all complete).
     pub latencies: Vec<Nanos>,
     /// HP kernel time run.
@@ -108,7 +108,7 @@ pub struct Outcome {
     pub preempt_delays: Vec<Nanos>,
 }
 
-impl Outcome {
+impl HarvestRun {
     /// Fraction of HP requests finished within `slo`.
     pub fn attainment(&self, slo: Nanos) -> f64 {
         let ok = self.latencies.iter().filter(|l| **l <= slo).count();
@@ -133,7 +133,7 @@ impl Outcome {
 }
 
 /// Run `policy` on the HP requests with an endless LP job beside them.
-pub fn run(policy: SharePolicy, hp: &[HpRequest], p: &Params) -> Outcome {
+pub fn run(policy: SharePolicy, hp: &[HpRequest], p: &Params) -> HarvestRun {
     match policy {
         SharePolicy::Spatial => spatial::run(hp, p),
         _ => temporal::run(policy, hp, p),

@@ -2,14 +2,14 @@
 //! once; while both run, each progresses at `speedup / 2` of its standalone rate (the device's
 //! published two-process throughput), otherwise at full rate. Nothing is ever preempted.
 
-use super::{Outcome, Params};
+use super::{HarvestRun, Params};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use xsched_core::Nanos;
 use xsched_workload::service::HpRequest;
 
 /// Run the HP requests beside an endless LP job, both always admitted.
-pub(super) fn run(reqs: &[HpRequest], p: &Params) -> Outcome {
+pub(super) fn run(reqs: &[HpRequest], p: &Params) -> HarvestRun {
     let shared_rate = (p.spatial_speedup / 2.0).clamp(f64::MIN_POSITIVE, 1.0);
     let mut now = 0.0f64; // ns, fractional: progress under sharing is not integral
     let mut next_arrival = 0;
@@ -81,7 +81,7 @@ pub(super) fn run(reqs: &[HpRequest], p: &Params) -> Outcome {
             timers.push(Reverse(((at + reqs[r].pre).0, r, 0)));
         }
     }
-    Outcome {
+    HarvestRun {
         latencies: latencies.into_iter().flatten().collect(),
         hp_busy,
         lp_useful: Nanos(lp_done.max(0.0) as u64),

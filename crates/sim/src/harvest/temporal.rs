@@ -4,7 +4,7 @@
 //! running LP work when an HP kernel arrives. What the HP service does is reported to the
 //! core's [`Collector`] as it happens; `priority` and `slo-aware` take their decisions from it.
 
-use super::{Outcome, Params, SharePolicy};
+use super::{HarvestRun, Params, SharePolicy};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use xsched_core::Nanos;
@@ -73,11 +73,11 @@ struct Temporal<'a> {
     /// Work left in the current LP kernel.
     lp_left: Nanos,
     latencies: Vec<Option<Nanos>>,
-    out: Outcome,
+    out: HarvestRun,
 }
 
 /// Run one temporal-sharing policy to the last HP completion.
-pub(super) fn run(policy: SharePolicy, reqs: &[HpRequest], p: &Params) -> Outcome {
+pub(super) fn run(policy: SharePolicy, reqs: &[HpRequest], p: &Params) -> HarvestRun {
     let mut t = Temporal {
         policy,
         p,
@@ -98,7 +98,7 @@ pub(super) fn run(policy: SharePolicy, reqs: &[HpRequest], p: &Params) -> Outcom
         blocked_since: None,
         lp_left: p.lp_kernel,
         latencies: vec![None; reqs.len()],
-        out: Outcome {
+        out: HarvestRun {
             latencies: Vec::new(),
             hp_busy: Nanos::ZERO,
             lp_useful: Nanos::ZERO,

@@ -31,7 +31,7 @@ pub struct Bandwidth {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+enum ShareMode {
     Alone,
     Native,
     XSched,
@@ -67,7 +67,7 @@ impl Bandwidth {
         })
     }
 
-    fn run_one(&self, p: &Profile, mode: Mode) -> ([f64; 2], u64) {
+    fn run_one(&self, p: &Profile, mode: ShareMode) -> ([f64; 2], u64) {
         let slice = p.bandwidth_slice.value;
         // Enough slices of both processes, and enough requests, for a stable split.
         let by_slices = Nanos(slice.0 * self.slices);
@@ -81,10 +81,10 @@ impl Bandwidth {
             warmup,
         );
         let qmode = match mode {
-            Mode::XSched => build::xqueue(p, p.max_level.value),
+            ShareMode::XSched => build::xqueue(p, p.max_level.value),
             _ => QueueMode::Native,
         };
-        let n = if mode == Mode::Alone { 1 } else { 2 };
+        let n = if mode == ShareMode::Alone { 1 } else { 2 };
         for (i, name) in ["fg", "bg"].iter().enumerate().take(n) {
             let mut q = build::queue(name, 0, qmode, 0);
             for hint in [Hint::Share(self.shares[i]), Hint::TimeSlice(slice)] {
@@ -98,7 +98,7 @@ impl Bandwidth {
                 build::SATURATING,
             ));
         }
-        if mode == Mode::XSched {
+        if mode == ShareMode::XSched {
             s.policy = Some(PolicySpec::registered("bandwidth"));
         }
         match simulate(s) {
@@ -115,10 +115,16 @@ impl Bandwidth {
     }
 
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
-        let jobs: Vec<(&Profile, Mode)> = self
+        let jobs: Vec<(&Profile, ShareMode)> = self
             .devices
             .iter()
-            .flat_map(|p| [(p, Mode::Alone), (p, Mode::Native), (p, Mode::XSched)])
+            .flat_map(|p| {
+                [
+                    (p, ShareMode::Alone),
+                    (p, ShareMode::Native),
+                    (p, ShareMode::XSched),
+                ]
+            })
             .collect();
         let results = build::par_map(&jobs, tick, |(p, m)| self.run_one(p, *m));
         let mut rows = Vec::new();
@@ -128,14 +134,14 @@ impl Bandwidth {
         let want = f64::from(self.shares[0]) / f64::from(self.shares[0] + self.shares[1]);
         for ((p, mode), (rates, ev)) in jobs.iter().zip(results) {
             events += ev;
-            if *mode == Mode::Alone {
+            if *mode == ShareMode::Alone {
                 alone = rates[0];
                 continue;
             }
             let fg = rates[0] / alone;
             let bg = rates[1] / alone;
             let total = fg + bg;
-            if *mode == Mode::XSched {
+            if *mode == ShareMode::XSched {
                 checks.push(Check {
                     name: format!("{} xsched fg share", p.key),
                     target: format!("{:.0} % +- 3 points", want * 100.0),
@@ -151,7 +157,7 @@ impl Bandwidth {
             }
             rows.push(row(Row {
                 device: p.key,
-                mode: if *mode == Mode::Native {
+                mode: if *mode == ShareMode::Native {
                     "native"
                 } else {
                     "xsched"

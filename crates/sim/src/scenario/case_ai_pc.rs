@@ -22,7 +22,7 @@ use xsched_core::PolicySpec;
 use xsched_core::{Hint, Level, Nanos};
 use xsched_report::plot::{Figure, samples};
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::ai_pc::{self, MODES, Mode, Outcome};
+use xsched_workload::ai_pc::{self, MODES, ModeResult, ShareMode};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -122,7 +122,7 @@ impl AiPc {
         })
     }
 
-    fn run_one(&self, mode: Mode) -> Measured {
+    fn run_one(&self, mode: ShareMode) -> Measured {
         // Two speech periods of warm-up, so every measured job starts in steady state.
         let warmup = Nanos(2 * self.speech_period.0);
         let duration = warmup + Nanos::from_ms(1000 * self.seconds);
@@ -134,8 +134,8 @@ impl AiPc {
             warmup,
         );
         let qmode = match mode {
-            Mode::Priority | Mode::Laxity => build::xqueue(p, self.level),
-            Mode::Standalone | Mode::Fcfs => QueueMode::Native,
+            ShareMode::Priority | ShareMode::Laxity => build::xqueue(p, self.level),
+            ShareMode::Standalone | ShareMode::Fcfs => QueueMode::Native,
         };
         s.queues.push(build::queue("blur", 0, qmode, 1));
         s.workloads.push(build::workload(
@@ -146,9 +146,9 @@ impl AiPc {
                 rate_per_s: self.frame_fps as f64,
             },
         ));
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             let mut q = build::queue("speech", 0, qmode, 0);
-            if mode == Mode::Laxity {
+            if mode == ShareMode::Laxity {
                 // A positive laxity is always a valid hint.
                 let _ = q.hints.apply(Hint::Laxity(self.laxity));
             }
@@ -165,9 +165,9 @@ impl AiPc {
             });
         }
         s.policy = match mode {
-            Mode::Priority => Some(PolicySpec::registered("hpf")),
-            Mode::Laxity => Some(PolicySpec::registered("laxity")),
-            Mode::Standalone | Mode::Fcfs => None,
+            ShareMode::Priority => Some(PolicySpec::registered("hpf")),
+            ShareMode::Laxity => Some(PolicySpec::registered("laxity")),
+            ShareMode::Standalone | ShareMode::Fcfs => None,
         };
         match simulate(s) {
             Ok(r) => {
@@ -216,7 +216,7 @@ impl AiPc {
                 speech_device_share: round3(r.speech_share),
             }));
         }
-        let outcome = |r: &Measured| Outcome {
+        let outcome = |r: &Measured| ModeResult {
             p99_ms: r.blur_p99_interval_us / 1000.0,
             jobs: r.speech_jobs,
             on_time: r.speech_on_time,

@@ -22,7 +22,7 @@ use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
 use xsched_report::plot::Figure;
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::harvest_case::{self, Job, MODES, Mode, Outcome};
+use xsched_workload::harvest_case::{self, Job, MODES, ModeResult, ShareMode};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -162,20 +162,20 @@ fn mode_rows(
     job: Job,
     measured: &[Measured],
     rows: &mut Vec<serde_json::Map<String, serde_json::Value>>,
-) -> [Outcome; 6] {
+) -> [ModeResult; 6] {
     let base = measured[0];
     let idle = (1.0 - base.prod_share).max(1e-9);
-    let mut outcomes = [Outcome {
+    let mut outcomes = [ModeResult {
         harvested: 0.0,
         slowdown: 0.0,
     }; 6];
     for (i, (mode, m)) in MODES.iter().zip(measured).enumerate() {
-        let harvested = if *mode == Mode::Standalone {
+        let harvested = if *mode == ShareMode::Standalone {
             0.0
         } else {
             m.harvested
         };
-        outcomes[i] = Outcome {
+        outcomes[i] = ModeResult {
             harvested,
             slowdown: m.mean_us / base.mean_us - 1.0,
         };
@@ -184,9 +184,9 @@ fn mode_rows(
             job: job.name(),
             mode: mode.name(),
             level: match mode {
-                Mode::Standalone | Mode::Native => None,
-                Mode::Quota | Mode::Tgs => Some(Level::Block.number()),
-                Mode::Priority | Mode::SloAware => Some(level.number()),
+                ShareMode::Standalone | ShareMode::Native => None,
+                ShareMode::Quota | ShareMode::Tgs => Some(Level::Block.number()),
+                ShareMode::Priority | ShareMode::SloAware => Some(level.number()),
             },
             harvested_share: round3(harvested),
             harvested_of_idle: round3(harvested / idle),
@@ -260,7 +260,14 @@ impl Harvest {
         self.production_load * 1e9 / build::fg_standalone(p).0.max(1) as f64
     }
 
-    fn run_one(&self, p: &Profile, level: Level, job: Job, mode: Mode, slo: Nanos) -> Measured {
+    fn run_one(
+        &self,
+        p: &Profile,
+        level: Level,
+        job: Job,
+        mode: ShareMode,
+        slo: Nanos,
+    ) -> Measured {
         let duration = WARMUP + Nanos::from_ms(1000 * self.seconds);
         let mut s = build::spec(
             self.seed,
@@ -272,12 +279,12 @@ impl Harvest {
         s.own_streams = true;
         // The baselines hold back launches (Level 1); xsched preempts at the study's level.
         let qmode = match mode {
-            Mode::Standalone | Mode::Native => QueueMode::Native,
-            Mode::Quota | Mode::Tgs => build::xqueue(p, Level::Block),
-            Mode::Priority | Mode::SloAware => build::xqueue(p, level),
+            ShareMode::Standalone | ShareMode::Native => QueueMode::Native,
+            ShareMode::Quota | ShareMode::Tgs => build::xqueue(p, Level::Block),
+            ShareMode::Priority | ShareMode::SloAware => build::xqueue(p, level),
         };
         let mut prod = build::queue("production", 0, qmode, 1);
-        if mode == Mode::SloAware {
+        if mode == ShareMode::SloAware {
             // A positive SLO is always a valid hint.
             let _ = prod.hints.apply(Hint::Slo(slo));
         }
@@ -289,7 +296,7 @@ impl Harvest {
                 rate_per_s: self.production_rate(p),
             },
         ));
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             self.add_job(&mut s, qmode, job);
         }
         let outcome = mode
@@ -334,9 +341,9 @@ impl Harvest {
             .collect();
         // Standalone first, per device: the SLO-aware rows need the service's P99 alone.
         let alone = build::par_map(&self.devices, &|_, _| {}, |(p, level)| {
-            self.run_one(p, *level, Job::Training, Mode::Standalone, Nanos::ZERO)
+            self.run_one(p, *level, Job::Training, ShareMode::Standalone, Nanos::ZERO)
         });
-        let runs: Vec<(usize, Job, Mode)> = pairs
+        let runs: Vec<(usize, Job, ShareMode)> = pairs
             .iter()
             .flat_map(|&(d, j)| MODES.iter().skip(1).map(move |m| (d, j, *m)))
             .collect();
@@ -347,7 +354,7 @@ impl Harvest {
         });
         let mut rows = Vec::new();
         let mut checks = Vec::new();
-        let mut points: Vec<Vec<Outcome>> = MODES.iter().map(|_| Vec::new()).collect();
+        let mut points: Vec<Vec<ModeResult>> = MODES.iter().map(|_| Vec::new()).collect();
         let mut events: u64 = alone.iter().map(|m| m.events).sum();
         for (k, &(d, job)) in pairs.iter().enumerate() {
             let (p, level) = &self.devices[d];

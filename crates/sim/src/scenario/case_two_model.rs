@@ -22,7 +22,7 @@ use xsched_core::PolicySpec;
 use xsched_core::{LaunchConfig, Level, Nanos};
 use xsched_report::plot::Figure;
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::two_model::{self, MODES, Mode, Ratios};
+use xsched_workload::two_model::{self, MODES, Ratios, ShareMode};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,19 +113,19 @@ impl TwoModel {
         })
     }
 
-    fn run_one(&self, rate: u64, mode: Mode) -> Measured {
+    fn run_one(&self, rate: u64, mode: ShareMode) -> Measured {
         let p = &self.device;
         let duration = WARMUP + Nanos::from_ms(1000 * self.seconds);
         let mut dev = DeviceSpec::from_profile(p);
         let qmode = match mode {
-            Mode::Standalone | Mode::Native => QueueMode::Native,
+            ShareMode::Standalone | ShareMode::Native => QueueMode::Native,
             // Every command launched at once: requests ordered, nothing on the device held.
-            Mode::Triton => QueueMode::XQueue {
+            ShareMode::Triton => QueueMode::XQueue {
                 config: LaunchConfig::UNBOUNDED,
                 level: Level::Block,
             },
-            Mode::XSched => build::xqueue(p, self.level),
-            Mode::Paella => {
+            ShareMode::XSched => build::xqueue(p, self.level),
+            ShareMode::Paella => {
                 // One dispatcher for both clients, a cost per kernel, and its completion
                 // notifications instead of the driver's synchronization.
                 dev.intercept = self.paella_dispatch;
@@ -145,11 +145,11 @@ impl TwoModel {
         s.queues.push(build::queue("foreground", 0, qmode, 1));
         s.workloads
             .push(build::workload("foreground", self.request.on(0), each));
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             s.queues.push(build::queue("background", 0, qmode, 0));
             s.workloads
                 .push(build::workload("background", self.request.on(1), each));
-            s.policy = (!matches!(mode, Mode::Native)).then(|| PolicySpec::registered("hpf"));
+            s.policy = (!matches!(mode, ShareMode::Native)).then(|| PolicySpec::registered("hpf"));
         }
         match simulate(s) {
             Ok(r) => Measured {
@@ -172,7 +172,7 @@ impl TwoModel {
 
     /// The report, and the P99-ratio-against-rate figure.
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> (Report, Vec<Figure>) {
-        let runs: Vec<(u64, Mode)> = self
+        let runs: Vec<(u64, ShareMode)> = self
             .rates
             .iter()
             .flat_map(|&r| MODES.iter().map(move |m| (r, *m)))
@@ -191,9 +191,9 @@ impl TwoModel {
                     rate,
                     mode: mode.name(),
                     level: match mode {
-                        Mode::Standalone | Mode::Native => None,
-                        Mode::XSched => Some(self.level.number()),
-                        Mode::Triton | Mode::Paella => Some(Level::Block.number()),
+                        ShareMode::Standalone | ShareMode::Native => None,
+                        ShareMode::XSched => Some(self.level.number()),
+                        ShareMode::Triton | ShareMode::Paella => Some(Level::Block.number()),
                     },
                     fg_p50_us: round3(m.p50_us),
                     fg_p99_us: round3(m.p99_us),

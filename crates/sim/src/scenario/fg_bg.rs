@@ -11,7 +11,7 @@ use toml::Spanned;
 use xsched_core::PolicySpec;
 use xsched_core::{Level, Nanos};
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::fg_bg::{self, Mode, XSCHED_MAX};
+use xsched_workload::fg_bg::{self, ShareMode, XSCHED_MAX};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,7 +82,7 @@ impl FgBg {
     }
 
     /// One run; `budget` bounds what suspending the background must drain under xsched.
-    fn run_one(&self, p: &Profile, mode: Mode, budget: Option<Nanos>) -> (f64, f64, f64, u64) {
+    fn run_one(&self, p: &Profile, mode: ShareMode, budget: Option<Nanos>) -> (f64, f64, f64, u64) {
         let rate = p.fg.rate_per_s.value;
         let warmup = Nanos::from_us_f64(20.0 * 1e6 / rate);
         let duration = warmup + Nanos::from_us_f64(self.requests as f64 * 1e6 / rate);
@@ -95,7 +95,7 @@ impl FgBg {
         let (qmode, bg_mode) = match mode {
             // The time budget bounds what suspending a queue must drain, so it goes on the
             // preemptible background; the foreground keeps the paper's count threshold.
-            Mode::XSched(level) => match build::xqueue(p, level) {
+            ShareMode::XSched(level) => match build::xqueue(p, level) {
                 QueueMode::XQueue { config, level } => (
                     QueueMode::XQueue { config, level },
                     QueueMode::XQueue {
@@ -117,7 +117,7 @@ impl FgBg {
                 Arrival::Uniform { rate_per_s: rate }
             },
         ));
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             s.queues.push(build::queue("bg", 0, bg_mode, 0));
             s.workloads.push(build::workload(
                 "bg",
@@ -125,7 +125,7 @@ impl FgBg {
                 build::SATURATING,
             ));
         }
-        if matches!(mode, Mode::XSched(..)) {
+        if matches!(mode, ShareMode::XSched(..)) {
             s.policy = Some(PolicySpec::registered("hpf"));
         }
         match simulate(s) {
@@ -149,9 +149,9 @@ impl FgBg {
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
         let mut jobs = Vec::new();
         for (p, levels) in self.devices.iter().zip(&self.levels) {
-            for mode in Mode::all(levels) {
+            for mode in ShareMode::all(levels) {
                 jobs.push((p, mode, None));
-                if mode == Mode::XSched(Level::Block) && self.budget.is_some() {
+                if mode == ShareMode::XSched(Level::Block) && self.budget.is_some() {
                     jobs.push((p, mode, self.budget));
                 }
             }
@@ -163,20 +163,20 @@ impl FgBg {
         let mut standalone = f64::NAN;
         for ((p, mode, budget), (p50, p99, bg, ev)) in jobs.iter().zip(results) {
             events += ev;
-            if *mode == Mode::Standalone {
+            if *mode == ShareMode::Standalone {
                 standalone = p99;
             }
             let ratio = p99 / standalone;
             match mode {
-                Mode::Native => checks.push(fg_bg::native_check(p.key, ratio)),
-                Mode::XSched(l) => checks.push(fg_bg::xsched_check(
+                ShareMode::Native => checks.push(fg_bg::native_check(p.key, ratio)),
+                ShareMode::XSched(l) => checks.push(fg_bg::xsched_check(
                     p.key,
                     *l,
                     budget.is_some(),
                     ratio,
                     XSCHED_MAX,
                 )),
-                Mode::Standalone => {}
+                ShareMode::Standalone => {}
             }
             rows.push(row(Row {
                 device: p.key,

@@ -5,7 +5,7 @@
 use super::build;
 use super::{Check, Ctx, Report, ScenarioError};
 use crate::device::Arbitration;
-use crate::harvest::{self, Outcome, Params, SharePolicy};
+use crate::harvest::{self, HarvestRun, Params, SharePolicy};
 use crate::profile::Profile;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -298,8 +298,8 @@ impl Hummingbird {
         let p99 = standalone.p99().unwrap_or(Nanos::ZERO);
         let slo = Nanos((p99.0 as f64 * self.slo_factor).round() as u64);
         let mut rows = Vec::new();
-        let mut by_policy: Vec<(SharePolicy, Outcome)> = Vec::new();
-        let mk = |policy: SharePolicy, slice: Option<Nanos>, o: &Outcome| {
+        let mut by_policy: Vec<(SharePolicy, HarvestRun)> = Vec::new();
+        let mk = |policy: SharePolicy, slice: Option<Nanos>, o: &HarvestRun| {
             let delays = xsched_report::quantile(&o.preempt_delays, 0.99);
             row(Row {
                 device: p.key,
@@ -341,7 +341,7 @@ impl Hummingbird {
         (rows, checks)
     }
 
-    fn checks(&self, p: &Profile, slo: Nanos, runs: &[(SharePolicy, Outcome)]) -> Vec<Check> {
+    fn checks(&self, p: &Profile, slo: Nanos, runs: &[(SharePolicy, HarvestRun)]) -> Vec<Check> {
         let get = |want: SharePolicy| runs.iter().find(|(pol, _)| *pol == want).map(|(_, o)| o);
         let (Some(alone), Some(slo_aware), Some(prio), Some(ts), Some(spatial)) = (
             get(SharePolicy::Standalone),
@@ -410,8 +410,8 @@ impl Hummingbird {
 fn timeslice_check(
     p: &Profile,
     slo: Nanos,
-    runs: &[(SharePolicy, Outcome)],
-    quanta: &[(Nanos, Outcome)],
+    runs: &[(SharePolicy, HarvestRun)],
+    quanta: &[(Nanos, HarvestRun)],
 ) -> Option<Check> {
     let (Some((_, slo_aware)), false) = (
         runs.iter().find(|(pol, _)| *pol == SharePolicy::SloAware),

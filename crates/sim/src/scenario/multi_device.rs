@@ -17,7 +17,7 @@ use toml::Spanned;
 use xsched_core::Nanos;
 use xsched_core::PolicySpec;
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::multi_device::{MODES, Mode, global_check};
+use xsched_workload::multi_device::{MODES, ShareMode, global_check};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,7 +71,7 @@ impl MultiDevice {
         })
     }
 
-    fn run_one(&self, pair: &[Profile; 2], mode: Mode) -> (f64, f64, u64) {
+    fn run_one(&self, pair: &[Profile; 2], mode: ShareMode) -> (f64, f64, u64) {
         let standalone = build::fg_standalone(&pair[0]) + build::fg_standalone(&pair[1]);
         let rate = 0.2 * 1e9 / standalone.0 as f64;
         let warmup = Nanos::from_us_f64(20.0 * 1e6 / rate);
@@ -85,12 +85,12 @@ impl MultiDevice {
             };
             s.queues
                 .push(build::queue(&format!("fg-{}", p.key), d, qmode, 1));
-            if mode != Mode::Standalone {
+            if mode != ShareMode::Standalone {
                 s.queues
                     .push(build::queue(&format!("bg-{}", p.key), d, qmode, 0));
             }
         }
-        let per_dev = if mode == Mode::Standalone { 1 } else { 2 };
+        let per_dev = if mode == ShareMode::Standalone { 1 } else { 2 };
         let mut fg = build::workload(
             "fg",
             build::fg_stage(&pair[0], 0),
@@ -98,7 +98,7 @@ impl MultiDevice {
         );
         fg.stages.push(build::fg_stage(&pair[1], per_dev));
         s.workloads.push(fg);
-        if mode != Mode::Standalone {
+        if mode != ShareMode::Standalone {
             for (d, p) in pair.iter().enumerate() {
                 s.workloads.push(build::workload(
                     "bg",
@@ -119,7 +119,7 @@ impl MultiDevice {
     }
 
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> Report {
-        let jobs: Vec<(&[Profile; 2], Mode)> = self
+        let jobs: Vec<(&[Profile; 2], ShareMode)> = self
             .pairs
             .iter()
             .flat_map(|pair| MODES.map(|m| (pair, m)))
@@ -132,14 +132,14 @@ impl MultiDevice {
         let mut per_device = f64::NAN;
         for ((pair, mode), (p50, p99, ev)) in jobs.iter().zip(results) {
             events += ev;
-            if *mode == Mode::Standalone {
+            if *mode == ShareMode::Standalone {
                 standalone = p99;
             }
             let ratio = p99 / standalone;
             let devices = format!("{}+{}", pair[0].key, pair[1].key);
             match mode {
-                Mode::PerDevice => per_device = ratio,
-                Mode::Global => checks.push(global_check(&devices, ratio, per_device)),
+                ShareMode::PerDevice => per_device = ratio,
+                ShareMode::Global => checks.push(global_check(&devices, ratio, per_device)),
                 _ => {}
             }
             rows.push(row(Row {

@@ -24,7 +24,7 @@ use xsched_llm_core::{
 
 /// Why a request was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub enum RequestRefused {
     /// The queue holds its bound already.
     #[error("the gateway's queue is full ({0} requests waiting)")]
     Full(usize),
@@ -44,27 +44,27 @@ pub enum Refused {
     Closed,
 }
 
-impl Refused {
+impl RequestRefused {
     /// The core's `reason`, for a request of `class` while `waiting` requests wait.
-    fn of(reason: ShedReason, class: i32, waiting: usize) -> Refused {
+    fn of(reason: ShedReason, class: i32, waiting: usize) -> RequestRefused {
         match reason {
-            ShedReason::QueueFull if class >= 0 => Refused::Full(waiting),
+            ShedReason::QueueFull if class >= 0 => RequestRefused::Full(waiting),
             ShedReason::QueueFull | ShedReason::Displaced | ShedReason::Saturated => {
-                Refused::Shed(reason)
+                RequestRefused::Shed(reason)
             }
-            ShedReason::NoEngine => Refused::Silent,
-            ShedReason::TenantLimit => Refused::TenantLimit,
+            ShedReason::NoEngine => RequestRefused::Silent,
+            ShedReason::TenantLimit => RequestRefused::TenantLimit,
         }
     }
 
     /// The core's reason (`None`: the gateway is closing).
     pub fn reason(self) -> Option<ShedReason> {
         match self {
-            Refused::Full(_) => Some(ShedReason::QueueFull),
-            Refused::Shed(reason) => Some(reason),
-            Refused::Silent => Some(ShedReason::NoEngine),
-            Refused::TenantLimit => Some(ShedReason::TenantLimit),
-            Refused::Closed => None,
+            RequestRefused::Full(_) => Some(ShedReason::QueueFull),
+            RequestRefused::Shed(reason) => Some(reason),
+            RequestRefused::Silent => Some(ShedReason::NoEngine),
+            RequestRefused::TenantLimit => Some(ShedReason::TenantLimit),
+            RequestRefused::Closed => None,
         }
     }
 }
@@ -74,7 +74,7 @@ struct State {
     /// How each request still known is told the core took it off its engine.
     evictors: HashMap<u64, mpsc::UnboundedSender<Taken>>,
     /// Queued requests' wake-ups, by id.
-    waiters: HashMap<u64, oneshot::Sender<Result<usize, Refused>>>,
+    waiters: HashMap<u64, oneshot::Sender<Result<usize, RequestRefused>>>,
     next_id: u64,
 }
 
@@ -86,7 +86,7 @@ impl State {
         now: f64,
         input: Input,
         caller: Option<(u64, i32)>,
-    ) -> Option<Result<usize, Refused>> {
+    ) -> Option<Result<usize, RequestRefused>> {
         // Ids are the gateway's own counter and engines its own list: the core refuses neither.
         let fed = self.scheduler.handle(now, input);
         debug_assert!(fed.is_ok(), "{fed:?}");
@@ -98,7 +98,7 @@ impl State {
         &mut self,
         now: f64,
         caller: Option<(u64, i32)>,
-    ) -> Option<Result<usize, Refused>> {
+    ) -> Option<Result<usize, RequestRefused>> {
         let mut mine = None;
         while let Some(d) = self.scheduler.poll_decision() {
             let (id, outcome) = match d {
@@ -106,7 +106,7 @@ impl State {
                 Decision::Shed { id, reason } => {
                     let class = caller.filter(|c| c.0 == id).map_or(-1, |c| c.1);
                     let waiting = self.scheduler.waiting();
-                    (id, Err(Refused::of(reason, class, waiting)))
+                    (id, Err(RequestRefused::of(reason, class, waiting)))
                 }
                 Decision::Evict {
                     id,
@@ -172,7 +172,7 @@ pub enum Taken {
     Displaced,
     /// Taken back from an engine that stopped answering before its answer began: its next
     /// admission (the upstream) or refusal comes here.
-    Requeued(oneshot::Receiver<Result<usize, Refused>>),
+    Requeued(oneshot::Receiver<Result<usize, RequestRefused>>),
 }
 
 /// The queue and the slots of every upstream.
@@ -218,7 +218,7 @@ impl RequestQueue {
 
     /// Wait for a slot on some upstream, in the policy's order; the slot names the upstream.
     /// `arrival`'s id is the gateway's to set.
-    pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, Refused> {
+    pub async fn admit(self: &Arc<Self>, arrival: Arrival) -> Result<Slot, RequestRefused> {
         let class = arrival.priority;
         let (id, mut rx, evicted) = {
             let mut st = self.lock();
@@ -260,7 +260,7 @@ impl RequestQueue {
                 }
             }
         };
-        let upstream = woken.map_err(|_| Refused::Closed)??;
+        let upstream = woken.map_err(|_| RequestRefused::Closed)??;
         waiting.admitted = true;
         Ok(self.slot(id, upstream, evicted))
     }
@@ -282,10 +282,10 @@ impl RequestQueue {
 
     /// Why the core would refuse a request of `class` from `tenant` arriving now (its tenant's
     /// limit, no engine answering, a full queue), before its prompt is predicted.
-    pub fn refusal(&self, class: i32, tenant: usize) -> Option<Refused> {
+    pub fn refusal(&self, class: i32, tenant: usize) -> Option<RequestRefused> {
         let st = self.lock();
         let reason = st.scheduler.refusal(class, tenant)?;
-        Some(Refused::of(reason, class, st.scheduler.waiting()))
+        Some(RequestRefused::of(reason, class, st.scheduler.waiting()))
     }
 
     /// Requests that asked for a slot so far (admitted, waiting, refused or gone).
@@ -547,7 +547,7 @@ mod tests {
     use arrival_for_tests as arrival;
     use for_tests as admission;
 
-    type Pending<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Slot, Refused>> + 'a>>;
+    type Pending<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Slot, RequestRefused>> + 'a>>;
 
     fn poll_admit<'a>(
         a: &'a Arc<RequestQueue>,
@@ -618,16 +618,16 @@ mod tests {
         let s2 = poll_admit(&a, 1.0, &mut cx).unwrap_or_else(|_| panic!("upstream 1"));
         assert_ne!(s1.upstream(), s2.upstream(), "the least loaded upstream");
         let waiting = poll_admit(&a, 1.0, &mut cx).expect_err("queued");
-        assert_eq!(a.refusal(0, 0), Some(Refused::Full(1)));
+        assert_eq!(a.refusal(0, 0), Some(RequestRefused::Full(1)));
         assert_eq!(
             a.refusal(-1, 0),
-            Some(Refused::Shed(ShedReason::QueueFull)),
+            Some(RequestRefused::Shed(ShedReason::QueueFull)),
             "sheddable: shed"
         );
         let mut refused = Box::pin(a.admit(arrival(1.0)));
         assert_eq!(
             refused.as_mut().poll(&mut cx).map(|r| r.err()),
-            Poll::Ready(Some(Refused::Full(1)))
+            Poll::Ready(Some(RequestRefused::Full(1)))
         );
         drop(waiting);
         assert_eq!(a.load(2), (0, vec![1, 1]));
