@@ -28,7 +28,6 @@ TTFTs go to DIR/inversion.json.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -40,14 +39,8 @@ import urllib.request
 
 import sharegpt_file
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-from quantile import quantile  # noqa: E402  (scripts/quantile.py: the one convention)
-
-_spec = importlib.util.spec_from_file_location("vllm_bench", os.path.join(HERE, "vllm-bench.py"))
-vllm_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_bench)
+from vllmbench import ROOT, quantile
+from vllmbench import bench as vllm_bench
 
 OBJECTIVE = "x-llm-d-inference-objective"
 GATEWAY_ARGS = {

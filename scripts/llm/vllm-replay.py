@@ -24,7 +24,6 @@ fit. Everything goes to DIR/replay.json.
 
 import argparse
 import http.server
-import importlib.util
 import json
 import os
 import signal
@@ -35,14 +34,8 @@ import time
 import urllib.error
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-from quantile import quantile  # noqa: E402  (scripts/quantile.py: the one convention)
-
-_spec = importlib.util.spec_from_file_location("vllm_bench", os.path.join(HERE, "vllm-bench.py"))
-vllm_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_bench)
+from vllmbench import ROOT, quantile
+from vllmbench import bench as vllm_bench
 
 LENGTH = "xsched_replay_length"  # the relay's field: the recorded answer's length
 
