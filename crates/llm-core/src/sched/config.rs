@@ -161,6 +161,44 @@ impl Fairness {
     }
 }
 
+impl Config {
+    /// Whether the scheduler can run on it: at least one engine, no zero limit, a positive
+    /// horizon, and a policy the driver can follow.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        if self.engines.is_empty() {
+            return Err(ConfigError::NoEngine);
+        }
+        if self.engines.iter().any(|e| e.concurrency == 0) {
+            return Err(ConfigError::Zero("an engine's concurrency"));
+        }
+        if let Some(o) = self.engine_order {
+            if o.holds == 0 {
+                return Err(ConfigError::Zero("what an engine that orders holds"));
+            }
+            if !(o.horizon_s.is_finite() && o.horizon_s > 0.0) {
+                return Err(ConfigError::Horizon(o.horizon_s));
+            }
+        }
+        if self.max_waiting == 0 {
+            return Err(ConfigError::Zero("the queue bound"));
+        }
+        if matches!(self.policy.source, crate::PredictionSource::Noisy(_)) && !self.knows_truth {
+            return Err(ConfigError::NeedsTruth(self.policy.to_string()));
+        }
+        if self.policy.preemptive && !self.can_pause {
+            let instead = RequestPolicySpec {
+                preemptive: false,
+                ..self.policy
+            };
+            return Err(ConfigError::CannotPause {
+                policy: self.policy.to_string(),
+                instead: instead.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum ConfigError {

@@ -16,14 +16,24 @@
 //! Placement: [`Placement::WhenFree`] keeps one queue, and the router picks among the engines
 //! that can take the head now (the gateway); [`Placement::AtArrival`] routes each request on
 //! arrival and keeps a queue per engine (each engine orders its own requests).
+//!
+//! The scheduler is a small state machine over parts with one job each: [`Input`]s are applied
+//! here, to the part they concern, and a decision round follows where who may run can have
+//! changed. The parts: `arrival.rs` (a request made into a job, its engine number, the shedding
+//! rules), `waiting.rs` (the queues and tenants' service: the order of who waits), `fit.rs` (KV
+//! admission: whether a request fits an engine), `round.rs` (the round: admission and
+//! preemption), `displace.rs` (eviction for a higher class and its timers), `reclaim.rs` (an
+//! engine that stops answering), `engines.rs` (each engine's account, its learner and what is
+//! seen of it from outside), and `book.rs` (every request and where it is).
 
 mod arrival;
+mod book;
 mod config;
 mod displace;
 mod engine_order;
+mod engines;
+mod fit;
 mod io;
-mod learning;
-mod outside;
 mod reclaim;
 mod round;
 mod waiting;
@@ -34,172 +44,48 @@ pub use config::{
 pub use engine_order::{CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, engine_priority};
 pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError, ShedReason};
 
-use crate::admit::Headroom;
-use crate::job::{Job, Place};
-use crate::lanes::{Counters, Lanes, OUTPUT_TOKEN_WEIGHT};
-use crate::learn::Learner;
-use crate::order;
+use crate::job::Place;
+use crate::learn::{Answer, Count, Learner};
 use crate::policy::RequestPolicySpec;
-use crate::prefix::PrefixCache;
 use crate::service::ServiceModel;
-use crate::watch::Watched;
-use std::collections::{BTreeMap, VecDeque};
-
-/// The aging guard: a request still waiting this many times its predicted time alone on an
-/// engine after it arrived goes before every request that has not aged.
-pub const AGING_FACTOR: f64 = 100.0;
-
-/// What the scheduler keeps of one engine.
-#[derive(Debug)]
-struct Engine {
-    limits: EngineLimits,
-    /// Requests admitted and not done, in admission order.
-    admitted: Vec<u64>,
-    /// Its last report, less what was admitted since.
-    report: EngineReport,
-    /// The predicted cost of what was sent to it and is not done: admitted, or (placed on
-    /// arrival) routed there and waiting.
-    cost: f64,
-    headroom: Headroom,
-    /// Whether expected-peak admission held a request back since the last completion.
-    pressed: bool,
-    /// Its own queue ([`Placement::AtArrival`]).
-    queue: Lanes,
-    /// Whether it may be sent requests.
-    up: bool,
-    /// The prompt prefixes sent to it (`prefix-affinity`).
-    prefixes: PrefixCache,
-    /// Its concurrency learner ([`Config::learn_concurrency`]).
-    learner: Option<Learner>,
-    /// Whether it answers at all (`reclaim.rs`).
-    responsive: bool,
-    /// Whether it orders its own queue by the numbers it is sent (`engine_order.rs`).
-    orders: bool,
-    /// What is seen of it from outside: metrics, failures, ejection (`outside.rs`).
-    watch: Watched,
-}
-
-impl Engine {
-    /// Whether it may be sent requests: up, answering, and not ejected.
-    fn serves(&self) -> bool {
-        self.up && self.responsive && self.watch.ejected_until().is_none()
-    }
-
-    /// Requests it runs at once: its limit, or its slots where it reports fewer, or the
-    /// learned limit where that is fewer still.
-    fn concurrency(&self) -> usize {
-        let most = self.report.slots.map_or(self.limits.concurrency, |s| {
-            s.clamp(1, self.limits.concurrency)
-        });
-        self.learner
-            .as_ref()
-            .map_or(most, |l| l.limit().clamp(1, most))
-    }
-}
+use crate::watch::{Scrape, Watched};
+pub use arrival::AGING_FACTOR;
+use arrival::{ReferenceRank, earliest};
+use book::Book;
+use engines::Engine;
+use round::Round;
+use std::collections::VecDeque;
 
 /// The LLM request scheduler.
 #[derive(Debug)]
 pub struct RequestScheduler {
     config: Config,
     service: ServiceModel,
-    jobs: BTreeMap<u64, Job>,
-    /// The one queue ([`Placement::WhenFree`]).
-    queue: Lanes,
-    /// The tenants' service so far.
-    counters: Counters,
-    engines: Vec<Engine>,
+    /// Every request and every engine's account.
+    book: Book,
     decisions: VecDeque<Decision>,
     arrivals: u64,
-    turn: usize,
-    scratch: Vec<(f64, f64, f64)>,
     /// The time of the last input.
     clock: f64,
     /// Until when requests above the standard class are about ([`HIGH_CLASS_WINDOW`] after the
     /// last one arrived).
     high_class_until: f64,
-    /// Admissions so far (each job's `admitted_seq`).
-    admissions: u64,
-    /// Waiting requests above the standard class that evict sheddable ones at a time (their
-    /// TTFT deadline's guard), earliest first (`displace.rs`).
-    displace_at: Vec<(f64, u64)>,
-    /// The reference request's rank for an engine that orders, and the rates it was ranked
-    /// with (`engine_order.rs`).
-    reference_rank: Option<(Option<(f64, f64)>, f64)>,
+    /// The reference request's rank for an engine that orders (`engine_order.rs`).
+    reference_rank: ReferenceRank,
 }
 
 impl RequestScheduler {
     /// A scheduler for `config`.
     pub fn new(config: Config) -> Result<RequestScheduler, ConfigError> {
-        if config.engines.is_empty() {
-            return Err(ConfigError::NoEngine);
-        }
-        if config.engines.iter().any(|e| e.concurrency == 0) {
-            return Err(ConfigError::Zero("an engine's concurrency"));
-        }
-        if let Some(o) = config.engine_order {
-            if o.holds == 0 {
-                return Err(ConfigError::Zero("what an engine that orders holds"));
-            }
-            if !(o.horizon_s.is_finite() && o.horizon_s > 0.0) {
-                return Err(ConfigError::Horizon(o.horizon_s));
-            }
-        }
-        if config.max_waiting == 0 {
-            return Err(ConfigError::Zero("the queue bound"));
-        }
-        if matches!(config.policy.source, crate::PredictionSource::Noisy(_)) && !config.knows_truth
-        {
-            return Err(ConfigError::NeedsTruth(config.policy.to_string()));
-        }
-        if config.policy.preemptive && !config.can_pause {
-            return Err(ConfigError::CannotPause {
-                policy: config.policy.to_string(),
-                instead: RequestPolicySpec {
-                    preemptive: false,
-                    ..config.policy
-                }
-                .to_string(),
-            });
-        }
-        let engines = config
-            .engines
-            .iter()
-            .map(|&limits| Engine {
-                limits: EngineLimits {
-                    block_tokens: limits.block_tokens.max(1),
-                    ..limits
-                },
-                admitted: Vec::new(),
-                report: EngineReport::default(),
-                cost: 0.0,
-                headroom: Headroom::default(),
-                pressed: false,
-                queue: Lanes::default(),
-                up: true,
-                prefixes: PrefixCache::default(),
-                learner: config
-                    .learn_concurrency
-                    .then(|| Learner::new(limits.concurrency)),
-                responsive: true,
-                orders: config.engine_order.is_some(),
-                watch: Watched::default(),
-            })
-            .collect();
+        config.check()?;
         Ok(RequestScheduler {
             service: config.service,
-            counters: Counters::new(&config.fairness.weights),
+            book: Book::new(&config),
             config,
-            jobs: BTreeMap::new(),
-            queue: Lanes::default(),
-            engines,
             decisions: VecDeque::new(),
             arrivals: 0,
-            turn: 0,
-            scratch: Vec::new(),
             clock: 0.0,
             high_class_until: f64::NEG_INFINITY,
-            admissions: 0,
-            displace_at: Vec::new(),
             reference_rank: None,
         })
     }
@@ -211,45 +97,79 @@ impl RequestScheduler {
 
     /// Requests waiting in its queues.
     pub fn waiting(&self) -> usize {
-        self.queue.len() + self.engines.iter().map(|e| e.queue.len()).sum::<usize>()
+        self.book.waiting.len()
     }
 
     /// Whether an arrival of `class` would find a sheddable request of a lower class waiting
     /// to displace from a full queue (the one queue; placed on arrival, any engine's).
     pub fn can_displace(&self, class: i32) -> bool {
-        std::iter::once(&self.queue)
-            .chain(self.engines.iter().map(|e| &e.queue))
-            .any(|l| l.displaceable(class).is_some())
+        self.book.waiting.can_displace(class)
     }
 
     /// Requests admitted to `engine` and not done.
     pub fn outstanding(&self, engine: usize) -> usize {
-        self.engines.get(engine).map_or(0, |e| e.admitted.len())
+        self.book
+            .engines
+            .get(engine)
+            .map_or(0, |e| e.admitted.len())
     }
 
     /// When request `id`'s TTFT deadline puts it first, in the time the scheduler is fed
     /// (`None`: it has none, one it cannot meet, or is not held).
     pub fn deadline(&self, id: u64) -> Option<f64> {
-        self.jobs.get(&id)?.deadline_at
+        self.book.jobs.get(&id)?.deadline_at
     }
 
     /// The number request `id` is sent to its engine with, where that engine orders its own
     /// queue by it (lower first; `engine_order.rs`); `None` where it does not, or `id` is not
     /// admitted.
     pub fn engine_priority(&self, id: u64) -> Option<i64> {
-        let j = self.jobs.get(&id)?;
-        let e = self.engines.get(j.engine?)?;
+        let j = self.book.jobs.get(&id)?;
+        let e = self.book.engines.get(j.engine?)?;
         (j.place != Place::Waiting && e.orders).then(|| engine_priority(j.priority, j.engine_key))
     }
 
     /// Whether `engine` is sent numbers for its own queue (`engine_order.rs`).
     pub fn engine_orders(&self, engine: usize) -> bool {
-        self.engines.get(engine).is_some_and(|e| e.orders)
+        self.book.engines.get(engine).is_some_and(|e| e.orders)
     }
 
     /// The learned KV headroom of `engine`.
     pub fn headroom(&self, engine: usize) -> f64 {
-        self.engines.get(engine).map_or(1.0, |e| e.headroom.get())
+        self.book
+            .engines
+            .get(engine)
+            .map_or(1.0, |e| e.headroom.get())
+    }
+
+    /// The concurrency learned for `engine` (`None`: not learned, or no such engine).
+    pub fn learned(&self, engine: usize) -> Option<usize> {
+        self.book.engines.get(engine)?.learned()
+    }
+
+    /// What is seen of `engine` from outside (`None`: no such engine).
+    pub fn watched(&self, engine: usize) -> Option<&Watched> {
+        Some(&self.book.engines.get(engine)?.watch)
+    }
+
+    /// Whether no engine answers ([`Input::Responsive`]): every arrival is shed then.
+    pub fn none_responsive(&self) -> bool {
+        reclaim::none_responsive(&self.book.engines)
+    }
+
+    /// Why an arrival of `class` from `tenant` would be refused now, before anything else is
+    /// known of it (a driver refuses a flood so before it predicts anything); `None`: it would
+    /// not be, for these reasons (its arrival decides the rest).
+    pub fn refusal(&self, class: i32, tenant: usize) -> Option<ShedReason> {
+        if (self.book).at_tenant_limit(tenant, &self.config.fairness.tenant_limits) {
+            Some(ShedReason::TenantLimit)
+        } else if self.none_responsive() {
+            Some(ShedReason::NoEngine)
+        } else if self.waiting() >= self.config.max_waiting && !self.can_displace(class) {
+            Some(ShedReason::QueueFull)
+        } else {
+            None
+        }
     }
 
     /// The service model as learned so far.
@@ -260,6 +180,26 @@ impl RequestScheduler {
     /// The next decision, oldest first.
     pub fn poll_decision(&mut self) -> Option<Decision> {
         self.decisions.pop_front()
+    }
+
+    /// When the scheduler next needs [`handle_timeout`](RequestScheduler::handle_timeout), on the
+    /// clock it is fed (`None`: no timer is armed): a deadline's eviction, or an ejection's end.
+    pub fn poll_timeout(&self) -> Option<f64> {
+        let readmission = engines::next_readmission(&self.book.engines);
+        earliest(self.book.displacer.next(), readmission)
+    }
+
+    /// The clock reached `now`: engines whose ejection is over are put back, and requests whose
+    /// deadline's guard has come and that still wait evict sheddable requests for themselves
+    /// (`displace.rs`). Decisions follow as after [`handle`](RequestScheduler::handle).
+    pub fn handle_timeout(&mut self, now: f64) {
+        self.clock = self.clock.max(now);
+        self.readmit_due(now);
+        for id in self.book.displacer.due(now) {
+            if (self.book.jobs.get(&id)).is_some_and(|j| j.place == Place::Waiting) {
+                self.round().displace();
+            }
+        }
     }
 
     /// Feed what happened at `now` (seconds on the driver's clock).
@@ -273,21 +213,30 @@ impl RequestScheduler {
             Input::Replied { engine } => self.engine_mut(engine)?.watch.replied(),
             Input::Progress { id, generated } => self.progress(now, id, generated),
             Input::Done { id } => {
-                let engine = self.jobs.get(&id).and_then(|j| j.engine);
-                self.forget(id);
+                let engine = self.book.jobs.get(&id).and_then(|j| j.engine);
+                self.book.forget(id, self.config.placement);
                 self.decide(now, engine);
             }
-            Input::Prompt { id, tokens } => self.prompt(id, tokens),
-            Input::Preempted { id } => self.preempted(id),
+            Input::Prompt { id, tokens } => self.book.prompt(id, tokens),
+            Input::Preempted { id } => self.book.preempted(id),
             Input::Engine { engine, report } => self.engine_report(now, engine, report)?,
             Input::Answered {
                 engine,
                 output_tokens,
                 service_s,
-            } => self.answered(now, engine, output_tokens, service_s)?,
+            } => {
+                let backlog = self.waiting() > 0;
+                let answer = Answer {
+                    at: now,
+                    output_tokens,
+                    service_s,
+                    backlog,
+                };
+                self.learn(now, engine, |l| l.answered(answer))?;
+            }
             Input::Generated { engine, tokens } => self.generated(now, engine, tokens)?,
             Input::Answering { id } => {
-                if let Some(j) = self.jobs.get_mut(&id) {
+                if let Some(j) = self.book.jobs.get_mut(&id) {
                     j.answering = true;
                 }
             }
@@ -301,8 +250,7 @@ impl RequestScheduler {
                 self.decide(now, Some(engine));
             }
             Input::Availability { engine, up } => {
-                let e = self.engine_mut(engine)?;
-                e.up = up;
+                self.engine_mut(engine)?.up = up;
                 if up {
                     self.decide(now, Some(engine));
                 }
@@ -311,59 +259,27 @@ impl RequestScheduler {
         Ok(())
     }
 
-    /// Request `id` has generated `generated` tokens: its tenant's service, and (its first
-    /// token, above or below the standard class) what it held back may go.
-    fn progress(&mut self, now: f64, id: u64, generated: u32) {
-        let mut first_token_of = None;
-        if let Some(j) = self.jobs.get_mut(&id) {
-            let more = generated.saturating_sub(j.generated);
-            self.counters
-                .charge(j.tenant, OUTPUT_TOKEN_WEIGHT * f64::from(more));
-            if j.generated == 0 && generated > 0 && j.priority != 0 {
-                first_token_of = j.engine;
-            }
-            j.generated = j.generated.max(generated);
-            if j.place == Place::Preempted {
-                j.place = Place::Admitted;
-            }
-        }
-        if let Some(e) = first_token_of
-            && self.config.fairness.sheddable_after_first_token
-        {
-            // Sheddable requests held back for its prefill may go now.
-            self.decide(now, Some(e));
+    /// A round over the book, writing to the decisions.
+    fn round(&mut self) -> Round<'_> {
+        Round {
+            config: &self.config,
+            service: &self.service,
+            book: &mut self.book,
+            out: &mut self.decisions,
+            high_class_about: self.clock <= self.high_class_until,
         }
     }
 
-    /// The engine counted request `id`'s prompt as `tokens`.
-    fn prompt(&mut self, id: u64, tokens: u32) {
-        if let Some(j) = self.jobs.get_mut(&id) {
-            if j.place != Place::Waiting || j.generated > 0 {
-                // Charged at admission (only then): the difference now.
-                self.counters
-                    .correct(j.tenant, f64::from(tokens) - f64::from(j.input));
-            }
-            j.input = tokens;
-        }
-    }
-
-    /// The engine preempted request `id` (its KV dropped): its engine's headroom learns.
-    fn preempted(&mut self, id: u64) {
-        if let Some(j) = self.jobs.get_mut(&id)
-            && j.place == Place::Admitted
-        {
-            j.place = Place::Preempted;
-            if let Some(e) = j.engine {
-                self.engines[e].headroom.preempted();
-            }
-        }
+    /// Run a decision round about `engine` (`None`: the queue; `round.rs`).
+    fn decide(&mut self, now: f64, engine: Option<usize>) {
+        self.round().decide(now, engine);
     }
 
     fn arrive(&mut self, now: f64, a: Arrival) -> Result<(), InputError> {
-        if self.jobs.contains_key(&a.id) {
+        if self.book.jobs.contains_key(&a.id) {
             return Err(InputError::Duplicate(a.id));
         }
-        if self.at_tenant_limit(a.tenant) {
+        if (self.book).at_tenant_limit(a.tenant, &self.config.fairness.tenant_limits) {
             let reason = ShedReason::TenantLimit;
             self.decisions
                 .push_back(Decision::Shed { id: a.id, reason });
@@ -373,102 +289,186 @@ impl RequestScheduler {
             self.high_class_until = now + HIGH_CLASS_WINDOW;
         }
         let (id, priority) = (a.id, a.priority);
-        let mut job = arrival::job_of(a, now, self.arrivals, self.config.policy, &self.service);
+        let spec = self.config.policy;
+        let mut job = arrival::job_of(a, now, self.arrivals, spec, &self.service);
         self.arrivals += 1;
-        self.number_for_engine(now, &mut job);
-        self.route_on_arrival(&mut job);
+        if let Some(o) = self.config.engine_order {
+            let lead = self.book.waiting.counters.lead(job.tenant);
+            let reference = &mut self.reference_rank;
+            job.engine_key =
+                arrival::engine_key(&o, now, &job, lead, reference, spec, &self.service);
+        }
+        self.book.route(&mut job, &self.config);
         let engine = job.engine;
-        self.jobs.insert(id, job);
-        self.enqueue(id);
+        self.book.jobs.insert(id, job);
+        self.book.enqueue(id, true, &self.config, &self.service);
         self.decide(now, engine);
-        if self
-            .jobs
-            .get(&id)
-            .is_some_and(|j| j.place == Place::Waiting)
-        {
-            self.shed_on_arrival(id, priority, engine);
+        if (self.book.jobs.get(&id)).is_some_and(|j| j.place == Place::Waiting) {
+            if let Some((shed, reason)) =
+                arrival::to_shed(&self.book, &self.config, id, priority, engine)
+            {
+                self.shed(shed, reason);
+            }
             self.displace_on_arrival(id);
         }
         Ok(())
     }
 
-    /// With an engine that orders its own queue, `job`'s number there: its virtual deadline
-    /// (`engine_order.rs`).
-    fn number_for_engine(&mut self, now: f64, job: &mut Job) {
-        let Some(o) = self.config.engine_order else {
+    /// After `id` arrived: if it waits, is above the standard class and eviction is on, evict
+    /// for it now, or (with a deadline it can meet) arm its timer (`displace.rs`).
+    fn displace_on_arrival(&mut self, id: u64) {
+        let Some(j) = self.book.jobs.get(&id) else {
             return;
         };
-        let spec = self.config.policy;
-        let rank = |j: &Job| order::rank(spec.order, j, &self.service, spec.preemptive).major;
-        // The reference's rank changes only with the rates a time order ranks by.
-        let reference = match self.reference_rank {
-            Some((rates, r)) if rates == job.rates => r,
-            _ => rank(&job.reference(spec.order)),
-        };
-        self.reference_rank = Some((job.rates, reference));
-        let place = engine_order::place(rank(job), reference);
-        let lead = self.counters.lead(job.tenant);
-        job.engine_key = engine_order::virtual_deadline(&o, now, place, lead, job.deadline_at);
+        if j.priority <= 0
+            || j.place != Place::Waiting
+            || self.config.fairness.eviction.victims() == 0
+        {
+            return;
+        }
+        match j.deadline_at {
+            None => self.round().displace(),
+            Some(at) => self.book.displacer.arm(at, id),
+        }
     }
 
-    /// Request `id` of class `priority` arrived and waits (in `engine`'s queue, placed on
-    /// arrival): shed it, or the sheddable request it displaces, if the rules say so.
-    fn shed_on_arrival(&mut self, id: u64, priority: i32, engine: Option<usize>) {
-        // Held only while another's prompt is prefilled, with a slot free: not saturated.
-        // With no engine answering, nothing is held for one that may never answer.
-        let sheddable_saturated = priority < 0
-            && self.lanes_of(engine).sheddable() > self.config.fairness.sheddable_waiting
-            && !self.slot_free(engine);
-        let shed = if self.none_responsive() {
-            Some((id, ShedReason::NoEngine))
-        } else if sheddable_saturated {
-            Some((id, ShedReason::Saturated))
-        } else if self.waiting() > self.config.max_waiting {
-            // A higher class displaces the newest sheddable request of the lowest class.
-            Some(match self.lanes_of(engine).displaceable(priority) {
-                Some(other) => (other, ShedReason::Displaced),
-                None => (id, ShedReason::QueueFull),
-            })
+    /// Forget request `id` and tell the driver it is shed, for `reason`.
+    fn shed(&mut self, id: u64, reason: ShedReason) {
+        self.book.forget(id, self.config.placement);
+        self.decisions.push_back(Decision::Shed { id, reason });
+    }
+
+    /// Request `id` has generated `generated` tokens; at its first token (above or below the
+    /// standard class) what it held back may go.
+    fn progress(&mut self, now: f64, id: u64, generated: u32) {
+        if let Some(e) = self.book.progress(id, generated)
+            && self.config.fairness.sheddable_after_first_token
+        {
+            // Sheddable requests held back for its prefill may go now.
+            self.decide(now, Some(e));
+        }
+    }
+
+    /// `engine` answers again, or stopped answering (`reclaim.rs`): its requests whose answer
+    /// has not begun are taken back and placed again, or, with no engine answering, everything
+    /// waiting is shed.
+    fn responsive(&mut self, now: f64, engine: usize, responsive: bool) -> Result<(), InputError> {
+        self.engine_mut(engine)?.responsive = responsive;
+        if responsive {
+            self.decide(now, Some(engine));
+            return Ok(());
+        }
+        for id in reclaim::to_take_back(&self.book.engines[engine], &self.book.jobs) {
+            if (self.book).take_back(id, engine, &self.config, &self.service) {
+                let reason = EvictReason::Unresponsive;
+                (self.decisions).push_back(Decision::Evict { id, engine, reason });
+            }
+        }
+        if self.none_responsive() {
+            for id in reclaim::waiting(&self.book.jobs) {
+                self.shed(id, ShedReason::NoEngine);
+            }
         } else {
-            None
-        };
-        if let Some((shed, reason)) = shed {
-            self.forget(shed);
-            self.decisions
-                .push_back(Decision::Shed { id: shed, reason });
+            self.decide(now, None);
+        }
+        Ok(())
+    }
+
+    /// A scrape of `engine` at `now` (`crate::watch`): its report, whether it answers, its
+    /// token counter.
+    fn scraped(&mut self, now: f64, engine: usize, scrape: Scrape) -> Result<(), InputError> {
+        let e = self.engine_mut(engine)?;
+        let kv_tokens = e.limits.kv_tokens;
+        let seen = e.watch.scraped(now, scrape, kv_tokens);
+        if let Some(report) = seen.report {
+            self.engine_report(now, engine, report)?;
+        }
+        if let Some(responsive) = seen.responsive {
+            self.responsive(now, engine, responsive)?;
+        }
+        if let Some(tokens) = seen.generated {
+            self.generated(now, engine, tokens)?;
+        }
+        Ok(())
+    }
+
+    /// A request to `engine` failed at the transport level at `now`: it is ejected unless it
+    /// is out already or the last engine in service.
+    fn failed(&mut self, now: f64, engine: usize) -> Result<(), InputError> {
+        self.engine_mut(engine)?;
+        let others = (self.book.engines.iter().enumerate())
+            .filter(|&(i, e)| i != engine && e.serves())
+            .count();
+        self.book.engines[engine].watch.failed(now, others);
+        Ok(())
+    }
+
+    /// Put back every engine whose ejection is over at `now`, and admit there.
+    fn readmit_due(&mut self, now: f64) {
+        if engines::next_readmission(&self.book.engines).is_none_or(|t| t > now) {
+            return;
+        }
+        for e in 0..self.book.engines.len() {
+            if self.book.engines[e].watch.readmit(now) {
+                self.decide(now, Some(e));
+            }
         }
     }
 
-    /// Placed on arrival: route `job` now, among the engines that serve (all of them if none
-    /// does); its predicted cost counts there from now.
-    fn route_on_arrival(&mut self, job: &mut Job) {
-        if self.config.placement != Placement::AtArrival {
-            return;
+    /// `engine` reported `report`: its slots bound its learner.
+    fn engine_report(
+        &mut self,
+        now: f64,
+        engine: usize,
+        report: EngineReport,
+    ) -> Result<(), InputError> {
+        let bounded = self.engine_mut(engine)?.reported(report);
+        self.limit(engine, bounded);
+        self.decide(now, Some(engine));
+        Ok(())
+    }
+
+    /// `engine`'s token counter read `tokens`.
+    fn generated(&mut self, now: f64, engine: usize, tokens: f64) -> Result<(), InputError> {
+        let backlog = self.waiting() > 0;
+        let count = Count {
+            at: now,
+            tokens,
+            backlog,
+        };
+        self.learn(now, engine, |l| l.counted(count))
+    }
+
+    /// Feed `engine`'s learner, if it has one, and admit within a new limit at once.
+    fn learn(
+        &mut self,
+        now: f64,
+        engine: usize,
+        feed: impl FnOnce(&mut Learner) -> Option<usize>,
+    ) -> Result<(), InputError> {
+        let learned = self.engine_mut(engine)?.learn(feed);
+        if self.limit(engine, learned) {
+            self.decide(now, Some(engine));
         }
-        let allowed = job.allowed((0..self.engines.len()).collect());
-        let serving: Vec<usize> = (allowed.iter().copied())
-            .filter(|&e| self.engines[e].serves())
-            .collect();
-        let all: Vec<usize> = if serving.is_empty() { allowed } else { serving };
-        let loads = self.loads(&job.prefix);
-        job.engine = self.config.router.pick(&all, &loads, &mut self.turn);
-        if let Some(e) = job.engine {
-            self.engines[e].cost += job.routed_cost;
-        }
+        Ok(())
+    }
+
+    /// A learner's new limit for `engine`, if any, told to the driver; whether there was one.
+    fn limit(&mut self, engine: usize, learned: Option<usize>) -> bool {
+        let Some(concurrency) = learned else {
+            return false;
+        };
+        (self.decisions).push_back(Decision::Limit {
+            engine,
+            concurrency,
+        });
+        true
     }
 
     /// Engine `engine`, or the error an input naming a wrong one gets.
     fn engine_mut(&mut self, engine: usize) -> Result<&mut Engine, InputError> {
-        self.engines
+        (self.book.engines)
             .get_mut(engine)
             .ok_or(InputError::NoEngine(engine))
-    }
-}
-
-/// The earlier of two guard times, either absent.
-fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }

@@ -1,127 +1,96 @@
-//! Where requests wait and what the engines hold: the queue a request waits in (the one queue,
-//! or its engine's when placed on arrival), putting it there at its rank and taking it out,
-//! whether an engine has a slot free, and the loads the router weighs.
+//! Where requests wait, in the policy's order: the one queue, or (placed on arrival) a queue per
+//! engine, each of lanes by class and tenant (`crate::lanes`), and the tenants' service that
+//! orders the lanes. A request waits in the queue its placement and engine name; this part
+//! knows nothing of engines' room or of decisions, only the order of who waits.
 
-use super::{Engine, Placement, RequestScheduler};
-use crate::job::{Job, Place};
-use crate::lanes::Lanes;
-use crate::order;
-use crate::route::EngineLoad;
+use super::Placement;
+use crate::job::Job;
+use crate::lanes::{Counters, Lanes};
+use crate::order::Rank;
 
-impl RequestScheduler {
-    /// Whether running request `j` keeps sheddable requests off its engine
-    /// ([`Fairness::sheddable_apart`], [`Fairness::sheddable_after_first_token`]).
-    pub(super) fn keeps_sheddables_off(&self, j: &Job) -> bool {
-        let fairness = &self.config.fairness;
-        let prefilling = j.generated == 0 && fairness.sheddable_after_first_token;
-        if j.priority > 0 {
-            fairness.sheddable_apart || prefilling
-        } else {
-            j.priority < 0
-                && j.reports_first_token
-                && prefilling
-                && self.clock <= self.high_class_until
+/// The queues and the tenants' service.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    placement: Placement,
+    /// The one queue ([`Placement::WhenFree`]).
+    shared: Lanes,
+    /// Each engine's own queue ([`Placement::AtArrival`]).
+    own: Vec<Lanes>,
+    /// The tenants' service so far.
+    pub(super) counters: Counters,
+}
+
+impl Waiting {
+    /// Empty queues for `engines` engines, tenants weighed by `weights`.
+    pub(super) fn new(placement: Placement, engines: usize, weights: &[f64]) -> Waiting {
+        Waiting {
+            placement,
+            shared: Lanes::default(),
+            own: (0..engines).map(|_| Lanes::default()).collect(),
+            counters: Counters::new(weights),
         }
     }
 
-    /// Whether `engine` (or, with `None`, any engine) is up with a slot free.
-    pub(super) fn slot_free(&self, engine: Option<usize>) -> bool {
-        let free = |e: &Engine| e.serves() && e.admitted.len() < e.concurrency();
-        match engine {
-            Some(e) => self.engines.get(e).is_some_and(free),
-            None => self.engines.iter().any(free),
+    /// Requests waiting in every queue.
+    pub(super) fn len(&self) -> usize {
+        self.shared.len() + self.own.iter().map(Lanes::len).sum::<usize>()
+    }
+
+    /// Requests waiting in engine `e`'s own queue.
+    pub(super) fn own_len(&self, e: usize) -> usize {
+        self.own.get(e).map_or(0, Lanes::len)
+    }
+
+    /// The queue a request routed to `engine` waits in.
+    pub(super) fn lanes(&self, engine: Option<usize>) -> &Lanes {
+        match (self.placement, engine) {
+            (Placement::AtArrival, Some(e)) => &self.own[e],
+            _ => &self.shared,
         }
     }
 
-    /// The lanes a request routed to `engine` waits in.
-    pub(super) fn lanes_of(&self, engine: Option<usize>) -> &Lanes {
-        match (self.config.placement, engine) {
-            (Placement::AtArrival, Some(e)) => &self.engines[e].queue,
-            _ => &self.queue,
+    fn lanes_mut(&mut self, engine: Option<usize>) -> &mut Lanes {
+        match (self.placement, engine) {
+            (Placement::AtArrival, Some(e)) => &mut self.own[e],
+            _ => &mut self.shared,
         }
     }
 
-    /// The queue `id` waits in.
-    pub(super) fn queue_of(&mut self, id: u64) -> Option<&mut Lanes> {
-        let engine = self.jobs.get(&id)?.engine;
-        Some(match (self.config.placement, engine) {
-            (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
-            _ => &mut self.queue,
-        })
+    /// Whether an arrival of `class` would find a sheddable request of a lower class waiting
+    /// to displace, in any queue.
+    pub(super) fn can_displace(&self, class: i32) -> bool {
+        std::iter::once(&self.shared)
+            .chain(&self.own)
+            .any(|l| l.displaceable(class).is_some())
     }
 
-    /// Put waiting `id` in its queue at its current rank.
-    pub(super) fn enqueue(&mut self, id: u64) {
-        self.enqueue_as(id, true);
-    }
-
-    /// Put waiting `id` in its queue at its current rank, its tenant lifted if it is new
+    /// Put waiting `job` (request `id`) in its queue at `rank`, its tenant lifted if it is new
     /// (`arriving`), or not (put back after being set aside).
-    pub(super) fn enqueue_as(&mut self, id: u64, arriving: bool) {
-        let Some(j) = self.jobs.get(&id) else {
-            return;
-        };
-        let rank = order::rank(
-            self.config.policy.order,
-            j,
-            &self.service,
-            self.config.policy.preemptive,
-        );
-        let (seq, aged_at, class, tenant) = (j.seq, j.aged_at, j.priority, j.tenant);
-        let lanes = match (self.config.placement, j.engine) {
-            (Placement::AtArrival, Some(e)) => &mut self.engines[e].queue,
-            _ => &mut self.queue,
+    pub(super) fn push(&mut self, id: u64, job: &Job, rank: Rank, arriving: bool) {
+        let (seq, aged_at, class, tenant) = (job.seq, job.aged_at, job.priority, job.tenant);
+        let (lanes, counters) = match (self.placement, job.engine) {
+            (Placement::AtArrival, Some(e)) => (&mut self.own[e], &mut self.counters),
+            _ => (&mut self.shared, &mut self.counters),
         };
         if arriving {
-            lanes.push(id, class, tenant, rank, seq, aged_at, &mut self.counters);
+            lanes.push(id, class, tenant, rank, seq, aged_at, counters);
         } else {
             lanes.put_back(id, class, tenant, rank, seq, aged_at);
         }
     }
 
-    /// Drop `id` from wherever it is.
-    pub(super) fn forget(&mut self, id: u64) {
-        self.disarm(id);
-        if let Some(q) = self.queue_of(id) {
-            q.remove(id);
-        }
-        let Some(j) = self.jobs.remove(&id) else {
-            return;
-        };
-        let routed = self.config.placement == Placement::AtArrival;
-        let Some(e) = j.engine.and_then(|e| self.engines.get_mut(e)) else {
-            return;
-        };
-        if j.place != Place::Waiting || routed {
-            e.cost = (e.cost - j.routed_cost).max(0.0);
-        }
-        if j.place != Place::Waiting {
-            e.admitted.retain(|&a| a != id);
-            e.headroom.completed(e.pressed);
-            e.pressed = false;
-        }
+    /// Take `id` out of the queue a request routed to `engine` waits in.
+    pub(super) fn remove(&mut self, id: u64, engine: Option<usize>) {
+        self.lanes_mut(engine).remove(id);
     }
 
-    /// What the router sees of each engine, for a request of `prefix`.
-    pub(super) fn loads(&self, prefix: &[u64]) -> Vec<EngineLoad> {
-        let prefixed = self.config.router.needs_prefix() && !prefix.is_empty();
-        self.engines
-            .iter()
-            .map(|e| EngineLoad {
-                // Routed here on arrival and still waiting counts too.
-                outstanding: e.admitted.len() + e.queue.len(),
-                waiting: e.report.waiting + e.queue.len(),
-                kv_used: match (e.report.kv_free_tokens, e.limits.kv_tokens) {
-                    (Some(free), Some(cap)) if cap > 0 => 1.0 - free as f64 / cap as f64,
-                    _ => 0.0,
-                },
-                cost: e.cost,
-                uncached_blocks: if prefixed {
-                    prefix.len() - e.prefixes.matched(prefix) + 1
-                } else {
-                    0
-                },
-            })
-            .collect()
+    /// The head of the queue a request routed to `engine` waits in.
+    pub(super) fn first(&self, engine: Option<usize>) -> Option<u64> {
+        self.lanes(engine).first(&self.counters)
+    }
+
+    /// Requests in the queue of `engine` whose guard has come go first from `now`.
+    pub(super) fn promote(&mut self, engine: Option<usize>, now: f64) {
+        self.lanes_mut(engine).promote(now);
     }
 }
