@@ -6,12 +6,12 @@
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
-use xsched_llm::Request;
-use xsched_llm::calibrate::fit_attend;
-use xsched_llm::engine::EngineConfig;
-use xsched_llm::sim::{Cluster, Rules, Run, Runs};
 use xsched_llm_core::{EngineOrder, RequestPolicySpec};
 use xsched_llm_predict::embedding::Embedder;
+use xsched_llm_sim::Request;
+use xsched_llm_sim::calibrate::fit_attend;
+use xsched_llm_sim::engine::EngineConfig;
+use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
 
 use crate::embedding_arg::EmbeddingArgs;
 use crate::recorded;

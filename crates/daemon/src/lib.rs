@@ -13,6 +13,7 @@
 
 mod accept;
 mod admission;
+mod authority;
 mod config;
 mod connection;
 mod core;
@@ -27,9 +28,10 @@ mod shared;
 #[cfg(test)]
 mod unseen_pid_tests;
 
+pub use authority::{Authority, PriorityRefused};
 pub use config::{
-    Authority, AuthorityConfig, ConfigError, DaemonConfig, InvalidConfig, Limits, PriorityRange,
-    PriorityRefused, PriorityRule, SocketConfig,
+    AuthorityConfig, ConfigError, DaemonConfig, InvalidConfig, Limits, PriorityRange, PriorityRule,
+    SocketConfig,
 };
 pub use peer::Peer;
 pub use server::{Daemon, DaemonError, RunningDaemon};

@@ -5,7 +5,8 @@
 //! not import the server that starts them: the daemon's files import each other without a loop.
 
 use crate::admission::ConnectionLimiter;
-use crate::config::{Authority, ConfigError, DaemonConfig};
+use crate::authority::Authority;
+use crate::config::{ConfigError, DaemonConfig};
 use crate::core::{LockedDispatcher, OpCounters};
 use crate::registry::Registry;
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 mod common;
 
 use common::{mean_ttlt, run, run_on, staggered};
-use xsched_llm::engine::EngineConfig;
-use xsched_llm::sim::Cluster;
 use xsched_llm_core::{Placement, Router};
+use xsched_llm_sim::engine::EngineConfig;
+use xsched_llm_sim::sim::Cluster;
 
 fn engine() -> EngineConfig {
     EngineConfig {

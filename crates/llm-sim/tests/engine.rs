@@ -5,7 +5,7 @@
 mod common;
 
 use common::{mean_ttlt, req, run, staggered};
-use xsched_llm::engine::EngineConfig;
+use xsched_llm_sim::engine::EngineConfig;
 
 /// The A100 preset with 16 batch slots and no KV term: requests queue, and steps are the
 /// published fit's arithmetic.
@@ -36,7 +36,7 @@ fn a_long_prompt_is_prefilled_in_chunks_of_the_token_budget() {
     assert_eq!(stats.steps, 3, "2048 + 2048 + 904 prompt tokens");
 }
 
-fn burst(n: usize) -> Vec<xsched_llm::Request> {
+fn burst(n: usize) -> Vec<xsched_llm_sim::Request> {
     // A burst where long and short requests alternate: ordering decides the mean.
     (0..n)
         .map(|i| req(i, 0.0, 50, if i % 2 == 0 { 1000 } else { 20 }))
@@ -151,7 +151,7 @@ fn a_decode_step_also_pays_for_the_context_it_attends() {
 
 /// Two slots, one long request running, then short ones: a preemptive policy pauses the long
 /// one for them.
-fn pause_workload() -> Vec<xsched_llm::Request> {
+fn pause_workload() -> Vec<xsched_llm_sim::Request> {
     let mut r = vec![req(0, 0.0, 200, 2000), req(1, 0.0, 200, 2000)];
     r.extend((2..10).map(|i| req(i, 0.5 + i as f64 * 0.01, 20, 5)));
     r
@@ -188,7 +188,7 @@ fn a_pause_swaps_kv_out_and_back_when_swap_space_allows_and_recomputes_otherwise
     // Without pausing, the short ones wait for a slot.
     let fcfs = run(&cfg, "fcfs", &pause_workload()).stats;
     assert_eq!(fcfs.pauses, 0);
-    let short = |s: &xsched_llm::engine::RunStats| {
+    let short = |s: &xsched_llm_sim::engine::RunStats| {
         mean_ttlt(
             &s.outcomes
                 .iter()

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{policy, req};
-use xsched_llm::Request;
-use xsched_llm::engine::EngineConfig;
-use xsched_llm::sim::{Cluster, Rules, Run, Runs};
 use xsched_llm_core::EngineOrder;
+use xsched_llm_sim::Request;
+use xsched_llm_sim::engine::EngineConfig;
+use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
 
 fn engine() -> EngineConfig {
     EngineConfig {

@@ -6,10 +6,10 @@
 mod common;
 
 use common::{policy, req};
-use xsched_llm::Request;
-use xsched_llm::engine::EngineConfig;
-use xsched_llm::sim::{Cluster, Rules, Run, Runs};
 use xsched_llm_core::{Eviction, Fairness};
+use xsched_llm_sim::Request;
+use xsched_llm_sim::engine::EngineConfig;
+use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
 
 fn engine(max_num_seqs: usize) -> EngineConfig {
     EngineConfig {
@@ -154,7 +154,7 @@ fn learned_concurrency_converges_where_a_simulated_engines_throughput_stops_grow
 
 #[test]
 fn requests_on_an_engine_that_hangs_are_answered_by_the_other_within_seconds() {
-    use xsched_llm::sim::Hang;
+    use xsched_llm_sim::sim::Hang;
     // Engine 1 accepts requests and never runs them; it is noticed 3 s on (the gateway's
     // metrics unanswered that long). Twenty short requests arrive 0.1 s apart, every other one
     // routed to the silent engine until then.

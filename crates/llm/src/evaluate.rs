@@ -6,7 +6,6 @@
 //! predicted mean and the truth. Latency is wall-clock per prediction against a full history.
 
 use crate::data::PromptRecord;
-use crate::engine::EngineConfig;
 use std::sync::Arc;
 use std::time::Instant;
 use xsched_llm_core::predict::{Features, Predictor};
@@ -17,6 +16,7 @@ use xsched_llm_core::{
 };
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 use xsched_llm_predict::predictor::History;
+use xsched_llm_sim::engine::EngineConfig;
 use xsched_report::quantile;
 
 /// How well requests were predicted online, each from the answers before it.

@@ -7,10 +7,7 @@
 //! gaps (Azure) scaled to that mean rate, which keeps the trace's burstiness. Each request's
 //! prompt appears once (no repeats); the predictor learns online from completed requests only.
 
-use crate::Request;
 use crate::data::PromptRecord;
-use crate::engine::{EngineConfig, RunStats};
-use crate::sim::{self, Cluster};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -18,6 +15,9 @@ use serde::Serialize;
 use std::sync::Arc;
 use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::Embedder;
+use xsched_llm_sim::Request;
+use xsched_llm_sim::engine::{EngineConfig, RunStats};
+use xsched_llm_sim::sim::{self, Cluster};
 use xsched_report::{Row, quantile, round3};
 
 /// What a sweep runs.

@@ -1,6 +1,6 @@
 //! What the harvesting benchmark runs and what one of its rows measured: shared by the rows run
-//! in this process (`mod.rs`) and those run as two processes under the daemon
-//! (`processes.rs`), each of which imports it rather than the other.
+//! in this process (`mod.rs`), those run as two processes under the daemon (`processes.rs`) and
+//! the report (`report.rs`), each of which imports it rather than the others.
 
 use super::service::HpMeasured;
 use std::time::{Duration, Instant};
@@ -122,3 +122,37 @@ impl Measured {
 /// The second HP-alone row: how far a run's attainment strays from the SLO of another run of
 /// the very same thing (the noise floor of "within 0.01" on this machine).
 pub(super) const AGAIN: &str = "standalone (again)";
+
+/// The cooperative rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Cooperative {
+    Standalone,
+    /// HP alone once more, run just before the `slo-aware` rows: how far a run of the very
+    /// same thing strays from the SLO in that minute (the noise floor of "within 0.01").
+    Again,
+    Timeslice,
+    Priority(Duration),
+    SloAware(Duration),
+}
+
+impl Cooperative {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Cooperative::Standalone => "standalone",
+            Cooperative::Again => AGAIN,
+            Cooperative::Timeslice => "timeslice",
+            Cooperative::Priority(_) => "priority",
+            Cooperative::SloAware(_) => "slo-aware",
+        }
+    }
+
+    pub(super) fn slice(self) -> Option<Duration> {
+        match self {
+            Cooperative::Priority(s) | Cooperative::SloAware(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// The policies the `policy` and `daemon` rows run, after HP alone twice.
+pub(super) const POLICIES: [&str; 3] = ["hpf", "slo-aware:between-requests", "slo-aware"];

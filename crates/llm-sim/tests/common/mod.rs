@@ -2,11 +2,11 @@
 
 #![allow(dead_code)]
 
-use xsched_llm::Request;
-use xsched_llm::engine::{EngineConfig, RequestTimes};
-use xsched_llm::sim::{self, Cluster, Run};
 use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
+use xsched_llm_sim::Request;
+use xsched_llm_sim::engine::{EngineConfig, RequestTimes};
+use xsched_llm_sim::sim::{self, Cluster, Run};
 
 /// A request of `input` prompt and `output` answer tokens arriving at `arrival`.
 pub fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
