@@ -303,16 +303,12 @@ def sharegpt_records():
 
 
 def prompts(args, count, skip):
-    """The prompts `xsched llm load` sends: each conversation's first human message."""
-    out = []
-    records = sharegpt_records()
-    while len(out) < skip + count:
-        conv = next(records)
-        human = next((m["value"].strip() for m in conv.get("conversations", [])
-                      if m.get("from") == "human"), "")
-        if human and len(human) <= args.max_prompt_chars:
-            out.append(human)
-    return out[skip:]
+    """The prompts `xsched llm load` sends (each conversation's first human message), chosen by
+    `xsched llm prompts`, so the script and the load generator send the same ones."""
+    out = subprocess.run([args.xsched, "llm", "prompts", "--count", str(count), "--skip",
+                          str(skip), "--max-prompt-chars", str(args.max_prompt_chars)],
+                         check=True, capture_output=True, text=True, timeout=300).stdout
+    return [json.loads(line)["prompt"] for line in out.splitlines()]
 
 
 def cost_phase(args, procs):

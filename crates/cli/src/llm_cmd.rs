@@ -2,7 +2,7 @@
 //! clusters) turned into a `Study`, and the hand-off to the gateway's subcommands.
 
 use crate::common_args::Output;
-use crate::{gateway_cmd, output, replay_cmd};
+use crate::{gateway_cmd, load_cmd, output, replay_cmd};
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -68,7 +68,11 @@ enum LlmCommand {
     /// An open-loop load of ShareGPT prompts (Poisson arrivals, streaming chat completions
     /// with max_tokens capped) against any OpenAI-compatible server, engine or gateway: TTFT
     /// and TTLT.
-    Load(gateway_cmd::LoadArgs),
+    Load(load_cmd::LoadArgs),
+    /// The prompts `xsched llm load` sends (each ShareGPT conversation's first human message),
+    /// one JSON object a line with its recorded answer's length: for scripts that send them
+    /// themselves.
+    Prompts(load_cmd::PromptsArgs),
     /// A recorded request sequence (arrivals, prompts, prompt and answer tokens, as sent to a
     /// real engine) through the engine simulator under each policy: mean and P99 TTLT beside
     /// the engine's own for the same requests.
@@ -252,7 +256,8 @@ pub(crate) fn run_llm(args: &LlmArgs) -> Result<()> {
     match &args.command {
         Some(LlmCommand::Serve(serve)) => return gateway_cmd::serve(serve),
         Some(LlmCommand::Epp(epp)) => return gateway_cmd::epp(epp),
-        Some(LlmCommand::Load(load)) => return gateway_cmd::load(load),
+        Some(LlmCommand::Load(load)) => return load_cmd::load(load),
+        Some(LlmCommand::Prompts(prompts)) => return load_cmd::prompts(prompts),
         Some(LlmCommand::Replay(replay)) => return replay_cmd::replay(replay),
         None => {}
     }

@@ -11,6 +11,7 @@ mod demo_cmd;
 mod embedding_arg;
 mod gateway_cmd;
 mod llm_cmd;
+mod load_cmd;
 mod output;
 mod probe_cmd;
 mod recorded;

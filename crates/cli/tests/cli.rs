@@ -266,6 +266,58 @@ fn refused_with_reasons(cases: &[(&[&str], &str)]) {
     }
 }
 
+/// The prompts a load sends, printed for scripts: a small ShareGPT file of our own, so the
+/// test needs no dataset.
+#[test]
+fn llm_prompts_prints_what_a_load_sends_and_refuses_an_empty_choice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sharegpt.json");
+    let record = |id: &str, human: &str, gpt: &str| {
+        format!(
+            r#"{{"id": "{id}", "conversations": [{{"from": "human", "value": "{human}"}}, {{"from": "gpt", "value": "{gpt}"}}]}}"#
+        )
+    };
+    let records = [
+        record("a", "first", "an answer of 24 letters."),
+        record("b", "a prompt too long for the bound", ""),
+        record("c", "second", "ok"),
+    ];
+    std::fs::write(&file, format!("[{}]", records.join(",\n"))).expect("write");
+    let path = file.to_str().expect("utf-8 path");
+    let base = [
+        "llm",
+        "prompts",
+        "--sharegpt",
+        path,
+        "--max-prompt-chars",
+        "10",
+    ];
+    let out = xsched(&base);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = (String::from_utf8_lossy(&out.stdout).lines())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["prompt"], "first");
+    assert_eq!(lines[0]["answer_tokens"], 6);
+    assert_eq!(lines[1]["prompt"], "second");
+    let skipped = xsched(&[&base[..], &["--skip", "1", "--count", "1"]].concat());
+    let text = String::from_utf8_lossy(&skipped.stdout);
+    assert_eq!(text.lines().count(), 1);
+    assert!(text.contains("\"second\""), "{text}");
+    let none = xsched(&[&base[..], &["--skip", "2"]].concat());
+    assert!(!none.status.success());
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(
+        err.contains("no prompts left") && err.contains(path),
+        "{err}"
+    );
+}
+
 #[test]
 fn llm_load_refuses_a_load_that_sends_nothing_with_the_reason() {
     refused_with_reasons(&[

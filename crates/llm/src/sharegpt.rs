@@ -71,6 +71,35 @@ pub struct ShareGpt {
     pub cut_at: Option<usize>,
 }
 
+/// The prompts a load sends: each conversation's first human message (trimmed, not empty, at
+/// most `max_chars` characters), in file order, the first `skip` of them left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FirstPrompts {
+    /// The prompts.
+    pub prompts: Vec<String>,
+    /// The length of the answer recorded after each (its characters / 4, in tokens, at least
+    /// 1): what a small model asked to ignore its end of sequence generates instead.
+    pub answer_tokens: Vec<u32>,
+}
+
+/// The first prompts of `data` (see [`FirstPrompts`]).
+pub fn first_prompts(data: &ShareGpt, max_chars: usize, skip: usize) -> FirstPrompts {
+    let (prompts, answer_tokens) = (data.conversations.iter())
+        .filter_map(|c| {
+            let at = c.messages.iter().position(|(from, _)| from == "human")?;
+            let prompt = c.messages[at].1.trim().to_string();
+            let answer = c.messages.get(at + 1).map_or(0, |(_, t)| t.chars().count());
+            Some((prompt, u32::try_from(answer / 4).unwrap_or(u32::MAX).max(1)))
+        })
+        .filter(|(t, _)| !t.is_empty() && t.chars().count() <= max_chars)
+        .skip(skip)
+        .unzip();
+    FirstPrompts {
+        prompts,
+        answer_tokens,
+    }
+}
+
 /// Where the file is: `explicit` (a `--sharegpt PATH`), else `XSCHED_SHAREGPT`, else the
 /// installed package (asked of `python3`).
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DataError> {
@@ -318,6 +347,33 @@ mod tests {
             .map(|(f, v)| format!(r#"{{"from": "{f}", "value": "{v}"}}"#))
             .collect();
         format!(r#"{{"id": "{id}", "conversations": [{}]}}"#, m.join(",\n"))
+    }
+
+    #[test]
+    fn first_prompts_are_first_human_messages_within_the_bound_after_the_skip() {
+        let conversation = |id: &str, messages: &[(&str, &str)]| Conversation {
+            id: id.into(),
+            messages: (messages.iter())
+                .map(|&(f, v)| (f.to_string(), v.to_string()))
+                .collect(),
+        };
+        let data = ShareGpt {
+            conversations: vec![
+                conversation("a", &[("human", " hi "), ("gpt", "twelve chars")]),
+                conversation("b", &[("gpt", "no"), ("human", "late"), ("gpt", "")]),
+                conversation("c", &[("human", "far too long a prompt")]),
+                conversation("d", &[("human", "   ")]),
+                conversation("e", &[("human", "last")]),
+            ],
+            malformed: Vec::new(),
+            cut_at: None,
+        };
+        let got = first_prompts(&data, 10, 0);
+        assert_eq!(got.prompts, ["hi", "late", "last"]);
+        // Characters / 4, at least 1 (also for no answer at all).
+        assert_eq!(got.answer_tokens, [3, 1, 1]);
+        assert_eq!(first_prompts(&data, 10, 2).prompts, ["last"]);
+        assert!(first_prompts(&data, 10, 3).prompts.is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use crate::data::DataError;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The unit of a trace's numeric times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,35 @@ pub struct Trace {
     pub skipped: Vec<String>,
     /// How the unit was chosen, for the report.
     pub unit: String,
+}
+
+/// The Azure LLM inference traces of 2023 in the data directory ([`data_dir`](crate::data::data_dir)),
+/// by the names `xsched llm` takes.
+pub const NAMED: &[(&str, &str)] = &[
+    ("azure-conv", "llm/trace-azure-conv-2023.csv"),
+    ("azure-code", "llm/trace-azure-code-2023.csv"),
+];
+
+/// The file of the trace named `name` ([`NAMED`]); any other name is a file's path.
+pub fn path_of(name: &str) -> PathBuf {
+    match NAMED.iter().find(|(n, _)| *n == name) {
+        Some((_, file)) => crate::data::data_dir().join(file),
+        None => PathBuf::from(name),
+    }
+}
+
+impl Trace {
+    /// The gaps between its arrivals, in order, scaled so their mean rate is `rate` a second
+    /// (`None`: fewer than two distinct arrivals, or a rate that is not a positive number).
+    pub fn gaps_at(&self, rate: f64) -> Option<Vec<f64>> {
+        let gaps: Vec<f64> = self.times.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
+        if !(mean > 0.0 && mean.is_finite() && rate > 0.0 && rate.is_finite()) {
+            return None;
+        }
+        let scale = 1.0 / (rate * mean);
+        Some(gaps.iter().map(|g| g * scale).collect())
+    }
 }
 
 /// Read a trace file (see the module docs); `asked` is the unit for unsuffixed numbers.
@@ -242,6 +271,25 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, text).expect("write");
         path
+    }
+
+    #[test]
+    fn gaps_keep_their_order_scaled_to_the_rate_and_names_find_the_azure_traces() {
+        let t = Trace {
+            times: vec![0.0, 1.0, 4.0, 4.0],
+            skipped: Vec::new(),
+            unit: String::new(),
+        };
+        // Mean gap 4/3 s: at 3 a second each is scaled by 1/(3·4/3) = 1/4.
+        assert_eq!(t.gaps_at(3.0), Some(vec![0.25, 0.75, 0.0]));
+        assert_eq!(t.gaps_at(0.0), None);
+        let one = Trace {
+            times: vec![2.0, 2.0],
+            ..t
+        };
+        assert_eq!(one.gaps_at(1.0), None, "no distinct arrivals");
+        assert!(path_of("azure-code").ends_with("llm/trace-azure-code-2023.csv"));
+        assert_eq!(path_of("my.csv"), PathBuf::from("my.csv"));
     }
 
     #[test]

@@ -67,11 +67,8 @@ impl Arrivals {
     }
 
     pub(super) fn file(self) -> Option<&'static str> {
-        match self {
-            Arrivals::Poisson => None,
-            Arrivals::AzureConv => Some("llm/trace-azure-conv-2023.csv"),
-            Arrivals::AzureCode => Some("llm/trace-azure-code-2023.csv"),
-        }
+        let name = self.name();
+        (crate::trace::NAMED.iter()).find_map(|&(n, file)| (n == name).then_some(file))
     }
 }
 
