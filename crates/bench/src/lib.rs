@@ -6,6 +6,8 @@
 //! (`xsched demo`, `xsched bench NAME`); tests only check that the experiments run and are
 //! well-formed, never tight timings.
 //!
+//! - [`catalog`]: what `xsched bench NAME` runs: each benchmark with its defaults, what
+//!   `--samples` sets in it, and whether it needs the `xsched` binary, keeps a record or draws.
 //! - [`adopt`]: the adoption path on the demo's conflict: natively, then observe, cooperative
 //!   and preemptive mode, with every queue's accounting (and a record for `xsched report`).
 //! - [`case_ai_pc`]: XSched's AI-PC case study (video blur beside speech jobs with a
@@ -42,6 +44,7 @@ pub mod adopt;
 pub mod case_ai_pc;
 pub mod case_harvest;
 pub mod case_two_model;
+pub mod catalog;
 pub mod cpu_share;
 pub mod daemon_rtt;
 pub mod fg_bg;

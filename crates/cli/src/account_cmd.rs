@@ -6,16 +6,15 @@
 use anyhow::Result;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::Path;
-use xsched_proto::{TopRow, WireAccount, client};
+use xsched_proto::{WireAccount, account_totals, client};
 
 /// Print the accounting (a table per level, or one JSON document).
 pub fn run(socket: &Path, json: bool) -> Result<()> {
     let mut s = client::connect(socket, crate::daemon_cmds::TIMEOUT)?;
     let rows = client::top(&mut s)?;
     drop(s);
-    let (processes, tenants) = totals(&rows);
+    let (processes, tenants) = account_totals(&rows);
     if json {
         let queues: Vec<Value> = rows
             .iter()
@@ -29,14 +28,14 @@ pub fn run(socket: &Path, json: bool) -> Result<()> {
             .collect();
         let processes: Vec<Value> = processes
             .iter()
-            .map(|(&(uid, pid), (name, n, a))| {
-                json!({"pid": pid, "uid": uid, "process": name, "queues": n, "account": account_json(a)})
+            .map(|(&(uid, pid), p)| {
+                json!({"pid": pid, "uid": uid, "process": p.name, "queues": p.queues, "account": account_json(&p.account)})
             })
             .collect();
         let tenants: Vec<Value> = tenants
             .iter()
-            .map(|(uid, (procs, n, a))| {
-                json!({"uid": uid, "processes": procs, "queues": n, "account": account_json(a)})
+            .map(|(uid, t)| {
+                json!({"uid": uid, "processes": t.processes, "queues": t.queues, "account": account_json(&t.account)})
             })
             .collect();
         let doc = json!({"queues": queues, "processes": processes, "tenants": tenants});
@@ -44,23 +43,27 @@ pub fn run(socket: &Path, json: bool) -> Result<()> {
         return Ok(());
     }
     let mut t = table(&["tenant (uid)", "processes", "queues"]);
-    for (uid, (procs, n, a)) in &tenants {
+    for (uid, total) in &tenants {
         t.add_row(cells(
-            [uid.to_string(), procs.to_string(), n.to_string()],
-            a,
+            [
+                uid.to_string(),
+                total.processes.to_string(),
+                total.queues.to_string(),
+            ],
+            &total.account,
         ));
     }
     println!("per tenant\n{t}");
     let mut t = table(&["pid", "uid", "process", "queues"]);
-    for (&(uid, pid), (name, n, a)) in &processes {
+    for (&(uid, pid), total) in &processes {
         t.add_row(cells(
             [
                 pid.to_string(),
                 uid.to_string(),
-                name.clone(),
-                n.to_string(),
+                total.name.clone(),
+                total.queues.to_string(),
             ],
-            a,
+            &total.account,
         ));
     }
     println!("per process\n{t}");
@@ -79,33 +82,6 @@ pub fn run(socket: &Path, json: bool) -> Result<()> {
     }
     println!("per queue\n{t}");
     Ok(())
-}
-
-/// A process's name, queue count and total, by (uid, pid).
-type Processes = BTreeMap<(u32, u32), (String, usize, WireAccount)>;
-/// A tenant's process count, queue count and total, by uid.
-type Tenants = BTreeMap<u32, (usize, usize, WireAccount)>;
-
-/// The totals per process and per tenant.
-fn totals(rows: &[TopRow]) -> (Processes, Tenants) {
-    let mut processes = Processes::new();
-    for r in rows {
-        let (_, n, a) = processes
-            .entry((r.uid, r.pid))
-            .or_insert_with(|| (r.process.clone(), 0, WireAccount::total()));
-        *n += 1;
-        a.merge(&r.stats.account);
-    }
-    let mut tenants = Tenants::new();
-    for (&(uid, _), (_, n, a)) in &processes {
-        let (procs, queues, total) = tenants
-            .entry(uid)
-            .or_insert_with(|| (0, 0, WireAccount::total()));
-        *procs += 1;
-        *queues += n;
-        total.merge(a);
-    }
-    (processes, tenants)
 }
 
 /// The columns every level shows after its own.
@@ -141,7 +117,7 @@ fn cells<const N: usize>(first: [String; N], a: &WireAccount) -> Vec<String> {
     row.extend([
         a.completed.to_string(),
         device,
-        ms(a.latency_ns.saturating_sub(a.device_ns)),
+        ms(a.waiting_ns()),
         ms(a.queue_wait_ns),
         a.latency_misses.to_string(),
         a.preemptions.to_string(),
@@ -157,7 +133,7 @@ fn account_json(a: &WireAccount) -> Value {
         "submitted": a.submitted, "launched": a.launched, "completed": a.completed,
         "cancelled": a.cancelled, "latency_ns": a.latency_ns, "device_ns": a.device_ns,
         "device_time": if a.device_measured { "measured" } else { "estimated" },
-        "waiting_ns": a.latency_ns.saturating_sub(a.device_ns),
+        "waiting_ns": a.waiting_ns(),
         "queue_wait_ns": a.queue_wait_ns, "queue_wait_max_ns": a.queue_wait_max_ns,
         "max_in_flight": a.max_in_flight, "latency_misses": a.latency_misses,
         "preemptions": a.preemptions, "held_ns": a.held_ns,

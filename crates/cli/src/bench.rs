@@ -1,13 +1,9 @@
-//! `xsched bench NAME`: the real-device benchmarks with their default parameters.
+//! `xsched bench NAME`: the real-device benchmarks with their default parameters. What each one
+//! runs with is `xsched_bench::catalog`'s; here are its arguments.
 
 use clap::{Args, ValueEnum};
-use std::time::Duration;
-use xsched_bench::{
-    Report, adopt, case_ai_pc, case_harvest, case_two_model, cpu_share, daemon_rtt, fg_bg, harvest,
-    multi_device, overhead, preempt, soak,
-};
-use xsched_report::plot::Figure;
-use xsched_report::run::RunRecord;
+use xsched_bench::catalog::{self, Bench, BenchOutput};
+use xsched_bench::soak::SoakOverrides;
 
 /// The benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -77,16 +73,15 @@ pub struct SoakArgs {
 }
 
 impl SoakArgs {
-    fn params(&self) -> soak::SoakParams {
-        let d = soak::SoakParams::default();
-        soak::SoakParams {
-            clients: self.clients.unwrap_or(d.clients),
-            commands: self.commands.unwrap_or(d.commands),
-            kills: self.kills.unwrap_or(d.kills),
-            restarts: self.restarts.unwrap_or(d.restarts),
-            rate: self.rate.unwrap_or(d.rate),
-            stopped_for: self.stopped_ms.map_or(d.stopped_for, Duration::from_millis),
-            seed: self.seed.unwrap_or(d.seed),
+    fn overrides(&self) -> SoakOverrides {
+        SoakOverrides {
+            clients: self.clients,
+            commands: self.commands,
+            kills: self.kills,
+            restarts: self.restarts,
+            rate: self.rate,
+            stopped_ms: self.stopped_ms,
+            seed: self.seed,
         }
     }
 }
@@ -94,7 +89,7 @@ impl SoakArgs {
 impl Name {
     /// Whether the benchmark keeps a record for `xsched report` (`--record`).
     pub fn keeps_record(self) -> bool {
-        self == Name::Adopt
+        self.bench().keeps_record()
     }
 
     /// The name as typed.
@@ -102,14 +97,25 @@ impl Name {
         self.to_possible_value()
             .map_or_else(String::new, |v| v.get_name().to_string())
     }
-}
 
-/// What a benchmark produced: its table, the figures it draws (most draw none) and the record
-/// it keeps for `xsched report` (only those whose [`Name::keeps_record`]).
-pub struct BenchOutput {
-    pub report: Report,
-    pub figures: Vec<Figure>,
-    pub record: Option<RunRecord>,
+    /// The library's benchmark of that name.
+    fn bench(self) -> Bench {
+        match self {
+            Name::FgBg => Bench::FgBg,
+            Name::Adopt => Bench::Adopt,
+            Name::Preempt => Bench::Preempt,
+            Name::Overhead => Bench::Overhead,
+            Name::CpuShare => Bench::CpuShare,
+            Name::Daemon => Bench::Daemon,
+            Name::MultiDevice => Bench::MultiDevice,
+            Name::Harvest => Bench::Harvest,
+            Name::HarvestDaemon => Bench::HarvestDaemon,
+            Name::CaseAiPc => Bench::CaseAiPc,
+            Name::CaseHarvest => Bench::CaseHarvest,
+            Name::CaseTwoModel => Bench::CaseTwoModel,
+            Name::Soak => Bench::Soak,
+        }
+    }
 }
 
 /// Run benchmark `name`; `samples` overrides its sample count where it has one.
@@ -119,71 +125,8 @@ pub fn run(
     soak: &SoakArgs,
     tick: &dyn Fn(usize, usize),
 ) -> anyhow::Result<BenchOutput> {
-    let with_figures = |(report, figures)| BenchOutput {
-        report,
-        figures,
-        record: None,
-    };
-    let report = match name {
-        Name::FgBg => {
-            let mut p = fg_bg::FgBgParams::default();
-            p.requests = samples.unwrap_or(p.requests);
-            fg_bg::run(&p, tick)?
-        }
-        Name::Adopt => {
-            let mut p = adopt::AdoptParams::default();
-            p.workload.requests = samples.unwrap_or(p.workload.requests);
-            let (report, record) = adopt::run(&p, tick)?;
-            return Ok(BenchOutput {
-                report,
-                figures: Vec::new(),
-                record: Some(record),
-            });
-        }
-        Name::Preempt => {
-            let mut p = preempt::PreemptParams::default();
-            p.samples = samples.unwrap_or(p.samples);
-            preempt::run(&p, tick)?
-        }
-        Name::Overhead => overhead::run(&overhead::OverheadParams::default(), tick)?,
-        Name::CpuShare => cpu_share::run(&cpu_share::CpuShareParams::default(), tick)?,
-        Name::MultiDevice => {
-            let mut p = multi_device::MultiDeviceParams::default();
-            p.requests = samples.unwrap_or(p.requests);
-            multi_device::run(&p, tick)?
-        }
-        Name::Harvest => {
-            let mut p = harvest::HarvestParams::default();
-            p.shape.requests = samples.unwrap_or(p.shape.requests);
-            harvest::run(&p, tick)?
-        }
-        Name::HarvestDaemon => {
-            let mut p = harvest::HarvestParams::default();
-            p.shape.requests = samples.unwrap_or(p.shape.requests);
-            let exe = std::env::current_exe()?;
-            harvest::run_processes(&exe, &p, tick)?
-        }
-        Name::CaseAiPc => {
-            let mut p = case_ai_pc::AiPcParams::default();
-            p.runs = samples.unwrap_or(p.runs);
-            return Ok(with_figures(case_ai_pc::run(&p, tick)?));
-        }
-        Name::CaseHarvest => {
-            let mut p = case_harvest::CaseHarvestParams::default();
-            p.runs = samples.unwrap_or(p.runs);
-            return Ok(with_figures(case_harvest::run(&p, tick)?));
-        }
-        Name::CaseTwoModel => {
-            let mut p = case_two_model::TwoModelParams::default();
-            p.runs = samples.unwrap_or(p.runs);
-            return Ok(with_figures(case_two_model::run(&p, tick)?));
-        }
-        Name::Soak => soak::run(&std::env::current_exe()?, &soak.params(), tick)?,
-        Name::Daemon => {
-            let mut p = daemon_rtt::DaemonRttParams::default();
-            p.samples = samples.unwrap_or(p.samples);
-            daemon_rtt::run(&p, tick).map_err(|e| anyhow::anyhow!(e))?
-        }
-    };
-    Ok(with_figures((report, Vec::new())))
+    let bench = name.bench();
+    let exe = bench.needs_exe().then(std::env::current_exe).transpose()?;
+    let output = catalog::run(bench, samples, &soak.overrides(), exe.as_deref(), tick)?;
+    Ok(output)
 }

@@ -88,14 +88,6 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                 "P99 us (1 s)",
             ]);
             for r in &rows {
-                let observed = r.stats.mode == Some(xsched_proto::WireMode::Observe);
-                let state = match (r.ready, r.suspended) {
-                    // Observed queues ignore suspensions: what the policy would do, not did.
-                    (_, true) if observed => "would be held",
-                    (_, true) => "suspended",
-                    (true, false) => "running",
-                    (false, false) => "idle",
-                };
                 t.add_row([
                     r.pid.to_string(),
                     r.process.clone(),
@@ -103,7 +95,7 @@ pub fn top(socket: &Path, once: bool, json: bool) -> Result<()> {
                     r.queue.to_string(),
                     r.hints.priority.to_string(),
                     r.hints.share.to_string(),
-                    state.to_string(),
+                    r.state().to_string(),
                     r.stats.mode_name().to_string(),
                     r.stats.in_flight.to_string(),
                     r.stats.completed.to_string(),

@@ -34,10 +34,7 @@ impl EmbeddingArgs {
         match self.embedding {
             EmbeddingChoice::Hashed => Ok(Arc::new(Hashed)),
             EmbeddingChoice::Minilm => {
-                let dir = self
-                    .minilm_dir
-                    .clone()
-                    .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
+                let dir = xsched_llm_predict::load::minilm_dir(self.minilm_dir.clone())
                     .context("--embedding minilm needs --minilm-dir or XSCHED_MINILM_DIR")?;
                 let m = xsched_llm_predict::load::load_minilm(&dir)
                     .with_context(|| format!("loading MiniLM from {}", dir.display()))?;

@@ -161,7 +161,7 @@ fn gateway_config(a: &ServeArgs) -> Result<GatewayConfig> {
         embedder: Some(a.embedding.embedder()?),
         history: usize::try_from(a.history).unwrap_or(usize::MAX),
         history_seed: match &a.history_from {
-            Some(path) => crate::recorded::read(path)?
+            Some(path) => xsched_llm::recorded::read(path)?
                 .into_iter()
                 .map(|r| SeedAnswer {
                     prompt: r.prompt,

@@ -122,7 +122,7 @@ pub(crate) struct LlmArgs {
     #[arg(long)]
     requests: Option<usize>,
     /// The predictor's history capacity (entries).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = xsched_llm_sim::sim::DEFAULT_HISTORY)]
     history: usize,
     /// Seed of the prompt order, the warm split and the arrivals.
     #[arg(long, default_value_t = 1)]
@@ -190,15 +190,10 @@ pub(crate) struct LlmArgs {
 
 impl LlmArgs {
     fn study(&self) -> Result<Study> {
-        let names: Vec<&str> = if self.policy.iter().any(|p| p == "all") {
-            xsched_llm_core::policy::ALL.to_vec()
-        } else {
-            self.policy.iter().map(|s| s.trim()).collect()
-        };
-        let policies = names
+        let policies = xsched_llm_core::policy::parse_list(&self.policy)?
             .into_iter()
-            .map(str::parse::<xsched_llm_core::RequestPolicySpec>)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(_, policy)| policy)
+            .collect();
         let router: xsched_llm_core::Router = self.router.parse()?;
         Ok(Study {
             data: self.data.clone(),

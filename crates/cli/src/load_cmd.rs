@@ -100,7 +100,9 @@ pub fn load(a: &LoadArgs) -> Result<()> {
     };
     let samples = xsched_load::run(&config).context("running the load")?;
     if let Some(file) = &a.samples {
-        write_samples(file, &samples).with_context(|| format!("writing {}", file.display()))?;
+        std::fs::File::create(file)
+            .and_then(|f| xsched_load::write_samples(std::io::BufWriter::new(f), &samples))
+            .with_context(|| format!("writing {}", file.display()))?;
     }
     let summary = xsched_load::summary(&samples);
     if a.json {
@@ -120,21 +122,6 @@ pub fn load(a: &LoadArgs) -> Result<()> {
         vec![summary],
     );
     crate::output::print_report("llm load", &report, false)
-}
-
-/// Every sample as a JSON line.
-fn write_samples(file: &std::path::Path, samples: &[xsched_load::Sample]) -> Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::BufWriter::new(std::fs::File::create(file)?);
-    for s in samples {
-        let line = serde_json::json!({
-            "prompt": s.prompt, "sent_s": s.sent, "ttft_s": s.ttft, "ttlt_s": s.ttlt,
-            "status": s.status, "chunks": s.chunks,
-        });
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    Ok(())
 }
 
 /// The gaps between the arrivals of the trace named `trace` (`xsched_llm::trace::path_of`),

@@ -14,7 +14,6 @@ mod llm_cmd;
 mod load_cmd;
 mod output;
 mod probe_cmd;
-mod recorded;
 #[cfg(test)]
 mod reference;
 mod replay_cmd;

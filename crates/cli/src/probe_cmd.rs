@@ -72,7 +72,7 @@ fn fraction(s: &str) -> Result<f64, String> {
 
 /// xsched's cache directory, where the last probe is kept for `xsched devices`.
 fn cache_dir() -> Option<PathBuf> {
-    xsched_llm_predict::embed_cache::default_dir()
+    store::default_dir()
 }
 
 /// Read a table, naming the file in any error.

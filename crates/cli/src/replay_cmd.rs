@@ -6,15 +6,15 @@
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
+use xsched_llm::replay::{self, ReplaySummary};
 use xsched_llm_core::{EngineOrder, RequestPolicySpec};
 use xsched_llm_predict::embedding::Embedder;
 use xsched_llm_sim::Request;
 use xsched_llm_sim::calibrate::fit_attend;
 use xsched_llm_sim::engine::EngineConfig;
-use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
+use xsched_llm_sim::sim::{Cluster, DEFAULT_HISTORY, Rules, Runs};
 
 use crate::embedding_arg::EmbeddingArgs;
-use crate::recorded;
 
 /// Where the simulated scheduler orders requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -95,43 +95,15 @@ fn parse_step_us(text: &str) -> Result<[f64; 3], String> {
 
 /// The file's requests in arrival order, each prompt embedded by `embedder`.
 fn read(path: &Path, embedder: &dyn Embedder) -> Result<Vec<Request>> {
-    let mut out = Vec::new();
-    for (k, r) in recorded::read(path)?.into_iter().enumerate() {
-        let input_tokens = r.input_tokens.with_context(|| {
-            format!(
-                "{}: request {} has no `input_tokens`",
-                path.display(),
-                k + 1
-            )
-        })?;
-        out.push(Request {
-            id: 0,
-            arrival: r.arrival,
-            embedding: embedder.embed(&r.prompt),
-            prompt: r.prompt,
-            input_tokens,
-            output_tokens: r.output_tokens.max(1),
-            previous_answer_tokens: None,
-        });
-    }
-    out.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
-    for (k, r) in out.iter_mut().enumerate() {
-        r.id = k;
-    }
-    Ok(out)
+    let recorded = xsched_llm::recorded::read(path)?;
+    replay::requests(&recorded, embedder).with_context(|| path.display().to_string())
 }
 
 /// The engine preset with the arguments' changes.
 fn engine(a: &ReplayArgs) -> Result<EngineConfig> {
-    let mut cfg = EngineConfig::preset(&a.engine)
+    let cfg = EngineConfig::preset(&a.engine)
         .with_context(|| format!("no engine preset `{}`", a.engine))?;
-    if let Some(n) = a.max_num_seqs {
-        cfg.max_num_seqs = n.max(1);
-    }
-    if let Some(beta) = a.step_us {
-        cfg.beta_us = beta;
-    }
-    Ok(cfg)
+    Ok(cfg.with_overrides(a.max_num_seqs, a.step_us))
 }
 
 /// The simulator on one engine `cfg`, its predictor filled by `warm` first.
@@ -139,29 +111,21 @@ fn runs<'a>(cfg: &'a EngineConfig, warm: &'a [Request]) -> Runs<'a> {
     Runs {
         cfg,
         cluster: Cluster::SINGLE,
-        history: 10_000,
+        history: DEFAULT_HISTORY,
         warm,
     }
 }
 
 /// One policy's replay as a JSON line: mean and P99 TTLT, mean TTFT, and each request's TTLT in
 /// arrival order.
-fn line(name: &str, run: &Run, requests: usize) -> serde_json::Value {
-    let mut ttlt = vec![f64::NAN; requests];
-    let mut ttft = 0.0;
-    for o in &run.stats.outcomes {
-        ttlt[o.id] = o.ttlt;
-        ttft += o.ttft;
-    }
-    let n = run.stats.outcomes.len().max(1);
-    let done: Vec<f64> = ttlt.iter().copied().filter(|t| t.is_finite()).collect();
+fn line(name: &str, summary: &ReplaySummary) -> serde_json::Value {
     serde_json::json!({
         "policy": name,
-        "completed": run.stats.outcomes.len(),
-        "mean_ttlt": done.iter().sum::<f64>() / n as f64,
-        "p99_ttlt": xsched_report::quantile(&done, 0.99),
-        "mean_ttft": ttft / n as f64,
-        "ttlt": ttlt,
+        "completed": summary.completed,
+        "mean_ttlt": summary.mean_ttlt,
+        "p99_ttlt": summary.p99_ttlt,
+        "mean_ttft": summary.mean_ttft,
+        "ttlt": summary.ttlt,
     })
 }
 
@@ -190,10 +154,10 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
         }});
         println!("{line}");
     }
-    for name in a.policy.split(',').filter(|p| !p.is_empty()) {
-        let policy: RequestPolicySpec = name.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let names: Vec<&str> = a.policy.split(',').filter(|p| !p.is_empty()).collect();
+    for (name, policy) in xsched_llm_core::policy::parse_list(&names)? {
         let run = runs(&cfg, &warm).simulate(policy, &rules, &requests)?;
-        println!("{}", line(name, &run, requests.len()));
+        println!("{}", line(name, &replay::summarize(&run, requests.len())));
     }
     Ok(())
 }

@@ -296,6 +296,22 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     TABLE.iter().map(|p| p.name)
 }
 
+/// The policies a command's list names, each with the name it was given by: every one of
+/// [`ALL`] where an item is `all`, else each item as [`FromStr`] reads it.
+pub fn parse_list<S: AsRef<str>>(
+    items: &[S],
+) -> Result<Vec<(&str, RequestPolicySpec)>, PolicyError> {
+    let names: Vec<&str> = if items.iter().any(|item| item.as_ref() == "all") {
+        ALL.to_vec()
+    } else {
+        items.iter().map(|item| item.as_ref()).collect()
+    };
+    names
+        .into_iter()
+        .map(|name| name.parse::<RequestPolicySpec>().map(|spec| (name, spec)))
+        .collect()
+}
+
 impl RequestPolicySpec {
     /// First come, first served: vLLM's default, every comparison's baseline.
     pub const FCFS: RequestPolicySpec = TABLE[0];
@@ -400,59 +416,4 @@ impl fmt::Display for RequestPolicySpec {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_name_parses_back_to_itself() {
-        for name in names().chain(ALL.iter().copied()) {
-            let spec: RequestPolicySpec = name.parse().expect(name);
-            assert_eq!(spec.to_string(), name);
-        }
-        let noisy: RequestPolicySpec = "sagesched-noise-0.5".parse().expect("noise");
-        assert_eq!(noisy.source, PredictionSource::Noisy(0.5));
-        assert_eq!(noisy.to_string(), "sagesched-noise-0.5");
-    }
-
-    #[test]
-    fn parameters_change_admission_and_preemption_and_print_only_when_changed() {
-        let s: RequestPolicySpec = "ssjf:admit=peak".parse().expect("ssjf");
-        assert_eq!(s.admission, KvAdmission::Peak);
-        assert_eq!(s.to_string(), "ssjf:admit=peak");
-        let s: RequestPolicySpec = "sagesched:preempt=on,admit=engine".parse().expect("sage");
-        assert!(s.preemptive && s.admission == KvAdmission::Engine);
-        assert_eq!(s.to_string(), "sagesched:admit=engine,preempt=on");
-        assert_eq!(
-            "fcfs:admit=engine"
-                .parse::<RequestPolicySpec>()
-                .map(|s| s.to_string()),
-            Ok("fcfs".into())
-        );
-    }
-
-    #[test]
-    fn unknown_names_and_parameters_say_what_is_known() {
-        let err = "srpt".parse::<RequestPolicySpec>().expect_err("unknown");
-        assert!(
-            err.to_string().contains("fcfs, priority, sagesched"),
-            "{err}"
-        );
-        for bad in [
-            "sagesched-noise-",
-            "sagesched-noise-x",
-            "sagesched-noise--1",
-        ] {
-            assert!(bad.parse::<RequestPolicySpec>().is_err(), "{bad}");
-        }
-        let err = "fcfs:admit=maybe"
-            .parse::<RequestPolicySpec>()
-            .expect_err("param");
-        assert!(err.to_string().contains("admit=engine|peak"), "{err}");
-    }
-
-    #[test]
-    fn the_default_list_names_table_rows() {
-        assert!(ALL.iter().all(|n| RequestPolicySpec::row(n).is_some()));
-        assert_eq!(RequestPolicySpec::FCFS.name, "fcfs");
-    }
-}
+mod tests;

@@ -1,10 +1,17 @@
-//! The MiniLM model files loaded: its embedder and its WordPiece token counter, built only with
-//! the `minilm` feature (candle and tokenizers are most of a cold build, so the default build
-//! leaves them out); without it, an error that says how to build it.
+//! The MiniLM model files found and loaded: where they are (a flag's directory, else
+//! `$XSCHED_MINILM_DIR`, the one rule of every command), its embedder and its WordPiece token
+//! counter, built only with the `minilm` feature (candle and tokenizers are most of a cold
+//! build, so the default build leaves them out); without it, an error that says how to build it.
 
 use crate::embedding::{EmbedError, Embedder};
 use crate::tokenize::{TokenCounter, TokenizeError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The MiniLM model directory: `explicit` (a flag's) if given, else `$XSCHED_MINILM_DIR`;
+/// `None` when neither names one.
+pub fn minilm_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    explicit.or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
+}
 
 /// all-MiniLM-L6-v2 from the model files in `dir`: built only with the `minilm` feature
 /// (candle and tokenizers are most of a cold build, so the default build leaves them out);
@@ -50,5 +57,11 @@ mod tests {
             "--features minilm"
         };
         assert!(err.contains(expected), "{err}");
+    }
+
+    #[test]
+    fn a_directory_given_is_the_one_used() {
+        let dir = PathBuf::from("/models/minilm");
+        assert_eq!(minilm_dir(Some(dir.clone())), Some(dir));
     }
 }

@@ -394,6 +394,22 @@ impl EngineConfig {
     pub fn default_preset() -> EngineConfig {
         default_engine()
     }
+
+    /// This engine with what a replay changes, where it says: at most `max_num_seqs` requests
+    /// at once (at least one), and the step time `beta_us` (`[β0, β1, β2]` in µs).
+    pub fn with_overrides(
+        mut self,
+        max_num_seqs: Option<usize>,
+        beta_us: Option<[f64; 3]>,
+    ) -> EngineConfig {
+        if let Some(n) = max_num_seqs {
+            self.max_num_seqs = n.max(1);
+        }
+        if let Some(beta) = beta_us {
+            self.beta_us = beta;
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -433,6 +449,18 @@ mod tests {
         assert_eq!(qwen.max_model_len, 40_960);
         assert!(NAMES.iter().all(|n| engine(n).is_some()));
         assert!(engine("gpt-9").is_none());
+    }
+
+    #[test]
+    fn overrides_change_only_what_they_name_and_keep_one_seat() {
+        let a100 = engine("llama3.1-8b-a100").expect("a100");
+        assert_eq!(a100.clone().with_overrides(None, None), a100);
+        let changed = a100.clone().with_overrides(Some(0), Some([1.0, 2.0, 3.0]));
+        assert_eq!(
+            (changed.max_num_seqs, changed.beta_us),
+            (1, [1.0, 2.0, 3.0])
+        );
+        assert_eq!(changed.kv_blocks, a100.kv_blocks);
     }
 
     #[test]

@@ -13,11 +13,15 @@
 //! - [`experiment`]: capacity, load sweeps, rows.
 //! - [`study`]: the `xsched llm` studies (sweep with its targets, predictor evaluation) as
 //!   library calls.
+//! - [`recorded`]: requests recorded against a real engine, as the benchmark scripts write
+//!   them; [`replay`] makes them the simulator's and sums up each policy's replay.
 
 pub mod data;
 pub mod evaluate;
 pub mod experiment;
 pub mod plot;
+pub mod recorded;
+pub mod replay;
 pub mod sharegpt;
 pub mod study;
 pub mod trace;

@@ -287,6 +287,19 @@ fn has_content(event: &str) -> bool {
     xsched_openai::tally::has_text(json.trim().as_bytes())
 }
 
+/// Every sample as a JSON line, as `xsched llm load --samples` keeps them: `prompt`, `sent_s`,
+/// `ttft_s`, `ttlt_s` (seconds; `ttft_s` null where no content came), `status` and `chunks`.
+pub fn write_samples(mut out: impl std::io::Write, samples: &[Sample]) -> std::io::Result<()> {
+    for s in samples {
+        let line = serde_json::json!({
+            "prompt": s.prompt, "sent_s": s.sent, "ttft_s": s.ttft, "ttlt_s": s.ttlt,
+            "status": s.status, "chunks": s.chunks,
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()
+}
+
 /// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the
 /// answered ones.
 pub fn summary(samples: &[Sample]) -> serde_json::Map<String, serde_json::Value> {
@@ -320,4 +333,31 @@ pub fn summary(samples: &[Sample]) -> serde_json::Map<String, serde_json::Value>
         m.insert(k.to_string(), v);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_is_one_line_of_its_fields_in_seconds() {
+        let sample = Sample {
+            prompt: 3,
+            sent: 0.5,
+            ttft: None,
+            ttlt: 1.25,
+            status: 200,
+            chunks: 7,
+        };
+        let mut out = Vec::new();
+        write_samples(&mut out, &[sample]).expect("written");
+        assert_eq!(
+            String::from_utf8(out).expect("utf-8"),
+            concat!(
+                r#"{"prompt":3,"sent_s":0.5,"ttft_s":null,"ttlt_s":1.25,"#,
+                r#""status":200,"chunks":7}"#,
+                "\n"
+            )
+        );
+    }
 }

@@ -41,6 +41,13 @@ pub enum StoreError {
     Encode(#[from] serde_json::Error),
 }
 
+/// xsched's cache directory, where the last probe is kept: `XSCHED_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/xsched`, else `$HOME/.cache/xsched` (the runtime's
+/// [`cache_dir`](xsched_runtime::cache_dir)); `None` when none is set.
+pub fn default_dir() -> Option<PathBuf> {
+    xsched_runtime::cache_dir()
+}
+
 /// Where the last probe is kept, in xsched's cache directory `cache`.
 pub fn last_path(cache: &Path) -> PathBuf {
     cache.join("probe.json")

@@ -13,17 +13,20 @@
 //! golden-bytes test pins the encoding of every message to [`VERSION`]; the handshake frames
 //! (`Hello`, `Welcome`, `Error`) are the same in every version, so a refusal is always readable.
 //! [`client::connect`] is the one client-side handshake, and every client write goes through
-//! [`client::NoSigPipe`].
+//! [`client::NoSigPipe`]. What an operator reads off the rows of `Top` (a queue's
+//! [`QueueState`], the [`account_totals`] per process and tenant) is here too.
 
 pub mod client;
 mod codec;
 mod messages;
+mod top;
 mod wire;
 
 pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
 pub use messages::{
     ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION, WireAccount, WireMode,
 };
+pub use top::{ProcessTotal, ProcessTotals, QueueState, TenantTotal, TenantTotals, account_totals};
 pub use wire::{WireHint, WireHints};
 
 /// The daemon's socket path: `$XSCHED_SOCKET`, else `$XDG_RUNTIME_DIR/xsched.sock`, else

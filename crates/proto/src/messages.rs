@@ -205,6 +205,12 @@ impl WireAccount {
         self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
         self.device_measured = self.device_measured && other.device_measured;
     }
+
+    /// Time the completed commands spent other than on the device: their latency less their
+    /// device time (0 where an estimated device time exceeds the latency).
+    pub fn waiting_ns(&self) -> u64 {
+        self.latency_ns.saturating_sub(self.device_ns)
+    }
 }
 
 /// What a client reports about one queue, about once a second.
@@ -346,5 +352,21 @@ mod tests {
         assert_eq!((total.queue_wait_max_ns, total.max_in_flight), (9, 2));
         assert!(!total.device_measured, "one estimate makes the total one");
         assert_eq!(total.preemptions, u64::MAX, "saturates");
+    }
+
+    #[test]
+    fn waiting_is_latency_less_device_time_and_never_below_zero() {
+        let waited = WireAccount {
+            latency_ns: 30,
+            device_ns: 12,
+            ..WireAccount::default()
+        };
+        assert_eq!(waited.waiting_ns(), 18);
+        let over = WireAccount {
+            latency_ns: 5,
+            device_ns: 9,
+            ..WireAccount::default()
+        };
+        assert_eq!(over.waiting_ns(), 0, "an estimate above the latency");
     }
 }

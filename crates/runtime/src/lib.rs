@@ -17,15 +17,20 @@
 //! - [`scheduler::SchedulerThread`]: the in-process scheduler thread over the core's
 //!   `Dispatcher`; with `XSCHED_SCHEDULER=global` a client agent stands in its place and
 //!   reports to the daemon.
+//! - [`launch`]: the command that runs an unchanged program with its OpenCL queues under
+//!   xsched (`xsched run`), the hints set by the names this crate reads.
+//! - [`cache_dir`]: xsched's cache folder (`XSCHED_CACHE_DIR`, else the user's cache).
 
 #![forbid(unsafe_code)]
 
 mod account;
 mod agent;
+mod cache;
 mod completion;
 mod env;
 mod error;
 mod hwqueue;
+pub mod launch;
 mod launcher;
 mod logging;
 mod machine;
@@ -45,6 +50,7 @@ mod xqueue;
 pub use xsched_sys::{clock, fork, prompt, stamps};
 
 pub use account::QueueAccount;
+pub use cache::cache_dir;
 pub use completion::{Completion, CompletionHook, CompletionSink};
 /// Every `XSCHED_*` environment variable the runtime reads: what a deployment may set (the
 /// Kubernetes manifests' test, `crates/cli/tests/kubernetes.rs`, checks theirs against it).

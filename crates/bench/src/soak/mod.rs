@@ -22,7 +22,7 @@ mod processes;
 mod report;
 
 pub use client::client;
-pub use params::{SoakError, SoakParams};
+pub use params::{SoakError, SoakOverrides, SoakParams};
 
 use crate::Report;
 use processes::{Soak, disturbance_plan, drive};

@@ -95,6 +95,10 @@ pub enum SimError {
     Config(#[from] xsched_llm_core::ConfigError),
 }
 
+/// The history predictor's entries where nobody says otherwise (`xsched llm --history`'s
+/// default, and every replay's).
+pub const DEFAULT_HISTORY: usize = 10_000;
+
 /// Runs on one cluster of engines, with one predictor's history to start from.
 #[derive(Clone, Copy)]
 pub struct Runs<'a> {

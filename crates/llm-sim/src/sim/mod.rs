@@ -16,7 +16,7 @@ mod contract;
 mod oracle;
 mod world;
 
-pub use contract::{Cluster, Hang, Rules, Run, Runs, SimError};
+pub use contract::{Cluster, DEFAULT_HISTORY, Hang, Rules, Run, Runs, SimError};
 
 use crate::Request;
 use crate::engine::EngineConfig;

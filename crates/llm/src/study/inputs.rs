@@ -10,7 +10,7 @@ use crate::trace;
 use std::path::PathBuf;
 use xsched_llm_predict::embed_cache;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
-use xsched_llm_predict::load::{load_minilm, load_wordpiece};
+use xsched_llm_predict::load::{load_minilm, load_wordpiece, minilm_dir};
 use xsched_llm_sim::engine::EngineConfig;
 
 /// The requests a study runs, and how they were made (for the report's heading).
@@ -28,9 +28,7 @@ impl Study {
     }
 
     fn minilm_dir(&self) -> Option<PathBuf> {
-        self.minilm_dir
-            .clone()
-            .or_else(|| std::env::var_os("XSCHED_MINILM_DIR").map(PathBuf::from))
+        minilm_dir(self.minilm_dir.clone())
     }
 
     /// The requests: the `--prompts` file, a prompt file of the data directory (one model's
