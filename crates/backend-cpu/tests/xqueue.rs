@@ -361,7 +361,7 @@ fn slo_aware_in_process_refuses_queues_until_one_has_an_slo() {
     let err = runtime
         .create_queue(Arc::new(device.create_queue()), QueueOptions::default())
         .err()
-        .map(|e| e.to_string())
+        .map(|e| xsched_runtime::chain_text(&e))
         .unwrap_or_default();
     assert!(
         err.contains("XSCHED_POLICY=slo-aware") && err.contains("XSCHED_SLO_US"),

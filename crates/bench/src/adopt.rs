@@ -11,6 +11,7 @@
 //! The run also keeps, for `xsched report`, each queue's latency CDF and its states sampled
 //! every millisecond ([`AdoptParams::sample_every`]).
 
+use crate::error::BenchError;
 use crate::fg_bg::{self, FgBgParams, RunResult};
 use crate::stats::pct_us;
 use crate::{Check, Report};
@@ -19,7 +20,7 @@ use std::time::Duration;
 use xsched_core::{Hint, Nanos};
 use xsched_report::run::{self, QueueRecord, QueueStateKind, RunGroup, RunRecord};
 use xsched_report::{Verdict, cells, columns, round1, round3};
-use xsched_runtime::{QueueAccount, QueueOptions, QueueState, RolloutMode, RuntimeError};
+use xsched_runtime::{QueueAccount, QueueOptions, QueueState, RolloutMode};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -63,7 +64,7 @@ fn config_name(mode: Option<RolloutMode>) -> &'static str {
 pub fn run(
     p: &AdoptParams,
     progress: &dyn Fn(usize, usize),
-) -> Result<(Report, RunRecord), RuntimeError> {
+) -> Result<(Report, RunRecord), BenchError> {
     let workload = FgBgParams {
         timeline: Some(p.sample_every),
         ..p.workload.clone()

@@ -15,6 +15,7 @@
 //! completion), speech jobs, those done within their period, and the lost ones (late).
 
 use crate::Report;
+use crate::error::BenchError;
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -25,7 +26,7 @@ use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_report::plot::{Figure, samples};
 use xsched_report::{cells, columns, round3};
-use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
+use xsched_runtime::{CommandHandle, QueueOptions, Runtime, RuntimeConfig, XQueue};
 use xsched_workload::ai_pc::{self, MODES, ModeResult, ShareMode};
 
 /// What the study runs.
@@ -81,7 +82,7 @@ pub struct RunResult {
 }
 
 /// Run one mode once.
-pub fn run_mode(p: &AiPcParams, mode: ShareMode) -> Result<RunResult, RuntimeError> {
+pub fn run_mode(p: &AiPcParams, mode: ShareMode) -> Result<RunResult, BenchError> {
     let device = CpuDevice::new(1)?;
     let policy = if mode == ShareMode::Laxity {
         "laxity"
@@ -214,7 +215,7 @@ fn speech_jobs(
 pub fn run(
     p: &AiPcParams,
     progress: &dyn Fn(usize, usize),
-) -> Result<(Report, Vec<Figure>), RuntimeError> {
+) -> Result<(Report, Vec<Figure>), BenchError> {
     let runs = p.runs.max(1) as usize;
     let mut results: Vec<Vec<RunResult>> = MODES.iter().map(|_| Vec::new()).collect();
     for run in 0..runs {

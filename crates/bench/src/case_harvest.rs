@@ -17,6 +17,7 @@
 //! kernel time over the window (harvested share) and the service's mean and P99 latency.
 
 use crate::Report;
+use crate::error::BenchError;
 use crate::poisson::{Service, length, nanos, serve};
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
@@ -145,7 +146,7 @@ pub fn run_mode(
     level: Level,
     job: Job,
     slo: Duration,
-) -> Result<RunResult, RuntimeError> {
+) -> Result<RunResult, BenchError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig {
         policy: mode
@@ -214,7 +215,7 @@ fn run_job(
 pub fn run(
     p: &CaseHarvestParams,
     progress: &dyn Fn(usize, usize),
-) -> Result<(Report, Vec<Figure>), RuntimeError> {
+) -> Result<(Report, Vec<Figure>), BenchError> {
     let runs = p.runs.max(1) as usize;
     let cases: Vec<(Level, Job)> = p
         .levels

@@ -13,6 +13,7 @@
 //! simulated study has it). Every mode replays the same seeded requests.
 
 use crate::Report;
+use crate::error::BenchError;
 use crate::poisson::{Service, serve};
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
@@ -94,7 +95,7 @@ pub fn run_mode(
     p: &TwoModelParams,
     rate: u32,
     mode: ShareMode,
-) -> Result<Histogram<u64>, RuntimeError> {
+) -> Result<Histogram<u64>, BenchError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig {
         policy: xsched_core::PolicySpec::registered("hpf"),
@@ -133,7 +134,7 @@ pub fn run_mode(
 pub fn run(
     p: &TwoModelParams,
     progress: &dyn Fn(usize, usize),
-) -> Result<(Report, Vec<Figure>), RuntimeError> {
+) -> Result<(Report, Vec<Figure>), BenchError> {
     let runs = p.runs.max(1) as usize;
     let total = runs * p.rates.len() * MODES.len();
     // p99s[rate][mode][run], in ms.

@@ -3,17 +3,15 @@
 //! keep a record for `xsched report` or draw figures. It is here, not in the CLI, so that the
 //! command only parses its arguments and prints what [`run`] returns.
 
-use crate::harvest::ProcessError;
-use crate::soak::{SoakError, SoakOverrides};
+use crate::error::BenchError;
+use crate::soak::SoakOverrides;
 use crate::{
     Report, adopt, case_ai_pc, case_harvest, case_two_model, cpu_share, daemon_rtt, fg_bg, harvest,
     multi_device, overhead, preempt, soak,
 };
 use std::path::Path;
-use thiserror::Error;
 use xsched_report::plot::Figure;
 use xsched_report::run::RunRecord;
-use xsched_runtime::RuntimeError;
 
 /// The benchmarks (each one a module of this crate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,26 +66,6 @@ pub struct BenchOutput {
     pub figures: Vec<Figure>,
     /// The record.
     pub record: Option<RunRecord>,
-}
-
-/// Why a benchmark could not run: its own error, unchanged.
-#[derive(Debug, Error)]
-pub enum BenchError {
-    /// An in-process experiment failed.
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    /// A worker process or the daemon of `harvest-daemon` failed.
-    #[error(transparent)]
-    Processes(#[from] ProcessError),
-    /// The soak could not run.
-    #[error(transparent)]
-    Soak(#[from] SoakError),
-    /// The daemon round trip could not be measured.
-    #[error(transparent)]
-    Daemon(daemon_rtt::DaemonBenchError),
-    /// A benchmark that starts worker processes was given no binary to start them from.
-    #[error("this benchmark starts worker processes and was given no xsched binary")]
-    NoExe,
 }
 
 /// Run benchmark `bench` with its default parameters; `samples` overrides its sample count
@@ -157,7 +135,7 @@ pub fn run(
         Bench::Daemon => {
             let mut p = daemon_rtt::DaemonRttParams::default();
             p.samples = samples.unwrap_or(p.samples);
-            daemon_rtt::run(&p, tick).map_err(BenchError::Daemon)?
+            daemon_rtt::run(&p, tick)?
         }
     };
     Ok(with_figures((report, Vec::new())))

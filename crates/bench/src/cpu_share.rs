@@ -2,6 +2,7 @@
 //! launcher threads) as a share of one core, while idle and while a queue runs 10 k commands/s.
 //! Read from Linux's per-thread `/proc/self/task/*/schedstat` (nanoseconds on CPU).
 
+use crate::error::BenchError;
 use crate::{Check, Report};
 use serde_json::json;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_report::{Verdict, cells, columns, round3};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig};
 
 /// What the experiment runs.
 #[derive(Clone, Debug)]
@@ -75,11 +76,9 @@ fn shares(a: &Sample, b: &Sample) -> (f64, f64) {
 }
 
 /// Rows `{phase, commands_per_s, scheduler_pct, launchers_pct}` (percent of one core).
-pub fn run(p: &CpuShareParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &CpuShareParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     if thread_cpu_ns("").is_none() {
-        return Err(RuntimeError::Hw(xsched_runtime::HwError::Backend(
-            "per-thread CPU time needs Linux /proc/self/task/*/schedstat".into(),
-        )));
+        return Err(BenchError::NoThreadCpuTime);
     }
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;

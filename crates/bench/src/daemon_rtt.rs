@@ -3,15 +3,16 @@
 //! floor), and the daemon threads' CPU share at 10 k events/s.
 
 use crate::cpu_share::thread_cpu_ns;
+use crate::error::{self, BenchError};
 use crate::stats::{none, pct_us};
 use crate::{Check, Report};
 use hdrhistogram::Histogram;
 use serde_json::json;
-use std::io::{self, Write};
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xsched_proto::{ClientMsg, DaemonMsg, WireHints, client, read_frame, write_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, ProtoError, WireHints, client, read_frame, write_frame};
 use xsched_report::{Verdict, cells, columns, round3};
 
 /// What the experiment runs.
@@ -35,19 +36,16 @@ impl Default for DaemonRttParams {
     }
 }
 
-/// Why the experiment could not run.
-pub type DaemonBenchError = Box<dyn std::error::Error + Send + Sync>;
-
 fn temp_socket(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("xsched-bench-{}-{name}.sock", std::process::id()))
 }
 
-fn expect(s: &mut UnixStream) -> Result<DaemonMsg, DaemonBenchError> {
-    read_frame::<DaemonMsg>(s)?.ok_or_else(|| "the daemon closed the connection".into())
+fn expect(s: &mut UnixStream) -> Result<DaemonMsg, BenchError> {
+    read_frame::<DaemonMsg>(s)?.ok_or(BenchError::Proto(ProtoError::Closed))
 }
 
 /// A client with two queues on one device: `low` (priority 0, ready) and `high` (priority 10).
-fn client(path: &Path) -> Result<UnixStream, DaemonBenchError> {
+fn client(path: &Path) -> Result<UnixStream, BenchError> {
     let mut s = client::connect(path, Duration::from_secs(5))?;
     let high = WireHints {
         priority: 10,
@@ -67,9 +65,14 @@ fn client(path: &Path) -> Result<UnixStream, DaemonBenchError> {
     Ok(s)
 }
 
+/// The daemon answered something else than the round trip expects.
+fn unexpected(answer: &DaemonMsg) -> BenchError {
+    ProtoError::Unexpected(format!("{answer:?}")).into()
+}
+
 /// One event whose answer is an operation: Ready(high) → Suspend(low) (then Protect(high)), or
 /// Idle(high) → Resume(low) (then Unprotect(high)); timed to the first.
-fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchError> {
+fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, BenchError> {
     let t = Instant::now();
     let msg = if ready {
         ClientMsg::Ready { queue: 1 }
@@ -80,7 +83,7 @@ fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchEr
     let elapsed = match expect(s)? {
         DaemonMsg::Suspend { queue: 0 } if ready => t.elapsed(),
         DaemonMsg::Resume { queue: 0 } if !ready => t.elapsed(),
-        other => return Err(format!("unexpected answer {other:?}").into()),
+        other => return Err(unexpected(&other)),
     };
     // The same decision protects the high queue while the low one is suspended (and ends
     // that): read it so the next round trip starts clean.
@@ -89,7 +92,7 @@ fn round_trip(s: &mut UnixStream, ready: bool) -> Result<Duration, DaemonBenchEr
             queue: 1,
             protected,
         } if protected == ready => Ok(elapsed),
-        other => Err(format!("unexpected answer {other:?}").into()),
+        other => Err(unexpected(&other)),
     }
 }
 
@@ -105,10 +108,10 @@ fn echo(listener: UnixListener) {
     }
 }
 
-fn ping(s: &mut UnixStream) -> Result<Duration, DaemonBenchError> {
+fn ping(s: &mut UnixStream) -> Result<Duration, BenchError> {
     let t = Instant::now();
     write_frame(s, &ClientMsg::Ready { queue: 1 })?;
-    read_frame::<ClientMsg>(s)?.ok_or("echo closed")?;
+    read_frame::<ClientMsg>(s)?.ok_or(BenchError::EchoClosed)?;
     Ok(t.elapsed())
 }
 
@@ -120,18 +123,16 @@ fn daemon_threads_ns() -> u64 {
 }
 
 /// Rows `{path, p50_us, p99_us, ratio_to_floor}` plus the CPU-share row.
-pub fn run(
-    p: &DaemonRttParams,
-    progress: &dyn Fn(usize, usize),
-) -> Result<Report, DaemonBenchError> {
+pub fn run(p: &DaemonRttParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let daemon_path = temp_socket("daemon");
     let echo_path = temp_socket("echo");
     let _ = std::fs::remove_file(&echo_path);
     let daemon =
         xsched_daemon::Daemon::bind(&daemon_path, &xsched_core::PolicySpec::default())?.spawn()?;
-    let listener = UnixListener::bind(&echo_path)?;
+    let listener = UnixListener::bind(&echo_path).map_err(error::io("binding the echo socket"))?;
     let echo_thread = std::thread::spawn(move || echo(listener));
-    let mut to_echo = UnixStream::connect(&echo_path)?;
+    let mut to_echo =
+        UnixStream::connect(&echo_path).map_err(error::io("connecting to the echo socket"))?;
     let mut to_daemon = client(daemon.path())?;
     progress(0, 2);
     let (floor, through) = sample_round_trips(p.samples, &mut to_echo, &mut to_daemon)?;
@@ -144,7 +145,7 @@ pub fn run(
     progress(2, 2);
     to_daemon
         .flush()
-        .map_err(|e: io::Error| -> DaemonBenchError { e.into() })?;
+        .map_err(error::io("flushing the daemon connection"))?;
     drop(to_daemon);
     daemon.stop();
     Ok(daemon_report(&floor, &through, share, rate))
@@ -156,7 +157,7 @@ fn sample_round_trips(
     samples: u32,
     to_echo: &mut UnixStream,
     to_daemon: &mut UnixStream,
-) -> Result<(Histogram<u64>, Histogram<u64>), DaemonBenchError> {
+) -> Result<(Histogram<u64>, Histogram<u64>), BenchError> {
     let (mut floor, mut through) = (
         xsched_report::new_histogram(),
         xsched_report::new_histogram(),
@@ -179,7 +180,7 @@ fn sample_round_trips(
 fn cpu_share_phase(
     p: &DaemonRttParams,
     to_daemon: &mut UnixStream,
-) -> Result<(f64, f64), DaemonBenchError> {
+) -> Result<(f64, f64), BenchError> {
     // CPU share: pairs of events (Ready, Idle of the high queue), each answered by an operation.
     let pairs_per_ms = (p.rate / 2000).max(1);
     let start = Instant::now();

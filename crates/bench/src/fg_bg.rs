@@ -10,6 +10,7 @@
 //! has work, at the chosen level.
 
 use crate::Report;
+use crate::error::BenchError;
 use crate::stats::{self, none, pct_us};
 use hdrhistogram::Histogram;
 use rand::Rng;
@@ -22,8 +23,7 @@ use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level};
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{
-    CommandHandle, QueueAccount, QueueOptions, QueueState, Runtime, RuntimeConfig, RuntimeError,
-    XQueue,
+    CommandHandle, QueueAccount, QueueOptions, QueueState, Runtime, RuntimeConfig, XQueue,
 };
 use xsched_workload::fg_bg::{self, CPU_INTERRUPT_MAX};
 
@@ -108,7 +108,7 @@ pub struct Sample {
 }
 
 /// Run one mode.
-pub fn run_mode(p: &FgBgParams, mode: ShareMode) -> Result<RunResult, RuntimeError> {
+pub fn run_mode(p: &FgBgParams, mode: ShareMode) -> Result<RunResult, BenchError> {
     let (fg_options, bg_options) = match mode {
         ShareMode::Standalone | ShareMode::Native => {
             (QueueOptions::native(), QueueOptions::native())
@@ -131,7 +131,7 @@ pub fn run_options(
     p: &FgBgParams,
     fg_options: QueueOptions,
     bg_options: Option<QueueOptions>,
-) -> Result<RunResult, RuntimeError> {
+) -> Result<RunResult, BenchError> {
     let device = CpuDevice::new(p.workers)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let fg = runtime.create_queue(Arc::new(device.create_queue()), fg_options)?;
@@ -283,7 +283,7 @@ pub fn foreground(
 /// (standalone least of all: it is the baseline) always runs first, on a cold machine, or
 /// always after the same neighbour. Each mode's P99 pools all its rounds; the rounds' own P99s
 /// are the baseline's spread ([`fg_bg::Baseline`]).
-pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &FgBgParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let modes = ShareMode::all(&p.levels);
     let rounds = p.rounds.clamp(1, p.requests.max(1));
     let per_round = FgBgParams {

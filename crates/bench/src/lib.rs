@@ -39,6 +39,11 @@
 //!   ping-pong, and the daemon's CPU share at 10 k events/s.
 //! - [`soak`]: client processes under a daemon that is killed, stopped and restarted while
 //!   clients are killed too: every surviving client's commands run exactly once.
+//!
+//! # Errors
+//!
+//! Every fallible public function returns [`BenchError`] (the worker role parser
+//! [`roles::Role::from_name`], a clap value parser, included).
 
 pub mod adopt;
 pub mod case_ai_pc;
@@ -47,6 +52,7 @@ pub mod case_two_model;
 pub mod catalog;
 pub mod cpu_share;
 pub mod daemon_rtt;
+mod error;
 pub mod fg_bg;
 pub mod harvest;
 pub mod multi_device;
@@ -60,4 +66,5 @@ pub mod switches;
 pub mod two_process;
 pub mod workers;
 
+pub use error::BenchError;
 pub use xsched_report::{Check, Report};

@@ -5,6 +5,7 @@
 //! there; with the global one it is held whenever the pipeline has work anywhere, so stage 2
 //! never waits for a preemption.
 
+use crate::error::BenchError;
 use crate::fg_bg::{FgBgParams, background};
 use crate::stats::pct_us;
 use crate::{Check, Report};
@@ -116,7 +117,7 @@ fn run_mode(
 }
 
 /// Rows `{mode, policy, level, p50_us, p99_us, p99_ratio}`.
-pub fn run(p: &MultiDeviceParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &MultiDeviceParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let mut rows = Vec::new();
     let mut p99s = Vec::new();
     for (i, &mode) in MODES.iter().enumerate() {

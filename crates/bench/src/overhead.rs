@@ -2,6 +2,7 @@
 //! stream of commands loses against launching them straight onto the hardware queue, at
 //! launch thresholds 1 to 32.
 
+use crate::error::BenchError;
 use crate::stats::pct_us;
 use crate::{Check, Report, switches};
 use serde_json::json;
@@ -129,7 +130,7 @@ fn submit_cost(
 
 /// Rows `{threshold, batch, budget_us, direct_ms, xsched_ms, loss_pct}` (thresholds at Level 3,
 /// where no budget binds, plus the default config at Levels 3 and 1) and one submit-cost row.
-pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &OverheadParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let kernel = Arc::new(Spin::new(p.command));

@@ -4,6 +4,7 @@
 //! submission until the urgent command starts on the device. Beside it, the machine's raw
 //! thread wake-up round trip, measured in the same run, is the floor.
 
+use crate::error::BenchError;
 use crate::stats::{self, none, pct_us};
 use crate::{Check, Report};
 use hdrhistogram::Histogram;
@@ -86,7 +87,7 @@ pub fn measure(
     length: Duration,
     samples: u32,
     seed: u64,
-) -> Result<Histogram<u64>, RuntimeError> {
+) -> Result<Histogram<u64>, BenchError> {
     let device = CpuDevice::new(1)?;
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let bg_options = QueueOptions::default()
@@ -170,7 +171,7 @@ pub fn wakeup_round_trip(samples: u32) -> Histogram<u64> {
 
 /// Every variant at every length, plus the floor; rows
 /// `{level, config, cmd_us, p50_us, p99_us, p99_over_cmd}`.
-pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &PreemptParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let total = p.variants.len() * p.lengths.len() + 1;
     progress(0, total);
     let floor = wakeup_round_trip(p.samples.max(100));

@@ -4,19 +4,9 @@
 //! [`workers`](crate::workers). This is a module of its own because the experiments import the
 //! roles while the roles' bodies import the experiments: apart, no file imports another back.
 
+use crate::error::BenchError;
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// A role name that is not one of [`Role::ALL`]'s.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown role {name:?}; expected one of {names}",
-    names = Role::ALL.map(Role::name).join(", ")
-)]
-pub struct UnknownRole {
-    /// The name given.
-    pub name: String,
-}
 
 /// What a worker process does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,13 +50,14 @@ impl Role {
         }
     }
 
-    /// The role called `name`; the error lists the names.
-    pub fn from_name(name: &str) -> Result<Role, UnknownRole> {
+    /// The role called `name`; the error lists the names (a clap value parser).
+    pub fn from_name(name: &str) -> Result<Role, BenchError> {
         Role::ALL
             .into_iter()
             .find(|r| r.name() == name)
-            .ok_or_else(|| UnknownRole {
+            .ok_or_else(|| BenchError::UnknownRole {
                 name: name.to_string(),
+                known: Role::ALL.map(Role::name).join(", "),
             })
     }
 }

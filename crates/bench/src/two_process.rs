@@ -7,8 +7,9 @@
 //! suspends the background's queue while the foreground has work.
 
 use crate::Report;
+use crate::error::{BenchError, io};
 use crate::fg_bg::{self, ShareMode};
-use crate::harvest::{ProcessError, report_of};
+use crate::harvest::report_of;
 use crate::roles::{self, Role};
 use std::io::Write;
 use std::path::Path;
@@ -36,13 +37,6 @@ fn configure(c: &mut Command, mode: ShareMode, socket: &Path, priority: i32) {
     }
 }
 
-fn io(what: &str) -> impl FnOnce(std::io::Error) -> ProcessError + '_ {
-    move |source| ProcessError::Io {
-        what: what.to_string(),
-        source,
-    }
-}
-
 /// Run every mode with `exe` (the `xsched` binary) as the two processes; the same rows as the
 /// in-process demo. Standalone runs first and again last, so the baseline every ratio divides
 /// by is measured before and after the others, and its move between the two is judged
@@ -51,7 +45,7 @@ pub fn run(
     exe: &Path,
     requests: u32,
     progress: &dyn Fn(usize, usize),
-) -> Result<Report, ProcessError> {
+) -> Result<Report, BenchError> {
     let socket = std::env::temp_dir().join(format!("xsched-demo-{}.sock", std::process::id()));
     let daemon =
         xsched_daemon::Daemon::bind(&socket, &xsched_core::PolicySpec::default())?.spawn()?;
@@ -85,7 +79,7 @@ fn run_mode(
     mode: ShareMode,
     socket: &Path,
     requests: u32,
-) -> Result<fg_bg::ModeResult, ProcessError> {
+) -> Result<fg_bg::ModeResult, BenchError> {
     let bg = if mode == ShareMode::Standalone {
         None
     } else {

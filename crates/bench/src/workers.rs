@@ -6,6 +6,7 @@
 //! ([`fg_bg`], [`harvest`], [`soak`](crate::soak)). Nothing in the crate imports it back: the
 //! experiments that start workers know only [`roles`](crate::roles).
 
+use crate::error::BenchError;
 use crate::roles::Role;
 use crate::{fg_bg, harvest};
 use serde_json::{Value, json};
@@ -37,7 +38,7 @@ pub struct WorkerArgs {
 }
 
 /// Run the worker; its report.
-pub fn run(args: WorkerArgs) -> Result<Value, RuntimeError> {
+pub fn run(args: WorkerArgs) -> Result<Value, BenchError> {
     match args.role {
         Role::HpService => {
             let mut p = harvest::HarvestParams::default();

@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use xsched_core::CoreError;
+use xsched_core::error::chain_text;
 use xsched_runtime::{CommandError, HwError, RuntimeError};
 
 /// What every C API call returns.
@@ -129,34 +130,51 @@ fn core_status(e: &CoreError) -> XschedStatus {
     }
 }
 
+fn command_status(e: &CommandError) -> XschedStatus {
+    match e {
+        CommandError::Cancelled => XschedStatus::Cancelled,
+        CommandError::Failed(_) | CommandError::Lost => XschedStatus::CommandFailed,
+    }
+}
+
 impl From<RuntimeError> for Failure {
     fn from(e: RuntimeError) -> Failure {
         let status = match &e {
             RuntimeError::Core(c) => core_status(c),
             RuntimeError::Hw(HwError::Unsupported(_)) => XschedStatus::UnsupportedLevel,
-            RuntimeError::Hw(_) | RuntimeError::Spawn(_) => XschedStatus::Internal,
-            RuntimeError::Env { .. } | RuntimeError::Policy { .. } => XschedStatus::Environment,
+            RuntimeError::Command(c) => command_status(c),
+            RuntimeError::Env { .. }
+            | RuntimeError::EnvRefused { .. }
+            | RuntimeError::EnvMode { .. }
+            | RuntimeError::Policy { .. } => XschedStatus::Environment,
             RuntimeError::Suspended => XschedStatus::Suspended,
             RuntimeError::Closed => XschedStatus::Closed,
             RuntimeError::UnknownCommand(_) => XschedStatus::UnknownCommand,
+            RuntimeError::Hw(_)
+            | RuntimeError::Spawn(_)
+            | RuntimeError::NoCommand
+            | RuntimeError::NoShimFile { .. }
+            | RuntimeError::Exe(_)
+            | RuntimeError::NoExeFolder
+            | RuntimeError::NoShim { .. }
+            | RuntimeError::Splittable { .. }
+            | RuntimeError::Resolve { .. }
+            | RuntimeError::CreateFolder { .. }
+            | RuntimeError::Link { .. } => XschedStatus::Internal,
         };
-        Failure::new(status, e.to_string())
+        Failure::new(status, chain_text(&e))
     }
 }
 
 impl From<CoreError> for Failure {
     fn from(e: CoreError) -> Failure {
-        Failure::new(core_status(&e), e.to_string())
+        Failure::new(core_status(&e), chain_text(&e))
     }
 }
 
 impl From<CommandError> for Failure {
     fn from(e: CommandError) -> Failure {
-        let status = match e {
-            CommandError::Cancelled => XschedStatus::Cancelled,
-            CommandError::Failed(_) | CommandError::Lost => XschedStatus::CommandFailed,
-        };
-        Failure::new(status, e.to_string())
+        Failure::new(command_status(&e), chain_text(&e))
     }
 }
 

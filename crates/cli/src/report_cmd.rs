@@ -19,9 +19,7 @@ pub fn render(run: &Path, output: &Path) -> Result<()> {
         .with_context(|| format!("reading the run's record {}", run.display()))?;
     let record = xsched_report::run::parse(&text)
         .with_context(|| format!("{} is not a run record", run.display()))?;
-    let page = xsched_report::html::render(&record)
-        .map_err(anyhow::Error::msg)
-        .context("drawing the report's figures")?;
+    let page = xsched_report::html::render(&record).context("drawing the report's figures")?;
     std::fs::write(output, page).with_context(|| format!("writing {}", output.display()))?;
     eprintln!("report written to {}", output.display());
     Ok(())

@@ -107,7 +107,7 @@ fn said_before_closing(s: &UnixStream) -> Option<String> {
             Ok(Some(other)) => panic!("unexpected {other:?}"),
             Ok(None) => return said,
             // Closing with unread bytes of ours in its buffer resets the connection.
-            Err(xsched_proto::FrameError::Io(e))
+            Err(xsched_proto::ProtoError::Io(e))
                 if e.kind() == std::io::ErrorKind::ConnectionReset =>
             {
                 return said;

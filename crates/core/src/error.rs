@@ -1,4 +1,5 @@
-//! Errors the core reports. Invalid input is an error, never a silent adjustment.
+//! Errors the core reports. Invalid input is an error, never a silent adjustment. Also the one
+//! way xsched's libraries print an error with its causes ([`chain_text`]).
 
 use crate::ids::QueueId;
 use crate::level::{InvalidLevel, Level};
@@ -64,4 +65,40 @@ pub enum CoreError {
         /// How many queues were checked.
         queues: usize,
     },
+}
+
+/// `e` and each of its sources in turn, joined by `": "`: the whole story of an error whose
+/// message leaves its cause to [`source`](std::error::Error::source) (as the CLI prints one),
+/// for a library that must hand an error on as text (a log line, a C caller, a peer).
+pub fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that leaves its cause to `source`.
+    #[derive(Debug, Error)]
+    #[error("registering")]
+    struct Outer(#[source] CoreError);
+
+    #[test]
+    fn the_chain_text_names_every_cause_once() {
+        let e = Outer(CoreError::UnknownQueue(QueueId(3)));
+        assert_eq!(chain_text(&e), "registering: unknown queue q3");
+        let level = CoreError::from(InvalidLevel(7));
+        assert_eq!(
+            chain_text(&level),
+            level.to_string(),
+            "transparent: one message"
+        );
+    }
 }

@@ -13,6 +13,15 @@
 //! - [`policy`]: the policies, one file each, behind one registry.
 //! - [`harvest`]: Hummingbird's idle-slice collector (the `slo-aware` policy's machine).
 //! - [`slice`]: whether and how finely to cut a long kernel launch into preemptible slices.
+//!
+//! # Errors
+//!
+//! Every fallible public function returns [`CoreError`]; [`error::chain_text`] prints one with
+//! its causes, as the CLI does. Two other error types stay, each for a contract:
+//! [`level::InvalidLevel`] is `Level`'s `TryFrom<u8>::Error` (serde's `try_from` and the C API
+//! convert levels with it; `Copy`, and the payload of [`CoreError::InvalidLevel`]), and the builder
+//! of a policy table row (the `build` of a [`policy::Entry`]) answers a fixed `&'static str`
+//! reason, which [`PolicySpec`] copies into [`CoreError::BadPolicyArgument`].
 
 #![forbid(unsafe_code)]
 

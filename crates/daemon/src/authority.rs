@@ -4,29 +4,13 @@
 //! priority). Kept apart from the file's shape and checks (`config.rs`) because it asks the
 //! machine (its users and groups) and answers at run time.
 
-use crate::config::{ConfigError, DaemonConfig, PriorityRange};
+use crate::config::{DaemonConfig, PriorityRange};
+use crate::error::DaemonError;
 use crate::peer::Peer;
-use thiserror::Error;
-
-/// A priority outside what a peer may use (the daemon's `[authority]` configuration).
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error(
-    "priority {priority} is outside uid {uid}'s range {min}..={max} (the daemon's [authority] configuration)"
-)]
-pub struct PriorityRefused {
-    /// The priority asked for.
-    pub priority: i32,
-    /// The peer's uid.
-    pub uid: u32,
-    /// The lowest priority it may use.
-    pub min: i32,
-    /// The highest priority it may use.
-    pub max: i32,
-}
 
 impl DaemonConfig {
     /// The authority rules with every name resolved to an id.
-    pub fn authority(&self) -> Result<Authority, ConfigError> {
+    pub fn authority(&self) -> Result<Authority, DaemonError> {
         let a = &self.authority;
         Ok(Authority {
             daemon_uid: nix::unistd::getuid().as_raw(),
@@ -47,12 +31,12 @@ impl DaemonConfig {
                         },
                     ))
                 })
-                .collect::<Result<_, ConfigError>>()?,
+                .collect::<Result<_, DaemonError>>()?,
         })
     }
 
     /// The gid of `socket.group`, if one is set.
-    pub fn socket_gid(&self) -> Result<Option<u32>, ConfigError> {
+    pub fn socket_gid(&self) -> Result<Option<u32>, DaemonError> {
         self.socket
             .group
             .as_deref()
@@ -61,10 +45,10 @@ impl DaemonConfig {
     }
 }
 
-fn group_id(field: &str, name: &str) -> Result<u32, ConfigError> {
+fn group_id(field: &str, name: &str) -> Result<u32, DaemonError> {
     match nix::unistd::Group::from_name(name) {
         Ok(Some(g)) => Ok(g.gid.as_raw()),
-        _ => numeric(name).ok_or_else(|| ConfigError::UnknownName {
+        _ => numeric(name).ok_or_else(|| DaemonError::UnknownName {
             field: field.into(),
             kind: "group",
             name: name.into(),
@@ -90,7 +74,7 @@ struct Who {
 }
 
 impl Who {
-    fn resolve(field: &str, names: &[String]) -> Result<Who, ConfigError> {
+    fn resolve(field: &str, names: &[String]) -> Result<Who, DaemonError> {
         let mut who = Who::default();
         for name in names {
             if let Some(group) = name.strip_prefix('@') {
@@ -100,7 +84,7 @@ impl Who {
                     Ok(Some(u)) => Some(u.uid.as_raw()),
                     _ => numeric(name),
                 };
-                who.uids.push(uid.ok_or_else(|| ConfigError::UnknownName {
+                who.uids.push(uid.ok_or_else(|| DaemonError::UnknownName {
                     field: field.into(),
                     kind: "user",
                     name: name.clone(),
@@ -175,9 +159,9 @@ impl Authority {
     }
 
     /// Refuse `priority` if it is outside `peer`'s range: the refusal says the range.
-    pub fn check_priority(&self, peer: &Peer, priority: i32) -> Result<(), PriorityRefused> {
+    pub fn check_priority(&self, peer: &Peer, priority: i32) -> Result<(), DaemonError> {
         match self.priority_range(peer) {
-            Some(r) if priority < r.min || priority > r.max => Err(PriorityRefused {
+            Some(r) if priority < r.min || priority > r.max => Err(DaemonError::PriorityRefused {
                 priority,
                 uid: peer.uid,
                 min: r.min,

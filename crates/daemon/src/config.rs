@@ -36,66 +36,10 @@
 //!
 //! What the `[authority]` names resolve to, and what the daemon asks of them, is `authority.rs`.
 
+use crate::error::{DaemonError, InvalidConfig};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
-use thiserror::Error;
-
-/// Why a configuration could not be used.
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid (the message names the field and line).
-    #[error("{path}: {message}")]
-    Invalid {
-        /// The file.
-        path: String,
-        /// What is wrong, and where.
-        message: String,
-    },
-    /// A user or group named in a rule does not exist on this machine.
-    #[error("{field}: no {kind} called `{name}` on this machine")]
-    UnknownName {
-        /// Where it was named.
-        field: String,
-        /// `user` or `group`.
-        kind: &'static str,
-        /// The name.
-        name: String,
-    },
-}
-
-/// Why a file's text is not a valid configuration: the field, and for what TOML itself refuses
-/// the line.
-#[derive(Debug, Error)]
-pub enum InvalidConfig {
-    /// Not TOML, or a field unknown or of the wrong type (the message names field and line).
-    #[error(transparent)]
-    Toml(#[from] toml::de::Error),
-    /// `socket.mode` is not a permission mode.
-    #[error("socket.mode: {0:#o} is not a permission mode (0o000..=0o777)")]
-    SocketMode(u32),
-    /// A priority range whose `min` is above its `max`.
-    #[error("{field}: min {min} is above max {max}")]
-    EmptyRange {
-        /// The range's field.
-        field: String,
-        /// Its `min`.
-        min: i32,
-        /// Its `max`.
-        max: i32,
-    },
-    /// A limit of 0.
-    #[error("{0}: must be at least 1")]
-    Zero(&'static str),
-}
 
 /// The whole file.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -224,22 +168,27 @@ impl Limits {
 
 impl DaemonConfig {
     /// Read and check the file at `path`.
-    pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
+    pub fn load(path: &Path) -> Result<DaemonConfig, DaemonError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|source| DaemonError::Read {
             path: shown.clone(),
             source,
         })?;
-        let config = DaemonConfig::parse(&text).map_err(|e| ConfigError::Invalid {
+        let config = DaemonConfig::checked(&text).map_err(|source| DaemonError::Invalid {
             path: shown,
-            message: e.to_string(),
+            source,
         })?;
         config.authority()?;
         Ok(config)
     }
 
     /// Parse a file's text; the error names the field and line.
-    pub fn parse(text: &str) -> Result<DaemonConfig, InvalidConfig> {
+    pub fn parse(text: &str) -> Result<DaemonConfig, DaemonError> {
+        Ok(DaemonConfig::checked(text)?)
+    }
+
+    /// Parse and check a file's text.
+    fn checked(text: &str) -> Result<DaemonConfig, InvalidConfig> {
         let config: DaemonConfig = toml::from_str(text)?;
         if config.socket.mode > 0o777 {
             return Err(InvalidConfig::SocketMode(config.socket.mode));

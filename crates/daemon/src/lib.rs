@@ -10,6 +10,13 @@
 //! timer thread serves policies that ask for the clock. Who a client is comes from the
 //! socket's peer credentials. A client that disconnects, dies, or sends a frame that does not decode loses
 //! its connection and its queues at once; nobody else is affected.
+//!
+//! # Errors
+//!
+//! Every fallible public function returns [`DaemonError`]. [`InvalidConfig`] stays its own type
+//! as a payload only: what a configuration's text gets wrong, the source of
+//! [`DaemonError::Invalid`] (a file, with its path) and of [`DaemonError::Config`] (a text,
+//! from [`DaemonConfig::parse`]), so that both carry the one verdict the checks produce.
 
 mod accept;
 mod admission;
@@ -17,6 +24,7 @@ mod authority;
 mod config;
 mod connection;
 mod core;
+mod error;
 #[cfg(test)]
 mod fuzz_tests;
 mod metrics;
@@ -28,12 +36,12 @@ mod shared;
 #[cfg(test)]
 mod unseen_pid_tests;
 
-pub use authority::{Authority, PriorityRefused};
+pub use authority::Authority;
 pub use config::{
-    AuthorityConfig, ConfigError, DaemonConfig, InvalidConfig, Limits, PriorityRange, PriorityRule,
-    SocketConfig,
+    AuthorityConfig, DaemonConfig, Limits, PriorityRange, PriorityRule, SocketConfig,
 };
+pub use error::{DaemonError, InvalidConfig};
 pub use peer::Peer;
-pub use server::{Daemon, DaemonError, RunningDaemon};
+pub use server::{Daemon, RunningDaemon};
 /// What [`Daemon::bind`] runs, re-exported so that its callers need not name the core.
 pub use xsched_core::PolicySpec;

@@ -1,5 +1,6 @@
 //! Who is on the other end of a socket, from the kernel rather than from the client.
 
+use crate::error::DaemonError;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::os::unix::net::UnixStream;
 
@@ -22,8 +23,9 @@ pub struct Peer {
 
 impl Peer {
     /// The peer of `stream` (Linux `SO_PEERCRED`; groups from `/proc/<pid>/status`).
-    pub fn of(stream: &UnixStream) -> std::io::Result<Peer> {
-        let cred = getsockopt(stream, PeerCredentials).map_err(std::io::Error::from)?;
+    pub fn of(stream: &UnixStream) -> Result<Peer, DaemonError> {
+        let cred = getsockopt(stream, PeerCredentials)
+            .map_err(|e| DaemonError::PeerCredentials(e.into()))?;
         let pid = u32::try_from(cred.pid()).unwrap_or(0);
         let mut name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
             .map(|s| s.trim_end().to_string())

@@ -7,8 +7,9 @@
 //! never reachable with looser permissions.
 
 use crate::accept::AcceptBackoff;
-use crate::config::{ConfigError, DaemonConfig};
+use crate::config::DaemonConfig;
 use crate::connection;
+use crate::error::DaemonError;
 use crate::peer::Peer;
 use crate::shared::DaemonState;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -18,45 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use thiserror::Error;
-use xsched_core::{CoreError, PolicySpec};
-use xsched_sys::prompt::{BadRtControl, CpuGuard, RtControl};
-
-/// Why the daemon could not start.
-#[derive(Debug, Error)]
-pub enum DaemonError {
-    /// Another daemon answers on the socket.
-    #[error("a daemon is already listening on {0}")]
-    AlreadyRunning(PathBuf),
-    /// The socket could not be created.
-    #[error("cannot listen on {path}: {source}")]
-    Bind {
-        /// The socket path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The socket's place is not safe (another user could replace or impersonate it).
-    #[error("refusing to listen on {path}: {why}")]
-    Unsafe {
-        /// The socket path.
-        path: PathBuf,
-        /// What is wrong with it.
-        why: String,
-    },
-    /// The policy name is unknown.
-    #[error(transparent)]
-    Policy(#[from] CoreError),
-    /// The configuration is unusable.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// `XSCHED_RT_CONTROL` holds a value that means nothing.
-    #[error(transparent)]
-    RtControl(#[from] BadRtControl),
-    /// A thread could not be started.
-    #[error("cannot start a thread: {0}")]
-    Spawn(std::io::Error),
-}
+use xsched_core::PolicySpec;
+use xsched_core::error::chain_text;
+use xsched_sys::prompt::{CpuGuard, RtControl};
 
 /// A bound daemon, not yet serving.
 pub struct Daemon {
@@ -257,7 +222,7 @@ impl Daemon {
             let peer = match Peer::of(&stream) {
                 Ok(p) => p,
                 Err(e) => {
-                    tracing::warn!("connection {conn}: no peer credentials: {e}");
+                    tracing::warn!("connection {conn}: {}", chain_text(&e));
                     continue;
                 }
             };

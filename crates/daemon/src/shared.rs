@@ -6,8 +6,9 @@
 
 use crate::admission::ConnectionLimiter;
 use crate::authority::Authority;
-use crate::config::{ConfigError, DaemonConfig};
+use crate::config::DaemonConfig;
 use crate::core::{LockedDispatcher, OpCounters};
+use crate::error::DaemonError;
 use crate::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -28,7 +29,7 @@ impl DaemonState {
     pub(crate) fn new(
         policy: Box<dyn xsched_core::Policy>,
         config: &DaemonConfig,
-    ) -> Result<DaemonState, ConfigError> {
+    ) -> Result<DaemonState, DaemonError> {
         let ops: Arc<OpCounters> = Arc::default();
         Ok(DaemonState {
             core: LockedDispatcher::new(Dispatcher::new(policy), ops.clone()),

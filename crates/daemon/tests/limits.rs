@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use xsched_daemon::{Daemon, DaemonConfig, DaemonError, Limits};
 use xsched_proto::{
-    ClientMsg, DaemonMsg, VERSION, WireHints, client, client::ClientError, read_frame, write_frame,
+    ClientMsg, DaemonMsg, ProtoError, VERSION, WireHints, client, read_frame, write_frame,
 };
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -34,9 +34,9 @@ fn serve(name: &str, limits: Limits) -> (xsched_daemon::RunningDaemon, PathBuf) 
     (daemon, socket)
 }
 
-fn refused(result: Result<UnixStream, ClientError>) -> String {
+fn refused(result: Result<UnixStream, ProtoError>) -> String {
     match result {
-        Err(ClientError::Refused(why)) => why,
+        Err(ProtoError::Refused(why)) => why,
         Err(e) => panic!("expected a refusal with a reason, got {e}"),
         Ok(_) => panic!("expected a refusal, got a connection"),
     }
@@ -106,7 +106,7 @@ fn queues_past_the_per_client_limit_are_refused() {
         .expect("register");
     }
     match client::request(&mut s, &ClientMsg::GetPolicy) {
-        Err(ClientError::Refused(why)) => {
+        Err(ProtoError::Refused(why)) => {
             assert!(
                 why.contains("queue 2 refused") && why.contains("max_queues_per_client"),
                 "{why}"

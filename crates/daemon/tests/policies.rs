@@ -3,14 +3,14 @@
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 use xsched_daemon::Daemon;
-use xsched_proto::client::{self, ClientError};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, write_frame};
+use xsched_proto::{ProtoError, client};
 
 /// Send `msg` and return the answer, or the daemon's refusal as `Error`.
 fn ask(s: &mut UnixStream, msg: &ClientMsg) -> DaemonMsg {
     match client::request(s, msg) {
         Ok(answer) => answer,
-        Err(ClientError::Refused(message)) => DaemonMsg::Error { message },
+        Err(ProtoError::Refused(message)) => DaemonMsg::Error { message },
         Err(e) => panic!("{e}"),
     }
 }

@@ -9,7 +9,7 @@ use hyper::body::Body;
 
 /// Why a body was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum Unread {
+pub(crate) enum Unread {
     /// Past the limit (`drained`: read to its end, so the connection can stay open).
     #[error("larger than {limit} bytes")]
     TooLarge {
@@ -25,7 +25,7 @@ pub enum Unread {
 
 /// Read `body` whole if it is at most `limit` bytes; past it, drop what follows up to `drain`
 /// bytes in all.
-pub async fn read<B>(body: B, limit: usize, drain: usize) -> Result<Bytes, Unread>
+pub(crate) async fn read<B>(body: B, limit: usize, drain: usize) -> Result<Bytes, Unread>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,

@@ -1,17 +1,19 @@
 //! What the gateway serves ([`GatewayConfig`]), checked whole before anything is bound or
 //! started ([`GatewayConfig::check`]): the upstreams, the limits, and the scheduling core's
 //! configuration, which the core itself checks (a policy the gateway cannot run is refused
-//! there, with the reason).
+//! there, with the reason); and why it could not start ([`GatewayError`]), a classes file's
+//! reading ([`Classes::load`]) included.
 
-use crate::classes::Classes;
+use crate::classes::{Classes, InvalidClasses};
 use crate::forecast::SeedAnswer;
 use crate::upstream::{Timeouts, Uri};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use xsched_llm_core::service::{Rates, ServiceModel};
 use xsched_llm_core::{
     Config, EngineLimits, EngineOrder, Fairness, Placement, RequestPolicySpec, RequestScheduler,
-    Router,
+    Router, SchedulerError,
 };
 use xsched_llm_predict::embedding::Embedder;
 
@@ -130,7 +132,7 @@ impl std::fmt::Debug for GatewayConfig {
     }
 }
 
-/// Why the gateway could not start.
+/// Why the gateway could not start: its one error (see the crate's "Errors").
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     /// No upstream, or one that is not an `http://` URL.
@@ -142,10 +144,51 @@ pub enum GatewayError {
     /// A configuration the scheduling core refused (a policy the gateway cannot run names
     /// itself and why).
     #[error(transparent)]
-    Scheduler(#[from] xsched_llm_core::ConfigError),
-    /// The listening socket or the runtime.
-    #[error("{0}")]
+    Scheduler(#[from] SchedulerError),
+    /// A classes file's text refused ([`Classes::parse`]): the field and what is wrong.
+    #[error(transparent)]
+    Classes(#[from] InvalidClasses),
+    /// The classes file at `path` refused ([`Classes::load`]).
+    #[error("{path}: invalid classes file")]
+    ClassesFile {
+        /// The file.
+        path: String,
+        /// The field and what is wrong (and, for what TOML refuses, the line).
+        #[source]
+        source: InvalidClasses,
+    },
+    /// The classes file at `path` could not be read.
+    #[error("{path}: cannot read")]
+    ReadClasses {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listening socket, the runtime or the serving thread.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl Classes {
+    /// Read the classes-and-tenants TOML file at `path` ([`crate::classes`]).
+    pub fn load(path: &Path) -> Result<Classes, GatewayError> {
+        let path_text = || path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| GatewayError::ReadClasses {
+            path: path_text(),
+            source,
+        })?;
+        Classes::read(&text).map_err(|source| GatewayError::ClassesFile {
+            path: path_text(),
+            source,
+        })
+    }
+
+    /// Parse a classes file's text; the error names the field and line.
+    pub fn parse(text: &str) -> Result<Classes, GatewayError> {
+        Ok(Classes::read(text)?)
+    }
 }
 
 impl GatewayConfig {

@@ -13,7 +13,7 @@
 //!
 //! - **HTTP**: [`server`] (binding, connections, the runtime), `routes` (a small handler per
 //!   route), [`error`] (one error type, turned into a response in one place), [`config`]
-//!   (checked whole before anything is bound), [`body`] (a body read within its bound),
+//!   (checked whole before anything is bound), `body` (a body read within its bound),
 //!   [`conns`] (client connections under a cap below the descriptor limit).
 //! - **Requests**: [`request`] (what is checked of a body: a 400 names the field), [`classes`]
 //!   (classes and tenants from headers, the body and a TOML file), [`forecast`] (what is
@@ -28,8 +28,23 @@
 //! - [`epp`]: the same decisions behind Envoy, as a Gateway API Inference Extension endpoint
 //!   picker (`ext_proc` gRPC): the proxy carries the bytes, the picker names the endpoint.
 //! - [`metrics`]: Prometheus histograms of queue wait, TTFT and TTLT at `GET /metrics`.
+//!
+//! # Errors
+//!
+//! One error, [`GatewayError`]: why the gateway or the endpoint picker could not start or
+//! serve (its configuration, the scheduling core's refusal of it, the classes file, a socket or
+//! thread), from every public function but those below. Its payloads:
+//! [`classes::InvalidClasses`] (a classes file's field and what is wrong) and the core's
+//! [`SchedulerError`](xsched_llm_core::SchedulerError). Two error types stay apart, being no
+//! failure of the gateway's: [`error::ApiError`], the answer to one request, turned into its HTTP
+//! status, OpenAI error body, `Retry-After` and `Connection: close` in one place (it carries the
+//! core's per-request refusal, [`request_queue::RequestRefused`], which
+//! [`RequestQueue::admit`](request_queue::RequestQueue::admit) returns for the routes and the
+//! endpoint picker to answer by); and [`error::BodyError`], the boxed error hyper requires of an
+//! answer's body. What is wrong with a request's body or headers is found by crate-private types
+//! that become an `ApiError` by `?`.
 
-pub mod body;
+mod body;
 pub mod classes;
 pub mod config;
 pub mod conns;

@@ -46,7 +46,7 @@ pub struct Checked {
     /// and vLLM's field): the answer is then as long as its bound.
     pub ignore_eos: bool,
     /// The whole context's block hashes (`prefix.rs`), for the `prefix-affinity` router
-    /// (empty unless asked for: [`check_hashing`]).
+    /// (empty unless asked for: `check_hashing`).
     pub prefix: Prefix,
 }
 
@@ -67,7 +67,7 @@ impl Checked {
 /// Why a request was refused: the field and what it must be.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
-pub struct Invalid {
+pub(crate) struct Invalid {
     /// The field (`body` for the body as a whole).
     pub field: &'static str,
     /// What it must be.
@@ -82,13 +82,18 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Invalid {
 }
 
 /// Check `body` for `endpoint`.
-pub fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
+#[cfg(test)]
+pub(crate) fn check(endpoint: Endpoint, body: &[u8]) -> Result<Checked, Invalid> {
     check_hashing(endpoint, body, false)
 }
 
 /// The same, hashing the context's blocks when `prefix` (what only `prefix-affinity` reads:
 /// other routers pay nothing for it).
-pub fn check_hashing(endpoint: Endpoint, body: &[u8], prefix: bool) -> Result<Checked, Invalid> {
+pub(crate) fn check_hashing(
+    endpoint: Endpoint,
+    body: &[u8],
+    prefix: bool,
+) -> Result<Checked, Invalid> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| invalid("body", format!("not JSON ({e})")))?;
     let Value::Object(fields) = value else {

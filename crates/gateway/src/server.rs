@@ -97,12 +97,12 @@ impl Gateway {
     }
 
     /// The address it listens on.
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+    pub fn local_addr(&self) -> Result<SocketAddr, GatewayError> {
+        Ok(self.listener.local_addr()?)
     }
 
     /// Serve on a thread of its own until the returned handle is dropped.
-    pub fn spawn(self) -> std::io::Result<RunningGateway> {
+    pub fn spawn(self) -> Result<RunningGateway, GatewayError> {
         let addr = self.listener.local_addr()?;
         let (shared, listener, runtime) = (self.shared, self.listener, self.runtime);
         let admission = shared.admission.clone();

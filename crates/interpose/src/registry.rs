@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
-use xsched_runtime::{HwQueue, Runtime, XQueue};
+use xsched_runtime::{HwQueue, Runtime, XQueue, chain_text};
 
 /// The runtime and the intercepted queues (`K`: how the shim names a real queue; its `Debug`
 /// form names it in the log, e.g. `stream 0x1`).
@@ -25,9 +25,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
     /// The interposer of the `library` shim (`"OpenCL"`, `"CUDA"`), or `None` when `probe`
     /// (the real library's own check) or the `XSCHED_*` configuration fails: the shim is then
-    /// disabled, says so once (the probe's error as it displays), and forwards every call
-    /// unchanged.
-    pub fn start<E: std::fmt::Display>(
+    /// disabled, says so once (the error with its causes), and forwards every call unchanged.
+    pub fn start<E: std::error::Error>(
         library: &'static str,
         probe: impl FnOnce() -> Result<(), E>,
     ) -> Option<Interposer<K, H>> {
@@ -38,7 +37,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
             );
         };
         if let Err(e) = probe() {
-            disabled(&e);
+            disabled(&chain_text(&e));
             return None;
         }
         match Runtime::from_env() {
@@ -55,7 +54,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
                 })
             }
             Err(e) => {
-                disabled(&e);
+                disabled(&chain_text(&e));
                 None
             }
         }
@@ -76,9 +75,9 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
     }
 
     /// Put the real queue `key` under an XQueue made by `make` (from the runtime), or leave it
-    /// unscheduled with one log line saying why (`make`'s error as it displays). Returns the
+    /// unscheduled with one log line saying why (`make`'s error with its causes). Returns the
     /// XQueue, if any (an existing one for a key already scheduled).
-    pub fn adopt<E: std::fmt::Display>(
+    pub fn adopt<E: std::error::Error>(
         &self,
         key: K,
         make: impl FnOnce(&Runtime) -> Result<XQueue<H>, E>,
@@ -101,6 +100,7 @@ impl<K: Copy + Eq + Hash + std::fmt::Debug, H: HwQueue> Interposer<K, H> {
                 Some(xqueue)
             }
             Err(why) => {
+                let why = chain_text(&why);
                 tracing::warn!("{} {key:?} passed through unscheduled: {why}", self.library);
                 lock(&self.passed).insert(key);
                 None

@@ -46,9 +46,21 @@
 //! - [`gittins`]: the Gittins index of a size distribution (SageSched's ordering).
 //! - [`cost`]: SageSched's cost `O²/2 + I·O` and the step-time fit.
 //! - [`watch`]: engines seen from outside: saturated, stale, silent, ejected.
+//!
+//! # Errors
+//!
+//! One error, [`SchedulerError`], with `Clone` and `PartialEq` (drivers compare it and keep
+//! it): a configuration [`RequestScheduler::new`] refuses, an eviction rule's unknown name, an
+//! input [`RequestScheduler::handle`] refuses, or a request an oracle cannot order
+//! ([`RequestPolicySpec::stated_lengths`]). Two `FromStr` errors stay types of their own, read
+//! by clap's value parsers and `parse()`: [`policy::PolicyError`] (a policy's name or parameter,
+//! also from [`policy::parse_list`]) and [`route::UnknownRouter`]. Each message lists the names
+//! its module's table knows; folded into `SchedulerError`, the error would read those tables
+//! while the tables' modules name the error, an import circle (`scripts/import-circles.py`).
 
 pub mod admit;
 pub mod cost;
+mod error;
 pub mod gittins;
 mod job;
 pub mod lanes;
@@ -63,11 +75,12 @@ mod sched;
 pub mod service;
 pub mod watch;
 
+pub use error::SchedulerError;
 pub use gittins::SizeDistribution;
 pub use policy::{KvAdmission, Order, PredictionSource, RequestPolicySpec, Size};
 pub use route::Router;
 pub use sched::{
-    AGING_FACTOR, Arrival, CLASS_LIMIT, CLASS_SPAN_MS, Config, ConfigError, Decision, EngineLimits,
-    EngineOrder, EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input,
-    InputError, Placement, RequestScheduler, ShedReason, engine_priority,
+    AGING_FACTOR, Arrival, CLASS_LIMIT, CLASS_SPAN_MS, Config, Decision, EngineLimits, EngineOrder,
+    EngineReport, EvictReason, Eviction, Fairness, HIGH_CLASS_WINDOW, Input, Placement,
+    RequestScheduler, ShedReason, engine_priority,
 };

@@ -39,6 +39,7 @@
 //! (the prediction-quality study). Any name takes `:admit=engine|peak` and
 //! `:preempt=on|off` to change those two columns (`ssjf:admit=peak`, `sagesched:preempt=on`).
 
+use crate::error::SchedulerError;
 use crate::gittins::SizeDistribution;
 use std::fmt;
 use std::str::FromStr;
@@ -269,7 +270,8 @@ pub const ALL: &[&str] = &[
 /// The prefix of the prediction-quality study's names: `sagesched-noise-0.5`.
 pub const NOISE_PREFIX: &str = "sagesched-noise-";
 
-/// Why a policy name was refused (or a request the policy cannot order).
+/// Why a policy's name was refused: the [`FromStr`] error of [`RequestPolicySpec`] (and of
+/// [`parse_list`]), which clap's value parsers and `parse()` return (see the crate's "Errors").
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
     /// No row of that name.
@@ -283,12 +285,6 @@ pub enum PolicyError {
         /// The parameter as given.
         parameter: String,
     },
-    /// An oracle's request that states no answer length
-    /// ([`RequestPolicySpec::stated_lengths`]); the policy as written.
-    #[error(
-        "policy `{0}` orders by each request's stated answer length; send `ignore_eos: true` with `max_tokens`"
-    )]
-    NoStatedLength(String),
 }
 
 /// Every row's name.
@@ -333,14 +329,14 @@ impl RequestPolicySpec {
     pub fn stated_lengths(
         &self,
         stated: Option<u32>,
-    ) -> Result<Option<SizeDistribution>, PolicyError> {
+    ) -> Result<Option<SizeDistribution>, SchedulerError> {
         if self.source != PredictionSource::Truth {
             return Ok(None);
         }
         stated
             .and_then(|n| SizeDistribution::point(f64::from(n.max(1))))
             .map(Some)
-            .ok_or_else(|| PolicyError::NoStatedLength(self.to_string()))
+            .ok_or_else(|| SchedulerError::NoStatedLength(self.to_string()))
     }
 
     /// The row this spec was built from (its defaults).

@@ -152,7 +152,8 @@ impl fmt::Display for Router {
     }
 }
 
-/// A router name nobody defined.
+/// A router name nobody defined: the [`FromStr`] error of [`Router`], which clap's value
+/// parsers and `parse()` return (see the crate's "Errors").
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown router `{0}`; known: {known}", known = NAMES.join(", "))]
 pub struct UnknownRouter(pub String);

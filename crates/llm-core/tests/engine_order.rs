@@ -8,7 +8,7 @@ mod common;
 use common::admitted;
 
 use xsched_llm_core::{
-    Arrival, CLASS_SPAN_MS, Config, ConfigError, EngineOrder, Input, RequestScheduler,
+    Arrival, CLASS_SPAN_MS, Config, EngineOrder, Input, RequestScheduler, SchedulerError,
     SizeDistribution,
 };
 
@@ -144,7 +144,7 @@ fn a_bad_engine_order_is_refused() {
         })
         .err()
     };
-    assert!(matches!(bad(0, 10.0), Some(ConfigError::Zero(_))));
-    assert!(matches!(bad(4, 0.0), Some(ConfigError::Horizon(_))));
-    assert!(matches!(bad(4, f64::NAN), Some(ConfigError::Horizon(_))));
+    assert!(matches!(bad(0, 10.0), Some(SchedulerError::Zero(_))));
+    assert!(matches!(bad(4, 0.0), Some(SchedulerError::Horizon(_))));
+    assert!(matches!(bad(4, f64::NAN), Some(SchedulerError::Horizon(_))));
 }

@@ -83,6 +83,6 @@ fn with_no_engine_answering_they_are_shed() {
     assert_eq!(s.outstanding(0), 1, "1 generated tokens there: it stays");
     assert_eq!(
         s.handle(2.0, silent(7, false)),
-        Err(xsched_llm_core::InputError::NoEngine(7))
+        Err(xsched_llm_core::SchedulerError::UnknownEngine(7))
     );
 }

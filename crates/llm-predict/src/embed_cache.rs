@@ -12,24 +12,16 @@
 //! record cut short (a run killed mid-write, a full disk) is ignored and cut off, and a header
 //! that does not match starts the file again, each with a warning.
 
+use crate::PredictError;
 use crate::embedding::Embedder;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use thiserror::Error;
 
 const MAGIC: &str = "xsched-embed-cache v1";
 const KEY_BYTES: usize = 16;
-
-/// Why the cache file could not be opened.
-#[derive(Debug, Error)]
-#[error("embedding cache {path}: {source}")]
-pub struct CacheError {
-    path: String,
-    source: std::io::Error,
-}
 
 /// The folder for caches: `XSCHED_CACHE_DIR`, else `$XDG_CACHE_HOME/xsched`, else
 /// `$HOME/.cache/xsched`; `None` when none is set.
@@ -78,7 +70,7 @@ impl std::fmt::Debug for Cached {
 
 impl Cached {
     /// `inner` cached in `dir` if it names a fingerprint; otherwise `inner` unchanged.
-    pub fn wrap(inner: Box<dyn Embedder>, dir: &Path) -> Result<Box<dyn Embedder>, CacheError> {
+    pub fn wrap(inner: Box<dyn Embedder>, dir: &Path) -> Result<Box<dyn Embedder>, PredictError> {
         let Some(fingerprint) = inner.cache_fingerprint().map(str::to_owned) else {
             return Ok(inner);
         };
@@ -87,8 +79,8 @@ impl Cached {
         let digest = Sha256::digest(fingerprint.as_bytes());
         let name: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
         let path = dir.join(format!("embeddings-{name}.bin"));
-        let fail = |source| CacheError {
-            path: path.display().to_string(),
+        let fail = |source| PredictError::Cache {
+            path: path.clone(),
             source,
         };
         std::fs::create_dir_all(dir).map_err(fail)?;

@@ -5,7 +5,6 @@
 //! them.
 
 use std::sync::Arc;
-use thiserror::Error;
 
 /// Turns a prompt into a unit vector; similar prompts get a high dot product.
 pub trait Embedder: Send + Sync {
@@ -69,31 +68,6 @@ impl Embedder for Hashed {
         normalize(&mut v);
         v.into()
     }
-}
-
-/// Why MiniLM could not be loaded.
-#[derive(Debug, Error)]
-pub enum EmbedError {
-    /// A model file is missing or unreadable.
-    #[error("{path}: {message}")]
-    Files {
-        /// The file.
-        path: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// The model could not be built from its files.
-    #[error("loading MiniLM: {0}")]
-    Model(String),
-    /// A prompt could not be tokenized or run through the model (candle's or the tokenizer's
-    /// message).
-    #[error("{0}")]
-    Prompt(String),
-    /// This build has no MiniLM.
-    #[error(
-        "this xsched was built without MiniLM; build it with `--features minilm` (cargo build --release --features minilm)"
-    )]
-    NotBuilt,
 }
 
 #[cfg(test)]

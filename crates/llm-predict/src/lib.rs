@@ -13,11 +13,20 @@
 //! - [`tokenize`]: token counts with a real tokenizer (MiniLM's WordPiece).
 //! - [`load`]: the MiniLM files loaded as an embedder or a token counter (with the `minilm`
 //!   feature; without it, an error that says how to build it).
+//!
+//! # Errors
+//!
+//! Every fallible function, and [`TokenCounter::count_all`](tokenize::TokenCounter::count_all),
+//! returns [`PredictError`]: a model or tokenizer file that cannot be loaded, a tokenizer that
+//! fails, a build without MiniLM, or an embedding cache that cannot be opened.
 
 pub mod embed_cache;
 pub mod embedding;
+mod error;
 pub mod load;
 #[cfg(feature = "minilm")]
 pub mod minilm;
 pub mod predictor;
 pub mod tokenize;
+
+pub use error::PredictError;

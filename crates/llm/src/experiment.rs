@@ -7,6 +7,7 @@
 //! gaps (Azure) scaled to that mean rate, which keeps the trace's burstiness. Each request's
 //! prompt appears once (no repeats); the predictor learns online from completed requests only.
 
+use crate::LlmError;
 use crate::data::PromptRecord;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -241,30 +242,14 @@ fn summarize(
 /// Mixed into the seed of the warm/measured split, so it is independent of the arrival order.
 const WARM_SPLIT_SEED: u64 = 0x5741_524d;
 
-/// Why a sweep could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum SweepError {
-    /// The warm split takes every record.
-    #[error("--warm {warm} leaves no requests to measure ({records} records)")]
-    NothingToMeasure {
-        /// Records asked for the warm split.
-        warm: usize,
-        /// Records there are.
-        records: usize,
-    },
-    /// A run could not start.
-    #[error(transparent)]
-    Sim(#[from] sim::SimError),
-}
-
 /// Every policy at every load on `records` (less the warm split).
 pub fn sweep(
     p: &SweepParams,
     records: &[PromptRecord],
     embedder: &dyn Embedder,
-) -> Result<(f64, Vec<Point>), SweepError> {
+) -> Result<(f64, Vec<Point>), LlmError> {
     if p.warm >= records.len() {
-        return Err(SweepError::NothingToMeasure {
+        return Err(LlmError::NothingToMeasure {
             warm: p.warm,
             records: records.len(),
         });

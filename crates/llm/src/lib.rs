@@ -15,8 +15,14 @@
 //!   library calls.
 //! - [`recorded`]: requests recorded against a real engine, as the benchmark scripts write
 //!   them; [`replay`] makes them the simulator's and sums up each policy's replay.
+//!
+//! # Errors
+//!
+//! Every fallible function returns [`LlmError`]: a data file that cannot be read (naming the
+//! file and the line), a sweep or a replay that cannot run, or a study's refused argument.
 
 pub mod data;
+mod error;
 pub mod evaluate;
 pub mod experiment;
 pub mod plot;
@@ -25,3 +31,5 @@ pub mod replay;
 pub mod sharegpt;
 pub mod study;
 pub mod trace;
+
+pub use error::LlmError;

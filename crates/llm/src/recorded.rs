@@ -4,7 +4,8 @@
 //! the simulator; the gateway's `--history-from` fills its predictor with their answers'
 //! lengths. Both read the file here, by one rule, and every error names the file and the line.
 
-use std::path::{Path, PathBuf};
+use crate::LlmError;
+use std::path::Path;
 
 /// One recorded request and its answer's length.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,46 +20,9 @@ pub struct Recorded {
     pub output_tokens: u32,
 }
 
-/// Why a file of recorded requests could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordedError {
-    /// The file could not be read.
-    #[error("reading {}", path.display())]
-    Read {
-        /// Which.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A line is not JSON.
-    #[error("{} line {line}", path.display())]
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// The line, counted from 1.
-        line: usize,
-        /// What the JSON reader said.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A line's field is missing or not what it must be.
-    #[error("{} line {line}: `{field}` is not {expected}", path.display())]
-    Field {
-        /// The file.
-        path: PathBuf,
-        /// The line, counted from 1.
-        line: usize,
-        /// The field.
-        field: &'static str,
-        /// What it must be: `a token count`, `a time in seconds`, `a string`.
-        expected: &'static str,
-    },
-}
-
 /// Every request of the file at `path`, in file order; an unreadable line is an error naming it.
-pub fn read(path: &Path) -> Result<Vec<Recorded>, RecordedError> {
-    let text = std::fs::read_to_string(path).map_err(|source| RecordedError::Read {
+pub fn read(path: &Path) -> Result<Vec<Recorded>, LlmError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LlmError::Read {
         path: path.to_owned(),
         source,
     })?;
@@ -70,15 +34,15 @@ pub fn read(path: &Path) -> Result<Vec<Recorded>, RecordedError> {
 }
 
 /// The request on line `line` (counted from 1) of the file at `path`, whose text is `text`.
-fn parse_line(path: &Path, line: usize, text: &str) -> Result<Recorded, RecordedError> {
-    let bad = |field: &'static str, expected: &'static str| RecordedError::Field {
+fn parse_line(path: &Path, line: usize, text: &str) -> Result<Recorded, LlmError> {
+    let bad = |field: &'static str, expected: &'static str| LlmError::RecordedField {
         path: path.to_owned(),
         line,
         field,
         expected,
     };
     let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|source| RecordedError::Json {
+        serde_json::from_str(text).map_err(|source| LlmError::RecordedJson {
             path: path.to_owned(),
             line,
             source,

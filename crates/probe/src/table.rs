@@ -2,9 +2,11 @@
 //! back by `xsched probe --compare` and `xsched devices`, and shown by both as one [`Report`]. A file that is not such a table is an
 //! error naming the line, column and field; unknown fields are refused, not ignored.
 
+use crate::ProbeError;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt::Write as _;
+use std::path::Path;
 use xsched_report::{Report, cells, columns};
 
 /// The table's format version ([`ProbeTable::format`]).
@@ -95,27 +97,19 @@ pub struct Spread {
     pub max: f64,
 }
 
-/// Why a probe file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum TableError {
-    /// Not JSON of a probe table.
-    #[error("not a probe table: {0}")]
-    Malformed(#[from] serde_json::Error),
-    /// Another format version.
-    #[error("probe table format {found}; this xsched reads format {FORMAT} (probe again)")]
-    Format {
-        /// The file's version.
-        found: u32,
-    },
-}
-
 impl ProbeTable {
-    /// Read a table from JSON text.
-    pub fn parse(text: &str) -> Result<ProbeTable, TableError> {
-        let table: ProbeTable = serde_json::from_str(text)?;
+    /// Read a table from JSON text, read from the file at `path` (which errors name).
+    pub fn parse(text: &str, path: &Path) -> Result<ProbeTable, ProbeError> {
+        let table: ProbeTable =
+            serde_json::from_str(text).map_err(|source| ProbeError::Malformed {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if table.format != FORMAT {
-            return Err(TableError::Format {
+            return Err(ProbeError::Format {
+                path: path.to_path_buf(),
                 found: table.format,
+                expected: FORMAT,
             });
         }
         Ok(table)

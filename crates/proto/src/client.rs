@@ -3,68 +3,27 @@
 //! paged `Top`. Every write goes through [`NoSigPipe`]: a client runs inside somebody else's
 //! program, and a daemon that went away must cost it an error, never a SIGPIPE.
 
-use crate::codec::{FrameError, read_frame, write_frame};
+use crate::codec::{ProtoError, read_frame, write_frame};
 use crate::messages::{ClientMsg, DaemonMsg, TopRow, VERSION};
 use nix::sys::socket::{MsgFlags, send};
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-use thiserror::Error;
 
-/// Why a client could not talk to the daemon. (Each message includes its cause.)
-#[derive(Debug, Error)]
-pub enum ClientError {
-    /// Nobody listens at the socket (or it cannot be reached).
-    #[error("no daemon at {path} ({error}); start one with `xsched serve`")]
-    Connect {
-        /// The socket.
-        path: PathBuf,
-        /// Why.
-        error: std::io::Error,
-    },
-    /// The daemon accepted the connection but did not answer in time.
-    #[error("the daemon did not answer within {0:?} (is it stopped, or overloaded?)")]
-    NoAnswer(Duration),
-    /// The connection failed after it was made.
-    #[error("talking to the daemon: {0}")]
-    Frame(FrameError),
-    /// The daemon answered with an error.
-    #[error("the daemon refused: {0}")]
-    Refused(String),
-    /// The daemon answered something else than the protocol says.
-    #[error("unexpected answer from the daemon: {0}")]
-    Unexpected(String),
-    /// The daemon closed the connection.
-    #[error("the daemon closed the connection")]
-    Closed,
-}
-
-impl From<std::io::Error> for ClientError {
-    fn from(e: std::io::Error) -> ClientError {
-        ClientError::Frame(FrameError::Io(e))
-    }
-}
-
-impl From<FrameError> for ClientError {
-    fn from(e: FrameError) -> ClientError {
-        ClientError::Frame(e)
-    }
-}
-
-/// Read the daemon's next frame; a read that timed out is [`ClientError::NoAnswer`].
-fn answer(s: &mut UnixStream) -> Result<Option<DaemonMsg>, ClientError> {
+/// Read the daemon's next frame; a read that timed out is [`ProtoError::NoAnswer`].
+fn answer(s: &mut UnixStream) -> Result<Option<DaemonMsg>, ProtoError> {
     read_frame::<DaemonMsg>(s).map_err(|e| match e {
-        FrameError::Io(io)
+        ProtoError::Io(io)
             if matches!(
                 io.kind(),
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
             ) =>
         {
-            ClientError::NoAnswer(s.read_timeout().ok().flatten().unwrap_or_default())
+            ProtoError::NoAnswer(s.read_timeout().ok().flatten().unwrap_or_default())
         }
-        other => ClientError::Frame(other),
+        other => other,
     })
 }
 
@@ -91,43 +50,43 @@ impl Write for NoSigPipe<'_> {
 }
 
 /// Write one frame to `s` without any risk of SIGPIPE.
-pub fn send_frame(s: &UnixStream, msg: &ClientMsg) -> Result<(), FrameError> {
+pub fn send_frame(s: &UnixStream, msg: &ClientMsg) -> Result<(), ProtoError> {
     write_frame(&mut NoSigPipe(s), msg)
 }
 
 /// Connect to the daemon at `path` and shake hands, waiting at most `timeout` for each step;
 /// the stream keeps `timeout` as its read and write timeouts (change them for long-lived
 /// connections).
-pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ClientError> {
-    let s = UnixStream::connect(path).map_err(|error| ClientError::Connect {
+pub fn connect(path: &Path, timeout: Duration) -> Result<UnixStream, ProtoError> {
+    let s = UnixStream::connect(path).map_err(|source| ProtoError::Connect {
         path: path.to_path_buf(),
-        error,
+        source,
     })?;
     handshake(s, timeout)
 }
 
 /// Shake hands on a connected stream (for a client that checks who it connected to first).
-pub fn handshake(mut s: UnixStream, timeout: Duration) -> Result<UnixStream, ClientError> {
+pub fn handshake(mut s: UnixStream, timeout: Duration) -> Result<UnixStream, ProtoError> {
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     // A daemon that refuses at once may close before the hello arrives: its reason is still
     // there to read, so read before reporting a failed write.
     let sent = send_frame(&s, &ClientMsg::Hello { version: VERSION });
     let answer = match (sent, answer(&mut s)) {
-        (Err(e), Err(_) | Ok(None)) => return Err(e.into()),
+        (Err(e), Err(_) | Ok(None)) => return Err(e),
         (_, a) => a?,
     };
     match answer {
         Some(DaemonMsg::Welcome { .. }) => Ok(s),
-        Some(DaemonMsg::Error { message }) => Err(ClientError::Refused(message)),
-        Some(other) => Err(ClientError::Unexpected(format!("{other:?}"))),
-        None => Err(ClientError::Closed),
+        Some(DaemonMsg::Error { message }) => Err(ProtoError::Refused(message)),
+        Some(other) => Err(ProtoError::Unexpected(format!("{other:?}"))),
+        None => Err(ProtoError::Closed),
     }
 }
 
 /// Send `msg` and return the daemon's answer to it, skipping operations meant for this
 /// client's queues (an operator connection has none, but a client's own queues may).
-pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientError> {
+pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ProtoError> {
     send_frame(s, msg)?;
     loop {
         match answer(s)? {
@@ -139,16 +98,16 @@ pub fn request(s: &mut UnixStream, msg: &ClientMsg) -> Result<DaemonMsg, ClientE
                 | DaemonMsg::Bounds { .. }
                 | DaemonMsg::Pong { .. },
             ) => {}
-            Some(DaemonMsg::Error { message }) => return Err(ClientError::Refused(message)),
+            Some(DaemonMsg::Error { message }) => return Err(ProtoError::Refused(message)),
             Some(answer) => return Ok(answer),
-            None => return Err(ClientError::Closed),
+            None => return Err(ProtoError::Closed),
         }
     }
 }
 
 /// Every queue the daemon shows this client (all of them to an operator with the authority to
 /// see everyone's; otherwise this user's), fetched page by page.
-pub fn top(s: &mut UnixStream) -> Result<Vec<TopRow>, ClientError> {
+pub fn top(s: &mut UnixStream) -> Result<Vec<TopRow>, ProtoError> {
     let mut rows = Vec::new();
     let mut from = 0;
     loop {
@@ -158,14 +117,14 @@ pub fn top(s: &mut UnixStream) -> Result<Vec<TopRow>, ClientError> {
                 match next {
                     Some(n) if n > from => from = n,
                     Some(n) => {
-                        return Err(ClientError::Unexpected(format!(
+                        return Err(ProtoError::Unexpected(format!(
                             "a Top page from {from} said the next starts at {n}"
                         )));
                     }
                     None => return Ok(rows),
                 }
             }
-            other => return Err(ClientError::Unexpected(format!("{other:?}"))),
+            other => return Err(ProtoError::Unexpected(format!("{other:?}"))),
         }
     }
 }

@@ -1,45 +1,60 @@
-//! Length-prefixed frames over any byte stream.
+//! Length-prefixed frames over any byte stream, and [`ProtoError`], the crate's one error (most of
+//! its failures begin with a frame).
 
 use serde::{Serialize, de::DeserializeOwned};
 use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
 use thiserror::Error;
+use xsched_core::CoreError;
 
 /// The largest frame accepted (bytes after the length prefix).
 pub const MAX_FRAME: u32 = 64 * 1024;
 
-/// Why a frame could not be read or written. (The message includes the cause, so it is not
-/// repeated as a source: an error chain prints it once.)
+/// What went wrong reading or writing frames, talking to the daemon as a client, or taking
+/// hints off the wire. Each message leaves its cause to the error's source.
 #[derive(Debug, Error)]
-pub enum FrameError {
+pub enum ProtoError {
     /// The stream failed or ended inside a frame.
-    #[error("i/o: {0}")]
-    Io(io::Error),
+    #[error("reading or writing a frame")]
+    Io(#[from] std::io::Error),
     /// The length prefix exceeds [`MAX_FRAME`].
     #[error("frame of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
     TooLarge(u32),
     /// The bytes are not a valid message.
-    #[error("malformed frame: {0}")]
-    Malformed(postcard::Error),
-}
-
-impl From<io::Error> for FrameError {
-    fn from(e: io::Error) -> FrameError {
-        FrameError::Io(e)
-    }
-}
-
-impl From<postcard::Error> for FrameError {
-    fn from(e: postcard::Error) -> FrameError {
-        FrameError::Malformed(e)
-    }
+    #[error("malformed frame")]
+    Malformed(#[from] postcard::Error),
+    /// Nobody listens at the socket (or it cannot be reached).
+    #[error("no daemon at {} (start one with `xsched serve`)", .path.display())]
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The daemon accepted the connection but did not answer in time.
+    #[error("the daemon did not answer within {0:?} (is it stopped, or overloaded?)")]
+    NoAnswer(Duration),
+    /// The daemon answered with an error.
+    #[error("the daemon refused: {0}")]
+    Refused(String),
+    /// The daemon answered something else than the protocol says.
+    #[error("unexpected answer from the daemon: {0}")]
+    Unexpected(String),
+    /// The daemon closed the connection.
+    #[error("the daemon closed the connection")]
+    Closed,
+    /// Hints from the wire that the core refuses (a zero time slice, say).
+    #[error(transparent)]
+    Hints(#[from] CoreError),
 }
 
 /// Write one message as a frame (one `write_all`, so concurrent writers must serialize).
-pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), FrameError> {
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), ProtoError> {
     let body = postcard::to_allocvec(msg)?;
-    let len = u32::try_from(body.len()).map_err(|_| FrameError::TooLarge(u32::MAX))?;
+    let len = u32::try_from(body.len()).map_err(|_| ProtoError::TooLarge(u32::MAX))?;
     if len > MAX_FRAME {
-        return Err(FrameError::TooLarge(len));
+        return Err(ProtoError::TooLarge(len));
     }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&len.to_le_bytes());
@@ -49,7 +64,7 @@ pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), Fram
 }
 
 /// Read one frame. `Ok(None)` on a clean end of stream between frames.
-pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, FrameError> {
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, ProtoError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -63,7 +78,7 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<Option<T>, F
     }
     let len = u32::from_le_bytes(len);
     if len > MAX_FRAME {
-        return Err(FrameError::TooLarge(len));
+        return Err(ProtoError::TooLarge(len));
     }
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
@@ -107,21 +122,21 @@ mod tests {
         huge.extend_from_slice(&[0; 8]);
         assert!(matches!(
             read_frame::<DaemonMsg>(&mut huge.as_slice()),
-            Err(FrameError::TooLarge(_))
+            Err(ProtoError::TooLarge(_))
         ));
         let truncated = [10u8, 0, 0, 0, 1, 2];
         assert!(matches!(
             read_frame::<DaemonMsg>(&mut truncated.as_slice()),
-            Err(FrameError::Io(_))
+            Err(ProtoError::Io(_))
         ));
         let garbage = [3u8, 0, 0, 0, 0xff, 0xff, 0xff];
         assert!(matches!(
             read_frame::<DaemonMsg>(&mut garbage.as_slice()),
-            Err(FrameError::Malformed(_))
+            Err(ProtoError::Malformed(_))
         ));
         assert!(matches!(
             read_frame::<DaemonMsg>(&mut [1u8, 0].as_slice()),
-            Err(FrameError::Io(_))
+            Err(ProtoError::Io(_))
         ));
     }
 }

@@ -15,6 +15,11 @@
 //! [`client::connect`] is the one client-side handshake, and every client write goes through
 //! [`client::NoSigPipe`]. What an operator reads off the rows of `Top` (a queue's
 //! [`QueueState`], the [`account_totals`] per process and tenant) is here too.
+//!
+//! # Errors
+//!
+//! Every fallible function returns [`ProtoError`]: a frame that could not be read or written, a
+//! client that could not talk to the daemon, or hints off the wire that the core refuses.
 
 pub mod client;
 mod codec;
@@ -22,7 +27,7 @@ mod messages;
 mod top;
 mod wire;
 
-pub use codec::{FrameError, MAX_FRAME, read_frame, write_frame};
+pub use codec::{MAX_FRAME, ProtoError, read_frame, write_frame};
 pub use messages::{
     ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION, WireAccount, WireMode,
 };

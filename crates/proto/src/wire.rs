@@ -2,8 +2,9 @@
 //! cannot change the wire format unnoticed (the golden-bytes test pins these), and a daemon
 //! validates what a client sends instead of trusting it.
 
+use crate::codec::ProtoError;
 use serde::{Deserialize, Serialize};
-use xsched_core::{CoreError, Hint, Nanos, QueueHints};
+use xsched_core::{Hint, Nanos, QueueHints};
 
 /// One piece of advice about a queue (the core's [`Hint`], durations in nanoseconds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +82,7 @@ impl From<QueueHints> for WireHints {
 impl WireHints {
     /// The core's hints, each value checked as if it had been given as a hint (a zero slice or
     /// SLO is an error, never a silent adjustment).
-    pub fn to_core(self) -> Result<QueueHints, CoreError> {
+    pub fn to_core(self) -> Result<QueueHints, ProtoError> {
         let mut h = QueueHints::default();
         let mut set = |hint: WireHint| h.apply(hint.into());
         set(WireHint::Priority(self.priority))?;
@@ -123,12 +124,15 @@ mod tests {
             h.apply(hint).expect("valid");
             assert_eq!(Hint::from(WireHint::from(hint)), hint);
         }
-        assert_eq!(WireHints::from(h).to_core(), Ok(h));
+        assert_eq!(WireHints::from(h).to_core().ok(), Some(h));
         let zero_slice = WireHints {
             time_slice_ns: Some(0),
             ..WireHints::default()
         };
         assert!(zero_slice.to_core().is_err());
-        assert_eq!(WireHints::default().to_core(), Ok(QueueHints::default()));
+        assert_eq!(
+            WireHints::default().to_core().ok(),
+            Some(QueueHints::default())
+        );
     }
 }

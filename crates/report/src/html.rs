@@ -6,15 +6,16 @@
 //! and marks the page `data-ready` (or lists the script errors in `data-errors`), which the
 //! headless-browser test reads.
 
+use crate::ReportError;
 use crate::escape::escape;
-use crate::plot::{DrawError, Figure, Kind, Series};
+use crate::plot::{Figure, Kind, Series};
 use crate::run::{QueueStateKind, RunRecord};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// The page for `record`. Fails only if a figure cannot be drawn.
-pub fn render(record: &RunRecord) -> Result<String, DrawError> {
+pub fn render(record: &RunRecord) -> Result<String, ReportError> {
     let mut page = String::new();
     let title = escape(&record.title);
     let _ = write!(

@@ -11,13 +11,20 @@
 //! P99 from [`quantile`] over raw values and one from a histogram agree.
 //!
 //! [`plot`] draws any experiment's figures (lines against a swept parameter, CDFs) as SVG.
+//!
+//! # Errors
+//!
+//! Every fallible function returns [`ReportError`]: a figure that cannot be drawn or written,
+//! or a run's record that cannot be read.
 
+mod error;
 mod escape;
 pub mod html;
 pub mod plot;
 pub mod run;
 mod stats;
 
+pub use error::ReportError;
 pub use stats::{
     hist_quantile_us, new_histogram, quantile, quantile_sorted, record_duration, weighted_quantile,
 };

@@ -120,8 +120,8 @@ pub fn cdf_us(hist: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
 }
 
 /// Read a record from JSON text; the error names the line and column, and the field.
-pub fn parse(text: &str) -> Result<RunRecord, serde_json::Error> {
-    serde_json::from_str(text)
+pub fn parse(text: &str) -> Result<RunRecord, crate::ReportError> {
+    Ok(serde_json::from_str(text)?)
 }
 
 #[cfg(test)]

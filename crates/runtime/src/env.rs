@@ -122,7 +122,11 @@ pub(crate) fn level(lookup: Lookup) -> Result<Option<Level>, RuntimeError> {
         None => Ok(None),
         Some(n) => Level::try_from(n)
             .map(Some)
-            .map_err(|e| bad(LEVEL, &n.to_string(), e.to_string())),
+            .map_err(|e| RuntimeError::EnvRefused {
+                var: LEVEL,
+                value: n.to_string(),
+                source: e.into(),
+            }),
     }
 }
 
@@ -133,7 +137,10 @@ pub(crate) fn mode(lookup: Lookup) -> Result<Option<RolloutMode>, RuntimeError> 
     };
     let mode = value
         .parse::<RolloutMode>()
-        .map_err(|e| bad(MODE, &value, e.to_string()))?;
+        .map_err(|source| RuntimeError::EnvMode {
+            value: value.clone(),
+            source,
+        })?;
     if let Some(level) = lookup(LEVEL) {
         return Err(bad(
             MODE,
@@ -239,7 +246,11 @@ pub(crate) fn policy(lookup: Lookup) -> Result<Option<PolicySpec>, RuntimeError>
     let spec = v
         .trim()
         .parse()
-        .map_err(|e: CoreError| bad(POLICY, &v, e.to_string()))?;
+        .map_err(|source: CoreError| RuntimeError::EnvRefused {
+            var: POLICY,
+            value: v.clone(),
+            source,
+        })?;
     Ok(Some(spec))
 }
 
@@ -387,7 +398,7 @@ mod tests {
         let unknown = "nope".parse::<PolicySpec>().err().map(|e| e.to_string());
         let text = RuntimeConfig::from_lookup(&vars(&[(POLICY, "nope")]))
             .err()
-            .map(|e| e.to_string())
+            .map(|e| xsched_core::error::chain_text(&e))
             .unwrap_or_default();
         assert!(
             unknown.is_some_and(|u| text.ends_with(&u)),

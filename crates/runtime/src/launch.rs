@@ -18,17 +18,12 @@
 
 use crate::cache::cache_dir;
 use crate::env::{LEVEL, PRIORITY, SCHEDULER, SOCKET};
+use crate::error::{RuntimeError, SHIM, SHIM_VAR};
 use crate::options::SchedulerMode;
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use thiserror::Error;
 
-/// The shim's file name.
-const SHIM: &str = "libxsched_opencl.so";
-/// The variable that names the shim's file.
-const SHIM_VAR: &str = "XSCHED_OPENCL_SHIM";
 /// The names a program opens OpenCL's loader by.
 const LOADER_NAMES: [&str; 2] = ["libOpenCL.so.1", "libOpenCL.so"];
 
@@ -45,86 +40,11 @@ pub struct LaunchSpec {
     pub command: Vec<OsString>,
 }
 
-/// Why a program cannot be launched under the OpenCL shim.
-#[derive(Debug, Error)]
-pub enum LaunchError {
-    /// No program was named.
-    #[error("no command given: xsched run [OPTIONS] -- CMD [ARGS...]")]
-    NoCommand,
-    /// `XSCHED_OPENCL_SHIM` names no file.
-    #[error("{SHIM_VAR}={}: no such file", .path.display())]
-    NoShimFile {
-        /// What it names.
-        path: PathBuf,
-    },
-    /// The running binary could not be located (the shim is looked for beside it).
-    #[error("locating the xsched binary")]
-    Exe(#[source] io::Error),
-    /// The running binary's path has no folder.
-    #[error("the xsched binary has no folder")]
-    NoExeFolder,
-    /// The shim is in none of the places looked in.
-    #[error(
-        "the OpenCL shim ({SHIM}) is not in {list}: build it (cargo build --release -p \
-         xsched-shim-opencl) or name it in {SHIM_VAR}",
-        list = or_list(.places)
-    )]
-    NoShim {
-        /// Where it was looked for.
-        places: Vec<PathBuf>,
-    },
-    /// A path the dynamic linker would split in two (at a space or a colon).
-    #[error(
-        "{}: the dynamic linker splits paths at spaces and colons; put the shim (or \
-         XDG_CACHE_HOME) where the path has neither and name it in {SHIM_VAR}",
-        .path.display()
-    )]
-    Splittable {
-        /// The path.
-        path: PathBuf,
-    },
-    /// The shim's real path could not be resolved.
-    #[error("resolving {}", .path.display())]
-    Resolve {
-        /// The shim as found.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// The stand-in folder could not be created.
-    #[error("creating {}", .path.display())]
-    CreateFolder {
-        /// The folder.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// A loader's name could not be linked to the shim.
-    #[error("linking {} to {}", .at.display(), .target.display())]
-    Link {
-        /// The link.
-        at: PathBuf,
-        /// The shim.
-        target: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-}
-
-/// The paths, joined with " or ".
-fn or_list(places: &[PathBuf]) -> String {
-    places
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" or ")
-}
-
 /// The command that runs `spec.command` with the shim first on its library path and
 /// preloaded, and `spec`'s hints set; the caller runs it.
-pub fn opencl_command(spec: &LaunchSpec) -> Result<Command, LaunchError> {
+pub fn opencl_command(spec: &LaunchSpec) -> Result<Command, RuntimeError> {
     let Some((program, rest)) = spec.command.split_first() else {
-        return Err(LaunchError::NoCommand);
+        return Err(RuntimeError::NoCommand);
     };
     let shim = find_shim()?;
     splittable(&shim)?;
@@ -159,9 +79,9 @@ fn hint_vars(spec: &LaunchSpec) -> Vec<(&'static str, OsString)> {
 }
 
 /// Refuse a path that `LD_PRELOAD` or `LD_LIBRARY_PATH` would split in two.
-fn splittable(path: &Path) -> Result<(), LaunchError> {
+fn splittable(path: &Path) -> Result<(), RuntimeError> {
     if path.to_string_lossy().contains([' ', ':']) {
-        return Err(LaunchError::Splittable {
+        return Err(RuntimeError::Splittable {
             path: path.to_path_buf(),
         });
     }
@@ -180,36 +100,38 @@ fn search_path(first: &Path, name: &str, sep: &str) -> OsString {
 
 /// The OpenCL shim: `XSCHED_OPENCL_SHIM`, else beside the running binary (a cargo build), else
 /// in `../lib/xsched` from it (the image's and a package's layout).
-fn find_shim() -> Result<PathBuf, LaunchError> {
+fn find_shim() -> Result<PathBuf, RuntimeError> {
     if let Some(p) = std::env::var_os(SHIM_VAR) {
         let path = PathBuf::from(p);
         if !path.is_file() {
-            return Err(LaunchError::NoShimFile { path });
+            return Err(RuntimeError::NoShimFile { path });
         }
         return Ok(path);
     }
-    let exe = std::env::current_exe().map_err(LaunchError::Exe)?;
-    let dir = exe.parent().ok_or(LaunchError::NoExeFolder)?;
+    let exe = std::env::current_exe().map_err(RuntimeError::Exe)?;
+    let dir = exe.parent().ok_or(RuntimeError::NoExeFolder)?;
     let places = vec![dir.join(SHIM), dir.join("../lib/xsched").join(SHIM)];
     if let Some(p) = places.iter().find(|p| p.is_file()) {
         return Ok(p.clone());
     }
-    Err(LaunchError::NoShim { places })
+    Err(RuntimeError::NoShim { places })
 }
 
 /// A folder under `root` (xsched's cache folder) holding the loader's names as links to `shim`,
 /// made once per shim path (a rebuilt shim is picked up: the links name its path).
-fn stand_in_folder(shim: &Path, root: &Path) -> Result<PathBuf, LaunchError> {
-    let shim = shim.canonicalize().map_err(|source| LaunchError::Resolve {
-        path: shim.to_path_buf(),
-        source,
-    })?;
+fn stand_in_folder(shim: &Path, root: &Path) -> Result<PathBuf, RuntimeError> {
+    let shim = shim
+        .canonicalize()
+        .map_err(|source| RuntimeError::Resolve {
+            path: shim.to_path_buf(),
+            source,
+        })?;
     // A cache key only: a new toolchain that hashed differently would make a new folder.
     let mut hasher = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&shim, &mut hasher);
     let key = format!("{:016x}", std::hash::Hasher::finish(&hasher));
     let folder = root.join("opencl").join(key);
-    std::fs::create_dir_all(&folder).map_err(|source| LaunchError::CreateFolder {
+    std::fs::create_dir_all(&folder).map_err(|source| RuntimeError::CreateFolder {
         path: folder.clone(),
         source,
     })?;
@@ -220,7 +142,7 @@ fn stand_in_folder(shim: &Path, root: &Path) -> Result<PathBuf, LaunchError> {
 }
 
 /// `at` made a link to `target`, atomically (two runs at once both see a whole link).
-fn link(target: &Path, at: &Path) -> Result<(), LaunchError> {
+fn link(target: &Path, at: &Path) -> Result<(), RuntimeError> {
     if std::fs::read_link(at).is_ok_and(|t| t == target) {
         return Ok(());
     }
@@ -228,7 +150,7 @@ fn link(target: &Path, at: &Path) -> Result<(), LaunchError> {
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp)
         .and_then(|()| std::fs::rename(&tmp, at))
-        .map_err(|source| LaunchError::Link {
+        .map_err(|source| RuntimeError::Link {
             at: at.to_path_buf(),
             target: target.to_path_buf(),
             source,
@@ -278,7 +200,7 @@ mod tests {
     #[test]
     fn a_missing_command_is_refused_with_the_usage() {
         let err = opencl_command(&LaunchSpec::default()).expect_err("refused");
-        assert!(matches!(err, LaunchError::NoCommand));
+        assert!(matches!(err, RuntimeError::NoCommand));
         let text = err.to_string();
         assert!(text.contains("xsched run [OPTIONS] -- CMD"), "{text}");
     }
@@ -314,7 +236,7 @@ mod tests {
     #[test]
     fn a_missing_shim_names_every_place_looked_in() {
         let places = vec![PathBuf::from("/a/lib.so"), PathBuf::from("/b/lib.so")];
-        let text = LaunchError::NoShim { places }.to_string();
+        let text = RuntimeError::NoShim { places }.to_string();
         assert!(
             text.contains("(libxsched_opencl.so) is not in /a/lib.so or /b/lib.so: build it"),
             "{text}"

@@ -20,6 +20,17 @@
 //! - [`launch`]: the command that runs an unchanged program with its OpenCL queues under
 //!   xsched (`xsched run`), the hints set by the names this crate reads.
 //! - [`cache_dir`]: xsched's cache folder (`XSCHED_CACHE_DIR`, else the user's cache).
+//!
+//! # Errors
+//!
+//! Every fallible public function returns [`RuntimeError`], except where a contract needs its
+//! own type, each also a payload of a `RuntimeError` variant: [`HwError`] is the [`HwQueue`]
+//! trait's error, shared by every backend (`Clone`/`Eq`; [`RuntimeError::Hw`]);
+//! [`CommandError`] is one command's outcome, which a backend hands to its [`Completion`] and
+//! every waiter of the command receives a clone of ([`CommandHandle::wait`], [`XQueue::wait`]'s
+//! inner result, [`XQueue::wait_all`], [`XQueue::close`]; [`RuntimeError::Command`]);
+//! [`ParseModeError`] is [`RolloutMode`]'s `FromStr::Err`, which the CLI's argument parser uses
+//! ([`RuntimeError::EnvMode`]).
 
 #![forbid(unsafe_code)]
 
@@ -64,3 +75,6 @@ pub use refill::RefillStats;
 pub use runtime::Runtime;
 pub use scheduler::Steer;
 pub use xqueue::{CommandHandle, QueueState, XQueue};
+/// An error with its causes, as one line (for a log or a C caller): the core's, re-exported for
+/// the runtime's users that do not name the core.
+pub use xsched_core::error::chain_text;

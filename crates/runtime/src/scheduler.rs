@@ -8,6 +8,7 @@
 //! its connections (`xsched-daemon`).
 
 use crate::clock;
+use crate::error::RuntimeError;
 use crate::mode::RolloutMode;
 use crate::prompt::CpuGuard;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -96,13 +97,14 @@ pub struct SchedulerThread {
 
 impl SchedulerThread {
     /// Start the core scheduler running `policy` on its own thread.
-    pub fn start(policy: Box<dyn Policy>) -> std::io::Result<SchedulerThread> {
-        SchedulerThread::spawn("xsched-sched", move |rx, mut guard| {
+    pub fn start(policy: Box<dyn Policy>) -> Result<SchedulerThread, RuntimeError> {
+        let thread = SchedulerThread::spawn("xsched-sched", move |rx, mut guard| {
             run(Dispatcher::new(policy), &rx, || {
                 guard.check();
                 guard.look_within()
             });
-        })
+        })?;
+        Ok(thread)
     }
 
     /// Start a thread consuming scheduler messages with `body`, which calls its guard's

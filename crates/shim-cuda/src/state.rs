@@ -18,10 +18,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once, Weak};
-use xsched_backend_cuda::{CudaStream, sys};
+use xsched_backend_cuda::{CudaError, CudaStream, sys};
 use xsched_core::{CommandId, Hint, Level};
 use xsched_interpose::{Interposer, PerProcess};
-use xsched_runtime::{HwQueue, QueueOptions, XQueue};
+use xsched_runtime::{HwQueue, QueueOptions, RuntimeError, XQueue};
 
 /// `CU_STREAM_LEGACY`.
 const LEGACY: usize = 0x1;
@@ -89,6 +89,20 @@ impl Key {
     }
 }
 
+/// Why a stream is left unscheduled (logged with its causes).
+#[derive(Debug, thiserror::Error)]
+enum AdoptError {
+    /// The backend cannot wrap the stream.
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    /// The `XSCHED_*` queue options, or the runtime, refuse it.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The device cannot gate commands (Level 1 only).
+    #[error("the device has no stream memory operations to gate commands with")]
+    NoMemOps,
+}
+
 /// Where an event was recorded: the stream's queue (weakly: a destroyed stream must still be
 /// drained and released when the application lets it go) and its last command before the
 /// record.
@@ -114,9 +128,7 @@ static SHIM: PerProcess<Option<Shim>> = PerProcess::new();
 pub(crate) fn shim() -> Option<&'static Shim> {
     SHIM.get(|| {
         xsched_interpose::atfork::register();
-        let streams = Interposer::start("CUDA", || {
-            xsched_backend_cuda::probe().map_err(|e| e.to_string())
-        })?;
+        let streams = Interposer::start("CUDA", xsched_backend_cuda::probe)?;
         Some(Shim {
             streams,
             capturing: Mutex::default(),
@@ -162,28 +174,21 @@ impl Shim {
             self.start_reaper();
             release_on_thread_exit(key.thread);
         }
-        self.streams.adopt(key, |runtime| {
-            let mut options = QueueOptions::from_env().map_err(|e| e.to_string())?;
+        self.streams.adopt(key, |runtime| -> Result<_, AdoptError> {
+            let mut options = QueueOptions::from_env()?;
             if raise != 0 {
                 let priority = options.hints.priority.saturating_add(raise);
-                options = options
-                    .with_hint(Hint::Priority(priority))
-                    .map_err(|e| e.to_string())?;
+                options = options.with_hint(Hint::Priority(priority))?;
             }
             // SAFETY: the handle is the application's live stream (or a default stream) in the
             // current context; it is forgotten when the application destroys it (`forget`),
             // and the per-thread stream is only ever enqueued on from its own thread
             // (`gate.rs`).
-            let hw = unsafe { CudaStream::wrap(key.handle as sys::CUstream) }
-                .map_err(|e| e.to_string())?;
+            let hw = unsafe { CudaStream::wrap(key.handle as sys::CUstream) }?;
             if hw.capabilities().max_level < Level::Deactivate {
-                return Err(
-                    "the device has no stream memory operations to gate commands with".into(),
-                );
+                return Err(AdoptError::NoMemOps);
             }
-            runtime
-                .create_queue(Arc::new(hw), options)
-                .map_err(|e| e.to_string())
+            Ok(runtime.create_queue(Arc::new(hw), options)?)
         })
     }
 

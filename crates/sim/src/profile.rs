@@ -16,10 +16,10 @@
 //! - Level-2 deactivate cost ~ published Level-2 preemption P99 minus the command length.
 
 use crate::device::Arbitration;
+use crate::error::ScenarioError;
 use crate::place::Place;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
-use thiserror::Error;
 use xsched_core::{Capabilities, LaunchConfig, Level, Nanos};
 
 /// Where a parameter's value comes from.
@@ -162,19 +162,20 @@ static PROFILES: LazyLock<Vec<Profile>> = LazyLock::new(|| {
         .collect()
 });
 
-/// A profile file that does not parse.
-#[derive(Debug, Error)]
-#[error("{file}:{}:{}: {}", .place.line, .place.column, .place.message)]
-struct ProfileError {
-    file: String,
-    place: Place,
-}
-
-/// The profile `key` from its file's text.
-fn parse(key: &'static str, src: &str) -> Result<Profile, ProfileError> {
-    let mut profile: Profile = toml::from_str(src).map_err(|e| ProfileError {
-        file: format!("crates/sim/profiles/{key}.toml"),
-        place: Place::in_tables(src, e.span(), e.message()),
+/// The profile `key` from its file's text (an error names the file, line and field).
+fn parse(key: &'static str, src: &str) -> Result<Profile, ScenarioError> {
+    let mut profile: Profile = toml::from_str(src).map_err(|e| {
+        let Place {
+            line,
+            column,
+            message,
+        } = Place::in_tables(src, e.span(), e.message());
+        ScenarioError::Invalid {
+            file: format!("crates/sim/profiles/{key}.toml"),
+            line,
+            column,
+            message,
+        }
     })?;
     profile.key = key;
     Ok(profile)

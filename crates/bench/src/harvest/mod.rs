@@ -39,11 +39,12 @@ mod service;
 pub use params::HarvestParams;
 use params::{AGAIN, Cooperative, Measured, POLICIES, requests};
 pub(crate) use processes::report_of;
-pub use processes::{ProcessError, hp_service_process, lp_process};
+pub use processes::{hp_service_process, lp_process};
 use report::report;
 use service::KernelWait;
 
 use crate::Report;
+use crate::error::BenchError;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -214,7 +215,7 @@ fn timeslice_lp(
 /// Run every row; rows `{device, driver, policy, slice_us, hp_slo_attainment,
 /// lp_throughput_norm, utilization, preempt_p99_us}` (the last: P99 of how much longer than its
 /// length an HP kernel took, from submit to observed completion).
-pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report, RuntimeError> {
+pub fn run(p: &HarvestParams, progress: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let reqs = requests(p);
     let mut rows = vec![Cooperative::Standalone, Cooperative::Timeslice];
     if let Some(&first) = p.slices.first() {
@@ -259,7 +260,7 @@ pub fn run_processes(
     exe: &Path,
     p: &HarvestParams,
     progress: &dyn Fn(usize, usize),
-) -> Result<Report, ProcessError> {
+) -> Result<Report, BenchError> {
     let reqs = requests(p);
     // The cooperative `priority` row is the baseline of the LP target; it runs in process.
     let alone = alone_in_process(p, &reqs)?;

@@ -10,6 +10,7 @@
 use super::params::{AGAIN, HarvestParams, Measured, requests};
 use super::scheduled::{self, LP_WINDOW};
 use super::service::{self, HpMeasured, KernelWait, Unobserved};
+use crate::error::{BenchError, io};
 use crate::roles::{self, Role};
 use serde_json::{Value, json};
 use std::io::Read;
@@ -18,32 +19,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use thiserror::Error;
 use xsched_backend_cpu::CpuDevice;
 use xsched_core::PolicySpec;
-use xsched_runtime::{QueueOptions, Runtime, RuntimeError};
-
-/// Why the two-process run failed.
-#[derive(Debug, Error)]
-pub enum ProcessError {
-    /// A worker could not be started or waited for.
-    #[error("{what}: {source}")]
-    Io {
-        /// Which step.
-        what: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A worker failed or printed something that is not its report.
-    #[error("the {0} process failed: {1}")]
-    Worker(&'static str, String),
-    /// The daemon could not start.
-    #[error(transparent)]
-    Daemon(#[from] xsched_daemon::DaemonError),
-    /// The in-process reference rows failed.
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-}
+use xsched_runtime::{QueueOptions, Runtime};
 
 fn unix_ns(t: Instant) -> u64 {
     let now = Instant::now();
@@ -56,7 +34,7 @@ fn unix_ns(t: Instant) -> u64 {
 
 /// `xsched worker --role hp-service`: the HP service on one queue configured from `XSCHED_*`,
 /// on a CPU device pinned to core 0; its measurements as JSON.
-pub fn hp_service_process(p: &HarvestParams) -> Result<Value, RuntimeError> {
+pub fn hp_service_process(p: &HarvestParams) -> Result<Value, BenchError> {
     let runtime = Runtime::from_env()?;
     let device = CpuDevice::pinned(1, 0)?;
     let hp = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::from_env()?)?;
@@ -83,7 +61,7 @@ pub fn hp_service_process(p: &HarvestParams) -> Result<Value, RuntimeError> {
 
 /// `xsched worker --role lp`: the LP job (`kernel`-long kernels) on one queue configured from
 /// `XSCHED_*` until standard input closes; each completion's wall-clock time as JSON.
-pub fn lp_process(kernel: Duration) -> Result<Value, RuntimeError> {
+pub fn lp_process(kernel: Duration) -> Result<Value, BenchError> {
     let runtime = Runtime::from_env()?;
     let device = CpuDevice::pinned(1, 0)?;
     let lp = runtime.create_queue(Arc::new(device.create_queue()), QueueOptions::from_env()?)?;
@@ -120,11 +98,14 @@ fn worker(exe: &Path, role: Role, requests: u32, env: &Env) -> Command {
 pub(crate) fn report_of(
     out: std::process::Output,
     what: &'static str,
-) -> Result<Value, ProcessError> {
+) -> Result<Value, BenchError> {
     if !out.status.success() {
-        return Err(ProcessError::Worker(what, out.status.to_string()));
+        return Err(BenchError::WorkerFailed {
+            what,
+            status: out.status,
+        });
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| ProcessError::Worker(what, e.to_string()))
+    serde_json::from_slice(&out.stdout).map_err(|source| BenchError::WorkerReport { what, source })
 }
 
 fn durations(v: &Value) -> Vec<Duration> {
@@ -147,7 +128,7 @@ fn run_pair(
     policy: &PolicySpec,
     slo_hint: Duration,
     lp: bool,
-) -> Result<Measured, ProcessError> {
+) -> Result<Measured, BenchError> {
     let daemon = xsched_daemon::Daemon::bind(socket, policy)?.spawn()?;
     let common = vec![
         ("XSCHED_SCHEDULER", "global".to_string()),
@@ -169,10 +150,7 @@ fn run_pair(
     std::thread::sleep(Duration::from_millis(200));
     let hp_out = worker(exe, Role::HpService, p.shape.requests, &hp_env)
         .output()
-        .map_err(|source| ProcessError::Io {
-            what: "running the HP process".into(),
-            source,
-        });
+        .map_err(io("running the HP process"));
     let lp_out = lp_child.map(|mut child| {
         drop(child.stdin.take()); // closing its standard input ends the LP job
         child.wait_with_output()
@@ -203,31 +181,25 @@ fn start_lp(
     exe: &Path,
     common: Vec<(&'static str, String)>,
     lp_kernel: Duration,
-) -> Result<Child, ProcessError> {
+) -> Result<Child, BenchError> {
     let mut env = Env { vars: common };
     env.vars.push(("XSCHED_PRIORITY", "0".into()));
     let mut c = worker(exe, Role::Lp, 0, &env);
     c.arg("--kernel-us")
         .arg(lp_kernel.as_micros().to_string())
         .stdin(Stdio::piped());
-    c.spawn().map_err(|source| ProcessError::Io {
-        what: "starting the LP process".into(),
-        source,
-    })
+    c.spawn().map_err(io("starting the LP process"))
 }
 
 /// The wall-clock times (Unix ns) the LP process's kernels completed at, from its report
 /// (none without an LP process).
 fn lp_completions(
     lp_out: Option<std::io::Result<std::process::Output>>,
-) -> Result<Vec<u64>, ProcessError> {
+) -> Result<Vec<u64>, BenchError> {
     let Some(out) = lp_out else {
         return Ok(Vec::new());
     };
-    let out = out.map_err(|source| ProcessError::Io {
-        what: "waiting for the LP process".into(),
-        source,
-    })?;
+    let out = out.map_err(io("waiting for the LP process"))?;
     let v = report_of(out, "LP")?;
     let done: Vec<u64> = v["completed_unix_ns"]
         .as_array()
@@ -266,7 +238,7 @@ pub(crate) fn run(
     policies: &[&'static str],
     slo_hint: impl Fn(&Measured) -> Duration,
     progress: &dyn Fn(usize, usize),
-) -> Result<Vec<(&'static str, Measured)>, ProcessError> {
+) -> Result<Vec<(&'static str, Measured)>, BenchError> {
     let socket = std::env::temp_dir().join(format!("xsched-harvest-{}.sock", std::process::id()));
     let total = policies.len() + 2;
     progress(0, total);

@@ -1,13 +1,14 @@
 //! A soak client's body (`xsched worker --role soak`): paced host commands, each counting its
 //! own runs, so that the client can say at the end how many ran exactly once, more, or never.
 
+use crate::error::BenchError;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::{CpuCommand, CpuQueue};
-use xsched_runtime::{RuntimeError, XQueue};
+use xsched_runtime::XQueue;
 
 /// `xsched worker --role soak`: `commands` host commands with at most `window` outstanding, at
 /// `rate` per second (0: unpaced), each counting its runs; how many ran once, more, never.
@@ -16,7 +17,7 @@ pub fn client(
     commands: u32,
     window: usize,
     rate: u32,
-) -> Result<Value, RuntimeError> {
+) -> Result<Value, BenchError> {
     let start = Instant::now();
     let runs: Arc<Vec<AtomicU8>> = Arc::new((0..commands).map(|_| AtomicU8::new(0)).collect());
     let mut outstanding = VecDeque::new();

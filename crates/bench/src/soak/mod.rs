@@ -22,9 +22,10 @@ mod processes;
 mod report;
 
 pub use client::client;
-pub use params::{SoakError, SoakOverrides, SoakParams};
+pub use params::{SoakOverrides, SoakParams};
 
 use crate::Report;
+use crate::error::BenchError;
 use processes::{Soak, disturbance_plan, drive};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -32,7 +33,7 @@ use report::{soak_checks, soak_report, tally_clients, total_row};
 use std::path::Path;
 
 /// Run a soak with `exe` (the `xsched` binary) for its daemon and clients.
-pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Report, SoakError> {
+pub fn run(exe: &Path, p: &SoakParams, tick: &dyn Fn(usize, usize)) -> Result<Report, BenchError> {
     let clients = p.clients.max(1);
     let per_client = (p.commands / clients as u64).max(1);
     let dir = std::env::temp_dir().join(format!("xsched-soak-{}", std::process::id()));

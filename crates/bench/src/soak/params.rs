@@ -1,9 +1,7 @@
-//! What a soak runs with, and why it could not run: the parameters, the settings the CLI
-//! overrides them with, and the errors every step of the run shares.
+//! What a soak runs with: the parameters, and the settings the CLI overrides them with. (Why a
+//! soak could not run is a [`BenchError`](crate::BenchError).)
 
-use std::path::PathBuf;
 use std::time::Duration;
-use thiserror::Error;
 
 /// What a soak run does.
 #[derive(Clone, Debug)]
@@ -73,38 +71,6 @@ impl SoakOverrides {
             seed: self.seed.unwrap_or(d.seed),
         }
     }
-}
-
-/// Why a soak could not run (a failed check is not an error: it is in the report).
-#[derive(Debug, Error)]
-pub enum SoakError {
-    /// A process could not be started, signalled or waited for.
-    #[error("{what}: {source}")]
-    Io {
-        /// Which step.
-        what: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The daemon did not come up.
-    #[error("the daemon did not listen on {0} within 10 s")]
-    NoDaemon(PathBuf),
-    /// A surviving client failed or printed something that is not its report.
-    #[error("client {pid} failed: {why}")]
-    Client {
-        /// Its pid.
-        pid: u32,
-        /// What went wrong.
-        why: String,
-    },
-    /// The run did not finish in time.
-    #[error("the clients did not finish within {0:?}")]
-    Timeout(Duration),
-}
-
-pub(super) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SoakError {
-    let what = what.into();
-    move |source| SoakError::Io { what, source }
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! SIGKILLed and replaced, the daemon SIGKILLed and restarted, or stopped and continued) landed
 //! evenly over their paced run until every client has finished.
 
-use super::params::{SoakError, SoakParams, io};
+use super::params::SoakParams;
+use crate::error::{BenchError, io};
 use crate::roles::{self, Role};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -28,7 +29,7 @@ pub(super) struct Soak<'a> {
 }
 
 impl Soak<'_> {
-    pub(super) fn start_daemon(exe: &Path, socket: &Path) -> Result<Child, SoakError> {
+    pub(super) fn start_daemon(exe: &Path, socket: &Path) -> Result<Child, BenchError> {
         let child = Command::new(exe)
             .args(["serve", "--socket"])
             .arg(socket)
@@ -40,14 +41,14 @@ impl Soak<'_> {
         let start = Instant::now();
         while UnixStream::connect(socket).is_err() {
             if start.elapsed() > Duration::from_secs(10) {
-                return Err(SoakError::NoDaemon(socket.to_path_buf()));
+                return Err(BenchError::NoDaemon(socket.to_path_buf()));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(child)
     }
 
-    fn client(&self, priority: i32) -> Result<Client, SoakError> {
+    fn client(&self, priority: i32) -> Result<Client, BenchError> {
         let child = roles::command(self.exe, Role::Soak)
             .args(["--window", "64", "--commands"])
             .arg(self.per_client.to_string())
@@ -63,7 +64,7 @@ impl Soak<'_> {
         Ok(Client { child, priority })
     }
 
-    fn signal(pid: u32, signal: &str) -> Result<(), SoakError> {
+    fn signal(pid: u32, signal: &str) -> Result<(), BenchError> {
         let status = Command::new("kill")
             .args([&format!("-{signal}"), &pid.to_string()])
             .status()
@@ -71,21 +72,21 @@ impl Soak<'_> {
         if status.success() {
             Ok(())
         } else {
-            Err(SoakError::Io {
+            Err(BenchError::Io {
                 what: format!("kill -{signal} {pid}"),
                 source: std::io::Error::other("kill failed"),
             })
         }
     }
 
-    fn restart_daemon(&mut self) -> Result<(), SoakError> {
+    fn restart_daemon(&mut self) -> Result<(), BenchError> {
         let _ = self.daemon.kill();
         let _ = self.daemon.wait();
         self.daemon = Soak::start_daemon(self.exe, &self.socket)?;
         Ok(())
     }
 
-    fn stop_daemon(&self, for_: Duration) -> Result<(), SoakError> {
+    fn stop_daemon(&self, for_: Duration) -> Result<(), BenchError> {
         Soak::signal(self.daemon.id(), "STOP")?;
         std::thread::sleep(for_);
         Soak::signal(self.daemon.id(), "CONT")
@@ -158,7 +159,7 @@ pub(super) fn drive(
     mut plan: Vec<Disturbance>,
     rng: &mut Pcg64,
     tick: &dyn Fn(usize, usize),
-) -> Result<SoakRun, SoakError> {
+) -> Result<SoakRun, BenchError> {
     let started = Instant::now();
     let mut live: Vec<Client> = (0..clients)
         .map(|i| soak.client([0, 5, 10][i % 3]))
@@ -178,7 +179,7 @@ pub(super) fn drive(
             soak.disturb(what, &mut live, rng, p.stopped_for, &mut disturbed)?;
         }
         if started.elapsed() > limit {
-            return Err(SoakError::Timeout(limit));
+            return Err(BenchError::Timeout(limit));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -195,7 +196,7 @@ fn collect_finished(
     done: &mut Vec<(i32, std::process::Output)>,
     clients: usize,
     tick: &dyn Fn(usize, usize),
-) -> Result<(), SoakError> {
+) -> Result<(), BenchError> {
     let mut i = 0;
     while i < live.len() {
         if matches!(live[i].child.try_wait(), Ok(Some(_))) {
@@ -223,7 +224,7 @@ impl Soak<'_> {
         rng: &mut Pcg64,
         stopped_for: Duration,
         count: &mut Disturbed,
-    ) -> Result<(), SoakError> {
+    ) -> Result<(), BenchError> {
         match what {
             Disturbance::KillClient => {
                 let victim = rng.random_range(0..live.len());

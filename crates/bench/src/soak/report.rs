@@ -1,9 +1,10 @@
 //! What a soak reports: each finished client's counts (ran exactly once, more, never, failed) as
 //! a row and summed, the checks on them and on the disturbances that landed, and the table.
 
-use super::params::{SoakError, SoakParams};
+use super::params::SoakParams;
 use super::processes::Disturbed;
 use crate::Report;
+use crate::error::BenchError;
 use serde_json::{Value, json};
 use std::time::Duration;
 use xsched_report::{Check, Verdict, cells, columns};
@@ -20,15 +21,17 @@ pub(super) struct Tally {
 /// Parses each finished client's report into a row of its own, and sums them.
 pub(super) fn tally_clients(
     done: &[(i32, std::process::Output)],
-) -> Result<(Vec<xsched_report::Row>, Tally), SoakError> {
+) -> Result<(Vec<xsched_report::Row>, Tally), BenchError> {
     let mut rows = Vec::new();
     let mut t = Tally::default();
     for (priority, out) in done {
         let text = String::from_utf8_lossy(&out.stdout);
-        let v: Value = serde_json::from_str(text.trim()).map_err(|e| SoakError::Client {
-            pid: 0,
-            why: format!("{e}: {text:?} (exit {:?})", out.status),
-        })?;
+        let v: Value =
+            serde_json::from_str(text.trim()).map_err(|source| BenchError::ClientReport {
+                text: text.to_string(),
+                status: out.status,
+                source,
+            })?;
         let n = |k: &str| v[k].as_u64().unwrap_or(0);
         t.once += n("exactly_once");
         t.more += n("more_than_once");

@@ -22,6 +22,7 @@ use nix::sys::socket::{MsgFlags, send};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use xsched_core::error::chain_text;
 use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
 
 /// Serve one accepted connection until it ends.
@@ -60,6 +61,7 @@ pub(crate) fn serve(
         }
         Ok(None) => return,
         Err(e) => {
+            let e = chain_text(&e);
             // Logged like every connect and disconnect: one line per connection, bounded by
             // the connection limits, so no new way to flood the log.
             tracing::info!(

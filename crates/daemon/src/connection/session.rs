@@ -3,14 +3,15 @@
 //! released and its tenant's bounds shared out again however it ends.
 
 use crate::admission::Admitted;
-use crate::authority::PriorityRefused;
 use crate::core::Target;
+use crate::error::DaemonError;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
 use crate::shared::DaemonState;
 use std::sync::Arc;
+use xsched_core::error::chain_text;
 use xsched_core::{DeviceId, Event, QueueId};
-use xsched_proto::{ClientMsg, DaemonMsg, FrameError, WireHint, WireHints, read_frame};
+use xsched_proto::{ClientMsg, DaemonMsg, ProtoError, WireHint, WireHints, read_frame};
 use xsched_sys::clock;
 use xsched_sys::prompt::CpuGuard;
 use xsched_sys::stamps;
@@ -111,14 +112,15 @@ impl<'a> Session<'a> {
                 }
                 Ok(None) => return,
                 Err(e) => {
+                    let why = chain_text(&e);
                     tracing::warn!(
-                        "client {} ({}): {e}; closing its connection",
+                        "client {} ({}): {why}; closing its connection",
                         self.peer.pid,
                         self.peer.name
                     );
-                    if matches!(e, FrameError::Malformed(_) | FrameError::TooLarge(_)) {
+                    if matches!(e, ProtoError::Malformed(_) | ProtoError::TooLarge(_)) {
                         self.outbox.send(&DaemonMsg::Error {
-                            message: format!("{e}; closing the connection"),
+                            message: format!("{why}; closing the connection"),
                         });
                     }
                     return;
@@ -128,7 +130,7 @@ impl<'a> Session<'a> {
     }
 
     /// A priority this peer may not use, refused with the reason.
-    pub(super) fn check_hint(&self, hint: WireHint) -> Result<(), PriorityRefused> {
+    pub(super) fn check_hint(&self, hint: WireHint) -> Result<(), DaemonError> {
         match hint {
             WireHint::Priority(p) => self.shared.authority.check_priority(&self.peer, p),
             _ => Ok(()),

@@ -53,18 +53,10 @@ impl<'de> Deserialize<'de> for Weight {
     }
 }
 
-/// Why the file was refused: the file and what is wrong (a read error, or the field and line).
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct ClassesError {
-    /// The file.
-    pub path: String,
-    /// What is wrong, and where.
-    pub message: String,
-}
-
 /// Why a classes file's text was refused: the field and what is wrong with it (and, for what
-/// TOML itself refuses, the line).
+/// TOML itself refuses, the line). The payload of the gateway's error
+/// ([`GatewayError::Classes`](crate::GatewayError::Classes) and
+/// [`GatewayError::ClassesFile`](crate::GatewayError::ClassesFile)).
 #[derive(Debug, thiserror::Error)]
 pub enum InvalidClasses {
     /// Not TOML, or a field unknown or of the wrong type (the message names field and line).
@@ -83,7 +75,7 @@ pub enum InvalidClasses {
     },
     /// `eviction` is not one of its values.
     #[error(transparent)]
-    Eviction(#[from] xsched_llm_core::ConfigError),
+    Eviction(#[from] xsched_llm_core::SchedulerError),
     /// `max_tenants` leaves no room for the tenants named and the two built in.
     #[error(
         "max_tenants: {max_tenants} is fewer than the {named} tenants named, `{DEFAULT_TENANT}` and `{OTHER_TENANT}`"
@@ -107,18 +99,10 @@ impl Default for Classes {
 }
 
 impl Classes {
-    /// Read the TOML file at `path`.
-    pub fn load(path: &std::path::Path) -> Result<Classes, ClassesError> {
-        let error = |message: String| ClassesError {
-            path: path.display().to_string(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read: {e}")))?;
-        Classes::parse(&text).map_err(|e| error(e.to_string()))
-    }
-
-    /// Parse a file's text; the error names the field and line.
-    pub fn parse(text: &str) -> Result<Classes, InvalidClasses> {
+    /// Parse a file's text; the error names the field and line. [`Classes::load`] and
+    /// [`Classes::parse`] (in `config.rs`, beside the gateway's error) return it as a
+    /// [`GatewayError`](crate::GatewayError).
+    pub(crate) fn read(text: &str) -> Result<Classes, InvalidClasses> {
         let file: File = toml::from_str(text).map_err(InvalidClasses::Toml)?;
         Classes::from_file(file)
     }

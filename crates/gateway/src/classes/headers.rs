@@ -15,7 +15,7 @@ pub const SLO_TTFT_HEADER: &str = "x-llm-d-slo-ttft-ms";
 pub const MAX_SLO_MS: u64 = 3_600_000;
 
 /// The TTFT deadline a request asks for, from its headers (`None`: none).
-pub fn ttft_slo_of(headers: &HeaderMap) -> Result<Option<std::time::Duration>, BadClass> {
+pub(crate) fn ttft_slo_of(headers: &HeaderMap) -> Result<Option<std::time::Duration>, BadClass> {
     let Some(v) = headers.get(SLO_TTFT_HEADER) else {
         return Ok(None);
     };
@@ -33,7 +33,7 @@ pub fn ttft_slo_of(headers: &HeaderMap) -> Result<Option<std::time::Duration>, B
 /// Why a request's headers or body were refused: a 400 naming the header or field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{header}: {reason}")]
-pub struct BadClass {
+pub(crate) struct BadClass {
     /// The header (or body field).
     pub header: &'static str,
     /// What it must be.

@@ -51,11 +51,9 @@ mod file;
 mod headers;
 mod table;
 
-pub use file::{ClassesError, InvalidClasses};
-pub use headers::{
-    BadClass, MAX_SLO_MS, OBJECTIVE_HEADER, PRIORITY_HEADER, SLO_TTFT_HEADER, TENANT_HEADER,
-    ttft_slo_of,
-};
+pub use file::InvalidClasses;
+pub(crate) use headers::{BadClass, ttft_slo_of};
+pub use headers::{MAX_SLO_MS, OBJECTIVE_HEADER, PRIORITY_HEADER, SLO_TTFT_HEADER, TENANT_HEADER};
 pub use table::{BUILT_IN, Classes, DEFAULT_TENANT, MAX_NAME, MAX_TENANTS, OTHER_TENANT};
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ impl Classes {
     }
 
     /// The class a request asks for, from its headers and its body's `priority`.
-    pub fn class_of(
+    pub(crate) fn class_of(
         &self,
         headers: &HeaderMap,
         body_priority: Option<i64>,
@@ -130,7 +130,7 @@ impl Classes {
     }
 
     /// The tenant a request belongs to (by index), from its headers.
-    pub fn tenant_of(&self, headers: &HeaderMap) -> Result<usize, BadClass> {
+    pub(crate) fn tenant_of(&self, headers: &HeaderMap) -> Result<usize, BadClass> {
         let Some(v) = headers.get(TENANT_HEADER) else {
             return Ok(0);
         };

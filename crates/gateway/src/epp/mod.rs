@@ -88,7 +88,7 @@ impl Epp {
 
     /// Also serve the gateway's Prometheus page (`GET` any path) over HTTP at `addr`; the
     /// address bound.
-    pub fn with_metrics(&mut self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    pub fn with_metrics(&mut self, addr: SocketAddr) -> Result<SocketAddr, GatewayError> {
         let listener = self.runtime.block_on(tokio::net::TcpListener::bind(addr))?;
         let bound = listener.local_addr()?;
         self.metrics = Some(listener);
@@ -96,7 +96,7 @@ impl Epp {
     }
 
     /// Serve on a thread of its own until the returned handle is dropped.
-    pub fn spawn(self) -> std::io::Result<RunningEpp> {
+    pub fn spawn(self) -> Result<RunningEpp, GatewayError> {
         let addr = self.listener.local_addr()?;
         let kept = self.shared.clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

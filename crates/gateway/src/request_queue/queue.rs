@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use xsched_llm_core::service::Served;
 use xsched_llm_core::watch::Scrape;
-use xsched_llm_core::{Config, ConfigError, Input, RequestScheduler};
+use xsched_llm_core::{Config, Input, RequestScheduler, SchedulerError};
 
 /// The queue and the slots of every upstream.
 pub struct RequestQueue {
@@ -18,8 +18,9 @@ pub struct RequestQueue {
 }
 
 impl RequestQueue {
-    /// A scheduler for `config` in front of the upstreams.
-    pub fn new(config: Config) -> Result<Arc<RequestQueue>, ConfigError> {
+    /// A scheduler for `config` in front of the upstreams (the server's start turns the core's
+    /// refusal into a [`GatewayError`](crate::GatewayError)).
+    pub(crate) fn new(config: Config) -> Result<Arc<RequestQueue>, SchedulerError> {
         let upstreams = config.engines.len();
         Ok(Arc::new(RequestQueue {
             state: Mutex::new(State {

@@ -1,6 +1,7 @@
 //! The scheduler's configuration: its engines, where requests wait, and the rules for classes
 //! and tenants. Checked once, by [`RequestScheduler::new`](super::RequestScheduler::new).
 
+use crate::error::SchedulerError;
 use crate::policy::RequestPolicySpec;
 use crate::route::Router;
 use crate::service::ServiceModel;
@@ -102,15 +103,15 @@ pub enum Eviction {
 }
 
 impl std::str::FromStr for Eviction {
-    type Err = ConfigError;
+    type Err = SchedulerError;
 
     /// `none`, `one` or `all`.
-    fn from_str(s: &str) -> Result<Eviction, ConfigError> {
+    fn from_str(s: &str) -> Result<Eviction, SchedulerError> {
         match s {
             "none" => Ok(Eviction::None),
             "one" => Ok(Eviction::One),
             "all" => Ok(Eviction::All),
-            other => Err(ConfigError::UnknownEviction(other.to_string())),
+            other => Err(SchedulerError::UnknownEviction(other.to_string())),
         }
     }
 }
@@ -164,69 +165,37 @@ impl Fairness {
 impl Config {
     /// Whether the scheduler can run on it: at least one engine, no zero limit, a positive
     /// horizon, and a policy the driver can follow.
-    pub(super) fn check(&self) -> Result<(), ConfigError> {
+    pub(super) fn check(&self) -> Result<(), SchedulerError> {
         if self.engines.is_empty() {
-            return Err(ConfigError::NoEngine);
+            return Err(SchedulerError::NoEngine);
         }
         if self.engines.iter().any(|e| e.concurrency == 0) {
-            return Err(ConfigError::Zero("an engine's concurrency"));
+            return Err(SchedulerError::Zero("an engine's concurrency"));
         }
         if let Some(o) = self.engine_order {
             if o.holds == 0 {
-                return Err(ConfigError::Zero("what an engine that orders holds"));
+                return Err(SchedulerError::Zero("what an engine that orders holds"));
             }
             if !(o.horizon_s.is_finite() && o.horizon_s > 0.0) {
-                return Err(ConfigError::Horizon(o.horizon_s));
+                return Err(SchedulerError::Horizon(o.horizon_s));
             }
         }
         if self.max_waiting == 0 {
-            return Err(ConfigError::Zero("the queue bound"));
+            return Err(SchedulerError::Zero("the queue bound"));
         }
         if matches!(self.policy.source, crate::PredictionSource::Noisy(_)) && !self.knows_truth {
-            return Err(ConfigError::NeedsTruth(self.policy.to_string()));
+            return Err(SchedulerError::NeedsTruth(self.policy.to_string()));
         }
         if self.policy.preemptive && !self.can_pause {
             let instead = RequestPolicySpec {
                 preemptive: false,
                 ..self.policy
             };
-            return Err(ConfigError::CannotPause {
+            return Err(SchedulerError::CannotPause {
                 policy: self.policy.to_string(),
                 instead: instead.to_string(),
             });
         }
         Ok(())
     }
-}
-
-/// Why a configuration was refused.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ConfigError {
-    /// No engine.
-    #[error("at least one engine is needed")]
-    NoEngine,
-    /// A zero limit.
-    #[error("{0} must be at least 1")]
-    Zero(&'static str),
-    /// A policy that needs the true lengths, for a driver that does not know them.
-    #[error(
-        "policy `{0}` orders by noisy samples of the true answer lengths, which only a simulation knows"
-    )]
-    NeedsTruth(String),
-    /// An engine-order horizon that is not a positive number of seconds.
-    #[error("the engine order's horizon must be a positive number of seconds, not {0}")]
-    Horizon(f64),
-    /// A preemptive policy for a driver that cannot pause requests.
-    #[error(
-        "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"
-    )]
-    CannotPause {
-        /// The policy.
-        policy: String,
-        /// The same without pausing.
-        instead: String,
-    },
-    /// An eviction rule that is not `none`, `one` or `all`.
-    #[error("eviction `{0}` is not one of `none`, `one`, `all`")]
-    UnknownEviction(String),
 }

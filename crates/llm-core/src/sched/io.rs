@@ -1,22 +1,11 @@
-//! The scheduler's vocabulary with its driver: what happened ([`Input`]), what to do
-//! ([`Decision`]), and why an input was refused.
+//! The scheduler's vocabulary with its driver: what happened ([`Input`]) and what to do
+//! ([`Decision`]); an input it refuses gets a [`SchedulerError`](crate::SchedulerError).
 
 use crate::gittins::SizeDistribution;
 use crate::prefix::Prefix;
 use crate::service::Served;
 pub use crate::watch::EngineReport;
 use crate::watch::Scrape;
-
-/// Why an input was refused (nothing changed).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
-    /// An arrival with the id of a request still known.
-    #[error("request {0} arrived twice")]
-    Duplicate(u64),
-    /// An engine index beyond the configured ones.
-    #[error("no engine {0}")]
-    NoEngine(usize),
-}
 
 /// A request arriving.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -38,12 +38,11 @@ mod reclaim;
 mod round;
 mod waiting;
 
-pub use config::{
-    Config, ConfigError, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement,
-};
+pub use config::{Config, EngineLimits, Eviction, Fairness, HIGH_CLASS_WINDOW, Placement};
 pub use engine_order::{CLASS_LIMIT, CLASS_SPAN_MS, EngineOrder, engine_priority};
-pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, InputError, ShedReason};
+pub use io::{Arrival, Decision, EngineReport, EvictReason, Input, ShedReason};
 
+use crate::error::SchedulerError;
 use crate::job::Place;
 use crate::learn::{Answer, Count, Learner};
 use crate::policy::RequestPolicySpec;
@@ -76,7 +75,7 @@ pub struct RequestScheduler {
 
 impl RequestScheduler {
     /// A scheduler for `config`.
-    pub fn new(config: Config) -> Result<RequestScheduler, ConfigError> {
+    pub fn new(config: Config) -> Result<RequestScheduler, SchedulerError> {
         config.check()?;
         Ok(RequestScheduler {
             service: config.service,
@@ -203,7 +202,7 @@ impl RequestScheduler {
     }
 
     /// Feed what happened at `now` (seconds on the driver's clock).
-    pub fn handle(&mut self, now: f64, input: Input) -> Result<(), InputError> {
+    pub fn handle(&mut self, now: f64, input: Input) -> Result<(), SchedulerError> {
         self.clock = self.clock.max(now);
         self.readmit_due(now);
         match input {
@@ -275,9 +274,9 @@ impl RequestScheduler {
         self.round().decide(now, engine);
     }
 
-    fn arrive(&mut self, now: f64, a: Arrival) -> Result<(), InputError> {
+    fn arrive(&mut self, now: f64, a: Arrival) -> Result<(), SchedulerError> {
         if self.book.jobs.contains_key(&a.id) {
-            return Err(InputError::Duplicate(a.id));
+            return Err(SchedulerError::Duplicate(a.id));
         }
         if (self.book).at_tenant_limit(a.tenant, &self.config.fairness.tenant_limits) {
             let reason = ShedReason::TenantLimit;
@@ -352,7 +351,12 @@ impl RequestScheduler {
     /// `engine` answers again, or stopped answering (`reclaim.rs`): its requests whose answer
     /// has not begun are taken back and placed again, or, with no engine answering, everything
     /// waiting is shed.
-    fn responsive(&mut self, now: f64, engine: usize, responsive: bool) -> Result<(), InputError> {
+    fn responsive(
+        &mut self,
+        now: f64,
+        engine: usize,
+        responsive: bool,
+    ) -> Result<(), SchedulerError> {
         self.engine_mut(engine)?.responsive = responsive;
         if responsive {
             self.decide(now, Some(engine));
@@ -376,7 +380,7 @@ impl RequestScheduler {
 
     /// A scrape of `engine` at `now` (`crate::watch`): its report, whether it answers, its
     /// token counter.
-    fn scraped(&mut self, now: f64, engine: usize, scrape: Scrape) -> Result<(), InputError> {
+    fn scraped(&mut self, now: f64, engine: usize, scrape: Scrape) -> Result<(), SchedulerError> {
         let e = self.engine_mut(engine)?;
         let kv_tokens = e.limits.kv_tokens;
         let seen = e.watch.scraped(now, scrape, kv_tokens);
@@ -394,7 +398,7 @@ impl RequestScheduler {
 
     /// A request to `engine` failed at the transport level at `now`: it is ejected unless it
     /// is out already or the last engine in service.
-    fn failed(&mut self, now: f64, engine: usize) -> Result<(), InputError> {
+    fn failed(&mut self, now: f64, engine: usize) -> Result<(), SchedulerError> {
         self.engine_mut(engine)?;
         let others = (self.book.engines.iter().enumerate())
             .filter(|&(i, e)| i != engine && e.serves())
@@ -421,7 +425,7 @@ impl RequestScheduler {
         now: f64,
         engine: usize,
         report: EngineReport,
-    ) -> Result<(), InputError> {
+    ) -> Result<(), SchedulerError> {
         let bounded = self.engine_mut(engine)?.reported(report);
         self.limit(engine, bounded);
         self.decide(now, Some(engine));
@@ -429,7 +433,7 @@ impl RequestScheduler {
     }
 
     /// `engine`'s token counter read `tokens`.
-    fn generated(&mut self, now: f64, engine: usize, tokens: f64) -> Result<(), InputError> {
+    fn generated(&mut self, now: f64, engine: usize, tokens: f64) -> Result<(), SchedulerError> {
         let backlog = self.waiting() > 0;
         let count = Count {
             at: now,
@@ -445,7 +449,7 @@ impl RequestScheduler {
         now: f64,
         engine: usize,
         feed: impl FnOnce(&mut Learner) -> Option<usize>,
-    ) -> Result<(), InputError> {
+    ) -> Result<(), SchedulerError> {
         let learned = self.engine_mut(engine)?.learn(feed);
         if self.limit(engine, learned) {
             self.decide(now, Some(engine));
@@ -466,9 +470,9 @@ impl RequestScheduler {
     }
 
     /// Engine `engine`, or the error an input naming a wrong one gets.
-    fn engine_mut(&mut self, engine: usize) -> Result<&mut Engine, InputError> {
+    fn engine_mut(&mut self, engine: usize) -> Result<&mut Engine, SchedulerError> {
         (self.book.engines)
             .get_mut(engine)
-            .ok_or(InputError::NoEngine(engine))
+            .ok_or(SchedulerError::UnknownEngine(engine))
     }
 }

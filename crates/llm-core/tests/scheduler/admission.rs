@@ -5,8 +5,8 @@
 use crate::{admitted, arrival, config, decisions, limits, scheduler, served};
 use proptest::prelude::*;
 use xsched_llm_core::{
-    Arrival, Config, ConfigError, Decision, EngineReport, Input, InputError, RequestPolicySpec,
-    RequestScheduler, ShedReason, SizeDistribution,
+    Arrival, Config, Decision, EngineReport, Input, RequestPolicySpec, RequestScheduler,
+    SchedulerError, ShedReason, SizeDistribution,
 };
 
 #[test]
@@ -178,20 +178,20 @@ fn bad_inputs_and_configurations_are_refused_with_what_is_wrong() {
     s.handle(0.0, arrival(1, 10, 10.0)).expect("new");
     assert_eq!(
         s.handle(0.0, arrival(1, 10, 10.0)),
-        Err(InputError::Duplicate(1))
+        Err(SchedulerError::Duplicate(1))
     );
     let report = Input::Engine {
         engine: 7,
         report: EngineReport::default(),
     };
-    assert_eq!(s.handle(0.0, report), Err(InputError::NoEngine(7)));
+    assert_eq!(s.handle(0.0, report), Err(SchedulerError::UnknownEngine(7)));
     assert_eq!(
         RequestScheduler::new(config("fcfs", vec![])).err(),
-        Some(ConfigError::NoEngine)
+        Some(SchedulerError::NoEngine)
     );
     assert!(matches!(
         RequestScheduler::new(config("fcfs", vec![limits(0, None)])).err(),
-        Some(ConfigError::Zero(_))
+        Some(SchedulerError::Zero(_))
     ));
     let gateway = |policy| Config {
         can_pause: false,

@@ -4,7 +4,7 @@
 
 use crate::{admitted, arrival, config, decisions, limits};
 use xsched_llm_core::{
-    Arrival, Config, Decision, Input, InputError, Placement, RequestScheduler, Router,
+    Arrival, Config, Decision, Input, Placement, RequestScheduler, Router, SchedulerError,
     SizeDistribution,
 };
 
@@ -86,7 +86,7 @@ fn an_engine_taken_down_is_sent_nothing_until_it_is_back() {
         engine: 9,
         up: true,
     };
-    assert_eq!(s.handle(1.0, bad), Err(InputError::NoEngine(9)));
+    assert_eq!(s.handle(1.0, bad), Err(SchedulerError::UnknownEngine(9)));
 }
 
 /// A request whose prompt's block hashes are `prefix`.

@@ -92,7 +92,7 @@ pub struct Run {
 pub enum SimError {
     /// The scheduler refused its configuration.
     #[error(transparent)]
-    Config(#[from] xsched_llm_core::ConfigError),
+    Config(#[from] xsched_llm_core::SchedulerError),
 }
 
 /// The history predictor's entries where nobody says otherwise (`xsched llm --history`'s

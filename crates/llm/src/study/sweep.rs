@@ -2,7 +2,8 @@
 //! issue's targets checked at high load: SageSched against FCFS, the other baselines and the
 //! oracle.
 
-use super::contract::{Study, StudyError};
+use super::contract::Study;
+use crate::LlmError;
 use crate::experiment::{self, ArrivalShape, SweepParams};
 use xsched_llm_core::Placement;
 use xsched_llm_sim::engine::EngineConfig;
@@ -11,14 +12,13 @@ use xsched_llm_sim::sim::Cluster;
 use xsched_report::{Check, Report, Verdict, columns};
 
 /// `xsched llm`: every policy at every load, with the targets at high load.
-pub fn sweep(s: &Study) -> Result<Report, StudyError> {
+pub fn sweep(s: &Study) -> Result<Report, LlmError> {
     let engine = sweep_engine(s)?;
     let workload = s.workload(&engine)?;
     let (arrivals, arrivals_name) = sweep_arrivals(s)?;
     let params = sweep_params(s, engine, arrivals);
     let embedder = s.embedder()?;
-    let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())
-        .map_err(|e| StudyError::Sweep(e.to_string()))?;
+    let (cap, points) = experiment::sweep(&params, &workload.records, embedder.as_ref())?;
     let engines = engines_label(s.cluster.as_ref(), &params.engine);
     let experiment = format!(
         "llm: {}, {} requests ({} more warm the history), {} arrivals (seed {}), {engines} (capacity {cap:.2} req/s), {} embedding, {}",
@@ -41,32 +41,28 @@ pub fn sweep(s: &Study) -> Result<Report, StudyError> {
 }
 
 /// The sweep's engine preset, once the loads, the instances and the overload are checked.
-fn sweep_engine(s: &Study) -> Result<EngineConfig, StudyError> {
-    let engine = EngineConfig::preset(&s.engine).ok_or_else(|| StudyError::UnknownEngine {
+fn sweep_engine(s: &Study) -> Result<EngineConfig, LlmError> {
+    let engine = EngineConfig::preset(&s.engine).ok_or_else(|| LlmError::UnknownEngine {
         name: s.engine.clone(),
     })?;
     if let Some(&bad) = s.loads.iter().find(|l| !l.is_finite() || **l <= 0.0) {
-        return Err(StudyError::BadLoad(bad));
+        return Err(LlmError::BadLoad(bad));
     }
     if let Some(c) = &s.cluster
         && c.instances == 0
     {
-        return Err(StudyError::Sweep(
-            "--instances 0: want at least one instance".into(),
-        ));
+        return Err(LlmError::NoInstances);
     }
     if let Some((rate, duration)) = s.overload
         && !(rate.is_finite() && rate > 0.0 && duration.is_finite() && duration > 0.0)
     {
-        return Err(StudyError::Sweep(format!(
-            "--rate {rate} --duration {duration}: both must be positive"
-        )));
+        return Err(LlmError::BadOverload { rate, duration });
     }
     Ok(engine)
 }
 
 /// The sweep's arrival shape and its name: Poisson at the overload's rate, else the study's.
-fn sweep_arrivals(s: &Study) -> Result<(ArrivalShape, String), StudyError> {
+fn sweep_arrivals(s: &Study) -> Result<(ArrivalShape, String), LlmError> {
     match s.overload {
         Some((rate, duration)) => Ok((
             ArrivalShape::Poisson,
@@ -145,7 +141,7 @@ fn write_plots(
     points: &[experiment::Point],
     what: &str,
     engine: &EngineConfig,
-) -> Result<(), StudyError> {
+) -> Result<(), LlmError> {
     let dataset = what.split(':').next().unwrap_or(what);
     let title = format!("{dataset}, {}", presets::describe(engine.name));
     crate::plot::ttlt_against_load(points, &title).write(dir)?;
@@ -265,13 +261,13 @@ mod tests {
         };
         assert!(matches!(
             sweep(&engine),
-            Err(StudyError::UnknownEngine { .. })
+            Err(LlmError::UnknownEngine { .. })
         ));
         let load = Study {
             loads: vec![0.5, 0.0],
             ..study()
         };
-        assert!(matches!(sweep(&load), Err(StudyError::BadLoad(_))));
+        assert!(matches!(sweep(&load), Err(LlmError::BadLoad(_))));
         let missing = sweep(&study())
             .err()
             .map(|e| e.to_string())
@@ -285,7 +281,7 @@ mod tests {
             ..study()
         };
         if std::env::var_os("XSCHED_MINILM_DIR").is_none() {
-            assert!(matches!(minilm.embedder(), Err(StudyError::NoMiniLmDir(_))));
+            assert!(matches!(minilm.embedder(), Err(LlmError::NoMiniLmDir(_))));
         }
     }
 

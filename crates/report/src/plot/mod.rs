@@ -5,10 +5,9 @@
 //! sits right of the plot, never over it: a corner inside the plot is empty for some data and
 //! covers the curves of other data (a CDF's upper left is where its fastest curves rise).
 
-mod error;
 mod render;
 
-pub use error::{DrawError, PlotError};
+use crate::ReportError;
 use plotters::prelude::*;
 use render::{Chart, LEGEND_GAP, Legend, SIZE, data_layer, draw};
 use std::path::{Path, PathBuf};
@@ -72,15 +71,18 @@ const CDF_POINTS: usize = 400;
 
 impl Figure {
     /// Write the figure into `dir` (created if missing); the file written.
-    pub fn write(&self, dir: &Path) -> Result<PathBuf, PlotError> {
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, ReportError> {
         let path = dir.join(format!("{}.svg", self.file));
-        let err = |message: String| PlotError {
+        let write = |source| ReportError::Write {
             path: path.clone(),
-            message,
+            source,
         };
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-        let svg = self.svg().map_err(|e| err(e.to_string()))?;
-        std::fs::write(&path, svg).map_err(|e| err(e.to_string()))?;
+        std::fs::create_dir_all(dir).map_err(write)?;
+        let svg = self.svg().map_err(|e| ReportError::Draw {
+            path: path.clone(),
+            source: Box::new(e),
+        })?;
+        std::fs::write(&path, svg).map_err(write)?;
         Ok(path)
     }
 
@@ -91,7 +93,7 @@ impl Figure {
     /// `polyline.curve` (or a `g.curve` of `circle.point` markers) named by `data-series`,
     /// and the legend is a `g.legend` framed by a `rect.legend-box`, right of the plot, where
     /// it can never hide a point.
-    pub fn svg(&self) -> Result<String, DrawError> {
+    pub fn svg(&self) -> Result<String, ReportError> {
         let curves = self.curves();
         let (x0, x1, y1) = curves
             .iter()
@@ -100,7 +102,7 @@ impl Figure {
                 (lo.min(x), hi.max(x), top.max(y))
             });
         if x0 > x1 {
-            return Err(DrawError::Empty);
+            return Err(ReportError::Empty);
         }
         // Lines from zero to just above the highest point; a CDF from 0 to 1.
         let y = match self.kind {
@@ -139,7 +141,7 @@ impl Figure {
             root.present()?;
             data_layer(&drawn, &legend)
         };
-        let end = text.rfind("</svg>").ok_or(DrawError::Unclosed)?;
+        let end = text.rfind("</svg>").ok_or(ReportError::Unclosed)?;
         text.insert_str(end, &layer);
         Ok(text)
     }

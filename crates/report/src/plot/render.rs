@@ -2,7 +2,7 @@
 //! point falls, and the data layer (the curves and the legend right of the plot) is written
 //! here as plain SVG elements, so that a reader can find each part by its class.
 
-use super::error::DrawError;
+use crate::ReportError;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
@@ -48,7 +48,7 @@ impl<'a> Legend<'a> {
         root: &DrawingArea<SVGBackend<'_>, Shift>,
         names: &[&'a str],
         markers: bool,
-    ) -> Result<Legend<'a>, DrawError> {
+    ) -> Result<Legend<'a>, ReportError> {
         let font = ("sans-serif", LEGEND_FONT).into_font();
         let mut text = 0;
         for name in names {
@@ -96,7 +96,7 @@ pub(super) fn draw<X, Y>(
     }: Chart<'_, '_>,
     x: X,
     y: Y,
-) -> Result<Drawn, DrawError>
+) -> Result<Drawn, ReportError>
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,

@@ -18,7 +18,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 use xsched_core::Operation;
-use xsched_proto::{DaemonMsg, client, read_frame};
+use xsched_core::error::chain_text;
+use xsched_proto::{DaemonMsg, ProtoError, client, read_frame};
 
 /// Why a link ended (or never began).
 #[derive(Debug)]
@@ -120,8 +121,8 @@ fn connect(path: &Path, trust: Trust, timeout: Duration) -> Result<(Conn, Conn),
     let tracked = Tracked::new(&stream);
     trust.check(&stream, path)?;
     let stream = client::handshake(stream, timeout).map_err(|e| match e {
-        client::ClientError::Refused(why) => Down::Refused(why),
-        other => Down::Unreachable(other.to_string()),
+        ProtoError::Refused(why) => Down::Refused(why),
+        other => Down::Unreachable(chain_text(&other)),
     })?;
     stream
         .set_read_timeout(None)
@@ -157,7 +158,7 @@ fn read(mut conn: Conn, route: &Route<'_>, guard: &mut CpuGuard) -> Down {
                 guard.check();
             }
             Ok(None) => return Down::Unreachable("the daemon closed the connection".into()),
-            Err(e) => return Down::Unreachable(e.to_string()),
+            Err(e) => return Down::Unreachable(chain_text(&e)),
         }
     }
 }

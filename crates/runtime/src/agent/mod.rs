@@ -30,6 +30,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use xsched_core::error::chain_text;
 use xsched_core::{DeviceId, Event, Nanos, QueueHints, QueueId};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client};
 
@@ -251,7 +252,7 @@ impl Agent {
         match client::send_frame(&writer.stream, msg) {
             Ok(()) => true,
             Err(e) => {
-                self.lost(&format!("writing: {e}"));
+                self.lost(&format!("writing: {}", chain_text(&e)));
                 false
             }
         }

@@ -13,32 +13,14 @@ mod requests;
 mod setup;
 
 use crate::device::{Device, HwCmd};
+use crate::error::ScenarioError;
 use crate::metrics::WorkloadMetrics;
 use crate::spec::SimSpec;
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use thiserror::Error;
-use xsched_core::{
-    CommandId, CoreError, Dispatcher, Event, LaunchMachine, Level, Nanos, Operation,
-};
+use xsched_core::{CommandId, Dispatcher, Event, LaunchMachine, Level, Nanos, Operation};
 use xsched_workload::SeededRng;
-
-/// Why a run could not start.
-#[derive(Debug, Error)]
-pub enum SimError {
-    /// The core rejected something (unknown policy, unsupported level, ...).
-    #[error("queue `{queue}`: {source}")]
-    Core {
-        /// The queue concerned.
-        queue: String,
-        /// What the core said.
-        source: CoreError,
-    },
-    /// An index points nowhere.
-    #[error("{0}")]
-    Invalid(String),
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -132,7 +114,7 @@ pub struct Sim {
 
 impl Sim {
     /// Check a spec and set up the run.
-    pub fn new(spec: SimSpec) -> Result<Sim, SimError> {
+    pub fn new(spec: SimSpec) -> Result<Sim, ScenarioError> {
         let devices: Vec<Device> = spec
             .devices
             .iter()
@@ -302,6 +284,6 @@ impl Sim {
 const STREAM_SPACING: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Set up and run in one call.
-pub fn simulate(spec: SimSpec) -> Result<SimResult, SimError> {
+pub fn simulate(spec: SimSpec) -> Result<SimResult, ScenarioError> {
     Ok(Sim::new(spec)?.run())
 }

@@ -1,16 +1,19 @@
 //! The preemption probe: it suspends a queue at random moments and measures how long until its
 //! device has stopped running it, then resumes it after a hold.
 
-use super::{Ev, ProbeState, Sim, SimError};
+use super::{Ev, ProbeState, ScenarioError, Sim};
 use xsched_core::Nanos;
 use xsched_report::new_histogram;
 
 impl Sim {
     /// Set up the spec's preemption probe, if any, and schedule its first request.
-    pub(super) fn add_probe(&mut self) -> Result<(), SimError> {
+    pub(super) fn add_probe(&mut self) -> Result<(), ScenarioError> {
         if let Some(p) = self.spec.probe {
             if p.queue >= self.xqs.len() {
-                return Err(SimError::Invalid(format!("probe names queue {}", p.queue)));
+                return Err(ScenarioError::Spec(format!(
+                    "probe names queue {}",
+                    p.queue
+                )));
             }
             self.probe = Some(ProbeState {
                 xq: p.queue,

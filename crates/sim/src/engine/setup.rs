@@ -2,17 +2,17 @@
 //! machine on its device (registered with the scheduler when it is an XQueue), and each
 //! workload's first arrival is scheduled.
 
-use super::{Ev, Sim, SimError, XQ};
+use super::{Ev, ScenarioError, Sim, XQ};
 use crate::spec::{Arrival, QueueMode};
 use std::collections::VecDeque;
 use xsched_core::{DeviceId, LaunchConfig, LaunchMachine, Level, Nanos, QueueId};
 
 impl Sim {
     /// Check workload `wi` of the spec and schedule its first arrival.
-    pub(super) fn add_workload(&mut self, wi: usize) -> Result<(), SimError> {
+    pub(super) fn add_workload(&mut self, wi: usize) -> Result<(), ScenarioError> {
         let w = &self.spec.workloads[wi];
         if w.stages.is_empty() || w.stages.iter().any(|s| s.commands == 0) {
-            return Err(SimError::Invalid(format!(
+            return Err(ScenarioError::Spec(format!(
                 "workload `{}` needs at least one stage of at least one command",
                 w.name
             )));
@@ -22,13 +22,13 @@ impl Sim {
         | Arrival::Paced { rate_per_s } = w.arrival
             && !(rate_per_s.is_finite() && rate_per_s > 0.0)
         {
-            return Err(SimError::Invalid(format!(
+            return Err(ScenarioError::Spec(format!(
                 "workload `{}`: rate {rate_per_s} per second is not a positive number",
                 w.name
             )));
         }
         if let Some(s) = w.stages.iter().find(|s| s.queue >= self.xqs.len()) {
-            return Err(SimError::Invalid(format!(
+            return Err(ScenarioError::Spec(format!(
                 "workload `{}` names queue {} of {}",
                 w.name,
                 s.queue,
@@ -44,17 +44,17 @@ impl Sim {
         Ok(())
     }
 
-    pub(super) fn add_queue(&mut self, qi: usize) -> Result<(), SimError> {
+    pub(super) fn add_queue(&mut self, qi: usize) -> Result<(), ScenarioError> {
         let q = &self.spec.queues[qi];
         let Some(dev) = self.spec.devices.get(q.device) else {
-            return Err(SimError::Invalid(format!(
+            return Err(ScenarioError::Spec(format!(
                 "queue `{}` names device {} of {}",
                 q.name,
                 q.device,
                 self.spec.devices.len()
             )));
         };
-        let core_err = |source| SimError::Core {
+        let core_err = |source| ScenarioError::Core {
             queue: q.name.clone(),
             source,
         };

@@ -14,7 +14,7 @@
 
 use super::build::{self, Commands, HOUR_MS, MAX_COMMANDS, bounded, commands};
 use super::{Ctx, Report, ScenarioError};
-use crate::engine::{SimError, SimResult, simulate};
+use crate::engine::{SimResult, simulate};
 use crate::profile::Profile;
 use crate::spec::{Arrival, DeviceSpec, QueueMode, SimSpec, WorkloadSpec};
 use serde::{Deserialize, Serialize};
@@ -127,7 +127,7 @@ fn job_list(ctx: &Ctx, v: &Option<Spanned<Vec<String>>>) -> Result<Vec<Job>, Sce
 }
 
 /// What a run's `outcome` measured (NaNs where it could not run).
-fn measure(outcome: Result<SimResult, SimError>) -> Measured {
+fn measure(outcome: Result<SimResult, ScenarioError>) -> Measured {
     match outcome {
         Ok(r) => {
             let share = |i: usize| {
@@ -301,7 +301,7 @@ impl Harvest {
         }
         let outcome = mode
             .policy(self.quota_share)
-            .map_err(|source| SimError::Core {
+            .map_err(|source| ScenarioError::Core {
                 queue: "*".into(),
                 source,
             })

@@ -14,40 +14,15 @@ mod multi_device;
 mod overhead;
 mod preempt;
 
+pub use crate::error::ScenarioError;
 use crate::place::Place;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::ops::Range;
 use std::path::Path;
-use thiserror::Error;
 use toml::Spanned;
 use toml::de::{DeTable, Deserializer};
 pub use xsched_report::{Check, Report};
-
-/// A scenario that could not be read or is inconsistent.
-#[derive(Debug, Error)]
-pub enum ScenarioError {
-    /// The file could not be read.
-    #[error("{file}: {source}")]
-    Io {
-        /// The file.
-        file: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Malformed or inconsistent content.
-    #[error("{file}:{line}:{column}: {message}")]
-    Invalid {
-        /// The file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
-}
 
 /// A parsed scenario, ready to run: its experiment, and the misses its file expects.
 #[derive(Debug, Clone)]

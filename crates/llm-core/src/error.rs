@@ -1,0 +1,50 @@
+//! The crate's one error, [`SchedulerError`]: why the scheduler refused a configuration
+//! ([`RequestScheduler::new`](crate::RequestScheduler::new), an eviction rule's name), an input
+//! ([`RequestScheduler::handle`](crate::RequestScheduler::handle)), or a request its policy
+//! cannot order ([`RequestPolicySpec::stated_lengths`](crate::RequestPolicySpec::stated_lengths)).
+//! In each case nothing changed.
+
+/// Why the scheduler refused a configuration, an input or a request (nothing changed).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SchedulerError {
+    /// A configuration without an engine.
+    #[error("at least one engine is needed")]
+    NoEngine,
+    /// A zero limit.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// A policy that needs the true lengths, for a driver that does not know them.
+    #[error(
+        "policy `{0}` orders by noisy samples of the true answer lengths, which only a simulation knows"
+    )]
+    NeedsTruth(String),
+    /// An engine-order horizon that is not a positive number of seconds.
+    #[error("the engine order's horizon must be a positive number of seconds, not {0}")]
+    Horizon(f64),
+    /// A preemptive policy for a driver that cannot pause requests.
+    #[error(
+        "policy `{policy}` pauses running requests, which this driver cannot do; `{instead}` runs its order without pausing"
+    )]
+    CannotPause {
+        /// The policy.
+        policy: String,
+        /// The same without pausing.
+        instead: String,
+    },
+    /// An eviction rule that is not `none`, `one` or `all`.
+    #[error("eviction `{0}` is not one of `none`, `one`, `all`")]
+    UnknownEviction(String),
+    /// An arrival with the id of a request still known.
+    #[error("request {0} arrived twice")]
+    Duplicate(u64),
+    /// An input naming an engine beyond the configured ones.
+    #[error("no engine {0}")]
+    UnknownEngine(usize),
+    /// An oracle's request that states no answer length
+    /// ([`RequestPolicySpec::stated_lengths`](crate::RequestPolicySpec::stated_lengths)); the
+    /// policy as written.
+    #[error(
+        "policy `{0}` orders by each request's stated answer length; send `ignore_eos: true` with `max_tokens`"
+    )]
+    NoStatedLength(String),
+}
