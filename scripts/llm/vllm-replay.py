@@ -114,9 +114,10 @@ def run_arm(args, arm, relay_port, requests):
     cmd = ["--policy", arm, "--order-at", args.order_at, "--history-from", args.warm,
            "--embedding", args.embedding, "--engine-horizon", str(args.engine_horizon)]
     if args.order_at == "engine":
-        # Every request is sent at once and waits in vLLM's own queue, where vLLM sends no
-        # answer head: the first-byte timeout (60 s by default) would cut it there.
-        cmd += ["--first-byte-timeout", "3600"]
+        # Every request is sent at once and waits in vLLM's own queue, where vLLM sends a
+        # stream's head and then nothing until it runs it: the gateway's timeouts for an engine
+        # that falls silent (60 s by default) would cut it there.
+        cmd += ["--first-byte-timeout", "3600", "--idle-timeout", "3600"]
     with open(os.path.join(args.out, f"gateway-{arm}.log"), "a") as log:
         gw, port = vllm_bench.start_gateway(args, relay_port, cmd, log)
     out = [None] * len(requests)

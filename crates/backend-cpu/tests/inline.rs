@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{LaunchConfig, Level};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, WhoSchedules};
 
 fn run(threads: usize, per_thread: usize, threshold: u32, batch: u32, toggles: usize, level: u8) {
     let rt = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime");

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{LaunchConfig, Level};
 use xsched_runtime::{
-    CommandError, CommandHandle, QueueOptions, Runtime, RuntimeConfig, SchedulerMode,
+    CommandError, CommandHandle, QueueOptions, Runtime, RuntimeConfig, WhoSchedules,
 };
 
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ proptest! {
         level in 1u8..=3,
     ) {
         let rt = Runtime::new(RuntimeConfig {
-            scheduler: SchedulerMode::App,
+            scheduler: WhoSchedules::App,
             ..RuntimeConfig::default()
         }).expect("runtime");
         let dev = CpuDevice::new(2).expect("device");

@@ -11,7 +11,7 @@ use xsched_backend_cpu::{CpuCommand, CpuDevice, Kernel};
 use xsched_core::{Capabilities, CoreError, DeviceId, Hint, LaunchConfig, Level};
 use xsched_runtime::{
     CommandError, Completion, HwError, HwQueue, QueueOptions, RolloutMode, Runtime, RuntimeConfig,
-    RuntimeError, SchedulerMode,
+    RuntimeError, WhoSchedules,
 };
 
 #[test]
@@ -328,7 +328,7 @@ fn fixed_priority_runs_the_foreground_ahead_of_a_long_background() {
 fn global_mode_without_a_daemon_runs_unscheduled_and_loses_nothing() {
     let socket = std::env::temp_dir().join(format!("xsched-absent-{}.sock", std::process::id()));
     let rt = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::Global,
+        scheduler: WhoSchedules::Global,
         socket: Some(socket),
         ..RuntimeConfig::default()
     })

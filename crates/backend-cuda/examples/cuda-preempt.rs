@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use work::Work;
 use xsched_backend_cuda::{CudaDevice, CudaStream};
 use xsched_core::Level;
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode, XQueue};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, WhoSchedules, XQueue};
 
 fn arg(name: &str, default: &str) -> String {
     std::env::args()
@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
     let device = xsched_backend_cuda::devices()?.remove(0);
     let runtime = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })?;
     let levels: &[Level] = if device.stream_memops {

@@ -16,7 +16,7 @@ use xsched_backend_cuda::{CudaCommand, CudaError, CudaStream, sys};
 use xsched_core::{Capabilities, DeviceId, LaunchConfig};
 use xsched_runtime::{
     CommandError, Completion, CompletionHook, HwError, HwQueue, QueueOptions, Runtime,
-    RuntimeConfig, SchedulerMode, XQueue,
+    RuntimeConfig, WhoSchedules, XQueue,
 };
 
 /// A CUDA stream that records the name of each launching thread, and can refuse the hook.
@@ -74,7 +74,7 @@ impl HwQueue for Watched {
 
 fn app_runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime")

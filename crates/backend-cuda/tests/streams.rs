@@ -13,11 +13,11 @@ use std::sync::Arc;
 use work::Work;
 use xsched_backend_cuda::{CudaCommand, CudaError, CudaStream, GATE_DEPTH, sys};
 use xsched_core::Level;
-use xsched_runtime::{HwQueue, QueueOptions, Runtime, RuntimeConfig, SchedulerMode, XQueue};
+use xsched_runtime::{HwQueue, QueueOptions, Runtime, RuntimeConfig, WhoSchedules, XQueue};
 
 fn app_runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime")

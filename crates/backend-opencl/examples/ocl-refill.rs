@@ -17,7 +17,7 @@ use xsched_backend_opencl::{OclCommand, OclQueue, SpinKernel};
 use xsched_core::{Capabilities, CommandId, DeviceId, LaunchConfig};
 use xsched_runtime::{
     CommandError, Completion, CompletionHook, CompletionSink, HwError, HwQueue, QueueOptions,
-    Runtime, RuntimeConfig, SchedulerMode, XQueue,
+    Runtime, RuntimeConfig, WhoSchedules, XQueue,
 };
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -140,7 +140,7 @@ fn main() {
     let mut kernel = SpinKernel::first_device().expect("an OpenCL device");
     kernel.calibrate().expect("calibrate");
     let rt = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime");

@@ -206,7 +206,7 @@ fn ms(d: Duration) -> f64 {
 /// One configuration's queues for the record.
 fn group(name: &str, r: &RunResult) -> RunGroup {
     let end = r.timeline.last().map_or(0.0, |s| ms(s.at));
-    let states = |state: &dyn Fn(&fg_bg::Sample) -> Option<QueueState>| {
+    let states = |state: &dyn Fn(&fg_bg::QueueSample) -> Option<QueueState>| {
         let samples: Vec<(f64, QueueStateKind)> = r
             .timeline
             .iter()

@@ -18,7 +18,7 @@
 
 use crate::Report;
 use crate::error::BenchError;
-use crate::poisson::{Service, length, nanos, serve};
+use crate::poisson::{ServiceLoad, length, nanos, serve};
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -31,7 +31,7 @@ use xsched_report::plot::Figure;
 use xsched_report::{cells, columns, round3};
 use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, RuntimeError, XQueue};
 use xsched_workload::SeededRng;
-use xsched_workload::harvest_case::{self, Job, MODES, ModeResult, ShareMode};
+use xsched_workload::harvest_case::{self, LpJob, MODES, ModeResult, ShareMode};
 
 /// What the study runs.
 #[derive(Clone, Debug)]
@@ -39,7 +39,7 @@ pub struct CaseHarvestParams {
     /// The levels xsched's modes run at (one set of rows each).
     pub levels: Vec<Level>,
     /// The opportunistic jobs.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<LpJob>,
     /// The service's share of the device alone (sets its request rate).
     pub production_load: f64,
     /// Kernels per service request, and their length range.
@@ -77,7 +77,7 @@ impl Default for CaseHarvestParams {
         let us = Duration::from_micros;
         CaseHarvestParams {
             levels: vec![Level::Interrupt, Level::Block],
-            jobs: vec![Job::Training, Job::Financial],
+            jobs: vec![LpJob::Training, LpJob::Financial],
             production_load: 0.75,
             production_kernels: 12,
             production_kernel: (us(300), us(700)),
@@ -106,8 +106,8 @@ pub struct RunResult {
 }
 
 /// The production service of `p`: Poisson arrivals at its load.
-fn production(p: &CaseHarvestParams) -> Service {
-    let mut s = Service {
+fn production(p: &CaseHarvestParams) -> ServiceLoad {
+    let mut s = ServiceLoad {
         kernels: p.production_kernels,
         kernel: p.production_kernel,
         mean_gap: Duration::ZERO,
@@ -144,7 +144,7 @@ pub fn run_mode(
     p: &CaseHarvestParams,
     mode: ShareMode,
     level: Level,
-    job: Job,
+    job: LpJob,
     slo: Duration,
 ) -> Result<RunResult, BenchError> {
     let device = CpuDevice::new(1)?;
@@ -181,13 +181,13 @@ pub fn run_mode(
 fn run_job(
     q: &XQueue<CpuQueue>,
     p: &CaseHarvestParams,
-    job: Job,
+    job: LpJob,
     from: Instant,
     end: Instant,
 ) -> Duration {
     let (kernels, range, cpu) = match job {
-        Job::Training => (p.training_kernels, p.training_kernel, p.training_cpu),
-        Job::Financial => (p.financial_kernels, p.financial_kernel, Duration::ZERO),
+        LpJob::Training => (p.training_kernels, p.training_kernel, p.training_cpu),
+        LpJob::Financial => (p.financial_kernels, p.financial_kernel, Duration::ZERO),
     };
     let mut rng = SeededRng::new(p.seed ^ 0x5EED);
     let mut done = Duration::ZERO;
@@ -217,7 +217,7 @@ pub fn run(
     progress: &dyn Fn(usize, usize),
 ) -> Result<(Report, Vec<Figure>), BenchError> {
     let runs = p.runs.max(1) as usize;
-    let cases: Vec<(Level, Job)> = p
+    let cases: Vec<(Level, LpJob)> = p
         .levels
         .iter()
         .flat_map(|l| p.jobs.iter().map(move |j| (*l, *j)))
@@ -238,7 +238,7 @@ pub fn run(
             p,
             ShareMode::Standalone,
             first,
-            Job::Training,
+            LpJob::Training,
             Duration::ZERO,
         )?);
         let slo = Duration::from_nanos(
@@ -263,7 +263,7 @@ fn mean_ms(r: &RunResult) -> f64 {
 /// The report: a row per level, job and mode, the study's checks per (level, job), and the
 /// trade-off figure.
 fn report(
-    cases: &[(Level, Job)],
+    cases: &[(Level, LpJob)],
     alone: Vec<RunResult>,
     results: Vec<Vec<Vec<RunResult>>>,
 ) -> (Report, Vec<Figure>) {
@@ -323,7 +323,7 @@ fn report(
 /// harvested share, and the median mean latency's slowdown over `base` (the service alone's).
 fn mode_row(
     level: Level,
-    job: Job,
+    job: LpJob,
     mode: ShareMode,
     rs: &[RunResult],
     base: f64,
@@ -371,7 +371,7 @@ mod tests {
         let ms = Duration::from_millis;
         let p = CaseHarvestParams {
             levels: vec![Level::Block],
-            jobs: vec![Job::Financial],
+            jobs: vec![LpJob::Financial],
             financial_kernel: (ms(2), ms(3)),
             warmup: ms(700),
             measure: ms(300),

@@ -14,7 +14,7 @@
 
 use crate::Report;
 use crate::error::BenchError;
-use crate::poisson::{Service, serve};
+use crate::poisson::{ServiceLoad, serve};
 use crate::stats::{pct_us, spread};
 use hdrhistogram::Histogram;
 use serde_json::json;
@@ -107,7 +107,7 @@ pub fn run_mode(
         ShareMode::Standalone => None,
         _ => Some(runtime.create_queue(Arc::new(device.create_queue()), bg_options)?),
     };
-    let service = |seed| Service {
+    let service = |seed| ServiceLoad {
         kernels: p.kernels,
         kernel: p.kernel,
         mean_gap: Duration::from_secs_f64(2.0 / f64::from(rate.max(1))),

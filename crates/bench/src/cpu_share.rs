@@ -53,21 +53,21 @@ pub fn thread_cpu_ns(prefix: &str) -> Option<u64> {
     seen.then_some(total)
 }
 
-struct Sample {
+struct ThreadCpu {
     sched: u64,
     launch: u64,
     at: Instant,
 }
 
-fn sample() -> Sample {
-    Sample {
+fn sample() -> ThreadCpu {
+    ThreadCpu {
         sched: thread_cpu_ns("xsched-sched").unwrap_or(0),
         launch: thread_cpu_ns("xsched-launch").unwrap_or(0),
         at: Instant::now(),
     }
 }
 
-fn shares(a: &Sample, b: &Sample) -> (f64, f64) {
+fn shares(a: &ThreadCpu, b: &ThreadCpu) -> (f64, f64) {
     let wall = b.at.duration_since(a.at).as_nanos().max(1) as f64;
     (
         (b.sched.saturating_sub(a.sched)) as f64 / wall * 100.0,

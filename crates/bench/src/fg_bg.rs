@@ -93,12 +93,12 @@ pub struct RunResult {
     /// The background queue's, if it ran.
     pub bg_account: Option<QueueAccount>,
     /// The queues' states every [`FgBgParams::timeline`], from the start of the measured window.
-    pub timeline: Vec<Sample>,
+    pub timeline: Vec<QueueSample>,
 }
 
 /// Both queues' states at one moment of the measured window.
 #[derive(Clone, Copy, Debug)]
-pub struct Sample {
+pub struct QueueSample {
     /// Since the measured window began.
     pub at: Duration,
     /// The foreground queue.
@@ -190,14 +190,14 @@ fn sample(
     every: Duration,
     measuring: &AtomicBool,
     stop: &AtomicBool,
-) -> Vec<Sample> {
+) -> Vec<QueueSample> {
     let mut samples = Vec::new();
     while !measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(every);
     }
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        samples.push(Sample {
+        samples.push(QueueSample {
             at: start.elapsed(),
             fg: fg.query(),
             bg: bg.map(XQueue::query),

@@ -237,7 +237,7 @@ fn measure_config(
 
 /// One configuration's runs: direct and xsched wall times in ms, run by run, and the context
 /// switches of each side in all.
-struct Runs {
+struct PairedRuns {
     pairs: Vec<(f64, f64)>,
     direct_switches: u64,
     xsched_switches: u64,
@@ -250,7 +250,7 @@ fn alternate_runs(
     device: &CpuDevice,
     kernel: &Arc<Spin>,
     options: &QueueOptions,
-) -> Result<Runs, RuntimeError> {
+) -> Result<PairedRuns, RuntimeError> {
     // Many short direct and xsched runs alternate and the loss is taken per adjacent pair,
     // so drifts of a shared machine's speed (several % over seconds) cancel; the median
     // pair is reported.
@@ -265,7 +265,7 @@ fn alternate_runs(
         xsched_switches += sx;
         pairs.push((d.as_secs_f64() * 1e3, x?.as_secs_f64() * 1e3));
     }
-    Ok(Runs {
+    Ok(PairedRuns {
         pairs,
         direct_switches,
         xsched_switches,

@@ -14,7 +14,7 @@ use xsched_workload::SeededRng;
 
 /// A service's requests.
 #[derive(Clone, Copy, Debug)]
-pub struct Service {
+pub struct ServiceLoad {
     /// Kernels per request.
     pub kernels: u32,
     /// Shortest and longest kernel (uniform in between).
@@ -25,7 +25,7 @@ pub struct Service {
     pub seed: u64,
 }
 
-impl Service {
+impl ServiceLoad {
     /// One request's mean device time.
     pub fn mean_request(&self) -> Duration {
         (self.kernel.0 + self.kernel.1) / 2 * self.kernels
@@ -46,7 +46,7 @@ pub(crate) fn length(rng: &mut SeededRng, (lo, hi): (Duration, Duration)) -> Dur
 /// `from`.
 pub fn serve(
     q: &XQueue<CpuQueue>,
-    s: &Service,
+    s: &ServiceLoad,
     start: Instant,
     from: Instant,
     end: Instant,

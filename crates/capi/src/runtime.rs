@@ -4,7 +4,7 @@ use crate::ffi::{give, guard, take};
 use crate::status::{Failure, XschedStatus};
 use std::ffi::{CStr, c_char};
 use xsched_backend_cpu::CpuDevice;
-use xsched_runtime::{Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{Runtime, RuntimeConfig, WhoSchedules};
 
 /// A runtime: creates queues and, in local mode, runs the scheduler thread.
 pub struct XschedRuntime(pub(crate) Runtime);
@@ -40,9 +40,9 @@ pub unsafe extern "C" fn xsched_runtime_create_with(
 ) -> XschedStatus {
     guard(|| {
         let scheduler = match scheduler {
-            0 => SchedulerMode::App,
-            1 => SchedulerMode::Local,
-            2 => SchedulerMode::Global,
+            0 => WhoSchedules::App,
+            1 => WhoSchedules::Local,
+            2 => WhoSchedules::Global,
             n => {
                 return Err(Failure::new(
                     XschedStatus::InvalidArgument,

@@ -10,19 +10,19 @@ use xsched_sim::{Scenario, profile};
 
 /// Where the demo runs.
 #[derive(Clone, Debug)]
-pub(crate) enum Device {
+pub(crate) enum DemoDevice {
     /// The built-in CPU device (real threads and kernels).
     Cpu,
     /// A simulated XPU profile.
     Simulated(String),
 }
 
-pub(crate) fn device(s: &str) -> Result<Device, String> {
+pub(crate) fn device(s: &str) -> Result<DemoDevice, String> {
     if s == "cpu" {
-        return Ok(Device::Cpu);
+        return Ok(DemoDevice::Cpu);
     }
     match profile::by_key(s) {
-        Some(_) => Ok(Device::Simulated(s.to_string())),
+        Some(_) => Ok(DemoDevice::Simulated(s.to_string())),
         None => Err(format!(
             "unknown device `{s}`; known: cpu, {}",
             profile::keys().join(", ")
@@ -32,7 +32,7 @@ pub(crate) fn device(s: &str) -> Result<Device, String> {
 
 /// `xsched demo`: the demo's report, an error under `--strict` unless every target was met.
 pub(crate) fn run_demo(
-    device: Device,
+    device: DemoDevice,
     requests: u32,
     processes: bool,
     strict: bool,
@@ -45,18 +45,20 @@ pub(crate) fn run_demo(
     Ok(())
 }
 
-fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Result<Report> {
+fn demo(device: DemoDevice, requests: u32, processes: bool, output: Output) -> Result<Report> {
     let json = output.json;
     let (title, report) = match (device, processes) {
-        (Device::Simulated(_), true) => anyhow::bail!("--processes runs on the CPU device only"),
-        (Device::Cpu, true) => {
+        (DemoDevice::Simulated(_), true) => {
+            anyhow::bail!("--processes runs on the CPU device only")
+        }
+        (DemoDevice::Cpu, true) => {
             let exe = std::env::current_exe().context("locating the xsched binary")?;
             let report =
                 output::with_progress(|tick| xsched_bench::two_process::run(&exe, requests, tick))
                     .context("running the two-process demo")?;
             ("demo with two processes and the daemon".to_string(), report)
         }
-        (Device::Cpu, false) => {
+        (DemoDevice::Cpu, false) => {
             let params = fg_bg::FgBgParams {
                 requests,
                 ..fg_bg::FgBgParams::default()
@@ -65,7 +67,7 @@ fn demo(device: Device, requests: u32, processes: bool, output: Output) -> Resul
                 .context("running the demo on the CPU device")?;
             ("demo on the CPU device".to_string(), report)
         }
-        (Device::Simulated(key), false) => {
+        (DemoDevice::Simulated(key), false) => {
             let scenario = Scenario::demo(&key).context("building the demo scenario")?;
             let (report, _) = output::run_with_progress(&scenario);
             (format!("demo on simulated {key}"), report)

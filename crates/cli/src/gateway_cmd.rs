@@ -75,8 +75,9 @@ pub struct ServeArgs {
     /// Seconds an engine may take to send an answer's head (a 504 after; a complete answer
     /// comes whole, so this bounds a whole non-streamed generation). An engine that times out
     /// or refuses is ejected for a backoff (1 s doubling to 30 s), then probed back. With
-    /// --order-at engine a request also waits in the engine's own queue before its head comes
-    /// (vLLM sends none until it runs it): raise this above the longest wait there.
+    /// --order-at engine a request also waits in the engine's own queue, silent (vLLM sends a
+    /// stream's head at once, then nothing until it runs it): raise this and --idle-timeout
+    /// above the longest wait there.
     #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.first_byte.as_secs_f64(),
           value_parser = seconds)]
     first_byte_timeout: f64,

@@ -6,7 +6,7 @@ use crate::{gateway_cmd, load_cmd, output, replay_cmd};
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
-use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
+use xsched_llm::study::{self, Arrivals, Dataset, EmbeddingKind, Study};
 
 /// `xsched llm`'s prompt sets.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -217,9 +217,9 @@ impl LlmArgs {
             engine: self.engine.clone(),
             strict: self.strict,
             embedding: match self.embedding {
-                EmbeddingArg::Auto => Embedding::Auto,
-                EmbeddingArg::Hashed => Embedding::Hashed,
-                EmbeddingArg::Minilm => Embedding::MiniLm,
+                EmbeddingArg::Auto => EmbeddingKind::Auto,
+                EmbeddingArg::Hashed => EmbeddingKind::Hashed,
+                EmbeddingArg::Minilm => EmbeddingKind::MiniLm,
             },
             minilm_dir: self.minilm_dir.clone(),
             embed_cache: self.embed_cache.clone(),

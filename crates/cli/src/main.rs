@@ -23,7 +23,7 @@ mod worker_cmd;
 
 use crate::common_args::{Output, Socket, policy_help};
 use crate::daemon_args::{HintArgs, ModeAction, PolicyAction};
-use crate::demo_cmd::{Device, device};
+use crate::demo_cmd::{DemoDevice, device};
 use crate::llm_cmd::LlmArgs;
 use crate::worker_cmd::WorkerArgs;
 use anyhow::{Context, Result};
@@ -52,7 +52,7 @@ enum Command {
     Demo {
         /// `cpu` (real threads and kernels) or a simulated profile key such as `gv100`.
         #[arg(long, default_value = "cpu", value_parser = device)]
-        device: Device,
+        device: DemoDevice,
         /// Measured foreground requests per mode on the CPU device.
         #[arg(long, default_value_t = 400)]
         requests: u32,

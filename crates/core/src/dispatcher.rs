@@ -15,7 +15,7 @@ use crate::error::CoreError;
 use crate::hint::QueueHints;
 use crate::ids::{DeviceId, QueueId};
 use crate::policy::Policy;
-use crate::scheduler::{Event, Operation, QueueScheduler};
+use crate::scheduler::{Operation, QueueEvent, QueueScheduler};
 use crate::time::Nanos;
 use crate::view::QueueView;
 use std::collections::HashMap;
@@ -62,7 +62,7 @@ impl<C> Dispatcher<C> {
     ) -> Result<(), CoreError> {
         self.sched.handle_event(
             now,
-            Event::Register {
+            QueueEvent::Register {
                 queue,
                 device,
                 hints,
@@ -73,8 +73,8 @@ impl<C> Dispatcher<C> {
     }
 
     /// Feed one event observed at `now`. An unregistered queue's handle is dropped.
-    pub fn event(&mut self, now: Nanos, event: Event) -> Result<(), CoreError> {
-        if let Event::Unregister(q) = event {
+    pub fn event(&mut self, now: Nanos, event: QueueEvent) -> Result<(), CoreError> {
+        if let QueueEvent::Unregister(q) = event {
             self.handles.remove(&q);
         }
         self.sched.handle_event(now, event)
@@ -180,8 +180,10 @@ mod tests {
             d.register(Nanos(1), QueueId(1), dev, hints(9), "again")
                 .is_err()
         );
-        d.event(Nanos(2), Event::Ready(QueueId(0))).expect("known");
-        d.event(Nanos(3), Event::Ready(QueueId(1))).expect("known");
+        d.event(Nanos(2), QueueEvent::Ready(QueueId(0)))
+            .expect("known");
+        d.event(Nanos(3), QueueEvent::Ready(QueueId(1)))
+            .expect("known");
         let mut got = Vec::new();
         d.dispatch(|h, op| got.push((*h, op)));
         assert_eq!(
@@ -202,9 +204,10 @@ mod tests {
                 ("high", Operation::Unprotect(QueueId(1)))
             ]
         );
-        d.event(Nanos(4), Event::Unregister(QueueId(0)))
+        d.event(Nanos(4), QueueEvent::Unregister(QueueId(0)))
             .expect("known");
-        d.event(Nanos(5), Event::Idle(QueueId(1))).expect("known");
+        d.event(Nanos(5), QueueEvent::Idle(QueueId(1)))
+            .expect("known");
         let mut after = Vec::new();
         d.dispatch(|h, op| after.push((*h, op)));
         assert_eq!(after, vec![("high", Operation::Unprotect(QueueId(1)))]);
@@ -228,7 +231,8 @@ mod tests {
         let mut d: Dispatcher<()> = Dispatcher::new(Box::new(Impatient));
         d.register(Nanos(1), QueueId(0), DeviceId(0), hints(0), ())
             .expect("fresh");
-        d.event(Nanos(1), Event::Ready(QueueId(0))).expect("known");
+        d.event(Nanos(1), QueueEvent::Ready(QueueId(0)))
+            .expect("known");
         d.dispatch(|_, _| {});
         assert_eq!(
             d.next_timer(),

@@ -20,7 +20,7 @@
 //! its causes, as the CLI does. Two other error types stay, each for a contract:
 //! [`level::InvalidLevel`] is `Level`'s `TryFrom<u8>::Error` (serde's `try_from` and the C API
 //! convert levels with it; `Copy`, and the payload of [`CoreError::InvalidLevel`]), and the builder
-//! of a policy table row (the `build` of a [`policy::Entry`]) answers a fixed `&'static str`
+//! of a policy table row (the `build` of a [`policy::PolicyEntry`]) answers a fixed `&'static str`
 //! reason, which [`PolicySpec`] copies into [`CoreError::BadPolicyArgument`].
 
 #![forbid(unsafe_code)]
@@ -50,7 +50,7 @@ pub use hint::{Hint, MIN_TIME_SLICE, QueueHints};
 pub use ids::{CommandId, DeviceId, QueueId};
 pub use level::Level;
 pub use policy::{Policy, PolicySpec};
-pub use scheduler::{Event, Operation, QueueScheduler};
+pub use scheduler::{Operation, QueueEvent, QueueScheduler};
 pub use time::Nanos;
 pub use view::QueueView;
 pub use xqueue::{HwAction, Launch, LaunchMachine, Synced};

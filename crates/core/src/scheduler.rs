@@ -23,7 +23,7 @@ use std::collections::{HashMap, VecDeque};
 
 /// Input to the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
+pub enum QueueEvent {
     /// A new queue on a device, with its initial hints. It starts running.
     Register {
         /// The queue.
@@ -129,10 +129,10 @@ impl QueueScheduler {
     }
 
     /// Feed one event observed at `now`.
-    pub fn handle_event(&mut self, now: Nanos, event: Event) -> Result<(), CoreError> {
+    pub fn handle_event(&mut self, now: Nanos, event: QueueEvent) -> Result<(), CoreError> {
         self.now = self.now.max(now);
         match event {
-            Event::Register {
+            QueueEvent::Register {
                 queue,
                 device,
                 hints,
@@ -154,7 +154,7 @@ impl QueueScheduler {
                 self.running_since.push(None);
                 self.run.push(true);
             }
-            Event::Unregister(queue) => {
+            QueueEvent::Unregister(queue) => {
                 let slot = self.slot(queue)?;
                 self.queues.swap_remove(slot);
                 self.suspended.swap_remove(slot);
@@ -167,7 +167,7 @@ impl QueueScheduler {
                 }
                 self.ops.retain(|op| op.queue() != queue);
             }
-            Event::Ready(queue) => {
+            QueueEvent::Ready(queue) => {
                 let slot = self.slot(queue)?;
                 let q = &mut self.queues[slot];
                 if q.ready {
@@ -177,7 +177,7 @@ impl QueueScheduler {
                 q.ready_since = now;
                 self.account(slot, now);
             }
-            Event::Idle(queue) => {
+            QueueEvent::Idle(queue) => {
                 let slot = self.slot(queue)?;
                 let q = &mut self.queues[slot];
                 if !q.ready {
@@ -186,7 +186,7 @@ impl QueueScheduler {
                 q.ready = false;
                 self.account(slot, now);
             }
-            Event::Hint { queue, hint } => {
+            QueueEvent::Hint { queue, hint } => {
                 let slot = self.slot(queue)?;
                 self.queues[slot].hints.apply(hint)?;
             }
@@ -332,7 +332,7 @@ mod tests {
             };
             s.handle_event(
                 Nanos::ZERO,
-                Event::Register {
+                QueueEvent::Register {
                     queue: QueueId(q),
                     device: DeviceId(0),
                     hints,
@@ -340,14 +340,14 @@ mod tests {
             )
             .expect("fresh");
         }
-        let mut at = |t: u64, e: Event| {
+        let mut at = |t: u64, e: QueueEvent| {
             s.handle_event(Nanos(t), e).expect("known");
             while s.poll_operation().is_some() {}
         };
-        at(0, Event::Ready(QueueId(0)));
-        at(10, Event::Ready(QueueId(1))); // low is suspended from 10 ...
-        at(30, Event::Idle(QueueId(1))); // ... to 30
-        at(50, Event::Idle(QueueId(0)));
+        at(0, QueueEvent::Ready(QueueId(0)));
+        at(10, QueueEvent::Ready(QueueId(1))); // low is suspended from 10 ...
+        at(30, QueueEvent::Idle(QueueId(1))); // ... to 30
+        at(50, QueueEvent::Idle(QueueId(0)));
         s.handle_timeout(Nanos(80));
         let _ = s.poll_operation();
         assert_eq!(service_of(&s, 0), Nanos(30));

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use xsched_core::PolicySpec;
 use xsched_core::{
-    CommandId, CommandMeta, DeviceId, Event, Hint, LaunchConfig, LaunchMachine, Level, Nanos,
-    Operation, QueueHints, QueueId, QueueScheduler,
+    CommandId, CommandMeta, DeviceId, Hint, LaunchConfig, LaunchMachine, Level, Nanos, Operation,
+    QueueEvent, QueueHints, QueueId, QueueScheduler,
 };
 
 #[derive(Clone, Debug)]
@@ -178,18 +178,18 @@ proptest! {
         for (q, p) in prios.iter().enumerate() {
             let q = q as u32;
             let hints = QueueHints { priority: *p, ..QueueHints::default() };
-            s.handle_event(Nanos::ZERO, Event::Register { queue: QueueId(q), device: device(q), hints })
+            s.handle_event(Nanos::ZERO, QueueEvent::Register { queue: QueueId(q), device: device(q), hints })
                 .expect("fresh queue");
             prio.insert(q, *p);
         }
         for (t, st) in steps.into_iter().enumerate() {
             let now = Nanos(t as u64);
             match st {
-                SchedStep::Ready(q) => { ready.insert(q, true); s.handle_event(now, Event::Ready(QueueId(q))).expect("known"); }
-                SchedStep::Idle(q) => { ready.insert(q, false); s.handle_event(now, Event::Idle(QueueId(q))).expect("known"); }
+                SchedStep::Ready(q) => { ready.insert(q, true); s.handle_event(now, QueueEvent::Ready(QueueId(q))).expect("known"); }
+                SchedStep::Idle(q) => { ready.insert(q, false); s.handle_event(now, QueueEvent::Idle(QueueId(q))).expect("known"); }
                 SchedStep::Priority(q, p) => {
                     prio.insert(q, p);
-                    s.handle_event(now, Event::Hint { queue: QueueId(q), hint: Hint::Priority(p) }).expect("known");
+                    s.handle_event(now, QueueEvent::Hint { queue: QueueId(q), hint: Hint::Priority(p) }).expect("known");
                 }
             }
             while let Some(op) = s.poll_operation() {

@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use xsched_core::PolicySpec;
 use xsched_core::policy::{Hpf, Policy};
 use xsched_core::{
-    CommandId, CommandMeta, DeviceId, Event, LaunchConfig, LaunchMachine, Level, Nanos, Operation,
-    QueueHints, QueueId, QueueScheduler, QueueView,
+    CommandId, CommandMeta, DeviceId, LaunchConfig, LaunchMachine, Level, Nanos, Operation,
+    QueueEvent, QueueHints, QueueId, QueueScheduler, QueueView,
 };
 
 const THRESHOLD: u32 = 3;
@@ -59,7 +59,7 @@ impl Harness {
                 sched
                     .handle_event(
                         Nanos::ZERO,
-                        Event::Register {
+                        QueueEvent::Register {
                             queue: QueueId(i as u32),
                             device: DeviceId(0),
                             hints,
@@ -82,7 +82,7 @@ impl Harness {
         }
     }
 
-    fn event(&mut self, e: Event) {
+    fn event(&mut self, e: QueueEvent) {
         self.sched.handle_event(self.now, e).expect("registered");
     }
 
@@ -110,7 +110,7 @@ impl Harness {
                     let meta = CommandMeta::with_estimate(Nanos::from_us(100));
                     let (_, was_idle) = self.queues[q].machine.submit(meta);
                     if was_idle {
-                        self.event(Event::Ready(QueueId(q as u32)));
+                        self.event(QueueEvent::Ready(QueueId(q as u32)));
                     }
                 }
             }
@@ -150,7 +150,7 @@ impl Harness {
             let synced = q.machine.on_synced(target, self.now).expect("in flight");
             q.launched.retain(|(c, _)| *c > synced.last);
             if synced.now_idle {
-                self.event(Event::Idle(QueueId(i as u32)));
+                self.event(QueueEvent::Idle(QueueId(i as u32)));
             }
         }
     }

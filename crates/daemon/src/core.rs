@@ -18,13 +18,13 @@ use xsched_sys::clock;
 
 /// Where a queue's operations go: its client's outbox, under the client's own queue id.
 #[derive(Clone)]
-pub(crate) struct Target {
+pub(crate) struct OpTarget {
     pub(crate) outbox: Arc<Outbox>,
     pub(crate) queue: u32,
 }
 
 struct Inner {
-    dispatcher: Dispatcher<Target>,
+    dispatcher: Dispatcher<OpTarget>,
     /// The deadline the timer thread sleeps until, if any.
     armed: Option<Nanos>,
     stopping: bool,
@@ -47,7 +47,7 @@ pub(crate) struct LockedDispatcher {
 
 /// Queue one operation on its client's outbox (no I/O), and remember the outbox for the flush
 /// after the lock.
-fn queue_op(ops: &OpCounters, target: &Target, op: Operation, touched: &mut Vec<Arc<Outbox>>) {
+fn queue_op(ops: &OpCounters, target: &OpTarget, op: Operation, touched: &mut Vec<Arc<Outbox>>) {
     if !touched.iter().any(|o| Arc::ptr_eq(o, &target.outbox)) {
         touched.push(target.outbox.clone());
     }
@@ -80,7 +80,7 @@ fn flush(touched: &[Arc<Outbox>]) {
 }
 
 impl LockedDispatcher {
-    pub(crate) fn new(dispatcher: Dispatcher<Target>, ops: Arc<OpCounters>) -> LockedDispatcher {
+    pub(crate) fn new(dispatcher: Dispatcher<OpTarget>, ops: Arc<OpCounters>) -> LockedDispatcher {
         LockedDispatcher {
             inner: Mutex::new(Inner {
                 dispatcher,
@@ -100,7 +100,7 @@ impl LockedDispatcher {
 
     /// Run `f` on the dispatcher, queue the operations it caused, wake the timer thread if the
     /// policy now wants the clock sooner, and write the operations once the lock is released.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dispatcher<Target>) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dispatcher<OpTarget>) -> R) -> R {
         let mut touched = Vec::new();
         let r = {
             let mut inner = self.lock();

@@ -28,7 +28,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use xsched_core::PolicySpec;
-use xsched_proto::{ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, WireMode, read_frame};
+use xsched_proto::{
+    ClientMsg, DaemonMsg, QueueStats, WireHint, WireHints, WireRolloutMode, read_frame,
+};
 
 /// The clients: (pid, uid). Root is the daemon's admin here (the tests run as root or not:
 /// uid 0 is an admin either way); 1000 has two processes; 1001 one.
@@ -122,9 +124,9 @@ fn message() -> impl Strategy<Value = ClientMsg> {
         any::<u32>().prop_map(|seq| ClientMsg::Ping { seq }),
         (99u32..105, proptest::option::of(0u32..4), 0usize..3).prop_map(|(pid, queue, m)| {
             let mode = [
-                WireMode::Observe,
-                WireMode::Cooperative,
-                WireMode::Preemptive,
+                WireRolloutMode::Observe,
+                WireRolloutMode::Cooperative,
+                WireRolloutMode::Preemptive,
             ][m];
             ClientMsg::SetMode { pid, queue, mode }
         }),
@@ -417,7 +419,7 @@ fn only_the_same_user_or_root_switches_a_process_mode() {
             "belongs to uid 2000001, and uid 2000003 is not root",
         ),
     ] {
-        match send(client, switch(WireMode::Observe)) {
+        match send(client, switch(WireRolloutMode::Observe)) {
             Some(DaemonMsg::Error { message }) => assert!(message.contains(why), "{message}"),
             other => panic!("{who} switched another user's process: {other:?}"),
         }
@@ -429,8 +431,8 @@ fn only_the_same_user_or_root_switches_a_process_mode() {
     }
 
     for (who, client, mode) in [
-        ("the same user", &sibling, WireMode::Observe),
-        ("root", &root, WireMode::Preemptive),
+        ("the same user", &sibling, WireRolloutMode::Observe),
+        ("root", &root, WireRolloutMode::Preemptive),
     ] {
         assert_eq!(send(client, switch(mode)), Some(DaemonMsg::Done), "{who}");
         assert_eq!(

@@ -9,7 +9,7 @@ use crate::fuzz_tests::{drain, join};
 use crate::peer::Peer;
 use crate::shared::DaemonState;
 use xsched_core::PolicySpec;
-use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, WireMode};
+use xsched_proto::{ClientMsg, DaemonMsg, WireHint, WireHints, WireRolloutMode};
 
 fn unseen(uid: u32) -> Peer {
     Peer {
@@ -91,7 +91,7 @@ fn clients_with_pid_zero_are_scheduled_but_no_operator_can_name_them_by_pid() {
         ClientMsg::SetMode {
             pid: 0,
             queue: Some(1),
-            mode: WireMode::Observe,
+            mode: WireRolloutMode::Observe,
         },
     ] {
         match send(&root, msg) {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_proto::{ClientMsg, DaemonMsg, VERSION, read_frame, write_frame};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, WhoSchedules};
 
 fn socket(name: &str) -> (UnixListener, PathBuf) {
     let path =
@@ -19,7 +19,7 @@ fn socket(name: &str) -> (UnixListener, PathBuf) {
 
 fn global(path: &std::path::Path) -> Runtime {
     Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::Global,
+        scheduler: WhoSchedules::Global,
         socket: Some(path.to_path_buf()),
         ..RuntimeConfig::default()
     })

@@ -9,7 +9,7 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::Hint;
 use xsched_daemon::Daemon;
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, WhoSchedules};
 
 fn get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("metrics endpoint");
@@ -27,7 +27,7 @@ fn metrics_show_queues_and_operations() {
     let daemon = daemon.spawn().expect("serve");
     let global = || {
         Runtime::new(RuntimeConfig {
-            scheduler: SchedulerMode::Global,
+            scheduler: WhoSchedules::Global,
             socket: Some(socket.clone()),
             ..RuntimeConfig::default()
         })

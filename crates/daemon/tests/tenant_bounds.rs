@@ -9,7 +9,7 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice};
 use xsched_core::{Hint, Nanos};
 use xsched_daemon::{Daemon, DaemonConfig};
-use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, Runtime, RuntimeConfig, WhoSchedules};
 
 fn until(what: &str, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -37,7 +37,7 @@ fn a_tenants_queues_share_its_bounds_and_each_enforces_its_share() {
         .spawn()
         .expect("serve");
     let rt = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::Global,
+        scheduler: WhoSchedules::Global,
         socket: Some(socket.clone()),
         ..RuntimeConfig::default()
     })

@@ -145,7 +145,7 @@ pub struct Room {
 
 impl Room {
     /// The accepted connection moves in.
-    pub fn occupy(self) -> Occupant {
+    pub fn occupy(self) -> ConnectionSeat {
         let id = self.connections.next.fetch_add(1, Ordering::Relaxed);
         let live = Arc::new(Live {
             busy: AtomicUsize::new(0),
@@ -154,7 +154,7 @@ impl Room {
             close: Notify::new(),
         });
         self.connections.lock().insert(id, live.clone());
-        Occupant {
+        ConnectionSeat {
             room: self,
             id,
             live,
@@ -163,13 +163,13 @@ impl Room {
 }
 
 /// A live connection's place in the registry; dropped when the connection ends.
-pub struct Occupant {
+pub struct ConnectionSeat {
     room: Room,
     id: u64,
     live: Arc<Live>,
 }
 
-impl Occupant {
+impl ConnectionSeat {
     /// Wait until the cap asks this connection to close.
     pub async fn evicted(&self) {
         self.live.close.notified().await;
@@ -191,7 +191,7 @@ impl Occupant {
     }
 }
 
-impl Drop for Occupant {
+impl Drop for ConnectionSeat {
     fn drop(&mut self) {
         // Its permit goes back with `room`.
         self.room.connections.lock().remove(&self.id);

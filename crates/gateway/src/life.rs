@@ -10,7 +10,7 @@
 
 use crate::forecast::{Forecast, Forecaster};
 use crate::metrics::Metrics;
-use crate::relay::{Ended, Watch};
+use crate::relay::{AnswerWatch, Ended};
 use crate::request_queue::{RequestQueue, Slot, Taken};
 use crate::tally::Tally;
 use std::future::Future;
@@ -205,7 +205,7 @@ impl Life {
     }
 }
 
-impl Watch for Life {
+impl AnswerWatch for Life {
     fn passed(&mut self, data: &[u8], at: Instant) {
         if !self.first {
             self.first = true;

@@ -1,8 +1,8 @@
 //! An upstream answer's body on its way to the client, unchanged and chunk by chunk (so
 //! server-sent events arrive as the engine sends them), told to whoever follows the request
-//! ([`Watch`], the per-request object of `life.rs`): each chunk as it passes and how the answer
-//! ended. It knows nothing of scheduling; a client that goes away drops it, and what follows the
-//! request sees that from its own side.
+//! ([`AnswerWatch`], the per-request object of `life.rs`): each chunk as it passes and how the
+//! answer ended. It knows nothing of scheduling; a client that goes away drops it, and what
+//! follows the request sees that from its own side.
 //!
 //! A body that falls silent for the idle timeout is ended (a stream with an error event, any
 //! other body cut) and its upstream reported to [`Health`]; a body its watcher stops (a request
@@ -35,7 +35,7 @@ pub enum Ended {
 }
 
 /// Whoever follows the request is told what passes and how the answer ended.
-pub trait Watch: Send + Sync + Unpin + 'static {
+pub trait AnswerWatch: Send + Sync + Unpin + 'static {
     /// A chunk of the answer passed (at `at`: the first one is its first byte).
     fn passed(&mut self, data: &[u8], at: Instant);
     /// Whether the answer is to stop now (polled with the body; `cx` wakes it when it is).
@@ -45,7 +45,7 @@ pub trait Watch: Send + Sync + Unpin + 'static {
 }
 
 /// Nobody follows (a request passed through unscheduled).
-impl Watch for () {
+impl AnswerWatch for () {
     fn passed(&mut self, _: &[u8], _: Instant) {}
     fn stop(&mut self, _: &mut Context<'_>) -> bool {
         false
@@ -67,7 +67,11 @@ pub struct Origin {
 
 /// The client's answer: the upstream's head (hop-by-hop headers stripped) and its body relayed,
 /// told to `watch`, which may stop it early.
-pub fn relay<W: Watch>(answer: Response<Incoming>, from: Origin, watch: W) -> Response<AnswerBody> {
+pub fn relay<W: AnswerWatch>(
+    answer: Response<Incoming>,
+    from: Origin,
+    watch: W,
+) -> Response<AnswerBody> {
     let (mut parts, body) = answer.into_parts();
     crate::upstream::strip_hop_by_hop(&mut parts.headers);
     let event_stream = parts
@@ -119,7 +123,7 @@ impl Silence {
 type Polled = Poll<Option<Result<Frame<Bytes>, BodyError>>>;
 
 /// An upstream answer's body on its way.
-struct Relay<W: Watch> {
+struct Relay<W: AnswerWatch> {
     /// The upstream's body; `None` once it ended or was cut (its connection dropped).
     body: Option<Incoming>,
     /// Told what passes; `None` once told how it ended.
@@ -132,7 +136,7 @@ struct Relay<W: Watch> {
     gather: Gather,
 }
 
-impl<W: Watch> Relay<W> {
+impl<W: AnswerWatch> Relay<W> {
     /// Tell the watcher how the answer ended (once).
     fn ended(&mut self, how: Ended) {
         if let Some(w) = self.watch.take() {
@@ -217,7 +221,7 @@ impl<W: Watch> Relay<W> {
     }
 }
 
-impl<W: Watch> Body for Relay<W> {
+impl<W: AnswerWatch> Body for Relay<W> {
     type Data = Bytes;
     type Error = BodyError;
 

@@ -38,7 +38,7 @@ pub const MAX_HEADROOM: f64 = 1.5;
 
 /// One request's part in the projection: its context now and its remaining output as
 /// (tokens, probability) atoms.
-pub(crate) struct Occupant<I> {
+pub(crate) struct KvOccupant<I> {
     /// Tokens it holds (or will hold again) in KV now.
     pub context: f64,
     /// Its remaining output distribution.
@@ -48,7 +48,7 @@ pub(crate) struct Occupant<I> {
 /// The peak of the expected KV occupancy (tokens) of `occupants`, each growing a token a step
 /// until it ends, `block` tokens to a KV block.
 pub(crate) fn expected_peak<I: Iterator<Item = (f64, f64)>>(
-    occupants: impl Iterator<Item = Occupant<I>>,
+    occupants: impl Iterator<Item = KvOccupant<I>>,
     block: u32,
     scratch: &mut Vec<(f64, f64, f64)>,
 ) -> f64 {
@@ -120,8 +120,8 @@ impl Headroom {
 mod tests {
     use super::*;
 
-    fn point(context: f64, end: f64) -> Occupant<std::iter::Once<(f64, f64)>> {
-        Occupant {
+    fn point(context: f64, end: f64) -> KvOccupant<std::iter::Once<(f64, f64)>> {
+        KvOccupant {
             context,
             remaining: std::iter::once((end, 1.0)),
         }
@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn a_spread_prediction_counts_each_end_by_its_probability() {
         let mut s = Vec::new();
-        let spread = Occupant {
+        let spread = KvOccupant {
             context: 0.0,
             remaining: [(10.0, 0.5), (100.0, 0.5)].into_iter(),
         };

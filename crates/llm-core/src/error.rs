@@ -2,7 +2,8 @@
 //! ([`RequestScheduler::new`](crate::RequestScheduler::new), an eviction rule's name), an input
 //! ([`RequestScheduler::handle`](crate::RequestScheduler::handle)), or a request its policy
 //! cannot order ([`RequestPolicySpec::stated_lengths`](crate::RequestPolicySpec::stated_lengths)).
-//! In each case nothing changed.
+//! In each case nothing changed. Also [`chain_text`], how the LLM crates print an error with its
+//! causes where only text can go (a warning).
 
 /// Why the scheduler refused a configuration, an input or a request (nothing changed).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -47,4 +48,35 @@ pub enum SchedulerError {
         "policy `{0}` orders by each request's stated answer length; send `ignore_eos: true` with `max_tokens`"
     )]
     NoStatedLength(String),
+}
+
+/// `e` and each error under it, joined by `: ` (for a warning that names the cause).
+pub fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading x")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn the_chain_names_every_cause_in_order() {
+        let e = Outer(std::io::Error::other("disk gone"));
+        assert_eq!(chain_text(&e), "reading x: disk gone");
+        assert_eq!(
+            chain_text(&SchedulerError::NoEngine),
+            "at least one engine is needed"
+        );
+    }
 }

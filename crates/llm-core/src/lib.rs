@@ -75,7 +75,7 @@ mod sched;
 pub mod service;
 pub mod watch;
 
-pub use error::SchedulerError;
+pub use error::{SchedulerError, chain_text};
 pub use gittins::SizeDistribution;
 pub use policy::{KvAdmission, Order, PredictionSource, RequestPolicySpec, Size};
 pub use route::Router;

@@ -66,16 +66,3 @@ pub enum PredictError {
         source: std::io::Error,
     },
 }
-
-/// `e` and each error under it, joined by `: ` (for a warning that names the cause).
-#[cfg(feature = "minilm")]
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text
-}

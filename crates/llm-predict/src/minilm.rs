@@ -3,10 +3,10 @@
 
 use crate::PredictError;
 use crate::embedding::{Embedder, normalize};
-use crate::error::chain;
 use sha2::Digest;
 use std::path::Path;
 use std::sync::Arc;
+use xsched_llm_core::chain_text;
 
 /// Prompt tokens fed to MiniLM (longer prompts are truncated, as sentence-transformers does).
 const MAX_TOKENS: usize = 256;
@@ -127,7 +127,7 @@ impl Embedder for MiniLm {
             Err(e) => {
                 tracing::warn!(
                     "MiniLM could not embed a prompt ({}); treating it as unknown",
-                    chain(&e)
+                    chain_text(&e)
                 );
                 vec![0f32; 384].into()
             }

@@ -8,7 +8,7 @@ use common::{policy, req};
 use xsched_llm_core::EngineOrder;
 use xsched_llm_sim::Request;
 use xsched_llm_sim::engine::EngineConfig;
-use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
+use xsched_llm_sim::sim::{Cluster, Rules, Runs, SimRun};
 
 fn engine() -> EngineConfig {
     EngineConfig {
@@ -17,7 +17,7 @@ fn engine() -> EngineConfig {
     }
 }
 
-fn simulate(name: &str, rules: &Rules, requests: &[Request]) -> Run {
+fn simulate(name: &str, rules: &Rules, requests: &[Request]) -> SimRun {
     let runs = Runs {
         cfg: &engine(),
         cluster: Cluster::SINGLE,
@@ -43,7 +43,7 @@ fn burst() -> Vec<Request> {
         .collect()
 }
 
-fn mean_ttlt(run: &Run) -> f64 {
+fn mean_ttlt(run: &SimRun) -> f64 {
     let o = &run.stats.outcomes;
     o.iter().map(|o| o.ttlt).sum::<f64>() / o.len() as f64
 }

@@ -9,7 +9,7 @@ use common::{policy, req};
 use xsched_llm_core::{Eviction, Fairness};
 use xsched_llm_sim::Request;
 use xsched_llm_sim::engine::EngineConfig;
-use xsched_llm_sim::sim::{Cluster, Rules, Run, Runs};
+use xsched_llm_sim::sim::{Cluster, Rules, Runs, SimRun};
 
 fn engine(max_num_seqs: usize) -> EngineConfig {
     EngineConfig {
@@ -33,7 +33,7 @@ fn two_round_robin(cfg: &EngineConfig) -> Runs<'_> {
     }
 }
 
-fn simulate(cfg: &EngineConfig, rules: &Rules, requests: &[Request]) -> Run {
+fn simulate(cfg: &EngineConfig, rules: &Rules, requests: &[Request]) -> SimRun {
     let runs = Runs {
         cfg,
         cluster: Cluster::SINGLE,
@@ -46,7 +46,7 @@ fn simulate(cfg: &EngineConfig, rules: &Rules, requests: &[Request]) -> Run {
 
 /// Sixteen sheddable streams of 2 000 tokens fill an engine of 4 slots from t = 0; at t = 5 s a
 /// critical request of 20 tokens arrives. Its TTFT and the run, under `eviction`.
-fn flood(eviction: Eviction) -> (f64, Run) {
+fn flood(eviction: Eviction) -> (f64, SimRun) {
     let mut requests: Vec<Request> = (0..16)
         .map(|i| req(i, 0.01 * i as f64, 200, 2000))
         .collect();

@@ -190,7 +190,7 @@ fn saturated_rate(stats: &RunStats) -> f64 {
 fn summarize(
     policy: &RequestPolicySpec,
     load: f64,
-    run: &sim::Run,
+    run: &sim::SimRun,
     requests: &[Request],
     engine: &EngineConfig,
 ) -> Point {

@@ -6,7 +6,7 @@ use crate::LlmError;
 use crate::recorded::Recorded;
 use xsched_llm_predict::embedding::Embedder;
 use xsched_llm_sim::Request;
-use xsched_llm_sim::sim::Run;
+use xsched_llm_sim::sim::SimRun;
 
 /// One policy's replay: mean and P99 TTLT, mean TTFT, and each request's TTLT.
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ pub fn requests(recorded: &[Recorded], embedder: &dyn Embedder) -> Result<Vec<Re
 }
 
 /// `run`'s figures, over the `requests` it was given.
-pub fn summarize(run: &Run, requests: usize) -> ReplaySummary {
+pub fn summarize(run: &SimRun, requests: usize) -> ReplaySummary {
     let mut ttlt = vec![f64::NAN; requests];
     let mut ttft = 0.0;
     for o in &run.stats.outcomes {
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn the_summary_counts_completed_requests_and_leaves_the_rest_nan() {
         let done = |id, ttft, ttlt| RequestTimes { id, ttft, ttlt };
-        let run = Run {
+        let run = SimRun {
             stats: RunStats {
                 outcomes: vec![done(2, 0.5, 2.0), done(0, 1.0, 4.0)],
                 ..RunStats::default()

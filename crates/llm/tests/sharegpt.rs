@@ -75,7 +75,7 @@ fn the_packaged_file_holds_17671_conversations_and_61089_turns_up_to_its_cut() {
 /// prompts first); the benchmark record has the MiniLM figures.
 #[test]
 fn on_the_h800_at_load_0_7_sagesched_and_the_oracle_are_never_worse_than_fcfs() {
-    use xsched_llm::study::{self, Arrivals, Dataset, Embedding, Study};
+    use xsched_llm::study::{self, Arrivals, Dataset, EmbeddingKind, Study};
     let Some((file, minilm)) = inputs() else {
         return;
     };
@@ -96,7 +96,7 @@ fn on_the_h800_at_load_0_7_sagesched_and_the_oracle_are_never_worse_than_fcfs() 
         seed: 1,
         engine: "qwen3-32b-h800".into(),
         strict: true,
-        embedding: Embedding::Hashed,
+        embedding: EmbeddingKind::Hashed,
         minilm_dir: Some(minilm),
         embed_cache: None,
         no_embed_cache: true,

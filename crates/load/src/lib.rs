@@ -57,7 +57,7 @@ pub enum Arrivals {
 
 /// One request's outcome.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Sample {
+pub struct RequestSample {
     /// Its prompt (an index into the configured prompts).
     pub prompt: usize,
     /// Seconds from the run's start to its sending.
@@ -96,7 +96,7 @@ pub enum LoadError {
 }
 
 /// Send the load; every request's outcome, in arrival order (failed connections as status 0).
-pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
+pub fn run(config: &LoadConfig) -> Result<Vec<RequestSample>, LoadError> {
     if config.prompts.is_empty() {
         return Err(LoadError::NoPrompts);
     }
@@ -120,7 +120,7 @@ pub fn run(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
     runtime.block_on(send_all(config))
 }
 
-async fn send_all(config: &LoadConfig) -> Result<Vec<Sample>, LoadError> {
+async fn send_all(config: &LoadConfig) -> Result<Vec<RequestSample>, LoadError> {
     let client = Clients {
         pooled: xsched_openai::client::client(usize::MAX),
         fresh: xsched_openai::client::client(0),
@@ -184,14 +184,14 @@ fn finished(
     outcome: Result<ReplyTimes, tokio::task::JoinError>,
     prompt: usize,
     sent: f64,
-) -> Sample {
+) -> RequestSample {
     let o = outcome.unwrap_or(ReplyTimes {
         ttft: None,
         ttlt: 0.0,
         status: 0,
         chunks: 0,
     });
-    Sample {
+    RequestSample {
         prompt,
         sent,
         ttft: o.ttft,
@@ -289,7 +289,10 @@ fn has_content(event: &str) -> bool {
 
 /// Every sample as a JSON line, as `xsched llm load --samples` keeps them: `prompt`, `sent_s`,
 /// `ttft_s`, `ttlt_s` (seconds; `ttft_s` null where no content came), `status` and `chunks`.
-pub fn write_samples(mut out: impl std::io::Write, samples: &[Sample]) -> std::io::Result<()> {
+pub fn write_samples(
+    mut out: impl std::io::Write,
+    samples: &[RequestSample],
+) -> std::io::Result<()> {
     for s in samples {
         let line = serde_json::json!({
             "prompt": s.prompt, "sent_s": s.sent, "ttft_s": s.ttft, "ttlt_s": s.ttlt,
@@ -302,8 +305,8 @@ pub fn write_samples(mut out: impl std::io::Write, samples: &[Sample]) -> std::i
 
 /// The run's figures: requests sent and answered, TTFT and TTLT (mean, P50, P99, in ms) of the
 /// answered ones.
-pub fn summary(samples: &[Sample]) -> serde_json::Map<String, serde_json::Value> {
-    let ok: Vec<&Sample> = samples.iter().filter(|s| s.status == 200).collect();
+pub fn summary(samples: &[RequestSample]) -> serde_json::Map<String, serde_json::Value> {
+    let ok: Vec<&RequestSample> = samples.iter().filter(|s| s.status == 200).collect();
     let ms = |v: Vec<f64>| -> (f64, f64, f64) {
         let at = |q: f64| quantile(&v, q).unwrap_or(0.0) * 1e3;
         let mean = v.iter().sum::<f64>() / v.len().max(1) as f64 * 1e3;
@@ -341,7 +344,7 @@ mod tests {
 
     #[test]
     fn a_sample_is_one_line_of_its_fields_in_seconds() {
-        let sample = Sample {
+        let sample = RequestSample {
             prompt: 3,
             sent: 0.5,
             ttft: None,

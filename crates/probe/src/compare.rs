@@ -69,13 +69,13 @@ pub fn compare(old: &ProbeTable, new: &ProbeTable, tol: Tolerance) -> Vec<Regres
 }
 
 /// The tolerance, and whether P99.9s are compared.
-type Rules = (Tolerance, bool);
+type Tolerances = (Tolerance, bool);
 
 fn compare_backend(
     name: &str,
     old: &BackendProbe,
     new: &BackendProbe,
-    rules: Rules,
+    rules: Tolerances,
     out: &mut Vec<Regression>,
 ) {
     for ol in &old.levels {
@@ -95,7 +95,7 @@ fn compare_level(
     level: &str,
     old: &LevelProbe,
     new: &LevelProbe,
-    (tol, p999): Rules,
+    (tol, p999): Tolerances,
     out: &mut Vec<Regression>,
 ) {
     let worse = |what: String, o: f64, n: f64| {

@@ -1,14 +1,14 @@
 //! Device discovery: the real backends of this build and their devices (or, per backend, why
 //! it is absent here), each with its capability table, and this machine's name as a probe table
 //! records it. `xsched devices` lists them beside the last probe's figures of the same device,
-//! which [`Device::probed`] finds.
+//! which [`ListedDevice::probed`] finds.
 
 use crate::table::{BackendProbe, ProbeTable};
 use xsched_core::Capabilities;
 
 /// A real device of this build, or one backend's absence.
 #[derive(Clone, Debug)]
-pub struct Device {
+pub struct ListedDevice {
     /// `cpu`, `opencl:0`, `cuda:1`; a backend's bare name when it is absent.
     pub key: String,
     /// The device's name, or why the backend is absent (`absent: ...`).
@@ -19,7 +19,7 @@ pub struct Device {
     pub caps: Capabilities,
 }
 
-impl Device {
+impl ListedDevice {
     /// The backend's name (`opencl` for `opencl:0`).
     pub fn backend(&self) -> &str {
         self.key.split(':').next().unwrap_or_default()
@@ -42,22 +42,22 @@ impl Device {
 
 /// The real devices of this build: the CPU device, each OpenCL device and each CUDA device (or
 /// one absent entry per backend saying why, when its library, driver or devices are missing).
-pub fn discover() -> Vec<Device> {
+pub fn discover() -> Vec<ListedDevice> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let mut all = vec![Device {
+    let mut all = vec![ListedDevice {
         key: "cpu".into(),
         name: format!("built-in CPU device ({cpus} hardware threads here; workers configurable)"),
         available: true,
         caps: xsched_backend_cpu::CpuDevice::capabilities(),
     }];
     match xsched_backend_opencl::devices() {
-        Ok(devices) => all.extend(devices.into_iter().enumerate().map(|(i, d)| Device {
+        Ok(devices) => all.extend(devices.into_iter().enumerate().map(|(i, d)| ListedDevice {
             key: format!("opencl:{i}"),
             name: format!("{} ({})", d.name, d.platform),
             available: true,
             caps: xsched_backend_opencl::capabilities(d.cpu),
         })),
-        Err(e) => all.push(Device {
+        Err(e) => all.push(ListedDevice {
             key: "opencl".into(),
             name: format!("absent: {e}"),
             available: false,
@@ -65,13 +65,13 @@ pub fn discover() -> Vec<Device> {
         }),
     }
     match xsched_backend_cuda::devices() {
-        Ok(devices) => all.extend(devices.into_iter().map(|d| Device {
+        Ok(devices) => all.extend(devices.into_iter().map(|d| ListedDevice {
             key: format!("cuda:{}", d.ordinal),
             name: d.name,
             available: true,
             caps: xsched_backend_cuda::capabilities(d.stream_memops),
         })),
-        Err(e) => all.push(Device {
+        Err(e) => all.push(ListedDevice {
             key: "cuda".into(),
             name: format!("absent: {e}"),
             available: false,
@@ -115,8 +115,8 @@ mod tests {
     use super::*;
     use crate::table::FORMAT;
 
-    fn device(key: &str, name: &str) -> Device {
-        Device {
+    fn device(key: &str, name: &str) -> ListedDevice {
+        ListedDevice {
             key: key.into(),
             name: name.into(),
             available: true,
@@ -157,7 +157,7 @@ mod tests {
         assert!(second.probed(&here).is_none(), "a probe measures the first");
         let elsewhere = table("another machine".into());
         assert!(cpu.probed(&elsewhere).is_none());
-        let absent = Device {
+        let absent = ListedDevice {
             available: false,
             ..device("cuda", "absent: no driver")
         };

@@ -35,11 +35,11 @@ pub mod table;
 mod targets;
 
 pub use compare::{Regression, Tolerance, compare};
-pub use devices::{Device, machine};
+pub use devices::{ListedDevice, machine};
 pub use error::ProbeError;
 pub use table::{BackendProbe, LatencyPoint, LevelProbe, ProbeTable, Spread};
 
-use measure::Target;
+use measure::ProbeTarget;
 use std::time::Duration;
 use targets::{Cpu, Ocl, StateCheck};
 use xsched_backend_cpu::CpuDevice;
@@ -239,7 +239,7 @@ impl Steps<'_> {
 }
 
 /// Every level `caps` offers, measured on `target`.
-fn levels<T: Target + StateCheck>(
+fn levels<T: ProbeTarget + StateCheck>(
     target: &T,
     caps: &Capabilities,
     p: &ProbeParams,

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use xsched_core::{Hint, Level};
 use xsched_runtime::{
-    HwQueue, QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode, XQueue,
+    HwQueue, QueueOptions, Runtime, RuntimeConfig, RuntimeError, WhoSchedules, XQueue,
 };
 
 /// A device to probe: how to make its queues and commands.
-pub trait Target: Sync {
+pub trait ProbeTarget: Sync {
     /// The hardware queue.
     type Hw: HwQueue;
     /// A new hardware queue on the device.
@@ -28,7 +28,7 @@ pub trait Target: Sync {
 /// Keep `q` saturated with commands of `length` until `stop`: always plenty submitted and
 /// not yet done. A command that cannot be made, submitted or run ends it with the error (so
 /// that no figure is measured beside an idle device).
-fn saturate<T: Target>(
+fn saturate<T: ProbeTarget>(
     target: &T,
     q: &XQueue<T::Hw>,
     length: Duration,
@@ -55,7 +55,7 @@ fn failed(e: xsched_runtime::CommandError) -> RuntimeError {
 
 /// Run `measure` beside a saturating background on `bg` until it returns; the first error of
 /// either.
-fn beside_background<T: Target>(
+fn beside_background<T: ProbeTarget>(
     target: &T,
     bg: &XQueue<T::Hw>,
     length: Duration,
@@ -83,7 +83,7 @@ fn beside_background<T: Target>(
 /// Preemption latency at `level` beside background commands of `length`: at random moments an
 /// urgent queue (fixed priority, higher) submits a no-op; the time until the application sees
 /// it complete.
-pub fn latency<T: Target>(
+pub fn latency<T: ProbeTarget>(
     target: &T,
     level: Level,
     length: Duration,
@@ -123,14 +123,14 @@ pub fn latency<T: Target>(
 
 /// What `suspend` and `resume` cost the calling thread at `level`, on a queue kept busy with
 /// commands of `length` (so that each suspend finds work in flight).
-pub fn suspend_resume<T: Target>(
+pub fn suspend_resume<T: ProbeTarget>(
     target: &T,
     level: Level,
     length: Duration,
     samples: u32,
 ) -> Result<(Spread, Spread), RuntimeError> {
     let runtime = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })?;
     let q = runtime.create_queue(

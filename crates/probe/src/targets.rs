@@ -1,15 +1,15 @@
-//! The devices a probe measures, as [`Target`]s, and what survives a preemption on each: the
+//! The devices a probe measures, as [`ProbeTarget`]s, and what survives a preemption on each: the
 //! CPU device (whose Level 3 is checked with a kernel that counts its tiles) and the first
 //! OpenCL device. Kept apart from the probe's loop so that adding a backend touches one file.
 
-use crate::measure::Target;
+use crate::measure::ProbeTarget;
 use std::sync::Arc;
 use std::time::Duration;
 use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_backend_opencl::{OclCommand, OclQueue, SpinKernel};
 use xsched_core::Level;
-use xsched_runtime::{HwError, QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode};
+use xsched_runtime::{HwError, QueueOptions, Runtime, RuntimeConfig, RuntimeError, WhoSchedules};
 
 /// What survives a preemption at a level, checked where a command is stopped midway.
 pub(crate) trait StateCheck {
@@ -28,7 +28,7 @@ fn unstopped(level: Level) -> (String, Option<bool>) {
 /// The CPU device with one worker.
 pub(crate) struct Cpu(pub(crate) CpuDevice);
 
-impl Target for Cpu {
+impl ProbeTarget for Cpu {
     type Hw = CpuQueue;
 
     fn queue(&self) -> Result<CpuQueue, RuntimeError> {
@@ -54,7 +54,7 @@ impl StateCheck for Cpu {
             return Ok(unstopped(level));
         }
         let runtime = Runtime::new(RuntimeConfig {
-            scheduler: SchedulerMode::App,
+            scheduler: WhoSchedules::App,
             ..RuntimeConfig::default()
         })?;
         let q = runtime.create_queue(
@@ -62,7 +62,7 @@ impl StateCheck for Cpu {
             QueueOptions::default().with_level(Level::Interrupt),
         )?;
         for _ in 0..3 {
-            let tally = Arc::new(Tally::new(200, Duration::from_micros(100)));
+            let tally = Arc::new(TileCounter::new(200, Duration::from_micros(100)));
             let h = q.submit(CpuCommand::Kernel(tally.clone()))?;
             let started = std::time::Instant::now();
             while tally.ran() < 5 && started.elapsed() < Duration::from_secs(1) {
@@ -96,14 +96,14 @@ impl StateCheck for Cpu {
 }
 
 /// A kernel that counts how often each tile runs, each busy for a fixed time.
-struct Tally {
+struct TileCounter {
     runs: Vec<std::sync::atomic::AtomicU32>,
     per_tile: Duration,
 }
 
-impl Tally {
-    fn new(tiles: usize, per_tile: Duration) -> Tally {
-        Tally {
+impl TileCounter {
+    fn new(tiles: usize, per_tile: Duration) -> TileCounter {
+        TileCounter {
             runs: (0..tiles)
                 .map(|_| std::sync::atomic::AtomicU32::new(0))
                 .collect(),
@@ -126,7 +126,7 @@ impl Tally {
     }
 }
 
-impl xsched_backend_cpu::Kernel for Tally {
+impl xsched_backend_cpu::Kernel for TileCounter {
     fn tiles(&self) -> u32 {
         u32::try_from(self.runs.len()).unwrap_or(u32::MAX)
     }
@@ -153,7 +153,7 @@ fn ocl_error(e: xsched_backend_opencl::OclError) -> RuntimeError {
     RuntimeError::Hw(HwError::Backend(e.to_string()))
 }
 
-impl Target for Ocl {
+impl ProbeTarget for Ocl {
     type Hw = OclQueue;
 
     fn queue(&self) -> Result<OclQueue, RuntimeError> {

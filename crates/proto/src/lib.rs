@@ -29,7 +29,7 @@ mod wire;
 
 pub use codec::{MAX_FRAME, ProtoError, read_frame, write_frame};
 pub use messages::{
-    ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION, WireAccount, WireMode,
+    ClientMsg, DaemonMsg, QueueStats, TOP_PAGE_ROWS, TopRow, VERSION, WireAccount, WireRolloutMode,
 };
 pub use top::{ProcessTotal, ProcessTotals, QueueState, TenantTotal, TenantTotals, account_totals};
 pub use wire::{WireHint, WireHints};

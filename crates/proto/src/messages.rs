@@ -105,13 +105,13 @@ pub enum ClientMsg {
         /// Its queue id (as that process numbers them); `None`: every queue of it.
         queue: Option<u32>,
         /// The mode.
-        mode: WireMode,
+        mode: WireRolloutMode,
     },
 }
 
 /// A queue's rollout mode (`xsched_runtime::RolloutMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum WireMode {
+pub enum WireRolloutMode {
     /// Intercept and count; launch everything at once, never suspend.
     Observe,
     /// Level 1.
@@ -120,13 +120,13 @@ pub enum WireMode {
     Preemptive,
 }
 
-impl WireMode {
+impl WireRolloutMode {
     /// The name `XSCHED_MODE` takes.
     pub fn name(self) -> &'static str {
         match self {
-            WireMode::Observe => "observe",
-            WireMode::Cooperative => "cooperative",
-            WireMode::Preemptive => "preemptive",
+            WireRolloutMode::Observe => "observe",
+            WireRolloutMode::Cooperative => "cooperative",
+            WireRolloutMode::Preemptive => "preemptive",
         }
     }
 }
@@ -170,7 +170,7 @@ pub struct WireAccount {
 impl QueueStats {
     /// The mode's name for labels and tables (`-` when none was set).
     pub fn mode_name(&self) -> &'static str {
-        self.mode.map_or("-", WireMode::name)
+        self.mode.map_or("-", WireRolloutMode::name)
     }
 }
 
@@ -223,7 +223,7 @@ pub struct QueueStats {
     /// P99 of submit → completion of the commands completed in the last period (µs; 0 if none).
     pub recent_p99_us: f64,
     /// The queue's rollout mode, if one was set (`XSCHED_MODE`, or `SetMode`).
-    pub mode: Option<WireMode>,
+    pub mode: Option<WireRolloutMode>,
     /// The queue's accounting.
     pub account: WireAccount,
 }
@@ -283,7 +283,7 @@ pub enum DaemonMsg {
         /// The client's queue id.
         queue: u32,
         /// The mode.
-        mode: WireMode,
+        mode: WireRolloutMode,
     },
     /// This queue's share of its tenant's bounds (the daemon's `[limits]`): hold at most
     /// `max_pending` commands unlaunched and `inflight_us` of device time launched but

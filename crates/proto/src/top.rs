@@ -2,7 +2,7 @@
 //! and the accounting summed per process and per tenant (`xsched account`). Here, beside the
 //! rows, so that every client of the daemon reads them alike.
 
-use crate::messages::{TopRow, WireAccount, WireMode};
+use crate::messages::{TopRow, WireAccount, WireRolloutMode};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -41,7 +41,7 @@ impl fmt::Display for QueueState {
 impl TopRow {
     /// The queue's state, from whether it is ready and suspended and its mode.
     pub fn state(&self) -> QueueState {
-        let observed = self.stats.mode == Some(WireMode::Observe);
+        let observed = self.stats.mode == Some(WireRolloutMode::Observe);
         match (self.ready, self.suspended) {
             // Observed queues ignore suspensions: what the policy would do, not did.
             (_, true) if observed => QueueState::WouldBeHeld,
@@ -137,16 +137,25 @@ mod tests {
     #[test]
     fn a_queue_state_follows_ready_suspended_and_observe_mode() {
         let mut r = row(1, 1, 0);
-        let mut state = |ready: bool, suspended: bool, mode: Option<WireMode>| {
+        let mut state = |ready: bool, suspended: bool, mode: Option<WireRolloutMode>| {
             (r.ready, r.suspended, r.stats.mode) = (ready, suspended, mode);
             r.state().to_string()
         };
         assert_eq!(state(true, false, None), "running");
         assert_eq!(state(false, false, None), "idle");
         assert_eq!(state(true, true, None), "suspended");
-        assert_eq!(state(false, true, Some(WireMode::Cooperative)), "suspended");
-        assert_eq!(state(true, true, Some(WireMode::Observe)), "would be held");
-        assert_eq!(state(true, false, Some(WireMode::Observe)), "running");
+        assert_eq!(
+            state(false, true, Some(WireRolloutMode::Cooperative)),
+            "suspended"
+        );
+        assert_eq!(
+            state(true, true, Some(WireRolloutMode::Observe)),
+            "would be held"
+        );
+        assert_eq!(
+            state(true, false, Some(WireRolloutMode::Observe)),
+            "running"
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use xsched_proto::{
-    ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION, WireAccount, WireHint, WireHints, WireMode,
-    read_frame, write_frame,
+    ClientMsg, DaemonMsg, QueueStats, TopRow, VERSION, WireAccount, WireHint, WireHints,
+    WireRolloutMode, read_frame, write_frame,
 };
 
 /// Every golden file: its name, its SHA-256, and what its version changed. Append a line for a
@@ -102,7 +102,7 @@ fn stats() -> QueueStats {
         in_flight: 4,
         completed: 99,
         recent_p99_us: 812.5,
-        mode: Some(WireMode::Cooperative),
+        mode: Some(WireRolloutMode::Cooperative),
         account: WireAccount {
             submitted: 120,
             launched: 110,
@@ -156,7 +156,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         ClientMsg::SetMode {
             pid: 4242,
             queue: None,
-            mode: WireMode::Observe,
+            mode: WireRolloutMode::Observe,
         },
     ];
     let daemon = [
@@ -189,7 +189,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         DaemonMsg::Pong { seq: 300 },
         DaemonMsg::SetMode {
             queue: 1,
-            mode: WireMode::Preemptive,
+            mode: WireRolloutMode::Preemptive,
         },
         DaemonMsg::Bounds {
             queue: 1,
@@ -394,7 +394,7 @@ fn the_largest_top_page_fits_in_a_frame() {
             in_flight: u64::MAX,
             completed: u64::MAX,
             recent_p99_us: f64::MAX,
-            mode: Some(WireMode::Preemptive),
+            mode: Some(WireRolloutMode::Preemptive),
             account: WireAccount {
                 submitted: u64::MAX,
                 launched: u64::MAX,

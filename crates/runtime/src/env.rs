@@ -2,7 +2,7 @@
 
 use crate::error::RuntimeError;
 use crate::mode::RolloutMode;
-use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
+use crate::options::{QueueOptions, RuntimeConfig, WhoSchedules};
 use crate::prompt::{RT_CONTROL, RT_CONTROL_VALUES, RtControl};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -214,14 +214,14 @@ pub(crate) fn yield_when_held(lookup: Lookup) -> Result<bool, RuntimeError> {
     }
 }
 
-pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<SchedulerMode>, RuntimeError> {
+pub(crate) fn scheduler_mode(lookup: Lookup) -> Result<Option<WhoSchedules>, RuntimeError> {
     let Some(v) = lookup(SCHEDULER) else {
         return Ok(None);
     };
     match v.trim() {
-        "app" => Ok(Some(SchedulerMode::App)),
-        "local" => Ok(Some(SchedulerMode::Local)),
-        "global" => Ok(Some(SchedulerMode::Global)),
+        "app" => Ok(Some(WhoSchedules::App)),
+        "local" => Ok(Some(WhoSchedules::Local)),
+        "global" => Ok(Some(WhoSchedules::Global)),
         _ => Err(bad(SCHEDULER, &v, "expected app, local or global")),
     }
 }
@@ -354,7 +354,7 @@ mod tests {
             (DAEMON_UID, "996"),
         ]);
         let c = RuntimeConfig::from_lookup(&lookup).expect("valid");
-        assert_eq!(c.scheduler, SchedulerMode::App);
+        assert_eq!(c.scheduler, WhoSchedules::App);
         assert_eq!(c.policy.to_string(), "kedf:2");
         assert_eq!(
             c.socket.as_deref(),

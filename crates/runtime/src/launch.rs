@@ -19,7 +19,7 @@
 use crate::cache::cache_dir;
 use crate::env::{LEVEL, PRIORITY, SCHEDULER, SOCKET};
 use crate::error::{RuntimeError, SHIM, SHIM_VAR};
-use crate::options::SchedulerMode;
+use crate::options::WhoSchedules;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,7 +72,7 @@ fn hint_vars(spec: &LaunchSpec) -> Vec<(&'static str, OsString)> {
         vars.push((LEVEL, l.to_string().into()));
     }
     if let Some(socket) = &spec.global {
-        vars.push((SCHEDULER, SchedulerMode::Global.name().into()));
+        vars.push((SCHEDULER, WhoSchedules::Global.name().into()));
         vars.push((SOCKET, socket.clone().into_os_string()));
     }
     vars
@@ -225,7 +225,7 @@ mod tests {
             (-3, Some(Level::Deactivate))
         );
         let config = RuntimeConfig::from_lookup(&lookup).expect("valid");
-        assert_eq!(config.scheduler, SchedulerMode::Global);
+        assert_eq!(config.scheduler, WhoSchedules::Global);
         assert_eq!(config.socket, spec.global);
         assert!(
             hint_vars(&LaunchSpec::default()).is_empty(),

@@ -38,7 +38,7 @@ impl Drop for CloseOnExit {
     }
 }
 
-struct Run<H: HwQueue> {
+struct LauncherLoop<H: HwQueue> {
     l: Launcher<H>,
     watching: bool,
     closing: bool,
@@ -47,7 +47,7 @@ struct Run<H: HwQueue> {
 impl<H: HwQueue> Launcher<H> {
     pub(crate) fn run(self) {
         let _close = CloseOnExit(self.tracker.clone());
-        let mut run = Run {
+        let mut run = LauncherLoop {
             l: self,
             watching: false,
             closing: false,
@@ -73,7 +73,7 @@ impl<H: HwQueue> Launcher<H> {
     }
 }
 
-impl<H: HwQueue> Run<H> {
+impl<H: HwQueue> LauncherLoop<H> {
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Synced(cmd, at) => {

@@ -70,7 +70,7 @@ pub use error::{CommandError, HwError, RuntimeError};
 pub use hwqueue::HwQueue;
 pub use logging::init_logging;
 pub use mode::{ParseModeError, RolloutMode};
-pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, SchedulerMode};
+pub use options::{DEFAULT_INFLIGHT_BUDGET, QueueOptions, RuntimeConfig, WhoSchedules};
 pub use refill::RefillStats;
 pub use runtime::Runtime;
 pub use scheduler::Steer;

@@ -68,22 +68,22 @@ impl RolloutMode {
     }
 }
 
-impl From<RolloutMode> for xsched_proto::WireMode {
+impl From<RolloutMode> for xsched_proto::WireRolloutMode {
     fn from(m: RolloutMode) -> Self {
         match m {
-            RolloutMode::Observe => xsched_proto::WireMode::Observe,
-            RolloutMode::Cooperative => xsched_proto::WireMode::Cooperative,
-            RolloutMode::Preemptive => xsched_proto::WireMode::Preemptive,
+            RolloutMode::Observe => xsched_proto::WireRolloutMode::Observe,
+            RolloutMode::Cooperative => xsched_proto::WireRolloutMode::Cooperative,
+            RolloutMode::Preemptive => xsched_proto::WireRolloutMode::Preemptive,
         }
     }
 }
 
-impl From<xsched_proto::WireMode> for RolloutMode {
-    fn from(m: xsched_proto::WireMode) -> Self {
+impl From<xsched_proto::WireRolloutMode> for RolloutMode {
+    fn from(m: xsched_proto::WireRolloutMode) -> Self {
         match m {
-            xsched_proto::WireMode::Observe => RolloutMode::Observe,
-            xsched_proto::WireMode::Cooperative => RolloutMode::Cooperative,
-            xsched_proto::WireMode::Preemptive => RolloutMode::Preemptive,
+            xsched_proto::WireRolloutMode::Observe => RolloutMode::Observe,
+            xsched_proto::WireRolloutMode::Cooperative => RolloutMode::Cooperative,
+            xsched_proto::WireRolloutMode::Preemptive => RolloutMode::Preemptive,
         }
     }
 }

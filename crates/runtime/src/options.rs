@@ -16,7 +16,7 @@ pub const DEFAULT_INFLIGHT_BUDGET: Nanos = Nanos::from_us(500);
 
 /// Who schedules a process's XQueues (`XSCHED_SCHEDULER`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SchedulerMode {
+pub enum WhoSchedules {
     /// Nobody: the application calls suspend/resume itself.
     App,
     /// The in-process scheduler thread (default).
@@ -25,13 +25,13 @@ pub enum SchedulerMode {
     Global,
 }
 
-impl SchedulerMode {
+impl WhoSchedules {
     /// The name used in `XSCHED_SCHEDULER`.
     pub fn name(self) -> &'static str {
         match self {
-            SchedulerMode::App => "app",
-            SchedulerMode::Local => "local",
-            SchedulerMode::Global => "global",
+            WhoSchedules::App => "app",
+            WhoSchedules::Local => "local",
+            WhoSchedules::Global => "global",
         }
     }
 }
@@ -39,11 +39,11 @@ impl SchedulerMode {
 /// Process-wide settings: who schedules and with which policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeConfig {
-    /// Scheduler mode; default [`SchedulerMode::Local`].
-    pub scheduler: SchedulerMode,
+    /// Scheduler mode; default [`WhoSchedules::Local`].
+    pub scheduler: WhoSchedules,
     /// Policy of the local scheduler; default `hpf`.
     pub policy: PolicySpec,
-    /// Daemon socket for [`SchedulerMode::Global`]; `None` means the default path.
+    /// Daemon socket for [`WhoSchedules::Global`]; `None` means the default path.
     pub socket: Option<PathBuf>,
     /// A user besides root and this process's own whose daemon the agent obeys
     /// (`XSCHED_DAEMON_UID`: a daemon run by a dedicated account).
@@ -53,7 +53,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
-            scheduler: SchedulerMode::Local,
+            scheduler: WhoSchedules::Local,
             policy: PolicySpec::default(),
             socket: None,
             daemon_uid: None,

@@ -6,7 +6,7 @@
 use crate::agent;
 use crate::error::RuntimeError;
 use crate::hwqueue::HwQueue;
-use crate::options::{QueueOptions, RuntimeConfig, SchedulerMode};
+use crate::options::{QueueOptions, RuntimeConfig, WhoSchedules};
 use crate::scheduler::SchedulerThread;
 use crate::xqueue::XQueue;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,9 +32,9 @@ impl Runtime {
     /// or goes away, queues run unscheduled (logged once) until it is back.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
         let local = match config.scheduler {
-            SchedulerMode::App => None,
-            SchedulerMode::Local => Some(SchedulerThread::start(config.policy.build())?),
-            SchedulerMode::Global => {
+            WhoSchedules::App => None,
+            WhoSchedules::Local => Some(SchedulerThread::start(config.policy.build())?),
+            WhoSchedules::Global => {
                 let socket = config
                     .socket
                     .clone()
@@ -74,7 +74,7 @@ impl Runtime {
         } else {
             None
         };
-        if scheduler.is_some() && self.config.scheduler == SchedulerMode::Local {
+        if scheduler.is_some() && self.config.scheduler == WhoSchedules::Local {
             self.check_policy(&self.config.policy, Some(options.hints))?;
         }
         let id = QueueId(self.next_queue.fetch_add(1, Ordering::Relaxed));
@@ -124,7 +124,7 @@ impl Runtime {
     /// Switch the scheduler's policy at run time (in `global` mode: the daemon's).
     pub fn set_policy(&mut self, policy: &PolicySpec) -> Result<(), RuntimeError> {
         match &self.local {
-            Some(local) if self.config.scheduler == SchedulerMode::Local => {
+            Some(local) if self.config.scheduler == WhoSchedules::Local => {
                 self.check_policy(policy, None)?;
                 local.set_policy(policy);
             }

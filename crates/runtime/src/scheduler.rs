@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use xsched_core::{
-    CoreError, DeviceId, Dispatcher, Event, Nanos, Operation, Policy, PolicySpec, QueueHints,
+    CoreError, DeviceId, Dispatcher, Nanos, Operation, Policy, PolicySpec, QueueEvent, QueueHints,
     QueueId, QueueSnapshot,
 };
 use xsched_proto::QueueStats;
@@ -56,7 +56,7 @@ pub(crate) enum SchedMsg {
         stats: StatsSource,
         steer: Steerer,
     },
-    Event(Nanos, Event),
+    Event(Nanos, QueueEvent),
     SetPolicy(Box<dyn Policy>, PolicySpec),
     Snapshot(Sender<(Vec<QueueSnapshot>, &'static str)>),
     Shutdown,
@@ -70,8 +70,8 @@ pub struct SchedLink {
 
 impl SchedLink {
     /// Report an event (stamped with the monotonic clock now).
-    pub fn event(&self, event: Event) {
-        if matches!(event, Event::Ready(_)) {
+    pub fn event(&self, event: QueueEvent) {
+        if matches!(event, QueueEvent::Ready(_)) {
             crate::stamps::stamp(crate::stamps::Stamp::Ready);
         }
         // If the scheduler is gone the queue simply runs unscheduled.
@@ -80,7 +80,7 @@ impl SchedLink {
 
     /// The queue is gone.
     pub fn unregister(self) {
-        self.event(Event::Unregister(self.queue));
+        self.event(QueueEvent::Unregister(self.queue));
     }
 
     /// The queue this link reports for.
@@ -240,14 +240,15 @@ fn run(
 fn handle(d: &mut Dispatcher<Control>, msg: SchedMsg) -> bool {
     let result = match msg {
         // A closing queue's last Idle or Ready can arrive after its Unregister: nothing to do.
-        SchedMsg::Event(at, event @ (Event::Idle(_) | Event::Ready(_))) => match d.event(at, event)
-        {
-            Err(CoreError::UnknownQueue(q)) => {
-                tracing::debug!("scheduler: event for {q}, already gone");
-                Ok(())
+        SchedMsg::Event(at, event @ (QueueEvent::Idle(_) | QueueEvent::Ready(_))) => {
+            match d.event(at, event) {
+                Err(CoreError::UnknownQueue(q)) => {
+                    tracing::debug!("scheduler: event for {q}, already gone");
+                    Ok(())
+                }
+                other => other,
             }
-            other => other,
-        },
+        }
         SchedMsg::Event(at, event) => d.event(at, event),
         SchedMsg::Register {
             queue,

@@ -26,7 +26,8 @@ use crossbeam_channel::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use xsched_core::{
-    CommandId, CommandMeta, Event, Hint, LaunchConfig, LaunchMachine, Level, QueueHints, QueueId,
+    CommandId, CommandMeta, Hint, LaunchConfig, LaunchMachine, Level, QueueEvent, QueueHints,
+    QueueId,
 };
 
 /// A snapshot of a queue.
@@ -224,7 +225,7 @@ impl<H: HwQueue> XQueue<H> {
         if let Some(s) = &self.sched
             && self.tracker.claim_ready_report()
         {
-            s.event(Event::Ready(self.id));
+            s.event(QueueEvent::Ready(self.id));
         }
     }
 
@@ -334,7 +335,7 @@ impl<H: HwQueue> XQueue<H> {
         *hints = updated;
         self.machine.set_latency_bound(latency_bound(&updated));
         if let Some(s) = &self.sched {
-            s.event(Event::Hint {
+            s.event(QueueEvent::Hint {
                 queue: self.id,
                 hint,
             });

@@ -37,25 +37,25 @@ pub const MODES: [ShareMode; 6] = [
 
 /// The opportunistic jobs of the study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Job {
+pub enum LpJob {
     /// A training loop: iterations of short kernels with a CPU step between them.
     Training,
     /// A financial-computing kernel stream: long kernels back to back.
     Financial,
 }
 
-impl Job {
+impl LpJob {
     /// Its name in scenario fields and rows.
     pub fn name(self) -> &'static str {
         match self {
-            Job::Training => "training",
-            Job::Financial => "financial",
+            LpJob::Training => "training",
+            LpJob::Financial => "financial",
         }
     }
 
     /// The job of a name.
-    pub fn by_name(name: &str) -> Option<Job> {
-        [Job::Training, Job::Financial]
+    pub fn by_name(name: &str) -> Option<LpJob> {
+        [LpJob::Training, LpJob::Financial]
             .into_iter()
             .find(|j| j.name() == name)
     }
@@ -210,10 +210,10 @@ mod tests {
             "a quota above the whole device"
         );
         assert!(ShareMode::SloAware.preempts() && !ShareMode::Tgs.preempts());
-        for j in [Job::Training, Job::Financial] {
-            assert_eq!(Job::by_name(j.name()), Some(j));
+        for j in [LpJob::Training, LpJob::Financial] {
+            assert_eq!(LpJob::by_name(j.name()), Some(j));
         }
-        assert_eq!(Job::by_name("mining"), None);
+        assert_eq!(LpJob::by_name("mining"), None);
     }
 
     #[test]

@@ -14,17 +14,17 @@ use xsched_core::Nanos;
 
 /// An inclusive range of durations, drawn uniformly.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Span {
+pub struct DurationRange {
     /// Shortest.
     pub lo: Nanos,
     /// Longest.
     pub hi: Nanos,
 }
 
-impl Span {
+impl DurationRange {
     /// From microseconds.
-    pub fn us(lo: u64, hi: u64) -> Span {
-        Span {
+    pub fn us(lo: u64, hi: u64) -> DurationRange {
+        DurationRange {
             lo: Nanos::from_us(lo),
             hi: Nanos::from_us(hi),
         }
@@ -41,13 +41,13 @@ pub struct HpShape {
     /// Kernels per request.
     pub kernels: u32,
     /// Each kernel's length.
-    pub kernel: Span,
+    pub kernel: DurationRange,
     /// CPU gap between consecutive kernels of a request.
-    pub gap: Span,
+    pub gap: DurationRange,
     /// CPU work before the first kernel.
-    pub pre: Span,
+    pub pre: DurationRange,
     /// CPU work after the last kernel.
-    pub post: Span,
+    pub post: DurationRange,
     /// Fraction of the device HP kernels use when HP runs alone (sets the arrival rate).
     pub device_share: f64,
     /// Poisson arrivals, or a fixed period (an inference service fed at a steady rate).
@@ -112,10 +112,10 @@ mod tests {
     fn the_rate_gives_the_asked_device_share() {
         let shape = HpShape {
             kernels: 4,
-            kernel: Span::us(100, 300),
-            gap: Span::us(10, 10),
-            pre: Span::us(0, 0),
-            post: Span::us(0, 0),
+            kernel: DurationRange::us(100, 300),
+            gap: DurationRange::us(10, 10),
+            pre: DurationRange::us(0, 0),
+            post: DurationRange::us(0, 0),
             device_share: 0.5,
             poisson: true,
             requests: 20_000,

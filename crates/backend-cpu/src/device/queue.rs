@@ -1,7 +1,7 @@
 //! One hardware queue of the device: its launches into the shared FIFO (blocking while it is
 //! full), its gate (deactivate, interrupt, restore) and its synchronization, and its leaving.
 
-use super::state::{Entry, Inner, WORKER_OF};
+use super::state::{FifoEntry, Inner, WORKER_OF};
 use crate::kernel::CpuCommand;
 use std::sync::Arc;
 use xsched_core::{Capabilities, DeviceId};
@@ -52,7 +52,7 @@ impl HwQueue for CpuQueue {
         let seq = st.next_seq;
         st.next_seq += 1;
         st.gates.entry(self.queue).or_default().queued += 1;
-        st.fifo.push_back(Entry {
+        st.fifo.push_back(FifoEntry {
             queue: self.queue,
             seq,
             cmd,

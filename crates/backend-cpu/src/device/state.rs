@@ -18,7 +18,7 @@ enum Work {
     Host(Option<Box<dyn FnOnce() + Send>>),
 }
 
-pub(super) struct Entry {
+pub(super) struct FifoEntry {
     pub(super) queue: u32,
     pub(super) seq: u64,
     pub(super) cmd: CpuCommand,
@@ -42,7 +42,7 @@ pub(super) struct Running {
 }
 
 impl Running {
-    fn new(e: Entry) -> Running {
+    fn new(e: FifoEntry) -> Running {
         let (work, tiles, name) = match e.cmd {
             CpuCommand::Kernel(k) => {
                 let tiles = k.tiles().max(1);
@@ -92,7 +92,7 @@ impl Default for QueueGate {
 
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) fifo: VecDeque<Entry>,
+    pub(super) fifo: VecDeque<FifoEntry>,
     pub(super) gates: HashMap<u32, QueueGate>,
     pub(super) running: Option<Running>,
     pub(super) next_seq: u64,
@@ -104,14 +104,14 @@ pub(super) struct State {
     pub(super) changed_waiters: usize,
 }
 
-pub(super) enum Job {
+pub(super) enum WorkItem {
     Tile(Arc<dyn Kernel>, u32),
     Host(Box<dyn FnOnce() + Send>),
 }
 
 impl State {
     /// A tile to run, starting the next command if the device is free.
-    pub(super) fn claim(&mut self) -> Option<Job> {
+    pub(super) fn claim(&mut self) -> Option<WorkItem> {
         if self.running.is_none() {
             self.running = self.start_next();
         }
@@ -120,8 +120,8 @@ impl State {
             return None;
         }
         let job = match &mut r.work {
-            Work::Kernel(k) => Job::Tile(k.clone(), r.next_tile),
-            Work::Host(f) => Job::Host(f.take()?),
+            Work::Kernel(k) => WorkItem::Tile(k.clone(), r.next_tile),
+            Work::Host(f) => WorkItem::Host(f.take()?),
         };
         r.next_tile += 1;
         r.busy += 1;

@@ -2,7 +2,7 @@
 //! lock (a panic fails its command, not the worker), and reports what ended, then runs the
 //! completion hook a finished command left due.
 
-use super::state::{Inner, Job, WORKER_OF};
+use super::state::{Inner, WORKER_OF, WorkItem};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
@@ -30,8 +30,8 @@ impl Inner {
             drop(st);
             let started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| match job {
-                Job::Tile(k, t) => k.run_tile(t),
-                Job::Host(f) => f(),
+                WorkItem::Tile(k, t) => k.run_tile(t),
+                WorkItem::Host(f) => f(),
             }));
             let ran = started.elapsed();
             // The device shares the machine's cores with the host's threads (the launchers, the

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_backend_cpu::CpuCommand;
 use xsched_backend_cpu::kernels::Spin;
-use xsched_runtime::{Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{Runtime, RuntimeConfig, WhoSchedules};
 
 /// A runtime whose queues only the application suspends and resumes.
 pub fn app_runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime")

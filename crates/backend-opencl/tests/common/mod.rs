@@ -8,7 +8,7 @@ use std::sync::Arc;
 use xsched_backend_opencl::cl3::memory::CL_MEM_READ_WRITE;
 use xsched_backend_opencl::cl3::types::{CL_BLOCKING, cl_int, cl_uint};
 use xsched_backend_opencl::{Event, OclQueue, cl3};
-use xsched_runtime::{Runtime, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{Runtime, RuntimeConfig, WhoSchedules};
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -56,7 +56,7 @@ pub fn opencl() -> Option<Cl> {
 
 pub fn app_runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::App,
+        scheduler: WhoSchedules::App,
         ..RuntimeConfig::default()
     })
     .expect("runtime")

@@ -34,7 +34,7 @@ const POLL: Duration = Duration::from_millis(1);
 
 /// What to do with the LP queue at `now`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Gate {
+enum LpStep {
     /// Let it run until then (releasing it if held).
     Run(Instant),
     /// Hold it (its release ran out and nothing more is granted).
@@ -45,14 +45,18 @@ enum Gate {
 
 /// A release still running is left alone; one that ran out is extended by what the collector
 /// grants now (`grant`, asked only then) or held; a held queue is released by a grant.
-fn decide(now: Instant, until: Option<Instant>, grant: impl FnOnce() -> Option<Duration>) -> Gate {
+fn decide(
+    now: Instant,
+    until: Option<Instant>,
+    grant: impl FnOnce() -> Option<Duration>,
+) -> LpStep {
     if until.is_some_and(|u| u > now) {
-        return Gate::Keep;
+        return LpStep::Keep;
     }
     match grant() {
-        Some(work) => Gate::Run(now + work),
-        None if until.is_some() => Gate::Hold,
-        None => Gate::Keep,
+        Some(work) => LpStep::Run(now + work),
+        None if until.is_some() => LpStep::Hold,
+        None => LpStep::Keep,
     }
 }
 
@@ -78,17 +82,17 @@ impl SharedCollector {
             collector.grant(from, Nanos::MAX).map(|g| release(g, slice))
         });
         match gate {
-            Gate::Run(until) => {
+            LpStep::Run(until) => {
                 if s.lp_until.is_some() || self.lp.resume().is_ok() {
                     s.lp_until = Some(until);
                 }
             }
-            Gate::Hold => {
+            LpStep::Hold => {
                 if self.lp.suspend().is_ok() {
                     s.lp_until = None;
                 }
             }
-            Gate::Keep => {}
+            LpStep::Keep => {}
         }
     }
 
@@ -184,7 +188,7 @@ mod tests {
             asked.set(true);
             Some(us(200))
         });
-        assert_eq!(gate, Gate::Keep);
+        assert_eq!(gate, LpStep::Keep);
         assert!(!asked.get());
     }
 
@@ -194,16 +198,19 @@ mod tests {
         let ran_out = Some(now);
         assert_eq!(
             decide(now, ran_out, || Some(us(200))),
-            Gate::Run(now + us(200))
+            LpStep::Run(now + us(200))
         );
-        assert_eq!(decide(now, ran_out, || None), Gate::Hold);
+        assert_eq!(decide(now, ran_out, || None), LpStep::Hold);
     }
 
     #[test]
     fn a_held_queue_runs_only_when_granted() {
         let now = Instant::now();
-        assert_eq!(decide(now, None, || Some(us(50))), Gate::Run(now + us(50)));
-        assert_eq!(decide(now, None, || None), Gate::Keep);
+        assert_eq!(
+            decide(now, None, || Some(us(50))),
+            LpStep::Run(now + us(50))
+        );
+        assert_eq!(decide(now, None, || None), LpStep::Keep);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::service::HpMeasured;
 use std::time::{Duration, Instant};
 use xsched_report::quantile;
-use xsched_workload::service::{HpRequest, HpShape, Span};
+use xsched_workload::service::{DurationRange, HpRequest, HpShape};
 
 /// What the benchmark runs.
 #[derive(Clone, Debug)]
@@ -42,10 +42,10 @@ impl Default for HarvestParams {
         HarvestParams {
             shape: HpShape {
                 kernels: 8,
-                kernel: Span::us(700, 900),
-                gap: Span::us(20, 60),
-                pre: Span::us(2000, 4000),
-                post: Span::us(200, 500),
+                kernel: DurationRange::us(700, 900),
+                gap: DurationRange::us(20, 60),
+                pre: DurationRange::us(2000, 4000),
+                post: DurationRange::us(200, 500),
                 device_share: 0.5,
                 poisson: false,
                 requests: 400,

@@ -13,7 +13,7 @@ use xsched_backend_cpu::kernels::Spin;
 use xsched_backend_cpu::{CpuCommand, CpuDevice, CpuQueue};
 use xsched_core::{Hint, Level, PolicySpec};
 use xsched_runtime::{
-    CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, SchedulerMode, XQueue,
+    CommandHandle, QueueOptions, Runtime, RuntimeConfig, RuntimeError, WhoSchedules, XQueue,
 };
 use xsched_workload::service::HpRequest;
 
@@ -81,7 +81,7 @@ pub(crate) fn run(
 ) -> Result<(HpMeasured, Vec<(Instant, Duration)>), RuntimeError> {
     let device = CpuDevice::pinned(1, 0)?;
     let runtime = Runtime::new(RuntimeConfig {
-        scheduler: SchedulerMode::Local,
+        scheduler: WhoSchedules::Local,
         policy: policy.clone(),
         ..RuntimeConfig::default()
     })?;

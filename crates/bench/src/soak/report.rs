@@ -11,7 +11,7 @@ use xsched_report::{Check, Verdict, cells, columns};
 
 /// The finished clients' reports, summed.
 #[derive(Default)]
-pub(super) struct Tally {
+pub(super) struct SoakTotals {
     once: u64,
     more: u64,
     never: u64,
@@ -21,9 +21,9 @@ pub(super) struct Tally {
 /// Parses each finished client's report into a row of its own, and sums them.
 pub(super) fn tally_clients(
     done: &[(i32, std::process::Output)],
-) -> Result<(Vec<xsched_report::Row>, Tally), BenchError> {
+) -> Result<(Vec<xsched_report::Row>, SoakTotals), BenchError> {
     let mut rows = Vec::new();
-    let mut t = Tally::default();
+    let mut t = SoakTotals::default();
     for (priority, out) in done {
         let text = String::from_utf8_lossy(&out.stdout);
         let v: Value =
@@ -55,7 +55,7 @@ pub(super) fn soak_checks(
     p: &SoakParams,
     clients: usize,
     per_client: u64,
-    t: &Tally,
+    t: &SoakTotals,
     d: &Disturbed,
     left: Option<usize>,
 ) -> Vec<Check> {
@@ -99,7 +99,7 @@ pub(super) fn soak_checks(
 }
 
 /// The row of all clients together, with the run's wall time and command rate.
-pub(super) fn total_row(expected: u64, t: &Tally, wall: Duration) -> xsched_report::Row {
+pub(super) fn total_row(expected: u64, t: &SoakTotals, wall: Duration) -> xsched_report::Row {
     cells(&[
         ("priority", json!("all")),
         ("commands", json!(expected)),

@@ -11,7 +11,7 @@ use crate::manifests::{
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use xsched_runtime::{QueueOptions, RolloutMode, RuntimeConfig, SchedulerMode};
+use xsched_runtime::{QueueOptions, RolloutMode, RuntimeConfig, WhoSchedules};
 
 /// A pod container's `XSCHED_*` variables as its process sees them: the literal values, and the
 /// annotation for each that the Downward API fills in.
@@ -71,7 +71,7 @@ fn every_xsched_variable_is_one_the_runtime_reads_and_parses() {
             let lookup = |var: &str| vars.get(var).cloned();
             let config =
                 RuntimeConfig::from_lookup(&lookup).unwrap_or_else(|e| panic!("{pod_name}: {e}"));
-            assert_eq!(config.scheduler, SchedulerMode::Global, "{pod_name}");
+            assert_eq!(config.scheduler, WhoSchedules::Global, "{pod_name}");
             let options =
                 QueueOptions::from_lookup(&lookup).unwrap_or_else(|e| panic!("{pod_name}: {e}"));
             let mode = vars

@@ -6,7 +6,7 @@
 //! A queue that was idle cannot bank credit: when it becomes ready, its virtual time is raised
 //! to the least virtual time among the queues that were already ready (CFS's rule).
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use super::vtime::VirtualTimes;
 use crate::ids::{DeviceId, QueueId};
 use crate::view::QueueView;
@@ -24,7 +24,7 @@ struct Holder {
     contended: bool,
 }
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "bandwidth",
     argument: None,
     build: |_| Ok(Box::new(Bandwidth::default())),

@@ -10,7 +10,7 @@
 //! credit), a queue that is often idle here preempts a long-running one of equal weight as soon
 //! as it has work: weighted fairness over time with low latency for intermittent work.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use super::vtime::VirtualTimes;
 use crate::ids::{DeviceId, QueueId};
 use crate::view::QueueView;
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 /// How far (in virtual time) the running queue may get ahead before it yields.
 pub const DEFAULT_GRANULARITY: Nanos = Nanos::from_ms(4);
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "cfs",
     argument: None,
     build: |_| Ok(Box::new(Cfs::default())),

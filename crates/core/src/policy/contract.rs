@@ -39,7 +39,7 @@ pub trait Policy: Send {
 
 /// One row of the policy table ([`super::PolicySpec`] reads it): a name and how to build the
 /// policy from the argument written after `:`.
-pub struct Entry {
+pub struct PolicyEntry {
     /// The name before any `:` (`hpf`, `kedf`).
     pub name: &'static str,
     /// The argument it takes after `:`, as help and errors show it (`min-share=F`); `None` if it
@@ -49,7 +49,7 @@ pub struct Entry {
     pub build: Build,
 }
 
-/// How an [`Entry`] builds its policy from the argument after `:` (`None` without one); the
+/// How a [`PolicyEntry`] builds its policy from the argument after `:` (`None` without one); the
 /// error says what the argument must be.
 pub type Build = fn(Option<&str>) -> Result<Box<dyn Policy>, &'static str>;
 

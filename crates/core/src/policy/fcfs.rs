@@ -1,11 +1,11 @@
 //! FCFS: never suspend anything, so the hardware's own order decides. This emulates "no
 //! scheduler" while keeping progressive launching, which is how its overhead is measured.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use crate::view::QueueView;
 use crate::time::Nanos;
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "fcfs",
     argument: None,
     build: |_| Ok(Box::new(Fcfs)),

@@ -5,14 +5,14 @@
 //! reaches the second device, that device is already clear instead of first draining background
 //! work (the multi-device experiment of the XSched paper).
 
-use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
+use super::contract::{Policy, PolicyEntry, Scope, serve_lowest_rank};
 use crate::ids::DeviceId;
 use crate::view::QueueView;
 use crate::time::Nanos;
 use std::cmp::Reverse;
 
 /// `hpf` itself is the row of `starvation.rs`, which adds its `min-share=F` form.
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "hpf-global",
     argument: None,
     build: |_| Ok(Box::new(HpfGlobal::default())),

@@ -1,13 +1,13 @@
 //! k-earliest-deadline-first: per device, the k ready queues with the earliest absolute
 //! deadlines (ready time + relative deadline hint) run; queues without a deadline come last.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use crate::ids::DeviceId;
 use crate::view::QueueView;
 use crate::time::Nanos;
 
 /// `kedf` runs the earliest deadline on each device; `kedf:K` the K earliest.
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "kedf",
     argument: Some("K"),
     build: |arg| match arg.map(str::parse::<usize>) {

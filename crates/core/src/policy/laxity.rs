@@ -2,7 +2,7 @@
 //! expires, then at critical priority above everything. XSched's AI-PC case: speech
 //! recognition gets done within its deadline without starving the video stream.
 
-use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
+use super::contract::{Policy, PolicyEntry, Scope, serve_lowest_rank};
 use crate::ids::DeviceId;
 use crate::view::QueueView;
 use crate::time::Nanos;
@@ -11,7 +11,7 @@ use std::cmp::Reverse;
 /// Rank key: critical queues first (earliest expiry first), then by priority.
 type LaxityRank = (bool, Nanos, Reverse<i32>);
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "laxity",
     argument: None,
     build: |_| Ok(Box::new(Laxity::default())),

@@ -8,7 +8,7 @@
 //! What it is for: latency-sensitive work of unknown size beside long jobs, with no hints at
 //! all. Short or intermittent queues stay near the top; long-running ones sink below them.
 
-use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
+use super::contract::{Policy, PolicyEntry, Scope, serve_lowest_rank};
 use crate::ids::{DeviceId, QueueId};
 use crate::view::QueueView;
 use crate::time::Nanos;
@@ -30,7 +30,7 @@ struct Place {
     entered_at_service: Nanos,
 }
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "mlfq",
     argument: None,
     build: |_| Ok(Box::new(Mlfq::default())),

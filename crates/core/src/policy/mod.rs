@@ -9,30 +9,30 @@
 //! once for all of them. Share policies keep a little state and ask for timers.
 //!
 //! **Adding a policy** is one new file and one row of `table!` below: the file implements
-//! [`Policy`] and lists its names in `pub(super) const ENTRIES: &[Entry]` (each an [`Entry`]: the
-//! name, the argument it takes, how to build it); the row declares the file. [`PolicySpec`]
-//! (parsing, the error naming the known policies, [`names`] and [`usage`] for help texts) reads
-//! the table, so
-//! nothing else changes. A test checks that every policy file here is a row.
+//! [`Policy`] and lists its names in `pub(super) const ENTRIES: &[PolicyEntry]` (each a
+//! [`PolicyEntry`]: the name, the argument it takes, how to build it); the row declares the file.
+//! [`PolicySpec`] (parsing, the error naming the known policies, [`names`] and [`usage`] for help
+//! texts) reads the table, so nothing else changes. A test checks that every policy file here is
+//! a row.
 
 mod contract;
 mod hold;
 mod vtime;
 
-pub use contract::{Entry, Policy, Scope, serve_lowest_rank};
+pub use contract::{Policy, PolicyEntry, Scope, serve_lowest_rank};
 
 use crate::error::CoreError;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Declares each policy file and lists its [`Entry`] rows, in the order help texts show them.
+/// Declares each policy file and lists its [`PolicyEntry`] rows, in the order help texts show them.
 macro_rules! table {
     ($($(#[$attr:meta])* pub mod $file:ident;)*) => {
         $($(#[$attr])* pub mod $file;)*
 
         /// Every file's entries, in the table's order.
-        const FILES: &[&[Entry]] = &[$($(#[$attr])* $file::ENTRIES),*];
+        const FILES: &[&[PolicyEntry]] = &[$($(#[$attr])* $file::ENTRIES),*];
 
         /// The table's files, by name, for the test that every policy file is a row.
         #[cfg(test)]
@@ -56,7 +56,7 @@ table! {
 }
 
 /// Every row of the table, in order.
-fn rows() -> impl Iterator<Item = &'static Entry> {
+fn rows() -> impl Iterator<Item = &'static PolicyEntry> {
     FILES.iter().flat_map(|file| file.iter())
 }
 
@@ -133,7 +133,7 @@ pub fn usage() -> Vec<String> {
         .collect()
 }
 
-fn row(name: &str) -> Option<&'static Entry> {
+fn row(name: &str) -> Option<&'static PolicyEntry> {
     rows().find(|e| e.name == name)
 }
 

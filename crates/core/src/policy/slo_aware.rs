@@ -28,7 +28,7 @@
 //! only while no HP request is in flight: Hummingbird's temporal-sharing baseline, with the same
 //! request inference.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use crate::error::CoreError;
 use crate::harvest::{Collector, CollectorConfig, GapLearner, Grant};
 use crate::ids::DeviceId;
@@ -67,7 +67,7 @@ enum LpRule {
 
 /// What the policy follows of one device's HP service.
 #[derive(Debug)]
-struct Service {
+struct HpTrack {
     device: DeviceId,
     collector: Collector,
     busy: bool,
@@ -92,7 +92,7 @@ struct Service {
 
 /// `slo-aware` harvests idle slices between and within HP requests;
 /// `slo-aware:between-requests` is its baseline (LP only between HP requests).
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "slo-aware",
     argument: Some("between-requests"),
     build: |arg| match arg {
@@ -106,7 +106,7 @@ pub(super) const ENTRIES: &[Entry] = &[Entry {
 #[derive(Debug)]
 pub struct SloAware {
     mode: LpRule,
-    services: Vec<Service>,
+    services: Vec<HpTrack>,
     next: Option<Nanos>,
 }
 
@@ -146,9 +146,9 @@ fn split_of(idles: &GapLearner) -> Option<Nanos> {
         .map(|ns| Nanos(ns as u64))
 }
 
-impl Service {
-    fn new(device: DeviceId, slo: Nanos) -> Service {
-        Service {
+impl HpTrack {
+    fn new(device: DeviceId, slo: Nanos) -> HpTrack {
+        HpTrack {
             device,
             collector: Collector::new(CollectorConfig {
                 slo,
@@ -339,7 +339,7 @@ impl Policy for SloAware {
                 .min()
                 .unwrap_or(Nanos::MAX);
             if !self.services.iter().any(|s| s.device == q.device) {
-                self.services.push(Service::new(q.device, slo));
+                self.services.push(HpTrack::new(q.device, slo));
             }
         }
         self.services.retain(|s| {

@@ -10,7 +10,7 @@
 //! has only its remaining due left; then fixed priority takes over again. A queue that was idle
 //! part of the window is owed no more than the window has left, so it cannot bank time.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use super::hold::Held;
 use super::hpf::Hpf;
 use crate::ids::QueueId;
@@ -22,7 +22,7 @@ pub const WINDOW: Nanos = Nanos::from_ms(100);
 
 /// `hpf`, plain, with its starvation guard (`hpf:min-share=F`) or with a hold-down
 /// (`hpf:hold=MS`, `hold.rs`).
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "hpf",
     argument: Some("min-share=F | hold=MS"),
     build: |arg| match arg {

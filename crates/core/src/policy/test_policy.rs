@@ -1,12 +1,12 @@
 //! A policy that exists only in the test suite, to show what adding one takes: this file and
 //! one row of the table in `mod.rs`. It runs the ready queue with the lowest id on each device.
 
-use super::contract::{Entry, Policy, Scope, serve_lowest_rank};
+use super::contract::{Policy, PolicyEntry, Scope, serve_lowest_rank};
 use crate::ids::DeviceId;
 use crate::time::Nanos;
 use crate::view::QueueView;
 
-pub(super) const ENTRIES: &[Entry] = &[Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[PolicyEntry {
     name: "test-lowest-id",
     argument: None,
     build: |_| Ok(Box::new(LowestId::default())),

@@ -21,7 +21,7 @@
 //!   when it does not. A busy period still going on at a window's end counts in that window as
 //!   long as it has lasted (so in every window it spans, growing), and again when it ends.
 
-use super::contract::{Entry, Policy};
+use super::contract::{Policy, PolicyEntry};
 use crate::ids::DeviceId;
 use crate::view::QueueView;
 use crate::time::Nanos;
@@ -40,7 +40,7 @@ pub const TOLERANCE: f64 = 0.10;
 
 /// How the opportunistic share of each window is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Control {
+enum DutyRule {
     /// A fixed share (vCUDA-like).
     Fixed(f64),
     /// Additive increase, multiplicative decrease from the production job's pace (TGS-like).
@@ -49,7 +49,7 @@ enum Control {
 
 /// One device's gate.
 #[derive(Debug, Clone)]
-struct Gate {
+struct DutyWindow {
     device: DeviceId,
     window_start: Nanos,
     duty: f64,
@@ -67,13 +67,13 @@ struct Gate {
     next_change: Nanos,
 }
 
-impl Gate {
-    fn new(device: DeviceId, now: Nanos, control: Control) -> Gate {
+impl DutyWindow {
+    fn new(device: DeviceId, now: Nanos, control: DutyRule) -> DutyWindow {
         let (duty, probes_left) = match control {
-            Control::Fixed(share) => (share, 0),
-            Control::Adaptive => (0.0, PROBE_WINDOWS),
+            DutyRule::Fixed(share) => (share, 0),
+            DutyRule::Adaptive => (0.0, PROBE_WINDOWS),
         };
-        Gate {
+        DutyWindow {
             device,
             window_start: now,
             duty,
@@ -117,11 +117,11 @@ impl Gate {
     }
 
     /// Close every window that has ended by `now`.
-    fn roll(&mut self, now: Nanos, control: Control) {
+    fn roll(&mut self, now: Nanos, control: DutyRule) {
         if now < self.window_start + WINDOW {
             return;
         }
-        if control == Control::Adaptive {
+        if control == DutyRule::Adaptive {
             // A busy period still going on counts as long as it has lasted: a service that
             // never goes idle is the most slowed of all, not unobserved.
             // (One that only began at this instant belongs to the next window.)
@@ -168,8 +168,8 @@ impl Gate {
 
 /// The launch-throttling baselines of other systems: `quota[:SHARE]` (vCUDA-like fixed quota,
 /// default 0.5) and `tgs` (TGS-like adaptive rate).
-pub(super) const ENTRIES: &[Entry] = &[
-    Entry {
+pub(super) const ENTRIES: &[PolicyEntry] = &[
+    PolicyEntry {
         name: "quota",
         argument: Some("SHARE"),
         build: |arg| {
@@ -183,7 +183,7 @@ pub(super) const ENTRIES: &[Entry] = &[
                 .ok_or("takes a share with 0 < SHARE <= 1 (`quota:0.2`)")
         },
     },
-    Entry {
+    PolicyEntry {
         name: "tgs",
         argument: None,
         build: |_| Ok(Box::new(Throttle::tgs())),
@@ -193,8 +193,8 @@ pub(super) const ENTRIES: &[Entry] = &[
 /// The throttling policy (`quota:SHARE` or `tgs`).
 #[derive(Debug)]
 pub struct Throttle {
-    control: Control,
-    gates: Vec<Gate>,
+    control: DutyRule,
+    gates: Vec<DutyWindow>,
 }
 
 impl Throttle {
@@ -202,7 +202,7 @@ impl Throttle {
     /// `None` unless `0 < share <= 1`.
     pub fn quota(share: f64) -> Option<Throttle> {
         (share > 0.0 && share <= 1.0).then_some(Throttle {
-            control: Control::Fixed(share),
+            control: DutyRule::Fixed(share),
             gates: Vec::new(),
         })
     }
@@ -210,7 +210,7 @@ impl Throttle {
     /// TGS-like: the share adapts to the production job's pace.
     pub fn tgs() -> Throttle {
         Throttle {
-            control: Control::Adaptive,
+            control: DutyRule::Adaptive,
             gates: Vec::new(),
         }
     }
@@ -237,8 +237,8 @@ fn top_priority(queues: &[QueueView], device: DeviceId) -> i32 {
 impl Policy for Throttle {
     fn name(&self) -> &'static str {
         match self.control {
-            Control::Fixed(_) => "quota",
-            Control::Adaptive => "tgs",
+            DutyRule::Fixed(_) => "quota",
+            DutyRule::Adaptive => "tgs",
         }
     }
 
@@ -247,7 +247,8 @@ impl Policy for Throttle {
             .retain(|g| queues.iter().any(|q| q.device == g.device));
         for q in queues {
             if !self.gates.iter().any(|g| g.device == q.device) {
-                self.gates.push(Gate::new(q.device, now, self.control));
+                self.gates
+                    .push(DutyWindow::new(q.device, now, self.control));
             }
         }
         for gate in &mut self.gates {

@@ -5,8 +5,8 @@
 
 use super::session::{Session, UNSEEN_PID, error};
 use crate::registry::ProcessQueue;
-use xsched_core::{Event, Hint, PolicySpec};
-use xsched_proto::{DaemonMsg, TOP_PAGE_ROWS, TopRow, WireHint, WireMode};
+use xsched_core::{Hint, PolicySpec, QueueEvent};
+use xsched_proto::{DaemonMsg, TOP_PAGE_ROWS, TopRow, WireHint, WireRolloutMode};
 use xsched_sys::clock;
 
 impl Session<'_> {
@@ -89,7 +89,7 @@ impl Session<'_> {
         &self,
         pid: u32,
         queue: Option<u32>,
-        mode: WireMode,
+        mode: WireRolloutMode,
     ) -> Option<DaemonMsg> {
         let targets = match self.operated(pid, queue, "switching the mode of") {
             Ok(t) => t,
@@ -129,7 +129,7 @@ impl Session<'_> {
         let result = self.shared.core.with(|d| {
             targets
                 .iter()
-                .try_for_each(|t| d.event(now, Event::Hint { queue: t.id, hint }))
+                .try_for_each(|t| d.event(now, QueueEvent::Hint { queue: t.id, hint }))
         });
         match result {
             Ok(()) => Some(DaemonMsg::Done),

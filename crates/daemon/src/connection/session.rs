@@ -3,14 +3,14 @@
 //! released and its tenant's bounds shared out again however it ends.
 
 use crate::admission::Admitted;
-use crate::core::Target;
+use crate::core::OpTarget;
 use crate::error::DaemonError;
 use crate::outbox::Outbox;
 use crate::peer::Peer;
 use crate::shared::DaemonState;
 use std::sync::Arc;
 use xsched_core::error::chain_text;
-use xsched_core::{DeviceId, Event, QueueId};
+use xsched_core::{DeviceId, QueueEvent, QueueId};
 use xsched_proto::{ClientMsg, DaemonMsg, ProtoError, WireHint, WireHints, read_frame};
 use xsched_sys::clock;
 use xsched_sys::prompt::CpuGuard;
@@ -40,7 +40,7 @@ impl Drop for Session<'_> {
         let now = clock::now();
         self.shared.core.with(|d| {
             for q in queues {
-                let _ = d.event(now, Event::Unregister(q));
+                let _ = d.event(now, QueueEvent::Unregister(q));
             }
         });
         tracing::info!(
@@ -138,7 +138,7 @@ impl<'a> Session<'a> {
     }
 
     /// Run an event on one of this connection's queues.
-    fn on_queue(&self, local: u32, make: impl FnOnce(QueueId) -> Event) -> Option<DaemonMsg> {
+    fn on_queue(&self, local: u32, make: impl FnOnce(QueueId) -> QueueEvent) -> Option<DaemonMsg> {
         let Some(q) = self.shared.registry.queue(self.conn, local) else {
             return error(format!("unknown queue {local}"));
         };
@@ -160,13 +160,13 @@ impl<'a> Session<'a> {
                 hints,
             } => self.register(queue, device, hints),
             ClientMsg::Ready { queue } => {
-                let answer = self.on_queue(queue, Event::Ready);
+                let answer = self.on_queue(queue, QueueEvent::Ready);
                 stamps::stamp(stamps::Stamp::Decided);
                 answer
             }
-            ClientMsg::Idle { queue } => self.on_queue(queue, Event::Idle),
+            ClientMsg::Idle { queue } => self.on_queue(queue, QueueEvent::Idle),
             ClientMsg::Hint { queue, hint } => match self.check_hint(hint) {
-                Ok(()) => self.on_queue(queue, |q| Event::Hint {
+                Ok(()) => self.on_queue(queue, |q| QueueEvent::Hint {
                     queue: q,
                     hint: hint.into(),
                 }),
@@ -216,14 +216,14 @@ impl<'a> Session<'a> {
                 return error(why);
             }
         };
-        let target = Target {
+        let target = OpTarget {
             outbox: self.outbox.clone(),
             queue,
         };
         let now = clock::now();
         let result = shared.core.with(|d| {
             if let Some(old) = old {
-                let _ = d.event(now, Event::Unregister(old));
+                let _ = d.event(now, QueueEvent::Unregister(old));
             }
             d.register(now, id, DeviceId(device), hints, target)
         });
@@ -245,7 +245,9 @@ impl<'a> Session<'a> {
         match reg.remove_queue(self.conn, queue) {
             Some(q) => {
                 let now = clock::now();
-                let result = shared.core.with(|d| d.event(now, Event::Unregister(q)));
+                let result = shared
+                    .core
+                    .with(|d| d.event(now, QueueEvent::Unregister(q)));
                 self.rebalance();
                 result.err().and_then(|e| error(e.to_string()))
             }

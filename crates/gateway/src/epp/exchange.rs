@@ -11,7 +11,7 @@ use super::messages as m;
 use crate::config::MAX_BODY;
 use crate::error::ApiError;
 use crate::life::Life;
-use crate::relay::{Ended, Watch};
+use crate::relay::{AnswerWatch, Ended};
 use crate::request::Endpoint;
 use crate::request_queue::RequestRefused;
 use crate::routes::{self, Placed};

@@ -5,7 +5,7 @@
 //! admitted or paused, the state machine when; the book records it.
 
 use super::displace::Displacer;
-use super::engines::Engine;
+use super::engines::EngineView;
 use super::waiting::Waiting;
 use super::{Config, Placement};
 use crate::job::{Job, Place};
@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 pub(super) struct Book {
     pub(super) jobs: BTreeMap<u64, Job>,
     pub(super) waiting: Waiting,
-    pub(super) engines: Vec<Engine>,
+    pub(super) engines: Vec<EngineView>,
     pub(super) displacer: Displacer,
     /// The router's turn (round robin).
     pub(super) turn: usize,
@@ -33,8 +33,8 @@ pub(super) struct Book {
 impl Book {
     /// An empty book for `config`.
     pub(super) fn new(config: &Config) -> Book {
-        let engines: Vec<Engine> = (config.engines.iter())
-            .map(|&limits| Engine::new(limits, config))
+        let engines: Vec<EngineView> = (config.engines.iter())
+            .map(|&limits| EngineView::new(limits, config))
             .collect();
         Book {
             jobs: BTreeMap::new(),
@@ -180,8 +180,8 @@ impl Book {
     /// Whether `engine` (or, with `None`, any engine) is up with a slot free.
     pub(super) fn slot_free(&self, engine: Option<usize>) -> bool {
         match engine {
-            Some(e) => self.engines.get(e).is_some_and(Engine::slot_free),
-            None => self.engines.iter().any(Engine::slot_free),
+            Some(e) => self.engines.get(e).is_some_and(EngineView::slot_free),
+            None => self.engines.iter().any(EngineView::slot_free),
         }
     }
 

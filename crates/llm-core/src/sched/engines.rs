@@ -12,7 +12,7 @@ use crate::watch::Watched;
 
 /// What the scheduler keeps of one engine.
 #[derive(Debug)]
-pub(super) struct Engine {
+pub(super) struct EngineView {
     pub(super) limits: EngineLimits,
     /// Requests admitted and not done, in admission order.
     pub(super) admitted: Vec<u64>,
@@ -38,11 +38,11 @@ pub(super) struct Engine {
     pub(super) watch: Watched,
 }
 
-impl Engine {
+impl EngineView {
     /// Engine `limits` of a scheduler configured by `config`, as it starts: up, answering,
     /// empty.
-    pub(super) fn new(limits: EngineLimits, config: &Config) -> Engine {
-        Engine {
+    pub(super) fn new(limits: EngineLimits, config: &Config) -> EngineView {
+        EngineView {
             limits: EngineLimits {
                 block_tokens: limits.block_tokens.max(1),
                 ..limits
@@ -174,7 +174,7 @@ impl Engine {
 }
 
 /// When the first of `engines`' ejections ends.
-pub(super) fn next_readmission(engines: &[Engine]) -> Option<f64> {
+pub(super) fn next_readmission(engines: &[EngineView]) -> Option<f64> {
     (engines.iter())
         .filter_map(|e| e.watch.ejected_until())
         .min_by(f64::total_cmp)

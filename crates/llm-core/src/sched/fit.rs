@@ -5,9 +5,9 @@
 //! what it holds. A pure function of the engine's account and the requests on it, so the round
 //! can ask it for any set of requests it might pause.
 
-use super::engines::Engine;
+use super::engines::EngineView;
 use super::{Config, Fairness};
-use crate::admit::{Occupant, expected_peak};
+use crate::admit::{KvOccupant, expected_peak};
 use crate::job::Job;
 use crate::policy::KvAdmission;
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub(super) struct FitRules<'a> {
 
 /// Whether `job` fits `engine` were `paused` (running there) not; `jobs` holds every request.
 pub(super) fn fit(
-    engine: &Engine,
+    engine: &EngineView,
     job: &Job,
     jobs: &BTreeMap<u64, Job>,
     paused: &[u64],
@@ -65,7 +65,7 @@ pub(super) fn fit(
         let others = (engine.admitted.iter())
             .filter(|a| !paused.contains(a))
             .filter_map(|a| jobs.get(a));
-        let occupants = others.chain(std::iter::once(job)).map(|j| Occupant {
+        let occupants = others.chain(std::iter::once(job)).map(|j| KvOccupant {
             context: f64::from(j.context()),
             remaining: j.remaining(),
         });
@@ -83,7 +83,7 @@ fn fit_if(fits: bool) -> Fit {
 
 /// Whether `engine` has a slot, a step's room and the KV blocks for `job`'s first chunk, were
 /// `paused` not running.
-fn room(engine: &Engine, job: &Job, jobs: &BTreeMap<u64, Job>, paused: &[u64]) -> bool {
+fn room(engine: &EngineView, job: &Job, jobs: &BTreeMap<u64, Job>, paused: &[u64]) -> bool {
     let block = u64::from(engine.limits.block_tokens);
     let freed: u64 = (paused.iter())
         .filter_map(|p| jobs.get(p))
@@ -151,7 +151,12 @@ mod tests {
         job_of(a, 0.0, 0, config.policy, &config.service)
     }
 
-    fn fits(config: &Config, engine: &Engine, jobs: &BTreeMap<u64, Job>, paused: &[u64]) -> Fit {
+    fn fits(
+        config: &Config,
+        engine: &EngineView,
+        jobs: &BTreeMap<u64, Job>,
+        paused: &[u64],
+    ) -> Fit {
         let rules = FitRules {
             config,
             high_class_about: false,
@@ -162,7 +167,7 @@ mod tests {
     #[test]
     fn pausing_a_request_frees_its_kv_blocks_and_its_slot_for_the_head() {
         let config = config("fcfs", Some(1024));
-        let mut engine = Engine::new(config.engines[0], &config);
+        let mut engine = EngineView::new(config.engines[0], &config);
         let jobs = BTreeMap::from([
             (0, job(&config, 40, 10.0, 0)),
             (1, job(&config, 33, 10.0, 0)),
@@ -186,7 +191,7 @@ mod tests {
     #[test]
     fn expected_peak_admission_presses_where_the_engine_would_run_out() {
         let config = config("fcfs:admit=peak", Some(256));
-        let mut engine = Engine::new(config.engines[0], &config);
+        let mut engine = EngineView::new(config.engines[0], &config);
         let jobs = BTreeMap::from([
             (0, job(&config, 64, 200.0, 0)),
             (1, job(&config, 64, 200.0, 0)),
@@ -205,7 +210,7 @@ mod tests {
             holds: 2,
             ..EngineOrder::default()
         });
-        let mut engine = Engine::new(config.engines[0], &config);
+        let mut engine = EngineView::new(config.engines[0], &config);
         let jobs = BTreeMap::from([(0, job(&config, 4000, 10.0, 0))]);
         engine.report.kv_free_tokens = Some(0);
         engine.admitted = vec![1];

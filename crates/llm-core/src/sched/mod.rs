@@ -51,7 +51,7 @@ use crate::watch::{Scrape, Watched};
 pub use arrival::AGING_FACTOR;
 use arrival::{ReferenceRank, earliest};
 use book::Book;
-use engines::Engine;
+use engines::EngineView;
 use round::Round;
 use std::collections::VecDeque;
 
@@ -470,7 +470,7 @@ impl RequestScheduler {
     }
 
     /// Engine `engine`, or the error an input naming a wrong one gets.
-    fn engine_mut(&mut self, engine: usize) -> Result<&mut Engine, SchedulerError> {
+    fn engine_mut(&mut self, engine: usize) -> Result<&mut EngineView, SchedulerError> {
         (self.book.engines)
             .get_mut(engine)
             .ok_or(SchedulerError::UnknownEngine(engine))

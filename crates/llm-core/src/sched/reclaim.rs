@@ -8,13 +8,13 @@
 //!
 //! This part picks whom those rules touch; the book moves them and the round places them again.
 
-use super::engines::Engine;
+use super::engines::EngineView;
 use crate::job::{Job, Place};
 use std::collections::BTreeMap;
 
 /// The requests on `engine` to take back when it stops answering: admitted (or preempted
 /// there), no token yet, no answer begun.
-pub(super) fn to_take_back(engine: &Engine, jobs: &BTreeMap<u64, Job>) -> Vec<u64> {
+pub(super) fn to_take_back(engine: &EngineView, jobs: &BTreeMap<u64, Job>) -> Vec<u64> {
     (engine.admitted.iter().copied())
         .filter(|id| {
             jobs.get(id).is_some_and(|j| {
@@ -35,6 +35,6 @@ pub(super) fn waiting(jobs: &BTreeMap<u64, Job>) -> Vec<u64> {
 }
 
 /// Whether none of `engines` answers: every arrival is shed then.
-pub(super) fn none_responsive(engines: &[Engine]) -> bool {
+pub(super) fn none_responsive(engines: &[EngineView]) -> bool {
     !engines.iter().any(|e| e.responsive)
 }

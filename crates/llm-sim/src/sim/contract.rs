@@ -67,7 +67,7 @@ pub struct Hang {
 
 /// A run's outcome.
 #[derive(Debug)]
-pub struct Run {
+pub struct SimRun {
     /// Every engine's completions, preemptions and steps together.
     pub stats: RunStats,
     /// Requests in the order the scheduler admitted them (first admissions only).

@@ -16,7 +16,7 @@ mod contract;
 mod oracle;
 mod world;
 
-pub use contract::{Cluster, DEFAULT_HISTORY, Hang, Rules, Run, Runs, SimError};
+pub use contract::{Cluster, DEFAULT_HISTORY, Hang, Rules, Runs, SimError, SimRun};
 
 use crate::Request;
 use crate::engine::EngineConfig;
@@ -31,7 +31,7 @@ pub fn simulate(
     history: usize,
     warm: &[Request],
     requests: &[Request],
-) -> Result<Run, SimError> {
+) -> Result<SimRun, SimError> {
     let runs = Runs {
         cfg,
         cluster,
@@ -48,7 +48,7 @@ impl Runs<'_> {
         policy: RequestPolicySpec,
         rules: &Rules,
         requests: &[Request],
-    ) -> Result<Run, SimError> {
+    ) -> Result<SimRun, SimError> {
         world::run(self, policy, rules, requests)
     }
 }

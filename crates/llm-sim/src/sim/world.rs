@@ -2,7 +2,7 @@
 //! it decided, stepped in virtual time (the earliest engine first, arrivals and timers as
 //! events), with every decision carried out at once.
 
-use super::contract::{Rules, Run, Runs, SimError};
+use super::contract::{Rules, Runs, SimError, SimRun};
 use super::oracle::Oracle;
 use crate::Request;
 use crate::engine::{Engine, EngineConfig, RunStats, StepEvents};
@@ -222,7 +222,7 @@ pub(super) fn run(
     policy: RequestPolicySpec,
     rules: &Rules,
     requests: &[Request],
-) -> Result<Run, SimError> {
+) -> Result<SimRun, SimError> {
     let mut world = World::new(runs, policy, rules, requests)?;
     let instances = world.engines.len();
     for e in 0..instances {
@@ -355,7 +355,7 @@ impl<'a> World<'a> {
     }
 
     /// The run's outcome.
-    fn finish(self) -> Run {
+    fn finish(self) -> SimRun {
         let mut stats = RunStats::default();
         for e in self.engines {
             stats.absorb(e.finish());
@@ -363,7 +363,7 @@ impl<'a> World<'a> {
         stats.refused = self.refused;
         stats.shed = self.shed;
         stats.evicted = self.evicted.len() as u64;
-        Run {
+        SimRun {
             stats,
             admitted: self.admitted,
             scheduler_ns: self.scheduler_ns,

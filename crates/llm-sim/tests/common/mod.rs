@@ -6,7 +6,7 @@ use xsched_llm_core::RequestPolicySpec;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 use xsched_llm_sim::Request;
 use xsched_llm_sim::engine::{EngineConfig, RequestTimes};
-use xsched_llm_sim::sim::{self, Cluster, Run};
+use xsched_llm_sim::sim::{self, Cluster, SimRun};
 
 /// A request of `input` prompt and `output` answer tokens arriving at `arrival`.
 pub fn req(id: usize, arrival: f64, input: u32, output: u32) -> Request {
@@ -44,12 +44,12 @@ pub fn policy(name: &str) -> RequestPolicySpec {
 }
 
 /// `requests` on one engine of `cfg` under `name`, a history of 100.
-pub fn run(cfg: &EngineConfig, name: &str, requests: &[Request]) -> Run {
+pub fn run(cfg: &EngineConfig, name: &str, requests: &[Request]) -> SimRun {
     run_on(cfg, Cluster::SINGLE, name, requests)
 }
 
 /// The same on `cluster`.
-pub fn run_on(cfg: &EngineConfig, cluster: Cluster, name: &str, requests: &[Request]) -> Run {
+pub fn run_on(cfg: &EngineConfig, cluster: Cluster, name: &str, requests: &[Request]) -> SimRun {
     sim::simulate(cfg, cluster, policy(name), 100, &[], requests).expect("a valid run")
 }
 

@@ -69,7 +69,7 @@ impl Arrivals {
 
 /// Which prompt embedding the predictor uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Embedding {
+pub enum EmbeddingKind {
     /// MiniLM when a model directory is configured and loads (and this build has it), else the
     /// hashed embedding, with one warning saying why.
     Auto,
@@ -107,7 +107,7 @@ pub struct Study {
     /// Refuse malformed data lines instead of skipping them.
     pub strict: bool,
     /// Prompt embedding.
-    pub embedding: Embedding,
+    pub embedding: EmbeddingKind,
     /// The MiniLM model directory (else `XSCHED_MINILM_DIR`).
     pub minilm_dir: Option<PathBuf>,
     /// Where MiniLM's vectors are kept between runs (`embed_cache.rs`; default

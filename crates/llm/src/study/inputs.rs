@@ -2,14 +2,14 @@
 //! they make (one model's responses, or ShareGPT's turns counted by a real tokenizer), and the
 //! embedder that serves the predictor.
 
-use super::contract::{Embedding, Study};
+use super::contract::{EmbeddingKind, Study};
 use crate::LlmError;
 use crate::data::{self, PromptRecord, TOKENS_PER_WORD};
-use crate::error::chain;
 use crate::experiment::ArrivalShape;
 use crate::sharegpt;
 use crate::trace;
 use std::path::PathBuf;
+use xsched_llm_core::chain_text;
 use xsched_llm_predict::embed_cache;
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 use xsched_llm_predict::load::{load_minilm, load_wordpiece, minilm_dir};
@@ -102,7 +102,7 @@ impl Study {
         })
     }
 
-    /// The embedder asked for (see [`Embedding`]), with its vectors cached unless told not
+    /// The embedder asked for (see [`EmbeddingKind`]), with its vectors cached unless told not
     /// to; a cache that cannot be opened is a warning, not a failed run.
     pub fn embedder(&self) -> Result<Box<dyn Embedder>, LlmError> {
         let embedder = self.uncached_embedder()?;
@@ -119,7 +119,7 @@ impl Study {
         match embed_cache::Cached::wrap(embedder, &dir) {
             Ok(cached) => Ok(cached),
             Err(e) => {
-                tracing::warn!("{}; embedding every prompt", chain(&e));
+                tracing::warn!("{}; embedding every prompt", chain_text(&e));
                 self.uncached_embedder()
             }
         }
@@ -128,20 +128,20 @@ impl Study {
     fn uncached_embedder(&self) -> Result<Box<dyn Embedder>, LlmError> {
         let dir = self.minilm_dir();
         match (self.embedding, dir) {
-            (Embedding::Hashed, _) => Ok(Box::new(Hashed)),
-            (Embedding::MiniLm, None) => Err(LlmError::NoMiniLmDir("--embedding minilm")),
-            (Embedding::MiniLm, Some(d)) => Ok(load_minilm(&d)?),
-            (Embedding::Auto, Some(d)) => match load_minilm(&d) {
+            (EmbeddingKind::Hashed, _) => Ok(Box::new(Hashed)),
+            (EmbeddingKind::MiniLm, None) => Err(LlmError::NoMiniLmDir("--embedding minilm")),
+            (EmbeddingKind::MiniLm, Some(d)) => Ok(load_minilm(&d)?),
+            (EmbeddingKind::Auto, Some(d)) => match load_minilm(&d) {
                 Ok(m) => Ok(m),
                 Err(e) => {
                     tracing::warn!(
                         "MiniLM unavailable ({}); using the built-in hashed embedding",
-                        chain(&e)
+                        chain_text(&e)
                     );
                     Ok(Box::new(Hashed))
                 }
             },
-            (Embedding::Auto, None) => {
+            (EmbeddingKind::Auto, None) => {
                 tracing::warn!(
                     "no MiniLM model configured (--minilm-dir or XSCHED_MINILM_DIR); using the \
                      built-in hashed embedding"

@@ -8,7 +8,7 @@ mod inputs;
 mod presets_table;
 mod sweep;
 
-pub use contract::{Arrivals, Dataset, Embedding, Study};
+pub use contract::{Arrivals, Dataset, EmbeddingKind, Study};
 pub use eval::predict_eval;
 pub use presets_table::presets_report;
 pub use sweep::sweep;

@@ -218,7 +218,7 @@ fn comparison_checks(points: &[experiment::Point], high: f64, label: &str) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::{Arrivals, Dataset, Embedding};
+    use crate::study::{Arrivals, Dataset, EmbeddingKind};
     use std::path::PathBuf;
     use xsched_llm_core::RequestPolicySpec;
 
@@ -239,7 +239,7 @@ mod tests {
             seed: 1,
             engine: EngineConfig::PRESETS[0].into(),
             strict: false,
-            embedding: Embedding::Hashed,
+            embedding: EmbeddingKind::Hashed,
             minilm_dir: None,
             embed_cache: None,
             no_embed_cache: false,
@@ -274,7 +274,7 @@ mod tests {
             .unwrap_or_default();
         assert!(missing.contains("/nonexistent"), "{missing}");
         let minilm = Study {
-            embedding: Embedding::MiniLm,
+            embedding: EmbeddingKind::MiniLm,
             minilm_dir: None,
             embed_cache: None,
             no_embed_cache: false,

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsched_core::error::chain_text;
-use xsched_core::{DeviceId, Event, Nanos, QueueHints, QueueId};
+use xsched_core::{DeviceId, Nanos, QueueEvent, QueueHints, QueueId};
 use xsched_proto::{ClientMsg, DaemonMsg, WireHint, client};
 
 /// How soon to try again after the daemon was unreachable.
@@ -341,17 +341,17 @@ impl Agent {
         }
     }
 
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, event: QueueEvent) {
         let msg = match event {
-            Event::Ready(q) => {
+            QueueEvent::Ready(q) => {
                 self.set_ready(q, true);
                 ClientMsg::Ready { queue: q.0 }
             }
-            Event::Idle(q) => {
+            QueueEvent::Idle(q) => {
                 self.set_ready(q, false);
                 ClientMsg::Idle { queue: q.0 }
             }
-            Event::Hint { queue, hint } => {
+            QueueEvent::Hint { queue, hint } => {
                 if let Some(q) = self.queues.get_mut(&queue)
                     && q.hints.apply(hint).is_err()
                 {
@@ -362,12 +362,12 @@ impl Agent {
                     hint: WireHint::from(hint),
                 }
             }
-            Event::Unregister(q) => {
+            QueueEvent::Unregister(q) => {
                 self.queues.remove(&q);
                 self.controls.remove(q);
                 ClientMsg::Unregister { queue: q.0 }
             }
-            Event::Register { .. } => return,
+            QueueEvent::Register { .. } => return,
         };
         self.send_stamped(&msg);
     }

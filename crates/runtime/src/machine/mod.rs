@@ -24,7 +24,7 @@ use crate::scheduler::SchedLink;
 use crate::shared::Tracker;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use xsched_core::{CommandId, CommandMeta, Event, LaunchMachine, Nanos, Synced};
+use xsched_core::{CommandId, CommandMeta, LaunchMachine, Nanos, QueueEvent, Synced};
 
 /// How long the completing thread tries for a queue's lock before it leaves a synchronization
 /// point to the launcher thread (`SharedMachine::try_observe_and_refill`).
@@ -95,14 +95,14 @@ impl<H: HwQueue> SharedMachine<H> {
         if let Some(e) = &self.events
             && self.tracker.claim_ready_report()
         {
-            e.event(Event::Ready(e.queue()));
+            e.event(QueueEvent::Ready(e.queue()));
         }
     }
 
     /// Idle, then allow the next Ready (the caller holds the lock).
     fn report_idle(&self) {
         if let Some(e) = &self.events {
-            e.event(Event::Idle(e.queue()));
+            e.event(QueueEvent::Idle(e.queue()));
         }
         self.tracker.reset_ready_report();
     }

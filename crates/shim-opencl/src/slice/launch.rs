@@ -6,7 +6,7 @@
 
 use super::calls::{Measured, device_time, enqueue, gated, raw_list, set_sizes, whole_now};
 use super::error::SliceError;
-use super::objects::{Kernel, Program};
+use super::objects::{AppKernel, Program};
 use super::shape::{NdRange, Shape};
 use super::state::{Slicing, lock, slicing};
 use super::twin;
@@ -103,7 +103,7 @@ impl Slicing {
     }
 
     /// The kernel's last launch, measured if it ended.
-    fn measure(&self, key: usize, kernel: &mut Kernel) {
+    fn measure(&self, key: usize, kernel: &mut AppKernel) {
         let Some((event, groups)) = &kernel.measuring else {
             return;
         };
@@ -117,7 +117,13 @@ impl Slicing {
         }
     }
 
-    fn plan(&self, key: usize, program: &mut Program, kernel: &mut Kernel, shape: &Shape) -> Plan {
+    fn plan(
+        &self,
+        key: usize,
+        program: &mut Program,
+        kernel: &mut AppKernel,
+        shape: &Shape,
+    ) -> Plan {
         let independent = program.source.as_ref().is_ok_and(|t| t.items_independent);
         let Some(units) = shape.units(independent) else {
             return Plan::Whole(None);
@@ -176,7 +182,7 @@ fn launch_whole(
     shape: &Shape,
     waits: &[cl_event],
     estimate: Option<Nanos>,
-    kernel: &mut Kernel,
+    kernel: &mut AppKernel,
     made: &dyn Fn(cl_int) -> cl_int,
 ) -> cl_int {
     let meta = CommandMeta::with_estimate(estimate.unwrap_or_default());
@@ -212,7 +218,7 @@ fn launch_cut(
     shape: &Shape,
     waits: &[cl_event],
     cut: &Cut,
-    kernel: &mut Kernel,
+    kernel: &mut AppKernel,
     made: &dyn Fn(cl_int) -> cl_int,
 ) -> cl_int {
     if let Err(code) = set_sizes(cut.twin, nd.kernel, shape) {

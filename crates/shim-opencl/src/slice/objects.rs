@@ -56,7 +56,7 @@ pub(crate) struct Argument {
 }
 
 /// An application kernel of a program made from source.
-pub(crate) struct Kernel {
+pub(crate) struct AppKernel {
     /// Its program (a `cl_program`).
     pub(crate) program: usize,
     /// Its function name.
@@ -73,9 +73,9 @@ pub(crate) struct Kernel {
     pub(crate) cut_said: bool,
 }
 
-impl Kernel {
-    pub(crate) fn new(program: usize, name: Vec<u8>) -> Kernel {
-        Kernel {
+impl AppKernel {
+    pub(crate) fn new(program: usize, name: Vec<u8>) -> AppKernel {
+        AppKernel {
             program,
             name,
             arguments: Vec::new(),
@@ -115,7 +115,7 @@ impl Kernel {
     }
 }
 
-impl Drop for Kernel {
+impl Drop for AppKernel {
     fn drop(&mut self) {
         if let Some(Ok(twin)) = self.twin {
             // SAFETY: the twin kernel is ours alone.

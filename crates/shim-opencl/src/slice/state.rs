@@ -3,7 +3,7 @@
 
 use super::binaries;
 use super::error::SliceError;
-use super::objects::{Kernel, Program};
+use super::objects::{AppKernel, Program};
 use opencl_sys::{
     CL_QUEUE_PROFILING_ENABLE, CL_QUEUE_PROPERTIES, cl_command_queue_properties,
     cl_queue_properties,
@@ -17,7 +17,7 @@ use xsched_core::slice::SlicePlanner;
 pub(crate) struct Slicing {
     pub(super) planner: Mutex<SlicePlanner>,
     pub(super) programs: Mutex<HashMap<usize, Program>>,
-    pub(super) kernels: Mutex<HashMap<usize, Kernel>>,
+    pub(super) kernels: Mutex<HashMap<usize, AppKernel>>,
 }
 
 static SLICING: OnceLock<Option<Slicing>> = OnceLock::new();
@@ -151,7 +151,7 @@ impl Slicing {
     /// The application made `kernel`, named `name`, from `program`.
     pub(crate) fn kernel_created(&self, kernel: usize, program: usize, name: Vec<u8>) {
         if lock(&self.programs).contains_key(&program) {
-            lock(&self.kernels).insert(kernel, Kernel::new(program, name));
+            lock(&self.kernels).insert(kernel, AppKernel::new(program, name));
         }
     }
 

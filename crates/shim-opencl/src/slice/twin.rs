@@ -4,12 +4,15 @@
 //! application set so far.
 
 use super::error::SliceError;
-use super::objects::{Kernel, Program, set};
+use super::objects::{AppKernel, Program, set};
 use std::ffi::{CString, c_void};
 use xsched_backend_opencl::cl3;
 
 /// The twin of `kernel` (a `cl_kernel`), made now if it was not, or why there is none.
-pub(crate) fn kernel_twin(program: &mut Program, kernel: &mut Kernel) -> Result<usize, SliceError> {
+pub(crate) fn kernel_twin(
+    program: &mut Program,
+    kernel: &mut AppKernel,
+) -> Result<usize, SliceError> {
     if let Some(made) = &kernel.twin {
         return made.clone();
     }
@@ -63,7 +66,7 @@ fn build(program: &Program) -> Result<usize, SliceError> {
     Ok(made as usize)
 }
 
-fn make_kernel(program: usize, kernel: &Kernel) -> Result<usize, SliceError> {
+fn make_kernel(program: usize, kernel: &AppKernel) -> Result<usize, SliceError> {
     let name = CString::new(kernel.name.clone())?;
     let twin = cl3::kernel::create_kernel(program as *mut c_void, &name)
         .map_err(SliceError::CreateKernel)?;

@@ -4,7 +4,7 @@
 
 use super::{Ev, Sim, StageEnd};
 use crate::device::HwCmd;
-use xsched_core::{CommandId, Event, Nanos, QueueId};
+use xsched_core::{CommandId, Nanos, QueueEvent, QueueId};
 
 impl Sim {
     pub(super) fn kick(&mut self, q: usize) {
@@ -94,7 +94,7 @@ impl Sim {
             }
         }
         if self.xqs[q].m.is_idle() {
-            self.notify(q, Event::Idle(QueueId(q as u32)));
+            self.notify(q, QueueEvent::Idle(QueueId(q as u32)));
         }
         self.kick(q);
     }

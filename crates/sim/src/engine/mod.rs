@@ -19,7 +19,7 @@ use crate::spec::SimSpec;
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use xsched_core::{CommandId, Dispatcher, Event, LaunchMachine, Level, Nanos, Operation};
+use xsched_core::{CommandId, Dispatcher, LaunchMachine, Level, Nanos, Operation, QueueEvent};
 use xsched_workload::SeededRng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -269,7 +269,7 @@ impl Sim {
         }
     }
 
-    fn notify(&mut self, xq: usize, event: Event) {
+    fn notify(&mut self, xq: usize, event: QueueEvent) {
         if !self.xqs[xq].scheduled {
             return;
         }

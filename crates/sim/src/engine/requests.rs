@@ -3,7 +3,7 @@
 
 use super::{Ev, Sim, StageEnd};
 use crate::spec::Arrival;
-use xsched_core::{CommandMeta, Event, Nanos, QueueId};
+use xsched_core::{CommandMeta, Nanos, QueueEvent, QueueId};
 
 impl Sim {
     pub(super) fn arrival(&mut self, w: usize) {
@@ -52,7 +52,7 @@ impl Sim {
             arrival,
         });
         if became_ready {
-            self.notify(q, Event::Ready(QueueId(q as u32)));
+            self.notify(q, QueueEvent::Ready(QueueId(q as u32)));
         }
         self.kick(q);
     }

@@ -13,7 +13,7 @@ use xsched_workload::service::HpRequest;
 
 /// What the device is doing.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Run {
+enum DeviceActivity {
     Idle,
     /// HP kernel `k` of request `req`.
     Hp {
@@ -35,11 +35,13 @@ enum Run {
     },
 }
 
-impl Run {
+impl DeviceActivity {
     fn end(&self) -> Option<Nanos> {
         match *self {
-            Run::Idle => None,
-            Run::Hp { end, .. } | Run::Lp { end, .. } | Run::Lost { end } => Some(end),
+            DeviceActivity::Idle => None,
+            DeviceActivity::Hp { end, .. }
+            | DeviceActivity::Lp { end, .. }
+            | DeviceActivity::Lost { end } => Some(end),
         }
     }
 }
@@ -65,7 +67,7 @@ struct Temporal<'a> {
     queue: VecDeque<(usize, usize)>,
     /// What the scheduler knows of the HP service.
     collector: Collector,
-    run: Run,
+    run: DeviceActivity,
     /// Timeslice: whether HP had the device last (a change of owner costs a switch).
     hp_owns: bool,
     /// The first queued HP kernel that found LP on the device, since when.
@@ -93,7 +95,7 @@ pub(super) fn run(policy: SharePolicy, reqs: &[HpRequest], p: &Params) -> Harves
             slice: p.slice,
             tile: p.tile,
         }),
-        run: Run::Idle,
+        run: DeviceActivity::Idle,
         hp_owns: true,
         blocked_since: None,
         lp_left: p.lp_kernel,
@@ -153,14 +155,18 @@ impl Temporal<'_> {
         }
         self.collector.kernel_queued(self.now, req as u64);
         self.queue.push_back((req, k));
-        if matches!(self.run, Run::Lp { .. } | Run::Lost { .. }) && !self.hp_owns {
+        if matches!(
+            self.run,
+            DeviceActivity::Lp { .. } | DeviceActivity::Lost { .. }
+        ) && !self.hp_owns
+        {
             self.blocked_since.get_or_insert(self.now);
         }
     }
 
     fn device_done(&mut self) {
-        match std::mem::replace(&mut self.run, Run::Idle) {
-            Run::Hp { req, k, .. } => {
+        match std::mem::replace(&mut self.run, DeviceActivity::Idle) {
+            DeviceActivity::Hp { req, k, .. } => {
                 let r = &self.reqs[req];
                 self.out.hp_busy += r.kernels[k];
                 self.collector.kernel_done(self.now, req as u64);
@@ -171,29 +177,29 @@ impl Temporal<'_> {
                 };
                 self.timers.push(Reverse((self.now + after, req, next)));
             }
-            Run::Lp { useful, .. } => {
+            DeviceActivity::Lp { useful, .. } => {
                 self.out.lp_useful += useful;
                 self.lp_left = self.lp_left.saturating_sub(useful);
                 if self.lp_left == Nanos::ZERO {
                     self.lp_left = self.p.lp_kernel;
                 }
             }
-            Run::Lost { .. } | Run::Idle => {}
+            DeviceActivity::Lost { .. } | DeviceActivity::Idle => {}
         }
     }
 
     /// Decide what the device does now.
     fn react(&mut self) {
-        if matches!(self.run, Run::Lp { .. }) && !self.queue.is_empty() {
+        if matches!(self.run, DeviceActivity::Lp { .. }) && !self.queue.is_empty() {
             self.hp_waits_on_lp();
         }
-        if self.run != Run::Idle {
+        if self.run != DeviceActivity::Idle {
             return;
         }
         if let Some(&(req, k)) = self.queue.front() {
             if self.policy == SharePolicy::Timeslice && !self.hp_owns {
                 self.hp_owns = true;
-                self.run = Run::Lost {
+                self.run = DeviceActivity::Lost {
                     end: self.now + self.p.switch,
                 };
                 return;
@@ -204,7 +210,7 @@ impl Temporal<'_> {
             if let Some(since) = self.blocked_since.take() {
                 self.out.preempt_delays.push(self.now.saturating_sub(since));
             }
-            self.run = Run::Hp {
+            self.run = DeviceActivity::Hp {
                 req,
                 k,
                 end: self.now + self.reqs[req].kernels[k],
@@ -214,7 +220,7 @@ impl Temporal<'_> {
         if let Some(run) = self.lp_work() {
             if self.policy == SharePolicy::Timeslice && self.hp_owns {
                 self.hp_owns = false;
-                self.run = Run::Lost {
+                self.run = DeviceActivity::Lost {
                     end: self.now + self.p.switch,
                 };
                 return;
@@ -227,7 +233,7 @@ impl Temporal<'_> {
     /// An HP kernel is queued behind running LP work: stop a paced series at its next slice
     /// boundary, and kill the work (losing it) when the policy says so.
     fn hp_waits_on_lp(&mut self) {
-        let Run::Lp {
+        let DeviceActivity::Lp {
             mut end,
             useful: _,
             paced,
@@ -241,7 +247,7 @@ impl Temporal<'_> {
             let boundary = start + Nanos(started * step);
             if boundary < end {
                 end = boundary;
-                self.run = Run::Lp {
+                self.run = DeviceActivity::Lp {
                     end,
                     useful: Nanos(started * slice.0),
                     paced: None,
@@ -259,21 +265,21 @@ impl Temporal<'_> {
             _ => false,
         };
         if kill {
-            self.run = Run::Lost {
+            self.run = DeviceActivity::Lost {
                 end: self.now + self.p.kill,
             };
         }
     }
 
     /// The LP work to start on an idle device with no HP kernel queued, if any.
-    fn lp_work(&self) -> Option<Run> {
+    fn lp_work(&self) -> Option<DeviceActivity> {
         let p = self.p;
         let fresh = if self.lp_left == p.lp_kernel {
             p.launch_overhead
         } else {
             Nanos::ZERO
         };
-        let one = |len: Nanos, overhead: Nanos| Run::Lp {
+        let one = |len: Nanos, overhead: Nanos| DeviceActivity::Lp {
             end: self.now + overhead + len,
             useful: len,
             paced: None,
@@ -287,7 +293,7 @@ impl Temporal<'_> {
             SharePolicy::SloAware => {
                 let grant = self.collector.grant(self.now, self.lp_left)?;
                 Some(match grant {
-                    Grant::Paced { slices, useful } => Run::Lp {
+                    Grant::Paced { slices, useful } => DeviceActivity::Lp {
                         end: self.now + Nanos(p.launch_overhead.0 * slices) + useful,
                         useful,
                         paced: Some(Paced {

@@ -23,7 +23,7 @@ pub(crate) struct File {
 
 /// A checked bandwidth experiment.
 #[derive(Debug, Clone)]
-pub struct Bandwidth {
+pub struct BandwidthScenario {
     seed: u64,
     devices: Vec<Profile>,
     shares: [u32; 2],
@@ -46,8 +46,8 @@ struct Row {
     total_throughput_ratio: f64,
 }
 
-impl Bandwidth {
-    pub(crate) fn check(f: File, ctx: &Ctx) -> Result<Bandwidth, ScenarioError> {
+impl BandwidthScenario {
+    pub(crate) fn check(f: File, ctx: &Ctx) -> Result<BandwidthScenario, ScenarioError> {
         let shares = match &f.shares {
             Some(s) if s.get_ref().contains(&0) => {
                 return Err(ctx.err(s.span(), "field `shares`: shares must be positive".into()));
@@ -59,7 +59,7 @@ impl Bandwidth {
             Some(s) => build::positive(ctx, "slices", s)?,
             None => 200,
         };
-        Ok(Bandwidth {
+        Ok(BandwidthScenario {
             seed: ctx.header.seed,
             devices: build::devices(ctx, &f.devices)?,
             shares,

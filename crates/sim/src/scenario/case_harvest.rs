@@ -22,7 +22,7 @@ use toml::Spanned;
 use xsched_core::{Hint, Level, Nanos};
 use xsched_report::plot::Figure;
 use xsched_report::{columns_of, round3, row};
-use xsched_workload::harvest_case::{self, Job, MODES, ModeResult, ShareMode};
+use xsched_workload::harvest_case::{self, LpJob, MODES, ModeResult, ShareMode};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,7 +48,7 @@ pub(crate) struct File {
 pub struct Harvest {
     seed: u64,
     devices: Vec<(Profile, Level)>,
-    jobs: Vec<Job>,
+    jobs: Vec<LpJob>,
     seconds: u64,
     production_load: f64,
     slo_factor: f64,
@@ -104,9 +104,9 @@ fn leveled_devices(ctx: &Ctx, f: &File) -> Result<Vec<(Profile, Level)>, Scenari
 }
 
 /// The jobs named by `jobs` (default: both).
-fn job_list(ctx: &Ctx, v: &Option<Spanned<Vec<String>>>) -> Result<Vec<Job>, ScenarioError> {
+fn job_list(ctx: &Ctx, v: &Option<Spanned<Vec<String>>>) -> Result<Vec<LpJob>, ScenarioError> {
     let jobs = match v {
-        None => vec![Job::Training, Job::Financial],
+        None => vec![LpJob::Training, LpJob::Financial],
         Some(js) if js.get_ref().is_empty() => {
             return Err(ctx.err(js.span(), "field `jobs`: names no job".into()));
         }
@@ -114,7 +114,7 @@ fn job_list(ctx: &Ctx, v: &Option<Spanned<Vec<String>>>) -> Result<Vec<Job>, Sce
             .get_ref()
             .iter()
             .map(|j| {
-                Job::by_name(j).ok_or_else(|| {
+                LpJob::by_name(j).ok_or_else(|| {
                     ctx.err(
                         js.span(),
                         format!("field `jobs`: unknown job `{j}`; known: training, financial"),
@@ -159,7 +159,7 @@ fn measure(outcome: Result<SimResult, ScenarioError>) -> Measured {
 fn mode_rows(
     p: &Profile,
     level: Level,
-    job: Job,
+    job: LpJob,
     measured: &[Measured],
     rows: &mut Vec<serde_json::Map<String, serde_json::Value>>,
 ) -> [ModeResult; 6] {
@@ -264,7 +264,7 @@ impl Harvest {
         &self,
         p: &Profile,
         level: Level,
-        job: Job,
+        job: LpJob,
         mode: ShareMode,
         slo: Nanos,
     ) -> Measured {
@@ -313,7 +313,7 @@ impl Harvest {
     }
 
     /// Add the opportunistic `job`'s queue (beside a service queue of `qmode`) and workload to `s`.
-    fn add_job(&self, s: &mut SimSpec, qmode: QueueMode, job: Job) {
+    fn add_job(&self, s: &mut SimSpec, qmode: QueueMode, job: LpJob) {
         // Where launches are held back, the job keeps at most the budget's worth of work
         // in flight (at least one command).
         let job_mode = match qmode {
@@ -325,8 +325,8 @@ impl Harvest {
         };
         s.queues.push(build::queue("opportunistic", 0, job_mode, 0));
         let (stage, think) = match job {
-            Job::Training => (self.training, self.training_cpu),
-            Job::Financial => (self.financial, Nanos::ZERO),
+            LpJob::Training => (self.training, self.training_cpu),
+            LpJob::Financial => (self.financial, Nanos::ZERO),
         };
         s.workloads.push(WorkloadSpec {
             idempotent: true,
@@ -336,14 +336,20 @@ impl Harvest {
 
     /// The report, and the trade-off figure (harvested share against slowdown).
     pub(crate) fn run(&self, tick: &(dyn Fn(usize, usize) + Sync)) -> (Report, Vec<Figure>) {
-        let pairs: Vec<(usize, Job)> = (0..self.devices.len())
+        let pairs: Vec<(usize, LpJob)> = (0..self.devices.len())
             .flat_map(|d| self.jobs.iter().map(move |j| (d, *j)))
             .collect();
         // Standalone first, per device: the SLO-aware rows need the service's P99 alone.
         let alone = build::par_map(&self.devices, &|_, _| {}, |(p, level)| {
-            self.run_one(p, *level, Job::Training, ShareMode::Standalone, Nanos::ZERO)
+            self.run_one(
+                p,
+                *level,
+                LpJob::Training,
+                ShareMode::Standalone,
+                Nanos::ZERO,
+            )
         });
-        let runs: Vec<(usize, Job, ShareMode)> = pairs
+        let runs: Vec<(usize, LpJob, ShareMode)> = pairs
             .iter()
             .flat_map(|&(d, j)| MODES.iter().skip(1).map(move |m| (d, j, *m)))
             .collect();

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 use xsched_core::{Level, Nanos};
 use xsched_report::{Verdict, columns_of, round3, row};
-use xsched_workload::service::{HpRequest, HpShape, Span};
+use xsched_workload::service::{DurationRange, HpRequest, HpShape};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,7 +66,7 @@ struct Row {
     preempt_p99_us: Option<f64>,
 }
 
-fn span(ctx: &Ctx, field: &str, v: &Spanned<[u64; 2]>) -> Result<Span, ScenarioError> {
+fn span(ctx: &Ctx, field: &str, v: &Spanned<[u64; 2]>) -> Result<DurationRange, ScenarioError> {
     let [lo, hi] = *v.get_ref();
     if lo > hi {
         return Err(ctx.err(
@@ -74,7 +74,7 @@ fn span(ctx: &Ctx, field: &str, v: &Spanned<[u64; 2]>) -> Result<Span, ScenarioE
             format!("field `{field}`: [min, max] with min <= max"),
         ));
     }
-    Ok(Span::us(lo, hi))
+    Ok(DurationRange::us(lo, hi))
 }
 
 fn micros(
@@ -116,7 +116,7 @@ fn timeslicing_devices(
 fn hp_shape(ctx: &Ctx, f: &File) -> Result<HpShape, ScenarioError> {
     let optional = |field: &str, v: &Option<Spanned<[u64; 2]>>| match v {
         Some(v) => span(ctx, field, v),
-        None => Ok(Span::us(0, 0)),
+        None => Ok(DurationRange::us(0, 0)),
     };
     let shape = HpShape {
         kernels: f

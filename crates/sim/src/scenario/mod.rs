@@ -39,7 +39,7 @@ enum Experiment {
     /// Preemption latency against command length.
     Preempt(preempt::Preempt),
     /// Bandwidth partition.
-    Bandwidth(bandwidth::Bandwidth),
+    Bandwidth(bandwidth::BandwidthScenario),
     /// Runtime overhead against threshold.
     Overhead(overhead::Overhead),
     /// A pipeline across two devices.
@@ -214,7 +214,7 @@ impl Scenario {
                 Experiment::Preempt(preempt::Preempt::check(body(&ctx, doc)?, &ctx)?)
             }
             "bandwidth" => {
-                Experiment::Bandwidth(bandwidth::Bandwidth::check(body(&ctx, doc)?, &ctx)?)
+                Experiment::Bandwidth(bandwidth::BandwidthScenario::check(body(&ctx, doc)?, &ctx)?)
             }
             "overhead" => Experiment::Overhead(overhead::Overhead::check(body(&ctx, doc)?, &ctx)?),
             "multi-device" => {

@@ -59,7 +59,7 @@ pub(super) fn parse_pressure(text: &str) -> Option<u64> {
 
 /// A look at the machine's CPU pressure, which starts a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Sample {
+pub(super) struct PressureSample {
     /// When (the process's clock).
     pub(super) at: Duration,
     /// The machine's stall total then (µs).
@@ -69,7 +69,7 @@ pub(super) struct Sample {
 }
 
 /// Whether a look at `now` samples the machine: there is no sample yet, or its window is over.
-pub(super) fn due(last: Option<Sample>, now: Duration) -> bool {
+pub(super) fn due(last: Option<PressureSample>, now: Duration) -> bool {
     last.is_none_or(|s| now.saturating_sub(s.at) >= s.window)
 }
 
@@ -79,11 +79,11 @@ pub(super) fn due(last: Option<Sample>, now: Duration) -> bool {
 /// [`STALE_AFTER`], whose window would average over a past that may have been quiet), the
 /// answer stays as it was and a short first window starts.
 pub(super) fn next(
-    last: Option<Sample>,
+    last: Option<PressureSample>,
     now: Duration,
     stall_us: u64,
     before: bool,
-) -> (bool, Sample) {
+) -> (bool, PressureSample) {
     let fresh = last.filter(|s| now.saturating_sub(s.at) <= STALE_AFTER);
     let (busy, window) = match fresh {
         Some(s) => {
@@ -93,7 +93,7 @@ pub(super) fn next(
         }
         None => (before, FIRST_WINDOW),
     };
-    let sample = Sample {
+    let sample = PressureSample {
         at: now,
         stall_us,
         window,
@@ -109,8 +109,8 @@ pub(super) fn next(
 pub(super) struct Machine {
     /// Held by the thread sampling now.
     pub(super) sampling: AtomicBool,
-    /// The last [`Sample`]'s fields (`window_ns` 0: none yet); only the sampling thread uses
-    /// them.
+    /// The last [`PressureSample`]'s fields (`window_ns` 0: none yet); only the sampling thread
+    /// uses them.
     at_ns: AtomicU64,
     stall_us: AtomicU64,
     window_ns: AtomicU64,
@@ -136,16 +136,16 @@ impl Machine {
         }
     }
 
-    pub(super) fn last(&self) -> Option<Sample> {
+    pub(super) fn last(&self) -> Option<PressureSample> {
         let window = self.window_ns.load(Ordering::Relaxed);
-        (window > 0).then(|| Sample {
+        (window > 0).then(|| PressureSample {
             at: Duration::from_nanos(self.at_ns.load(Ordering::Relaxed)),
             stall_us: self.stall_us.load(Ordering::Relaxed),
             window: Duration::from_nanos(window),
         })
     }
 
-    fn keep(&self, s: Sample) {
+    fn keep(&self, s: PressureSample) {
         self.at_ns.store(ns(s.at), Ordering::Relaxed);
         self.stall_us.store(s.stall_us, Ordering::Relaxed);
         self.window_ns.store(ns(s.window).max(1), Ordering::Relaxed);

@@ -2,7 +2,7 @@
 //! allows it), and the sampler, the budget, the environment and the thread's own scheduling on
 //! their own. One file for all of them: several share the helpers that read a thread's policy.
 
-use super::pressure::{FIRST_WINDOW, STALE_AFTER, Sample, due, next, parse_pressure};
+use super::pressure::{FIRST_WINDOW, PressureSample, STALE_AFTER, due, next, parse_pressure};
 use super::thread::{nice_in_stat, nice_priority};
 use super::*;
 use thread_priority::{
@@ -87,7 +87,7 @@ fn a_sample_ends_a_window_and_a_stale_one_keeps_the_answer() {
     assert!(due(None, t0), "no sample yet");
     let (busy, first) = next(None, t0, 1_000, false);
     assert!(!busy, "the first look: no window to judge by");
-    let want = Sample {
+    let want = PressureSample {
         at: t0,
         stall_us: 1_000,
         window: FIRST_WINDOW,
