@@ -1,8 +1,7 @@
 //! xsched's cache folder, by one rule for what keeps files between runs and can reach this crate
-//! (`xsched run`'s stand-in folders, `xsched probe`'s last table). The rule is the one
-//! `xsched-llm-predict` (`embed_cache::default_dir`) and the OpenCL shim's kept sources follow
-//! with copies of their own: the first is below the runtime, and the runtime is no place for it
-//! to depend on.
+//! (`xsched run`'s stand-in folders, `xsched probe`'s last table, the OpenCL shim's kept kernel
+//! sources). `xsched-llm-predict` (`embed_cache::default_dir`) follows the same rule with a copy
+//! of its own: it sits below the runtime, which is no place for it to depend on.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -20,11 +20,7 @@ fn digest(binary: &[u8]) -> [u8; 32] {
 
 /// Where sources are kept between runs (`None`: no cache folder).
 fn folder() -> Option<PathBuf> {
-    let root = std::env::var_os("XSCHED_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("xsched")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/xsched")))?;
-    Some(root.join("opencl-sources"))
+    Some(xsched_runtime::cache_dir()?.join("opencl-sources"))
 }
 
 fn file_of(key: &[u8; 32]) -> Option<PathBuf> {
