@@ -141,8 +141,8 @@ fn trace_gaps(trace: &str, rate: f64) -> Result<Vec<f64>> {
 /// The prompts of the ShareGPT file at `sharegpt` (default: the package's) that a load sends.
 fn first_prompts(sharegpt: Option<&Path>, max_chars: usize, skip: usize) -> Result<FirstPrompts> {
     let path = xsched_llm::sharegpt::locate(sharegpt)?;
-    let data = xsched_llm::sharegpt::read(&path, false)
-        .with_context(|| format!("reading {}", path.display()))?;
+    // The error names the file itself.
+    let data = xsched_llm::sharegpt::read(&path, false)?;
     let chosen = xsched_llm::sharegpt::first_prompts(&data, max_chars, skip);
     anyhow::ensure!(
         !chosen.prompts.is_empty(),
