@@ -75,13 +75,15 @@ pub struct ServeArgs {
     /// Seconds an engine may take to send an answer's head (a 504 after; a complete answer
     /// comes whole, so this bounds a whole non-streamed generation). An engine that times out
     /// or refuses is ejected for a backoff (1 s doubling to 30 s), then probed back. With
-    /// --order-at engine a request also waits in the engine's own queue, silent (vLLM sends a
-    /// stream's head at once, then nothing until it runs it): raise this and --idle-timeout
-    /// above the longest wait there.
+    /// --order-at engine a request also waits in the engine's own queue: an engine that sends
+    /// no head until it runs a request needs this above the longest wait there (vLLM sends a
+    /// stream's head at once).
     #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.first_byte.as_secs_f64(),
           value_parser = seconds)]
     first_byte_timeout: f64,
-    /// Seconds an engine may fall silent mid-answer (a stream then ends with an error event).
+    /// Seconds an engine may fall silent mid-answer (a stream then ends with an error event),
+    /// unless within this time its metrics said requests wait in its own queue and its token
+    /// counter moved: the answer then waits its turn there (vLLM's, with --order-at engine).
     #[arg(long, default_value_t = xsched_gateway::upstream::TIMEOUTS.idle.as_secs_f64(),
           value_parser = seconds)]
     idle_timeout: f64,

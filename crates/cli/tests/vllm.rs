@@ -11,7 +11,10 @@
 //! - with `--order-at engine`, vLLM's own queue starts the waiting requests in the policy's
 //!   order (the oracle's, by stated length) and a critical request before all of them;
 //! - under the `priority` policy at the engine, classes of both signs keep their order: the
-//!   standard class's requests start before sheddable ones (class -5) sent before them.
+//!   standard class's requests start before sheddable ones (class -5) sent before them;
+//! - in both ordering checks the gateway's idle timeout is 1 s, shorter than the requests wait
+//!   silent in vLLM's queue: a wait there, while vLLM's metrics say requests wait and its
+//!   token counter moves, is not taken for a hung engine (each would be cut otherwise).
 
 mod engines;
 
@@ -81,6 +84,8 @@ fn the_gateway_in_front_of_vllm_answers_scrapes_aborts_and_orders_in_vllms_queue
             "engine",
             "--engine-horizon",
             "600",
+            "--idle-timeout",
+            "1",
         ],
     );
     let order = client(
@@ -97,7 +102,14 @@ fn the_gateway_in_front_of_vllm_answers_scrapes_aborts_and_orders_in_vllms_queue
     // the core sends (every rank's place monotone, whatever its sign).
     let (_g, port) = engines::gateway(
         engine_port,
-        &["--policy", "priority", "--order-at", "engine"],
+        &[
+            "--policy",
+            "priority",
+            "--order-at",
+            "engine",
+            "--idle-timeout",
+            "1",
+        ],
     );
     let classes = client(
         "vllm_check.py",

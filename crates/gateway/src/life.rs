@@ -245,6 +245,12 @@ impl AnswerWatch for Life {
         }
     }
 
+    fn waits_its_turn(&self, silence: Duration) -> bool {
+        self.slot
+            .as_ref()
+            .is_some_and(|s| s.waits_its_turn(silence))
+    }
+
     fn ended(mut self, how: Ended) {
         match how {
             Ended::Whole => self.learn(),

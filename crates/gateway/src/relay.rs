@@ -5,8 +5,9 @@
 //! follows the request sees that from its own side.
 //!
 //! A body that falls silent for the idle timeout is ended (a stream with an error event, any
-//! other body cut) and its upstream reported to [`Health`]; a body its watcher stops (a request
-//! evicted for a higher class) ends the same way after what was already read.
+//! other body cut) and its upstream reported to [`Health`], unless its watcher says the answer
+//! waits its turn in the engine's own queue (the silence then starts over); a body its watcher
+//! stops (a request evicted for a higher class) ends the same way after what was already read.
 
 use crate::error::{AnswerBody, BodyError, EVICTED};
 use crate::health::Health;
@@ -40,6 +41,9 @@ pub trait AnswerWatch: Send + Sync + Unpin + 'static {
     fn passed(&mut self, data: &[u8], at: Instant);
     /// Whether the answer is to stop now (polled with the body; `cx` wakes it when it is).
     fn stop(&mut self, cx: &mut Context<'_>) -> bool;
+    /// Whether the answer, silent for `silence`, waits its turn in its engine's own queue (the
+    /// silence is then not the engine's fault, and the answer is not cut).
+    fn waits_its_turn(&self, silence: Duration) -> bool;
     /// The answer ended, `how`: called once at most (a body dropped first tells nobody).
     fn ended(self, how: Ended);
 }
@@ -48,6 +52,9 @@ pub trait AnswerWatch: Send + Sync + Unpin + 'static {
 impl AnswerWatch for () {
     fn passed(&mut self, _: &[u8], _: Instant) {}
     fn stop(&mut self, _: &mut Context<'_>) -> bool {
+        false
+    }
+    fn waits_its_turn(&self, _: Duration) -> bool {
         false
     }
     fn ended(self, _: Ended) {}
@@ -206,8 +213,13 @@ impl<W: AnswerWatch> Relay<W> {
     /// The engine's connection had nothing this poll.
     fn pending(&mut self, cx: &mut Context<'_>) -> Polled {
         if self.gather.held.is_empty() {
-            if self.silence.poll_over(cx) {
-                return self.silent();
+            while self.silence.poll_over(cx) {
+                let waits = self.watch.as_ref();
+                if !waits.is_some_and(|w| w.waits_its_turn(self.silence.limit)) {
+                    return self.silent();
+                }
+                // Queued, not hung: the silence starts over (and the timer is re-armed).
+                self.silence.last = Instant::now();
             }
             return Poll::Pending;
         }

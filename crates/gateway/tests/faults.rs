@@ -1,8 +1,9 @@
 //! Engines and clients that misbehave, in front of and behind the gateway: an engine that
 //! accepts and never answers, one that falls silent mid-stream, one that closes a kept-alive
 //! connection as the next request arrives on it; a client with a 64 KiB head, one that sends a
-//! 10 MiB body before it reads, and a flood of idle connections past the cap. Each engine here
-//! is a raw TCP server written for the fault, so the fault is exact.
+//! 10 MiB body before it reads, and a flood of idle connections past the cap; and an answer
+//! silent in a working engine's queue, which is no fault. Each faulty engine here is a raw TCP
+//! server written for the fault, so the fault is exact.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -300,4 +301,65 @@ fn past_the_connection_cap_the_oldest_idle_connections_make_room_for_a_new_clien
         let read = tokio::time::timeout(Duration::from_secs(10), first.read(&mut byte)).await;
         assert!(matches!(read, Ok(Ok(0))), "{read:?}");
     });
+}
+
+/// A stream whose first event comes 3 s after its head (three idle timeouts), sent in engine
+/// order to an engine whose metrics say one request waits in its queue and whose token counter
+/// moves (`moving`) or stands still.
+fn queued_stream(moving: bool) -> String {
+    let rt = runtime();
+    let (engine, seen) = start_engine(&rt);
+    let page = |tokens: u64| {
+        Some(format!(
+            "vllm:num_requests_waiting{{model_name=\"m\"}} 1\n\
+             vllm:generation_tokens_total{{model_name=\"m\"}} {tokens}\n"
+        ))
+    };
+    *seen.metrics.lock().expect("page") = page(0);
+    let counter = seen.clone();
+    rt.spawn(async move {
+        for tokens in 1u64.. {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            if moving {
+                *counter.metrics.lock().expect("page") = page(tokens);
+            }
+        }
+    });
+    let gw = serve(GatewayConfig {
+        scrape: Some(Duration::from_millis(50)),
+        engine_order: Some(xsched_llm_core::EngineOrder::default()),
+        timeouts: Timeouts {
+            first_byte: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+        },
+        ..config(&[engine], 1)
+    });
+    rt.block_on(async {
+        let body = serde_json::json!({
+            "model": "m", "user": "queued", "max_tokens": 60, "stream": true, "first_ms": 3000,
+            "messages": [{"role": "user", "content": "hi"}],
+        });
+        let (status, _, body) = post(gw.addr(), "/v1/chat/completions", body.to_string()).await;
+        assert_eq!(status, 200);
+        assert_eq!(gw.load(), (0, vec![0]), "its slot was freed");
+        String::from_utf8_lossy(&body).into_owned()
+    })
+}
+
+#[test]
+fn an_answer_silent_in_a_working_engines_queue_is_not_cut() {
+    let text = queued_stream(true);
+    assert!(!text.contains("sent nothing"), "{text}");
+    assert_eq!(
+        text.matches("\"i\":").count(),
+        3,
+        "every event came: {text}"
+    );
+}
+
+#[test]
+fn an_answer_silent_on_an_engine_whose_counter_stands_still_is_cut() {
+    let text = queued_stream(false);
+    assert!(text.contains("sent nothing for 1 s"), "{text}");
+    assert!(!text.contains("\"i\":"), "{text}");
 }

@@ -16,6 +16,15 @@
 //!   ejection in a row, at most [`LONGEST_EJECTION_S`]); then its next request probes it. Any
 //!   answer (even an error status: the engine is alive) resets the doubling. The last engine in
 //!   service is never ejected: a request is better sent to it than refused.
+//! - **Silence in the engine's queue is not a hang**: an answer the engine has not sent a byte
+//!   of for the idle timeout is cut, unless within that timeout the engine's metrics said
+//!   requests wait in its own queue and its token counter moved, and they are fresh
+//!   ([`Watched::queues_while_working`]). Under `--order-at engine` every request waits there,
+//!   silent (vLLM sends a stream's head at once and nothing more until it runs it). "Within
+//!   the timeout", not "at the last scrape": a request just taken from the queue is silent
+//!   until its first token while the metrics may already say nothing waits. An engine that
+//!   hangs stops its counter and is cut as before, one that has queued nothing for a whole
+//!   timeout has no queue to excuse a silence, and one without a counter never excuses one.
 
 /// What an engine reports of its next step.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,6 +102,10 @@ pub struct Watched {
     slots: Option<usize>,
     /// When its metrics last answered (`None`: never).
     last_ok: Option<f64>,
+    /// When its token counter last moved (`None`: not since it was first read).
+    last_progress: Option<f64>,
+    /// When its metrics last said requests wait in its queue (`None`: never).
+    last_queued: Option<f64>,
     stale: bool,
     /// When its first scrape came, and when it last answered one at all.
     first_scrape: Option<f64>,
@@ -146,6 +159,14 @@ impl Watched {
         }
         let report = match scrape.metrics {
             Some(m) => {
+                if let (Some(was), Some(is)) = (self.metrics.generated, m.generated)
+                    && is > was
+                {
+                    self.last_progress = Some(now);
+                }
+                if m.waiting.is_some_and(|w| w >= 1.0) {
+                    self.last_queued = Some(now);
+                }
                 self.metrics = m;
                 self.last_ok = Some(now);
                 self.stale = false;
@@ -203,6 +224,15 @@ impl Watched {
     /// Whether it is silent (no answer to its scrapes for [`SILENT_AFTER_S`]).
     pub fn silent(&self) -> bool {
         self.silent
+    }
+
+    /// Whether an answer it has sent nothing of for `silence_s` at `now` waits its turn in
+    /// its queue rather than on a hung engine: its metrics answered within [`STALE_AFTER_S`],
+    /// and within `silence_s` they said requests wait and its token counter moved.
+    pub fn queues_while_working(&self, now: f64, silence_s: f64) -> bool {
+        let within = |t: Option<f64>| t.is_some_and(|t| now - t < silence_s);
+        let fresh = self.last_ok.is_some_and(|t| now - t < STALE_AFTER_S);
+        fresh && !self.silent && within(self.last_queued) && within(self.last_progress)
     }
 
     /// Whether its metrics are stale.
@@ -302,6 +332,57 @@ mod tests {
         let back = w.scraped(9.0, waiting(0.0), Some(1000));
         assert_eq!(back.responsive, Some(true));
         assert_eq!(back.report.and_then(|r| r.kv_free_tokens), None);
+    }
+
+    fn counting(waiting: f64, generated: f64) -> Scrape {
+        Scrape {
+            alive: true,
+            metrics: Some(EngineMetrics {
+                waiting: Some(waiting),
+                generated: Some(generated),
+                ..EngineMetrics::default()
+            }),
+            slots: None,
+        }
+    }
+
+    #[test]
+    fn silence_is_excused_only_while_the_engine_queues_and_its_counter_moves() {
+        let mut w = Watched::default();
+        w.scraped(0.0, counting(2.0, 100.0), None);
+        assert!(!w.queues_while_working(0.0, 60.0), "no move seen yet");
+        w.scraped(0.5, counting(2.0, 104.0), None);
+        assert!(w.queues_while_working(1.0, 60.0));
+        assert!(!w.queues_while_working(61.0, 60.0), "metrics gone stale");
+        w.scraped(30.0, counting(2.0, 104.0), None);
+        assert!(w.queues_while_working(30.0, 60.0), "moved 29.5 s ago");
+        assert!(
+            !w.queues_while_working(30.0, 20.0),
+            "not within a 20 s silence"
+        );
+        w.scraped(31.0, counting(0.0, 110.0), None);
+        assert!(
+            w.queues_while_working(31.0, 60.0),
+            "just taken from the queue: silent until its first token"
+        );
+        assert!(
+            !w.queues_while_working(31.0, 0.5),
+            "nothing queued for a whole silence: a hang"
+        );
+        w.scraped(32.0, counting(1.0, 120.0), None);
+        assert!(w.queues_while_working(32.0, 0.5));
+        w.scraped(35.5, DEAD, None);
+        assert!(w.silent());
+        assert!(!w.queues_while_working(35.5, 60.0), "silent to its scrapes");
+    }
+
+    #[test]
+    fn an_engine_without_a_token_counter_never_excuses_a_silence() {
+        let mut w = Watched::default();
+        for t in 0..10 {
+            w.scraped(f64::from(t), waiting(3.0), None);
+        }
+        assert!(!w.queues_while_working(9.0, 60.0));
     }
 
     #[test]

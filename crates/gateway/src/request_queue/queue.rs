@@ -114,6 +114,17 @@ impl RequestQueue {
             .collect()
     }
 
+    /// Whether an answer upstream `upstream` has sent nothing of for `silence` waits its turn
+    /// in that engine's own queue rather than on a hung engine (the core's rule,
+    /// [`Watched::queues_while_working`](xsched_llm_core::watch::Watched::queues_while_working)).
+    pub fn waits_its_turn(&self, upstream: usize, silence: std::time::Duration) -> bool {
+        let now = self.now();
+        self.lock()
+            .scheduler
+            .watched(upstream)
+            .is_some_and(|w| w.queues_while_working(now, silence.as_secs_f64()))
+    }
+
     /// An answer of `output_tokens` from upstream `upstream`, `service_s` seconds after its
     /// admission, ended (before its slot is freed): the core's concurrency learner counts it.
     pub fn answered(&self, upstream: usize, output_tokens: u32, service_s: f64) {

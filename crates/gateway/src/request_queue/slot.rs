@@ -67,6 +67,11 @@ impl Slot {
         self.admission.refuses_numbers(self.upstream)
     }
 
+    /// Whether its answer, silent for `silence`, waits its turn in its engine's own queue.
+    pub fn waits_its_turn(&self, silence: std::time::Duration) -> bool {
+        self.admission.waits_its_turn(self.upstream, silence)
+    }
+
     /// Its answer had `output_tokens` so far: its tenant's share counts them.
     pub fn charge(&self, output_tokens: u32) {
         self.admission.progress(self.id, output_tokens);
