@@ -10,7 +10,7 @@ use xsched_llm::replay::{self, ReplaySummary};
 use xsched_llm_core::{EngineOrder, RequestPolicySpec};
 use xsched_llm_predict::embedding::Embedder;
 use xsched_llm_sim::Request;
-use xsched_llm_sim::calibrate::fit_attend;
+use xsched_llm_sim::calibrate::fit_step_time;
 use xsched_llm_sim::engine::EngineConfig;
 use xsched_llm_sim::sim::{Cluster, DEFAULT_HISTORY, Rules, Runs};
 
@@ -58,9 +58,11 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = EngineOrder::default().horizon_s,
           value_parser = crate::gateway_cmd::seconds)]
     engine_horizon: f64,
-    /// Fit the step time's attention term β3 first, so that POLICY replays these requests
-    /// with the mean TTLT (s) the real engine gave them (`scripts/llm/vllm-replay.py`
-    /// measures it), then replay every policy with it: `fcfs=100.5`.
+    /// Fit the step time first, so that POLICY replays these requests with the mean TTLT (s)
+    /// the real engine gave them (`scripts/llm/vllm-replay.py` measures it), then replay every
+    /// policy with it: `fcfs=100.5`. The attention term β3 is fitted where the engine is
+    /// slower than the preset's other terms say; where it is faster even with β3 = 0, the
+    /// preset's β0–β2 are scaled by one factor (`beta_scale` in the fit's line).
     #[arg(long, value_name = "POLICY=SECONDS", value_parser = parse_fit)]
     fit_mean_ttlt: Option<(RequestPolicySpec, f64)>,
     #[command(flatten)]
@@ -146,11 +148,12 @@ pub fn replay(a: &ReplayArgs) -> Result<()> {
         ..Rules::default()
     };
     if let Some((policy, target)) = a.fit_mean_ttlt {
-        let fit = fit_attend(&runs(&cfg, &warm), policy, &rules, &requests, target)?;
-        cfg.attend_us = fit.attend_us;
+        let fit = fit_step_time(&runs(&cfg, &warm), policy, &rules, &requests, target)?;
+        cfg = fit.applied(&cfg);
         let line = serde_json::json!({"fit": {
             "policy": policy.to_string(), "target_mean_ttlt": target,
-            "attend_us": fit.attend_us, "mean_ttlt": fit.mean_ttlt, "reached": fit.reached,
+            "attend_us": fit.attend_us, "beta_scale": fit.beta_scale,
+            "mean_ttlt": fit.mean_ttlt, "reached": fit.reached,
         }});
         println!("{line}");
     }
