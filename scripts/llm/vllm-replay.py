@@ -19,13 +19,15 @@ turn, rotated each run. Prints mean and P99 TTLT per arm and their ratio to the 
 and the simulator's (`xsched llm replay` on the same file, the same seats) beside them: as
 preset, and with its step time fitted (in Rust, `--fit-mean-ttlt`: the attention term β3, or
 β0–β2 scaled for an engine faster than the preset) so that the first arm's simulated mean TTLT
-is the one measured, which leaves the other arms as a test of the fit. With `--runs` above 1, each arm's ratio to the first arm is taken run by run (the arms of
-one run are minutes apart, so the engine's drift between runs cancels) and given with its 95 %
+is the one measured, which leaves the other arms as a test of the fit.
+
+With `--runs` above 1, each arm's ratio to the first arm is taken run by run (the arms of one
+run are minutes apart, so the engine's drift between runs cancels) and given with its 95 %
 interval (Student's t over the runs). With `--solo`, ten requests spread over the answers'
 lengths are first sent alone, one after another, straight to vLLM: each arm's longest relative
 wait is taken over them, max of (TTLT − time alone) / time alone (the simulator's
-`max_relative_wait`, there over every request).
-Everything goes to DIR/replay.json.
+`max_relative_wait`, there over every request). Everything goes to DIR/replay.json, each arm's
+rows as the arm ends.
 """
 
 import argparse
