@@ -1,7 +1,7 @@
 //! What the gateway predicts of a request before the scheduler (`xsched-llm-core`) queues it:
 //! the prompt is embedded, the history predictor gives the distribution of its answer's length
-//! (similar past prompts' real lengths, and the conversation's previous answer), and its prompt
-//! tokens are estimated. The scheduler then orders, ages and admits by it; this module is only
+//! (similar past prompts' real lengths, and the conversation's previous answer), or the length
+//! model where the policy says `:predict=model`, and its prompt tokens are estimated. The scheduler then orders, ages and admits by it; this module is only
 //! the part that needs the request's text.
 //!
 //! The predictor learns online from every answer that ends whole: its output tokens as the
@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use xsched_llm_core::SizeDistribution;
 use xsched_llm_core::predict::{Embedding, Features, Predictor};
 use xsched_llm_predict::embedding::Embedder;
-use xsched_llm_predict::predictor::History;
 
 /// Entries the predictor's history holds by default.
 pub const HISTORY: usize = 10_000;
@@ -30,6 +29,7 @@ const SMOOTHING: f64 = 0.1;
 #[derive(Clone, Debug)]
 pub struct Forecast {
     embedding: Embedding,
+    prompt: Arc<str>,
     previous_answer_tokens: Option<u32>,
     /// The predicted output lengths (capped at the request's bound).
     pub lengths: SizeDistribution,
@@ -49,11 +49,11 @@ pub struct SeedAnswer {
 }
 
 struct Learned {
-    history: History,
+    predictor: Box<dyn Predictor>,
     tokens_per_char: f64,
 }
 
-/// The embedder and the history predictor.
+/// The embedder and the predictor that learns from answers.
 pub struct Forecaster {
     embedder: Arc<dyn Embedder>,
     learned: Mutex<Learned>,
@@ -61,12 +61,17 @@ pub struct Forecaster {
 }
 
 impl Forecaster {
-    /// Predicting with `embedder` over a history of `history` entries.
-    pub fn new(embedder: Arc<dyn Embedder>, history: usize, metrics: Arc<Metrics>) -> Forecaster {
+    /// Predicting with `embedder` and `predictor` (`xsched_llm_predict::learner` makes the one
+    /// a policy asks for).
+    pub fn new(
+        embedder: Arc<dyn Embedder>,
+        predictor: Box<dyn Predictor>,
+        metrics: Arc<Metrics>,
+    ) -> Forecaster {
         Forecaster {
             embedder,
             learned: Mutex::new(Learned {
-                history: History::new(history),
+                predictor,
                 tokens_per_char: TOKENS_PER_CHAR,
             }),
             metrics,
@@ -87,12 +92,14 @@ impl Forecaster {
         let tokens = |chars: usize| (chars as f64 * learned.tokens_per_char).round() as u32;
         let features = Features {
             embedding,
+            prompt: req.prompt.as_str().into(),
             previous_answer_tokens: req.previous_answer_chars.map(tokens),
         };
-        let lengths = learned.history.predict(&features);
+        let lengths = learned.predictor.predict(&features);
         Forecast {
             input: tokens(req.context_chars).max(1),
             embedding: features.embedding,
+            prompt: features.prompt,
             previous_answer_tokens: features.previous_answer_tokens,
             lengths: xsched_llm_core::predict::capped(lengths, req.output_bound()),
             context_chars: req.context_chars,
@@ -106,9 +113,10 @@ impl Forecaster {
             let embedding = self.embedder.embed(&answer.prompt);
             let features = Features {
                 embedding,
+                prompt: answer.prompt.as_str().into(),
                 previous_answer_tokens: None,
             };
-            self.lock().history.learn(features, answer.output_tokens);
+            self.lock().predictor.learn(features, answer.output_tokens);
         }
     }
 
@@ -119,9 +127,10 @@ impl Forecaster {
         let mut learned = self.lock();
         let features = Features {
             embedding: forecast.embedding,
+            prompt: forecast.prompt,
             previous_answer_tokens: forecast.previous_answer_tokens,
         };
-        learned.history.learn(features, counted.output_tokens);
+        learned.predictor.learn(features, counted.output_tokens);
         if let Some(p) = counted.prompt_tokens
             && forecast.context_chars > 0
         {
@@ -138,7 +147,8 @@ mod tests {
     use xsched_llm_predict::embedding::Hashed;
 
     fn forecaster() -> Forecaster {
-        Forecaster::new(Arc::new(Hashed), 100, Arc::default())
+        let history = Box::new(xsched_llm_predict::predictor::History::new(100));
+        Forecaster::new(Arc::new(Hashed), history, Arc::default())
     }
 
     fn chat(text: &str, max_tokens: u32) -> Checked {

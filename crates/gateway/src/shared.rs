@@ -40,7 +40,8 @@ impl GatewayState {
                 .embedder
                 .clone()
                 .unwrap_or_else(|| Arc::new(Hashed) as Arc<dyn Embedder>);
-            let forecaster = Forecaster::new(embedder, config.history, metrics.clone());
+            let predictor = xsched_llm_predict::learner(config.policy.source, config.history);
+            let forecaster = Forecaster::new(embedder, predictor, metrics.clone());
             forecaster.seed(&config.history_seed);
             Arc::new(forecaster)
         });

@@ -37,7 +37,11 @@
 //!
 //! `sagesched-noise-<σ>`: `sagesched` over ten samples of the true length × `exp(N(0, σ²))`
 //! (the prediction-quality study). Any name takes `:admit=engine|peak` and
-//! `:preempt=on|off` to change those two columns (`ssjf:admit=peak`, `sagesched:preempt=on`).
+//! `:preempt=on|off` to change those two columns (`ssjf:admit=peak`, `sagesched:preempt=on`),
+//! and one that predicts from the history takes `:predict=model` to predict from the length
+//! model instead (an online linear model of the log length over the prompt's words, which
+//! ranks answers better where a few words say how long they run; `xsched-llm-predict`'s
+//! `regression.rs`).
 
 use crate::error::SchedulerError;
 use crate::gittins::SizeDistribution;
@@ -84,6 +88,9 @@ pub enum PredictionSource {
     None,
     /// The history predictor.
     History,
+    /// The length model: an online linear model of the log length over the prompt's words
+    /// (`:predict=model`).
+    Model,
     /// The fixed prior alone.
     Prior,
     /// The true length (simulation only).
@@ -278,13 +285,20 @@ pub enum PolicyError {
     #[error("unknown policy `{0}`; known: {known}, and {NOISE_PREFIX}<sigma> (e.g. {NOISE_PREFIX}0.5)", known = names().collect::<Vec<_>>().join(", "))]
     Unknown(String),
     /// A parameter it cannot take.
-    #[error("policy `{policy}`: `{parameter}` is not admit=engine|peak or preempt=on|off")]
+    #[error(
+        "policy `{policy}`: `{parameter}` is not admit=engine|peak, preempt=on|off or predict=history|model"
+    )]
     BadParameter {
         /// The policy.
         policy: String,
         /// The parameter as given.
         parameter: String,
     },
+    /// `predict=` on a policy that does not predict from what answers taught it.
+    #[error(
+        "policy `{0}` does not learn its predictions from past answers, so `predict=` cannot change them"
+    )]
+    NotLearned(String),
 }
 
 /// Every row's name.
@@ -375,6 +389,19 @@ impl FromStr for RequestPolicySpec {
                 "admit=peak" => spec.admission = KvAdmission::Peak,
                 "preempt=on" => spec.preemptive = true,
                 "preempt=off" => spec.preemptive = false,
+                p @ ("predict=history" | "predict=model") => {
+                    if !matches!(
+                        spec.source,
+                        PredictionSource::History | PredictionSource::Model
+                    ) {
+                        return Err(PolicyError::NotLearned(name.to_string()));
+                    }
+                    spec.source = if p == "predict=model" {
+                        PredictionSource::Model
+                    } else {
+                        PredictionSource::History
+                    };
+                }
                 other => {
                     return Err(PolicyError::BadParameter {
                         policy: name.to_string(),
@@ -406,6 +433,14 @@ impl fmt::Display for RequestPolicySpec {
         if self.preemptive != base.preemptive {
             let on = if self.preemptive { "on" } else { "off" };
             write!(f, "{sep}preempt={on}")?;
+            sep = ',';
+        }
+        if self.source != base.source && !matches!(self.source, PredictionSource::Noisy(_)) {
+            let source = match self.source {
+                PredictionSource::Model => "model",
+                _ => "history",
+            };
+            write!(f, "{sep}predict={source}")?;
         }
         Ok(())
     }

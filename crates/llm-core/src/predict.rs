@@ -15,6 +15,8 @@ pub type Embedding = Arc<[f32]>;
 pub struct Features {
     /// The prompt's embedding.
     pub embedding: Embedding,
+    /// The prompt itself (the last user message, as embedded).
+    pub prompt: Arc<str>,
     /// Tokens of the conversation's previous answer, if the prompt continues one (it is in the
     /// context any server receives).
     pub previous_answer_tokens: Option<u32>,

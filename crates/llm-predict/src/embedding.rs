@@ -31,6 +31,24 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
+/// The hashes of `text`'s words (lowercased, split at anything not alphanumeric), then of its
+/// adjacent word pairs: the features both the hashed embedding and the length model
+/// (`regression.rs`) are made of.
+pub(crate) fn gram_hashes(text: &str) -> Vec<u64> {
+    let mut hashes: Vec<u64> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| fnv1a(w.to_lowercase().as_bytes()))
+        .collect();
+    let words = hashes.len();
+    for k in 1..words {
+        // A bigram's feature: its words' hashes combined (no string building).
+        let (a, b) = (hashes[k - 1], hashes[k]);
+        hashes.push(a.rotate_left(17) ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    }
+    hashes
+}
+
 pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
@@ -49,21 +67,9 @@ impl Embedder for Hashed {
 
     fn embed(&self, text: &str) -> Arc<[f32]> {
         let mut v = vec![0f32; HASHED_DIM];
-        let hashes: Vec<u64> = text
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(|w| fnv1a(w.to_lowercase().as_bytes()))
-            .collect();
-        let mut add = |h: u64| {
+        for h in gram_hashes(text) {
             let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
             v[(h % HASHED_DIM as u64) as usize] += sign;
-        };
-        for &h in &hashes {
-            add(h);
-        }
-        for pair in hashes.windows(2) {
-            // A bigram's feature: its words' hashes combined (no string building).
-            add(pair[0].rotate_left(17) ^ pair[1].wrapping_mul(0x9E37_79B9_7F4A_7C15));
         }
         normalize(&mut v);
         v.into()

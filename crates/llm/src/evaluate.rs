@@ -16,6 +16,7 @@ use xsched_llm_core::{
 };
 use xsched_llm_predict::embedding::{Embedder, Hashed};
 use xsched_llm_predict::predictor::History;
+use xsched_llm_predict::regression::LengthModel;
 use xsched_llm_sim::engine::EngineConfig;
 use xsched_report::quantile;
 
@@ -35,10 +36,14 @@ pub struct Online {
     pub baseline_spearman: f64,
 }
 
-/// Predict `order` online (embedded as `own`, in that order) from a history of `capacity`:
-/// each request from the answers before it, then learned; the first `warm` only learned.
-pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm: usize) -> Online {
-    let mut p = History::new(capacity);
+/// Predict `order` online (embedded as `own`, in that order) with `p`: each request from the
+/// answers before it, then learned; the first `warm` only learned.
+pub fn online(
+    order: &[&PromptRecord],
+    own: &[Arc<[f32]>],
+    p: &mut dyn Predictor,
+    warm: usize,
+) -> Online {
     let (mut means, mut base, mut truth) = (Vec::new(), Vec::new(), Vec::new());
     let (mut within, mut base_within) = (0usize, 0usize);
     let mut seen: Vec<f64> = Vec::new(); // true lengths so far, ascending
@@ -48,7 +53,7 @@ pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm
         let t = f64::from(r.output_tokens);
         if k >= warm {
             // The warm split is learned, never scored.
-            let d = p.lookup(e, r.previous_answer_tokens);
+            let d = p.predict(&features(r, e));
             within += close(median(&d), t);
             let g = xsched_report::quantile_sorted(&seen, 0.5).unwrap_or(prior_median);
             base_within += close(g, t);
@@ -59,7 +64,7 @@ pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm
         // Kept sorted, so the median so far is read, not sorted again.
         let at = seen.partition_point(|x| *x < t);
         seen.insert(at, t);
-        p.remember(e.clone(), r.output_tokens);
+        p.learn(features(r, e), r.output_tokens);
     }
     let n = truth.len().max(1) as f64;
     Online {
@@ -71,11 +76,23 @@ pub fn online(order: &[&PromptRecord], own: &[Arc<[f32]>], capacity: usize, warm
     }
 }
 
+/// What `r`, embedded as `e`, is predicted from.
+fn features(r: &PromptRecord, e: &Arc<[f32]>) -> Features {
+    Features {
+        embedding: e.clone(),
+        prompt: r.prompt.as_str().into(),
+        previous_answer_tokens: r.previous_answer_tokens,
+    }
+}
+
 /// Predictor quality and cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PredictEval {
-    /// How well the requests were predicted.
+    /// How well the requests were predicted by the history predictor.
     pub online: Online,
+    /// How well the same requests, in the same order, were predicted by the length model
+    /// (`:predict=model`).
+    pub model: Online,
     /// History entries when latency was measured.
     pub history: usize,
     /// History lookup latency P50 (µs), the prompt already embedded.
@@ -118,6 +135,7 @@ pub fn decision_latency(pool: &[PromptRecord], n: usize) -> f64 {
     let mut history = History::new(10_000);
     let features = |r: &PromptRecord| Features {
         embedding: Hashed.embed(&r.prompt),
+        prompt: r.prompt.as_str().into(),
         previous_answer_tokens: r.previous_answer_tokens,
     };
     for r in pool.iter().take(10_000) {
@@ -210,7 +228,8 @@ pub fn evaluate(
 ) -> PredictEval {
     let order = crate::data::shuffle_by_conversation(records, seed);
     let own: Vec<Arc<[f32]>> = order.iter().map(|r| embedder.embed(&r.prompt)).collect();
-    let online = online(&order, &own, history, warm);
+    let online = online(&order, &own, &mut History::new(history), warm);
+    let model = self::online(&order, &own, &mut LengthModel::new(), warm);
     let mut full = History::new(history);
     // The history is the prompts' own vectors after the first QUERIES, cycled up to the
     // capacity (embedding 100 k prompts with a model would take an hour and measures the model,
@@ -240,6 +259,7 @@ pub fn evaluate(
     let recall = full.recall(&queries.iter().take(50).cloned().collect::<Vec<_>>());
     PredictEval {
         online,
+        model,
         history: full.len(),
         latency_p50_us: at(0.5),
         latency_p99_us: at(0.99),
@@ -309,7 +329,7 @@ mod tests {
         let records = mixed(100);
         let order: Vec<&PromptRecord> = records.iter().collect();
         let own: Vec<Arc<[f32]>> = order.iter().map(|r| Hashed.embed(&r.prompt)).collect();
-        let cold = online(&order, &own, 10_000, 0);
+        let cold = online(&order, &own, &mut History::new(10_000), 0);
         assert_eq!(cold.requests, 100);
         eprintln!("the first 100 answers: {cold:?}");
         assert!(cold.spearman >= 0.8, "over the first 100 answers: {cold:?}");
@@ -319,7 +339,19 @@ mod tests {
         );
         assert!(cold.within_2x > 2.0 * cold.baseline_within_2x, "{cold:?}");
         // The first forty alone (the flat case): already separated.
-        let first = online(&order[..40], &own[..40], 10_000, 0);
+        let first = online(&order[..40], &own[..40], &mut History::new(10_000), 0);
         assert!(first.spearman >= 0.7, "over the first 40: {first:?}");
+    }
+
+    #[test]
+    fn from_its_first_answers_the_length_model_ranks_short_before_long() {
+        let records = mixed(200);
+        let order: Vec<&PromptRecord> = records.iter().collect();
+        let own: Vec<Arc<[f32]>> = order.iter().map(|r| Hashed.embed(&r.prompt)).collect();
+        let model = online(&order, &own, &mut LengthModel::new(), 0);
+        eprintln!("the length model over the first 200 answers: {model:?}");
+        assert!(model.spearman >= 0.8, "{model:?}");
+        let later = online(&order, &own, &mut LengthModel::new(), 100);
+        assert!(later.spearman >= 0.9, "after 100 answers: {later:?}");
     }
 }

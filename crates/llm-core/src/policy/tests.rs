@@ -73,3 +73,20 @@ fn a_list_is_parsed_in_order_and_all_is_the_default_set() {
     let err = parse_list(&["fcfs", "srpt"]).expect_err("unknown");
     assert_eq!(err, PolicyError::Unknown("srpt".into()));
 }
+
+#[test]
+fn predict_model_swaps_a_learned_source_and_is_refused_elsewhere() {
+    let s: RequestPolicySpec = "sagesched:predict=model".parse().expect("sage");
+    assert_eq!(s.source, PredictionSource::Model);
+    assert_eq!(s.to_string(), "sagesched:predict=model");
+    let s: RequestPolicySpec = "ssjf:admit=peak,predict=model".parse().expect("ssjf");
+    assert_eq!(s.to_string(), "ssjf:admit=peak,predict=model");
+    let s: RequestPolicySpec = "sagesched:predict=history".parse().expect("history");
+    assert_eq!(s.to_string(), "sagesched");
+    for refused in ["fcfs:predict=model", "sagesched-oracle:predict=model"] {
+        let err = refused.parse::<RequestPolicySpec>().expect_err(refused);
+        assert!(matches!(err, PolicyError::NotLearned(_)), "{err}");
+    }
+    let err = "sagesched:predict=magic".parse::<RequestPolicySpec>();
+    assert!(err.is_err_and(|e| e.to_string().contains("predict=history|model")));
+}

@@ -1,24 +1,24 @@
-//! What a run predicts for each arrival: the history predictor (learning online from every
-//! completed request), the prior, the truth, or the truth with noise, as the policy's
-//! `PredictionSource` says.
+//! What a run predicts for each arrival: the history predictor or the length model (learning
+//! online from every completed request), the prior, the truth, or the truth with noise, as the
+//! policy's `PredictionSource` says.
 
 use crate::Request;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use xsched_llm_core::predict::{Features, Predictor, prior};
 use xsched_llm_core::{PredictionSource, SizeDistribution};
-use xsched_llm_predict::predictor::History;
 
 /// Predictions as a policy's source makes them.
 pub(super) struct Oracle {
     pub(super) source: PredictionSource,
-    pub(super) history: Option<History>,
+    /// The learner (`None` where the policy learns nothing, or the history holds nothing).
+    pub(super) history: Option<Box<dyn Predictor>>,
 }
 
 impl Oracle {
     pub(super) fn lengths(&self, r: &Request) -> Option<SizeDistribution> {
         match self.source {
-            PredictionSource::None | PredictionSource::History => {
+            PredictionSource::None | PredictionSource::History | PredictionSource::Model => {
                 self.history.as_ref().map(|h| h.predict(&features(r)))
             }
             PredictionSource::Prior => Some(prior()),
@@ -37,6 +37,7 @@ impl Oracle {
 fn features(r: &Request) -> Features {
     Features {
         embedding: r.embedding.clone(),
+        prompt: r.prompt.as_str().into(),
         previous_answer_tokens: r.previous_answer_tokens,
     }
 }

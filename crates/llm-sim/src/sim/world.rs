@@ -12,7 +12,6 @@ use xsched_llm_core::{
     Arrival, Config, Decision, EvictReason, Input, PredictionSource, RequestPolicySpec,
     RequestScheduler, ShedReason,
 };
-use xsched_llm_predict::predictor::History;
 
 /// The simulation: engines, the scheduler, what is predicted, what was measured.
 struct World<'a> {
@@ -290,11 +289,14 @@ impl<'a> World<'a> {
             engine_order: rules.engine_order,
         })?;
         let predicts = policy.predicts() || cluster.router.predicts();
-        let uses_history = matches!(policy.source, PredictionSource::History)
-            || (matches!(policy.source, PredictionSource::None) && predicts);
+        let uses_history = matches!(
+            policy.source,
+            PredictionSource::History | PredictionSource::Model
+        ) || (matches!(policy.source, PredictionSource::None) && predicts);
         let mut oracle = Oracle {
             source: policy.source,
-            history: (uses_history && history > 0).then(|| History::new(history)),
+            history: (uses_history && history > 0)
+                .then(|| xsched_llm_predict::learner(policy.source, history)),
         };
         for r in warm {
             oracle.learn(r);

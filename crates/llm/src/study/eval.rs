@@ -1,5 +1,5 @@
 //! `xsched llm predict-eval`: the output-length predictor's online accuracy against the
-//! global median's, its latency with a full history, and one admission decision's cost.
+//! global median's and the length model's (`:predict=model`), its latency with a full history, and one admission decision's cost.
 
 use super::contract::{Dataset, Study};
 use crate::LlmError;
@@ -50,6 +50,8 @@ pub fn predict_eval(s: &Study) -> Result<Report, LlmError> {
             "global_median_within_2x",
             "spearman",
             "global_median_spearman",
+            "model_within_2x",
+            "model_spearman",
             "history",
             "latency_p50_us",
             "latency_p99_us",
@@ -102,6 +104,8 @@ fn eval_row(s: &Study, e: &crate::evaluate::PredictEval) -> xsched_report::Row {
             "global_median_spearman",
             json!(round3(e.online.baseline_spearman)),
         ),
+        ("model_within_2x", json!(round3(e.model.within_2x))),
+        ("model_spearman", json!(round3(e.model.spearman))),
         ("history", json!(e.history)),
         ("latency_p50_us", json!(e.latency_p50_us.round())),
         ("latency_p99_us", json!(e.latency_p99_us.round())),
