@@ -25,7 +25,7 @@
 
 use crate::embedding::gram_hashes;
 use crate::predictor::PREVIOUS_ANSWER_WEIGHT;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use xsched_llm_core::SizeDistribution;
 use xsched_llm_core::predict::{Features, PRIOR, Predictor, prior};
 
@@ -128,7 +128,9 @@ impl LengthModel {
 
 /// `prompt`'s features: (weight index, value), unit length over the words, then the bias.
 fn features(prompt: &str) -> Vec<(usize, f32)> {
-    let mut counts: HashMap<u64, u32> = HashMap::new();
+    // Ordered by hash, so a prompt's features come in one order every time (a hash map's order
+    // changes from process to process, and with it how sums round).
+    let mut counts: BTreeMap<u64, u32> = BTreeMap::new();
     for h in gram_hashes(prompt) {
         *counts.entry(h).or_default() += 1;
     }
@@ -139,8 +141,8 @@ fn features(prompt: &str) -> Vec<(usize, f32)> {
             ((h % DIM as u64) as usize, sign * (1.0 + (n as f32).ln()))
         })
         .collect();
-    // The same order every time (a map's is not), so sums round alike.
-    x.sort_unstable_by_key(|&(i, _)| i);
+    // By weight; words that share one keep their hashes' order (a stable sort).
+    x.sort_by_key(|&(i, _)| i);
     let norm = x.iter().map(|(_, v)| v * v).sum::<f32>().sqrt();
     if norm > 0.0 {
         x.iter_mut().for_each(|(_, v)| *v /= norm);

@@ -102,6 +102,8 @@ pub struct PredictEval {
     /// Of the neighbours found with the full history, the fraction as similar as an exact
     /// scan's (1 where the history is scanned exactly).
     pub recall: f64,
+    /// The length model's prediction latency P99 (µs), taught every record first.
+    pub model_p99_us: f64,
     /// Embedding latency P50 (µs) of the embedder used.
     pub embed_p50_us: f64,
     /// One admission decision under `sagesched` with 10 000 requests waiting (µs, median).
@@ -211,6 +213,23 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
     }
 }
 
+/// P99 time (µs) of a length-model prediction for the first 500 of `order`, the model taught
+/// every one of them first (its cost is the prompt's words, not what it learned).
+fn model_latency_p99(order: &[&PromptRecord]) -> f64 {
+    let mut model = LengthModel::new();
+    for r in order {
+        model.remember(&r.prompt, r.output_tokens);
+    }
+    let times: Vec<f64> = (order.iter().take(500))
+        .map(|r| {
+            let t = Instant::now();
+            std::hint::black_box(model.lookup(&r.prompt, r.previous_answer_tokens));
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    quantile(&times, 0.99).unwrap_or(0.0)
+}
+
 /// A predicted distribution's median, by `xsched-report`'s nearest rank.
 fn median(d: &xsched_llm_core::SizeDistribution) -> f64 {
     xsched_report::weighted_quantile(d.atoms(), 0.5).unwrap_or_else(|| d.max())
@@ -264,6 +283,7 @@ pub fn evaluate(
         latency_p50_us: at(0.5),
         latency_p99_us: at(0.99),
         recall,
+        model_p99_us: model_latency_p99(&order),
         decision_10k_us: decision_latency(latency_pool, 10_000),
         embed_p50_us: {
             let t: Vec<f64> = order

@@ -52,6 +52,7 @@ pub fn predict_eval(s: &Study) -> Result<Report, LlmError> {
             "global_median_spearman",
             "model_within_2x",
             "model_spearman",
+            "model_p99_us",
             "history",
             "latency_p50_us",
             "latency_p99_us",
@@ -106,6 +107,7 @@ fn eval_row(s: &Study, e: &crate::evaluate::PredictEval) -> xsched_report::Row {
         ),
         ("model_within_2x", json!(round3(e.model.within_2x))),
         ("model_spearman", json!(round3(e.model.spearman))),
+        ("model_p99_us", json!(e.model_p99_us.round())),
         ("history", json!(e.history)),
         ("latency_p50_us", json!(e.latency_p50_us.round())),
         ("latency_p99_us", json!(e.latency_p99_us.round())),
@@ -129,6 +131,12 @@ fn eval_checks(e: &crate::evaluate::PredictEval) -> Vec<Check> {
             verdict: Verdict::of(
                 e.latency_p99_us < if e.history > 10_000 { 1000.0 } else { 500.0 },
             ),
+        },
+        Check {
+            name: "the length model's prediction latency P99".into(),
+            target: "< 500 us (SageSched)".into(),
+            measured: format!("{:.0} us", e.model_p99_us),
+            verdict: Verdict::of(e.model_p99_us < 500.0),
         },
         Check {
             name: "one admission decision with 10 k waiting requests".into(),
