@@ -45,3 +45,48 @@ pub fn learner(source: PredictionSource, history: usize) -> Box<dyn Predictor> {
         _ => Box::new(predictor::History::new(history)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use embedding::{Embedder, Hashed};
+    use xsched_llm_core::predict::Features;
+
+    fn features(text: &str) -> Features {
+        Features {
+            embedding: Hashed.embed(text),
+            prompt: text.into(),
+            previous_answer_tokens: None,
+        }
+    }
+
+    /// Teach `p` that essays run long and sums short; the mean it predicts for an unseen
+    /// essay and an unseen sum.
+    fn taught(mut p: Box<dyn Predictor>) -> (f64, f64) {
+        for i in 0..100 {
+            p.learn(features(&format!("write an essay on theme {i}")), 800);
+            p.learn(features(&format!("add {i} and {}", i + 2)), 8);
+        }
+        let essay = p.predict(&features("write an essay on rome")).mean();
+        let sum = p.predict(&features("add 3 and 4")).mean();
+        (essay, sum)
+    }
+
+    #[test]
+    fn each_learned_source_gets_its_own_learner_and_both_learn() {
+        let history = learner(PredictionSource::History, 1_000);
+        let model = learner(PredictionSource::Model, 1_000);
+        // Only the history predictor holds answers; a one-entry history shows it.
+        let mut tiny = learner(PredictionSource::History, 1);
+        tiny.learn(features("first"), 10);
+        tiny.learn(features("second"), 1_000);
+        assert_eq!(tiny.predict(&features("first")).mean(), 1_000.0);
+        let mut tiny_model = learner(PredictionSource::Model, 1);
+        tiny_model.learn(features("first"), 10);
+        tiny_model.learn(features("second"), 1_000);
+        assert_ne!(tiny_model.predict(&features("first")).mean(), 1_000.0);
+        for (name, (essay, sum)) in [("history", taught(history)), ("model", taught(model))] {
+            assert!(essay > 10.0 * sum, "{name}: essay {essay}, sum {sum}");
+        }
+    }
+}
